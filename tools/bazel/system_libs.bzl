@@ -1,0 +1,113 @@
+"""Repository rule exposing Debian's packaged C/C++ libraries to Bazel.
+
+Runs pkg-config once at fetch time and writes cc_library targets with the
+flags it reports. The embedded CPython is chosen here, and only here: set
+RSSLAB_PYTHON_PC to another pkg-config module (for example
+`python-3.13t-embed`) or RSSLAB_PYTHON_PC_PATH to a directory holding its
+.pc file, then `bazel build --repo_env=RSSLAB_PYTHON_PC=...`.
+"""
+
+_DEFAULT_PYTHON_PC = "python3-embed"
+
+def _pkg_config(rctx, modules):
+    env = {}
+    extra = rctx.os.environ.get("RSSLAB_PYTHON_PC_PATH", "")
+    if extra:
+        env["PKG_CONFIG_PATH"] = extra
+    res = rctx.execute(["pkg-config", "--cflags", "--libs"] + modules, environment = env)
+    if res.return_code != 0:
+        fail("pkg-config %s failed (run ./rsslab setup to install the -dev packages): %s" %
+             (" ".join(modules), res.stderr))
+    return [f for f in res.stdout.strip().split(" ") if f]
+
+def _split(flags):
+    includes = []
+    copts = []
+    linkopts = []
+    for f in flags:
+        if f.startswith("-I"):
+            includes.append(f[2:])
+        elif f.startswith("-l") or f.startswith("-L") or f.startswith("-Wl"):
+            linkopts.append(f)
+        else:
+            copts.append(f)
+    return includes, copts, linkopts
+
+def _lib(rctx, name, modules, extra_linkopts = []):
+    includes, copts, linkopts = _split(_pkg_config(rctx, modules))
+
+    # System include dirs must live inside the repository for `includes`;
+    # /usr/include itself is already on the compiler's path.
+    local_includes = []
+    for i, inc in enumerate(includes):
+        if inc in ("/usr/include", "/usr/include/x86_64-linux-gnu"):
+            continue
+        link = "%s_inc%d" % (name, i)
+        rctx.symlink(inc, link)
+        local_includes.append(link)
+    hdrs = ", ".join(['glob(["%s/**"])' % d for d in local_includes]) or "[]"
+    if len(local_includes) > 1:
+        hdrs = " + ".join(['glob(["%s/**"])' % d for d in local_includes])
+    return """
+cc_library(
+    name = "{name}",
+    hdrs = {hdrs},
+    includes = {includes},
+    defines = {defines},
+    linkopts = {linkopts},
+)
+""".format(
+        name = name,
+        hdrs = hdrs,
+        includes = repr(local_includes),
+        defines = repr([c[2:] for c in copts if c.startswith("-D")]),
+        linkopts = repr(linkopts + extra_linkopts),
+    )
+
+def _system_libs_impl(rctx):
+    py_pc = rctx.os.environ.get("RSSLAB_PYTHON_PC", _DEFAULT_PYTHON_PC)
+    build = ['package(default_visibility = ["//visibility:public"])\n']
+    build.append(_lib(rctx, "grpc", ["grpc++", "protobuf"], ["-lgrpc++_reflection", "-lpthread"]))
+    build.append(_lib(rctx, "python", [py_pc], ["-ldl", "-lm"]))
+    build.append(_lib(rctx, "absl", [
+        "absl_flags_parse",
+        "absl_flags_usage",
+        "absl_flags",
+        "absl_status",
+        "absl_statusor",
+        "absl_synchronization",
+        "absl_strings",
+        "absl_str_format",
+        "absl_time",
+        "absl_random_random",
+    ]))
+    build.append("""
+cc_library(
+    name = "gtest",
+    linkopts = ["-lgtest", "-lpthread"],
+)
+
+cc_library(
+    name = "gtest_main",
+    linkopts = ["-lgtest_main", "-lgtest", "-lpthread"],
+)
+
+cc_library(
+    name = "gmock",
+    linkopts = ["-lgmock", "-lgtest", "-lpthread"],
+)
+
+cc_library(
+    name = "dl",
+    linkopts = ["-ldl"],
+)
+""")
+    rctx.file("BUILD.bazel", "\n".join(build))
+    rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
+    rctx.file("python_pc.txt", py_pc + "\n")
+
+system_libs = repository_rule(
+    implementation = _system_libs_impl,
+    environ = ["RSSLAB_PYTHON_PC", "RSSLAB_PYTHON_PC_PATH", "PKG_CONFIG_PATH"],
+    local = True,
+)
