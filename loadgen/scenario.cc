@@ -1,0 +1,480 @@
+#include "loadgen/scenario.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace rsslab {
+namespace {
+
+using ::google::protobuf::TextFormat;
+using ::rsslab::v1::LoadSpec;
+using ::rsslab::v1::Scenario;
+using ::rsslab::v1::Step;
+
+constexpr absl::string_view kPhases[] = {"fill", "shrink", "idle", "trim",
+                                         "start"};
+
+// The seed 000 experiment, step for step (see ../shared/seeds/000_*.txt).
+// Load parameters are left to the flags so one built-in serves every setup.
+constexpr absl::string_view kSeedText = R"pb(
+name: "seed"
+description: "Seed 000: fill (96,000 requests, cache 100 MiB), shrink (cache 10 MiB, 48,000 requests), idle 12 s, trim; a snapshot after each phase, after gc.collect()."
+step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
+step { name: "fill" load { requests: 96000 } }
+step { name: "after_fill" snapshot { gc: true } }
+step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
+step { name: "shrink" load { requests: 48000 } }
+step { name: "after_shrink" snapshot { gc: true } }
+step { name: "idle" set_phase { phase: "idle" } }
+step { name: "idle" wait { seconds: 12 } }
+step { name: "after_idle" snapshot { gc: true } }
+step { name: "trim" set_phase { phase: "trim" gc: true } }
+)pb";
+
+// A short smoke cycle through every kind of step.
+constexpr absl::string_view kQuickText = R"pb(
+name: "quick"
+description: "Smoke cycle: fill 2,000 requests, shrink 1,000, idle 1 s, trim."
+step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
+step { name: "fill" load { requests: 2000 } }
+step { name: "after_fill" snapshot { gc: true } }
+step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
+step { name: "shrink" load { requests: 1000 } }
+step { name: "after_shrink" snapshot { gc: true } }
+step { name: "idle" set_phase { phase: "idle" } }
+step { name: "idle" wait { seconds: 1 } }
+step { name: "after_idle" snapshot { gc: true } }
+step { name: "trim" set_phase { phase: "trim" gc: true } }
+)pb";
+
+class Collector : public ::google::protobuf::io::ErrorCollector {
+ public:
+  explicit Collector(absl::string_view origin) : origin_(origin) {}
+  void AddError(int line, int column, const std::string& message) override {
+    errors_.push_back(
+        absl::StrFormat("%s:%d:%d: %s", origin_, line + 1, column + 1, message));
+  }
+  void AddWarning(int line, int column, const std::string& message) override {
+    AddError(line, column, message);
+  }
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  std::string origin_;
+  std::vector<std::string> errors_;
+};
+
+// Where a message (or one of its fields) sits in the source, for errors.
+class Where {
+ public:
+  Where(std::string origin, const TextFormat::ParseInfoTree* tree, int line,
+        std::string path)
+      : origin_(std::move(origin)), tree_(tree), line_(line),
+        path_(std::move(path)) {}
+
+  // The nested message `field` (index -1 unless repeated).
+  Where Nested(const google::protobuf::Message& parent, absl::string_view field,
+               int index, absl::string_view label) const {
+    const auto* fd = parent.GetDescriptor()->FindFieldByName(std::string(field));
+    const TextFormat::ParseInfoTree* sub =
+        tree_ && fd ? tree_->GetTreeForNested(fd, index) : nullptr;
+    int line = line_;
+    if (tree_ && fd) {
+      const auto loc = tree_->GetLocation(fd, index);
+      if (loc.line >= 0) line = loc.line;
+    }
+    return Where(origin_, sub, line,
+                 path_.empty() ? std::string(label)
+                               : absl::StrCat(path_, ": ", label));
+  }
+
+  // "file:line: path: " for the field `field` of `msg` (or the message).
+  std::string At(const google::protobuf::Message& msg,
+                 absl::string_view field = "") const {
+    int line = line_;
+    if (tree_ && !field.empty()) {
+      const auto* fd = msg.GetDescriptor()->FindFieldByName(std::string(field));
+      if (fd) {
+        const auto loc = tree_->GetLocation(fd, fd->is_repeated() ? 0 : -1);
+        if (loc.line >= 0) line = loc.line;
+      }
+    }
+    std::string at = line >= 0 ? absl::StrCat(origin_, ":", line + 1)
+                               : origin_;
+    return path_.empty() ? at : absl::StrCat(at, ": ", path_);
+  }
+
+ private:
+  std::string origin_;
+  const TextFormat::ParseInfoTree* tree_;
+  int line_;
+  std::string path_;
+};
+
+void CheckLayerAt(const LoadSpec& s, const Where& w,
+                  std::vector<std::string>* errors) {
+  auto add = [&](absl::string_view field, absl::string_view what) {
+    errors->push_back(absl::StrCat(w.At(s, field), ": ", what));
+  };
+  if (s.rate() < 0 || !std::isfinite(s.rate())) {
+    add("rate", "rate must be a positive number of requests per second");
+  }
+  if (s.rate() > 0 && s.concurrency() > 0) {
+    add("concurrency",
+        "rate (open loop: requests leave on a schedule) and concurrency "
+        "(closed loop: a fixed number in flight) cannot both hold; set one "
+        "(cap an open loop's in-flight RPCs with max_outstanding)");
+  }
+  if (!s.arrival().empty() && s.arrival() != "constant" &&
+      s.arrival() != "poisson") {
+    add("arrival", absl::StrFormat("unknown arrival \"%s\" (constant or poisson)",
+                                   s.arrival()));
+  }
+  if (!s.arrival().empty() && s.rate() == 0 && s.concurrency() > 0) {
+    add("arrival", "arrival applies to an open loop (rate), not to concurrency");
+  }
+  if (s.max_outstanding() > 0 && s.concurrency() > 0) {
+    add("max_outstanding",
+        "max_outstanding caps an open loop; a closed loop's in-flight count "
+        "is its concurrency");
+  }
+  if (s.concurrency() > 0 && s.channels() > s.concurrency()) {
+    add("channels", absl::StrFormat(
+                        "%d channels for %d outstanding RPCs would leave "
+                        "channels idle; use channels <= concurrency",
+                        s.channels(), s.concurrency()));
+  }
+  if (s.duration_s() < 0 || !std::isfinite(s.duration_s())) {
+    add("duration_s", "duration_s must be positive");
+  }
+  if (s.requests() > 0 && s.duration_s() > 0) {
+    add("duration_s",
+        "requests and duration_s are alternatives: a step ends after a count "
+        "or after a time, set one");
+  }
+  if (s.warmup_s() < 0 || !std::isfinite(s.warmup_s())) {
+    add("warmup_s", "warmup_s must be positive");
+  }
+  if (s.warmup_s() > 0 && s.warmup_requests() > 0) {
+    add("warmup_requests", "warmup_s and warmup_requests are alternatives");
+  }
+  if (s.scale() < 0 || !std::isfinite(s.scale())) {
+    add("scale", "scale must be a positive factor");
+  }
+}
+
+bool UsesControl(const Step& step) {
+  switch (step.kind_case()) {
+    case Step::kSetPhase:
+    case Step::kSnapshot:
+    case Step::kTrim:
+      return true;
+    case Step::kRepeat:
+      for (const Step& s : step.repeat().step()) {
+        if (UsesControl(s)) return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+void CheckSteps(const google::protobuf::Message& parent,
+                const google::protobuf::RepeatedPtrField<Step>& steps,
+                const Where& w, const LoadSpec& defaults,
+                const LoadSpec& flags, std::vector<std::string>* errors) {
+  for (int i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    const std::string label =
+        step.name().empty() ? absl::StrFormat("step %d", i + 1)
+                            : absl::StrFormat("step %d \"%s\"", i + 1, step.name());
+    const Where sw = w.Nested(parent, "step", i, label);
+    auto add = [&](const google::protobuf::Message& m, absl::string_view field,
+                   const Where& where, absl::string_view what) {
+      errors->push_back(absl::StrCat(where.At(m, field), ": ", what));
+    };
+    switch (step.kind_case()) {
+      case Step::KIND_NOT_SET:
+        add(step, "", sw,
+            "empty step: give it one of set_phase, load, wait, snapshot, "
+            "trim, repeat");
+        break;
+      case Step::kSetPhase: {
+        const auto& p = step.set_phase();
+        const Where pw = sw.Nested(step, "set_phase", -1, "set_phase");
+        if (!IsKnownPhase(p.phase())) {
+          add(p, "phase", pw,
+              absl::StrFormat("unknown phase \"%s\" (fill, shrink, idle, trim "
+                              "or start)",
+                              p.phase()));
+        }
+        if (p.has_cache_limit_mb() && p.cache_limit_mb() < 0) {
+          add(p, "cache_limit_mb", pw,
+              absl::StrFormat("cache_limit_mb is %d; a cache limit cannot be "
+                              "negative",
+                              p.cache_limit_mb()));
+        }
+        break;
+      }
+      case Step::kLoad: {
+        const Where lw = sw.Nested(step, "load", -1, "load");
+        const size_t before = errors->size();
+        CheckLayerAt(step.load(), lw, errors);
+        if (errors->size() == before) {
+          auto resolved = ResolveLoad(step.load(), defaults, flags);
+          if (!resolved.ok()) {
+            add(step.load(), "", lw, resolved.status().message());
+          }
+        }
+        break;
+      }
+      case Step::kWait: {
+        const double s = step.wait().seconds();
+        if (!(s > 0) || !std::isfinite(s)) {
+          add(step.wait(), "seconds",
+              sw.Nested(step, "wait", -1, "wait"),
+              "wait needs seconds > 0");
+        }
+        break;
+      }
+      case Step::kSnapshot:
+      case Step::kTrim:
+        break;
+      case Step::kRepeat: {
+        const auto& r = step.repeat();
+        const Where rw = sw.Nested(step, "repeat", -1, "repeat");
+        if (r.times() == 0 && !(r.duration_s() > 0)) {
+          add(r, "", rw, "repeat needs times > 0 or duration_s > 0");
+        }
+        if (r.duration_s() < 0) {
+          add(r, "duration_s", rw, "duration_s must be positive");
+        }
+        if (r.step_size() == 0) {
+          add(r, "", rw, "repeat has no steps");
+        }
+        CheckSteps(r, r.step(), rw, defaults, flags, errors);
+        break;
+      }
+    }
+  }
+}
+
+absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
+                                       absl::string_view origin,
+                                       const LoadSpec& flags) {
+  Scenario sc;
+  Collector collector(origin);
+  TextFormat::ParseInfoTree tree;
+  TextFormat::Parser parser;
+  parser.RecordErrorsTo(&collector);
+  parser.WriteLocationsTo(&tree);
+  if (!parser.ParseFromString(std::string(text), &sc)) {
+    std::vector<std::string> errs = collector.errors();
+    if (errs.empty()) errs.push_back(absl::StrCat(origin, ": cannot parse"));
+    return absl::InvalidArgumentError(absl::StrJoin(errs, "\n"));
+  }
+  std::vector<std::string> errors;
+  const Where top(std::string(origin), &tree, -1, "");
+  if (sc.step_size() == 0) {
+    errors.push_back(absl::StrCat(origin, ": the scenario has no steps"));
+  }
+  if (sc.has_sweep()) {
+    errors.push_back(absl::StrCat(
+        top.At(sc, "sweep"),
+        ": sweep runs through rsslab_agent, which this loadgen cannot drive "
+        "yet (issue 4); run one cell's steps instead"));
+  }
+  if (sc.has_soak()) {
+    errors.push_back(absl::StrCat(
+        top.At(sc, "soak"),
+        ": soak settings are not supported by this loadgen yet (issue 5); "
+        "use repeat for cycles"));
+  }
+  if (sc.has_load_defaults()) {
+    CheckLayerAt(sc.load_defaults(),
+                 top.Nested(sc, "load_defaults", -1, "load_defaults"), &errors);
+  }
+  // The flags are a layer too, but their problems are the command line's.
+  for (const std::string& e : CheckLoadLayer(flags, "flags")) {
+    errors.push_back(e);
+  }
+  if (errors.empty()) {
+    CheckSteps(sc, sc.step(), top, sc.load_defaults(), flags, &errors);
+  }
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  }
+  return sc;
+}
+
+// First layer with a non-default value wins.
+template <typename T, typename Get>
+T First(const LoadSpec* const* layers, Get get, T fallback) {
+  for (int i = 0; i < 3; ++i) {
+    const T v = get(*layers[i]);
+    if (v != T{}) return v;
+  }
+  return fallback;
+}
+
+}  // namespace
+
+bool IsKnownPhase(absl::string_view phase) {
+  for (absl::string_view p : kPhases) {
+    if (p == phase) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> CheckLoadLayer(const LoadSpec& spec,
+                                        absl::string_view where) {
+  std::vector<std::string> errors;
+  // Flag names are the field names with "--" (duration_s is --duration).
+  CheckLayerAt(spec, Where(std::string(where), nullptr, -1, ""), &errors);
+  return errors;
+}
+
+absl::StatusOr<LoadSpec> ResolveLoad(const LoadSpec& step,
+                                     const LoadSpec& defaults,
+                                     const LoadSpec& flags) {
+  const LoadSpec* layers[] = {&step, &defaults, &flags};
+  LoadSpec out;
+  // Mode: the first layer that says rate or concurrency decides.
+  const LoadSpec* mode_layer = nullptr;
+  for (const LoadSpec* l : layers) {
+    if (l->rate() > 0 || l->concurrency() > 0) {
+      mode_layer = l;
+      break;
+    }
+  }
+  if (mode_layer != nullptr && mode_layer->rate() > 0) {
+    out.set_rate(mode_layer->rate());
+    out.set_arrival(First<std::string>(
+        layers, [](const LoadSpec& l) { return l.arrival(); }, "constant"));
+    out.set_max_outstanding(First<uint32_t>(
+        layers, [](const LoadSpec& l) { return l.max_outstanding(); },
+        kDefaultMaxOutstanding));
+  } else {
+    out.set_concurrency(mode_layer != nullptr ? mode_layer->concurrency()
+                                              : kDefaultConcurrency);
+  }
+  const uint32_t channels = First<uint32_t>(
+      layers, [](const LoadSpec& l) { return l.channels(); }, 0);
+  if (channels == 0) {
+    out.set_channels(out.concurrency() > 0
+                         ? std::min(kDefaultChannels, out.concurrency())
+                         : kDefaultChannels);
+  } else if (out.concurrency() > 0 && channels > out.concurrency()) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%d channels for %d outstanding RPCs would leave channels idle; use "
+        "channels <= concurrency",
+        channels, out.concurrency()));
+  } else {
+    out.set_channels(channels);
+  }
+  // End condition: the first layer that sets a count or a time.
+  const double scale = First<double>(
+      layers, [](const LoadSpec& l) { return l.scale(); }, 1.0);
+  out.set_scale(scale);
+  bool ends = false;
+  for (const LoadSpec* l : layers) {
+    if (l->requests() > 0) {
+      out.set_requests(std::max<uint64_t>(
+          1, static_cast<uint64_t>(std::llround(l->requests() * scale))));
+      ends = true;
+      break;
+    }
+    if (l->duration_s() > 0) {
+      out.set_duration_s(l->duration_s());
+      ends = true;
+      break;
+    }
+  }
+  if (!ends) {
+    return absl::InvalidArgumentError(
+        "a load step needs requests or duration_s (in the step, in "
+        "load_defaults, or --requests / --duration)");
+  }
+  for (const LoadSpec* l : layers) {
+    if (l->warmup_s() > 0 || l->warmup_requests() > 0) {
+      out.set_warmup_s(l->warmup_s());
+      out.set_warmup_requests(l->warmup_requests());
+      break;
+    }
+  }
+  out.set_deadline_ms(First<uint32_t>(
+      layers, [](const LoadSpec& l) { return l.deadline_ms(); },
+      kDefaultDeadlineMs));
+  out.set_seed(First<uint64_t>(
+      layers, [](const LoadSpec& l) { return l.seed(); }, 1));
+  out.set_payload_bytes(First<uint32_t>(
+      layers, [](const LoadSpec& l) { return l.payload_bytes(); }, 0));
+  out.set_return_body(step.return_body() || defaults.return_body() ||
+                      flags.return_body());
+  // Params merge: the step's override the defaults', which override flags'.
+  for (int i = 2; i >= 0; --i) {
+    for (const auto& [k, v] : layers[i]->params()) (*out.mutable_params())[k] = v;
+  }
+  return out;
+}
+
+absl::StatusOr<Scenario> ParseScenario(absl::string_view text,
+                                       absl::string_view origin,
+                                       const LoadSpec& flags) {
+  return ParseAndCheck(text, origin, flags);
+}
+
+absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path,
+                                          const LoadSpec& flags) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrFormat("cannot read scenario file %s", path));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ParseAndCheck(ss.str(), path, flags);
+}
+
+std::vector<std::string> BuiltinNames() { return {"seed", "quick"}; }
+
+absl::StatusOr<std::string> BuiltinText(absl::string_view name) {
+  if (name == "seed") return std::string(kSeedText);
+  if (name == "quick") return std::string(kQuickText);
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown builtin scenario \"%s\" (known: %s)", name,
+                      absl::StrJoin(BuiltinNames(), ", ")));
+}
+
+absl::StatusOr<Scenario> BuiltinScenario(absl::string_view name,
+                                         const LoadSpec& flags) {
+  absl::StatusOr<std::string> text = BuiltinText(name);
+  if (!text.ok()) return text.status();
+  return ParseAndCheck(*text, absl::StrCat("builtin:", name), flags);
+}
+
+Scenario AdHocScenario() {
+  Scenario sc;
+  sc.set_name("load");
+  sc.set_description("One load step from the command-line flags.");
+  Step* step = sc.add_step();
+  step->set_name("load");
+  step->mutable_load();
+  return sc;
+}
+
+bool NeedsControl(const Scenario& scenario) {
+  for (const Step& s : scenario.step()) {
+    if (UsesControl(s)) return true;
+  }
+  return false;
+}
+
+}  // namespace rsslab

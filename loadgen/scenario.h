@@ -1,0 +1,75 @@
+// Scenario files (protobuf text format, proto/scenario.proto), built-ins,
+// validation, and resolution of a load step against defaults and flags.
+//
+//   rsslab::v1::LoadSpec flags = ...;              // from the command line
+//   auto sc = rsslab::LoadScenarioFile("x.txtpb", flags);  // or:
+//   auto sc = rsslab::BuiltinScenario("seed", flags);
+//   if (!sc.ok()) { /* message: "x.txtpb:7: step 2 "fill": load: ..." */ }
+//   auto spec = rsslab::ResolveLoad(step.load(), sc->load_defaults(), flags);
+//
+// Everything is checked before any traffic: a scenario that parses but would
+// fail half-way (an unknown phase in step 9) is rejected up front, with the
+// file and line of every problem.
+//
+// Precedence of load parameters: the step, then the scenario's
+// load_defaults, then the flags, then built-in defaults. Open versus closed
+// loop is decided by the first of those layers that sets `rate` or
+// `concurrency`; one layer setting both is a contradiction.
+#ifndef RSSLAB_LOADGEN_SCENARIO_H_
+#define RSSLAB_LOADGEN_SCENARIO_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/scenario.pb.h"
+
+namespace rsslab {
+
+// Built-in defaults for a load step that no layer sets.
+inline constexpr uint32_t kDefaultConcurrency = 64;
+inline constexpr uint32_t kDefaultChannels = 4;
+inline constexpr uint32_t kDefaultDeadlineMs = 10000;
+inline constexpr uint32_t kDefaultMaxOutstanding = 10000;
+
+// The phases the server's SetPhase accepts.
+bool IsKnownPhase(absl::string_view phase);
+
+// Parses and validates; `origin` names the text in errors (a file name).
+absl::StatusOr<rsslab::v1::Scenario> ParseScenario(
+    absl::string_view text, absl::string_view origin,
+    const rsslab::v1::LoadSpec& flags);
+absl::StatusOr<rsslab::v1::Scenario> LoadScenarioFile(
+    const std::string& path, const rsslab::v1::LoadSpec& flags);
+
+// "seed" (seed 000 exactly, scaled by flags.scale()) and "quick".
+absl::StatusOr<rsslab::v1::Scenario> BuiltinScenario(
+    absl::string_view name, const rsslab::v1::LoadSpec& flags);
+std::vector<std::string> BuiltinNames();
+// The text of a built-in, as a user could copy it into a file.
+absl::StatusOr<std::string> BuiltinText(absl::string_view name);
+
+// A scenario of a single load step taken from the flags alone.
+rsslab::v1::Scenario AdHocScenario();
+
+// Contradictions inside one layer (a step's load, load_defaults, or the
+// flags): rate with concurrency, requests with duration, negative numbers...
+// `where` prefixes each message. Returns every problem, one per line.
+std::vector<std::string> CheckLoadLayer(const rsslab::v1::LoadSpec& spec,
+                                        absl::string_view where);
+
+// The fully resolved parameters of one load step: mode chosen, defaults
+// applied, requests scaled. The result has either rate > 0 (open loop) or
+// concurrency > 0 (closed loop), channels > 0, deadline_ms > 0, seed != 0,
+// and requests > 0 or duration_s > 0.
+absl::StatusOr<rsslab::v1::LoadSpec> ResolveLoad(
+    const rsslab::v1::LoadSpec& step, const rsslab::v1::LoadSpec& defaults,
+    const rsslab::v1::LoadSpec& flags);
+
+// Whether any step needs the Control service (phases, snapshots, trims).
+bool NeedsControl(const rsslab::v1::Scenario& scenario);
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_LOADGEN_SCENARIO_H_

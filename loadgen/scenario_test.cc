@@ -1,0 +1,203 @@
+#include "loadgen/scenario.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::LoadSpec;
+using ::rsslab::v1::Scenario;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+LoadSpec NoFlags() { return LoadSpec(); }
+
+std::string ErrorOf(const std::string& text, const LoadSpec& flags = NoFlags()) {
+  auto sc = ParseScenario(text, "t.txtpb", flags);
+  EXPECT_FALSE(sc.ok()) << "accepted:\n" << text;
+  return sc.ok() ? "" : std::string(sc.status().message());
+}
+
+TEST(ScenarioTest, SeedBuiltinIsSeed000Exactly) {
+  auto sc = BuiltinScenario("seed", NoFlags());
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  ASSERT_EQ(sc->step_size(), 10);
+  EXPECT_EQ(sc->step(0).set_phase().phase(), "fill");
+  EXPECT_EQ(sc->step(0).set_phase().cache_limit_mb(), 100);
+  EXPECT_EQ(sc->step(1).load().requests(), 96000u);
+  EXPECT_TRUE(sc->step(2).snapshot().gc());
+  EXPECT_EQ(sc->step(3).set_phase().phase(), "shrink");
+  EXPECT_EQ(sc->step(3).set_phase().cache_limit_mb(), 10);
+  EXPECT_EQ(sc->step(4).load().requests(), 48000u);
+  EXPECT_TRUE(sc->step(5).snapshot().gc());
+  EXPECT_EQ(sc->step(6).set_phase().phase(), "idle");
+  EXPECT_EQ(sc->step(7).wait().seconds(), 12);
+  EXPECT_TRUE(sc->step(8).snapshot().gc());
+  EXPECT_EQ(sc->step(9).set_phase().phase(), "trim");
+  EXPECT_TRUE(NeedsControl(*sc));
+}
+
+TEST(ScenarioTest, ScaleShrinksRequestCountsUniformly) {
+  LoadSpec flags;
+  flags.set_scale(0.01);
+  auto sc = BuiltinScenario("seed", flags);
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  auto fill = ResolveLoad(sc->step(1).load(), sc->load_defaults(), flags);
+  auto shrink = ResolveLoad(sc->step(4).load(), sc->load_defaults(), flags);
+  ASSERT_TRUE(fill.ok() && shrink.ok());
+  EXPECT_EQ(fill->requests(), 960u);
+  EXPECT_EQ(shrink->requests(), 480u);
+  EXPECT_EQ(fill->concurrency(), kDefaultConcurrency);
+  EXPECT_EQ(fill->channels(), kDefaultChannels);
+}
+
+TEST(ScenarioTest, QuickBuiltinAndUnknownBuiltin) {
+  EXPECT_TRUE(BuiltinScenario("quick", NoFlags()).ok());
+  auto bad = BuiltinScenario("sede", NoFlags());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("unknown builtin scenario \"sede\" (known: seed, quick)"));
+}
+
+TEST(ScenarioTest, SyntaxErrorsNameFileLineAndColumn) {
+  const std::string text =
+      "name: \"x\"\n"
+      "step { load { requests: 10 } }\n"
+      "step { lod { requests: 10 } }\n";
+  EXPECT_THAT(ErrorOf(text), HasSubstr("t.txtpb:3:"));
+  EXPECT_THAT(ErrorOf(text), HasSubstr("lod"));
+  // Negative counts are rejected by the unsigned field itself.
+  EXPECT_THAT(ErrorOf("step {\n load { requests: -5 }\n}\n"),
+              HasSubstr("t.txtpb:2:"));
+}
+
+TEST(ScenarioTest, UnknownPhaseNamesItsLine) {
+  const std::string text =
+      "name: \"x\"\n"
+      "step { set_phase { phase: \"fill\" } }\n"
+      "step {\n"
+      "  name: \"oops\"\n"
+      "  set_phase {\n"
+      "    phase: \"fil\"\n"
+      "  }\n"
+      "}\n";
+  const std::string err = ErrorOf(text);
+  EXPECT_THAT(err, HasSubstr("t.txtpb:6: step 2 \"oops\": set_phase: unknown "
+                             "phase \"fil\""));
+}
+
+TEST(ScenarioTest, ContradictionsAndNegativesNameTheirLines) {
+  const std::string text =
+      "step { set_phase { phase: \"fill\" cache_limit_mb: -1 } }\n"  // 1
+      "step { load {\n"                                              // 2
+      "  rate: 100\n"                                                // 3
+      "  concurrency: 8\n"                                           // 4
+      "  requests: 10\n"                                             // 5
+      "} }\n"                                                        // 6
+      "step { load { requests: 10\n"                                 // 7
+      "  duration_s: 3 } }\n"                                        // 8
+      "step { wait { seconds: -2 } }\n"                              // 9
+      "step { }\n"                                                   // 10
+      "step { repeat { times: 2 } }\n"                               // 11
+      "step { load { rate: -3 duration_s: 1 } }\n"                   // 12
+      "step { load { concurrency: 2 channels: 4 requests: 1 } }\n"   // 13
+      "step { load { rate: 5 arrival: \"bursty\" requests: 1 } }\n"; // 14
+  const std::string err = ErrorOf(text);
+  EXPECT_THAT(err, HasSubstr("t.txtpb:1: step 1: set_phase: cache_limit_mb is -1"));
+  EXPECT_THAT(err, HasSubstr("t.txtpb:4: step 2: load: rate (open loop"));
+  EXPECT_THAT(err, HasSubstr("t.txtpb:8: step 3: load: requests and duration_s"));
+  EXPECT_THAT(err, HasSubstr("t.txtpb:9: step 4: wait: wait needs seconds > 0"));
+  EXPECT_THAT(err, HasSubstr("t.txtpb:10: step 5: empty step"));
+  EXPECT_THAT(err, HasSubstr("t.txtpb:11: step 6: repeat: repeat has no steps"));
+  EXPECT_THAT(err, HasSubstr("t.txtpb:12: step 7: load: rate must be"));
+  EXPECT_THAT(err, HasSubstr("t.txtpb:13: step 8: load: 4 channels for 2"));
+  EXPECT_THAT(err, HasSubstr("t.txtpb:14: step 9: load: unknown arrival \"bursty\""));
+}
+
+TEST(ScenarioTest, EmptyScenarioAndMissingEndCondition) {
+  EXPECT_THAT(ErrorOf("name: \"nothing\"\n"), HasSubstr("t.txtpb: the scenario has no steps"));
+  EXPECT_THAT(ErrorOf("step {\n  load { concurrency: 4 }\n}\n"),
+              HasSubstr("t.txtpb:2: step 1: load: a load step needs requests or duration_s"));
+  // ...which the flags can supply.
+  LoadSpec flags;
+  flags.set_duration_s(2);
+  EXPECT_TRUE(ParseScenario("step { load { concurrency: 4 } }", "t", flags).ok());
+}
+
+TEST(ScenarioTest, NestedRepeatErrorsPointInside) {
+  const std::string text =
+      "step {\n"
+      "  repeat {\n"
+      "    times: 3\n"
+      "    step { set_phase { phase: \"shrink\" } }\n"
+      "    step {\n"
+      "      wait { seconds: 0 }\n"
+      "    }\n"
+      "  }\n"
+      "}\n";
+  EXPECT_THAT(ErrorOf(text), HasSubstr("t.txtpb:6: step 1: repeat: step 2: wait"));
+}
+
+TEST(ScenarioTest, SweepAndSoakAreRejectedForNow) {
+  EXPECT_THAT(ErrorOf("step { wait { seconds: 1 } }\nsweep { threads: 1 }\n"),
+              HasSubstr("t.txtpb:2: sweep runs through rsslab_agent"));
+}
+
+TEST(ScenarioTest, ContradictoryFlagsAreRejected) {
+  LoadSpec flags;
+  flags.set_rate(100);
+  flags.set_concurrency(4);
+  flags.set_requests(10);
+  EXPECT_THAT(ErrorOf("step { wait { seconds: 1 } }", flags),
+              HasSubstr("flags: rate (open loop"));
+}
+
+TEST(ScenarioTest, PrecedenceStepThenDefaultsThenFlags) {
+  LoadSpec flags;
+  flags.set_concurrency(8);
+  flags.set_channels(2);
+  flags.set_requests(100);
+  flags.set_deadline_ms(500);
+  (*flags.mutable_params())["a"] = "flag";
+  (*flags.mutable_params())["b"] = "flag";
+  LoadSpec defaults;
+  defaults.set_rate(1000);  // open loop beats the flags' closed loop
+  (*defaults.mutable_params())["b"] = "defaults";
+  LoadSpec step;
+  step.set_duration_s(3);
+  auto r = ResolveLoad(step, defaults, flags);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->rate(), 1000);
+  EXPECT_EQ(r->concurrency(), 0u);
+  EXPECT_EQ(r->arrival(), "constant");
+  EXPECT_EQ(r->max_outstanding(), kDefaultMaxOutstanding);
+  EXPECT_EQ(r->channels(), 2u);
+  EXPECT_EQ(r->duration_s(), 3);
+  EXPECT_EQ(r->requests(), 0u);
+  EXPECT_EQ(r->deadline_ms(), 500u);
+  EXPECT_EQ(r->params().at("a"), "flag");
+  EXPECT_EQ(r->params().at("b"), "defaults");
+  // The default channel count shrinks to a small concurrency.
+  LoadSpec one;
+  one.set_concurrency(1);
+  one.set_requests(5);
+  auto r1 = ResolveLoad(one, LoadSpec(), LoadSpec());
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->channels(), 1u);
+}
+
+TEST(ScenarioTest, AdHocScenarioTakesEverythingFromFlags) {
+  Scenario sc = AdHocScenario();
+  EXPECT_FALSE(NeedsControl(sc));
+  LoadSpec flags;
+  flags.set_requests(7);
+  auto r = ResolveLoad(sc.step(0).load(), sc.load_defaults(), flags);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->requests(), 7u);
+}
+
+}  // namespace
+}  // namespace rsslab
