@@ -118,10 +118,9 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
     }
     line.clear();
   }
-  // Keep the pipe's read end open in a detached reader? Not needed: the
-  // server prints only the ready line; close so a later write gets EPIPE
-  // rather than blocking.
-  close(out[0]);
+  // Keep the read end open: closing it would turn a later print (say, from
+  // a handler) into SIGPIPE.
+  p->stdout_fd_ = out[0];
   if (!ready) {
     int code = p->Wait(absl::Seconds(2));
     if (code == -1) p->Stop(SIGKILL);
@@ -137,6 +136,7 @@ ServerProcess::~ServerProcess() {
     waitpid(pid_, nullptr, 0);
   }
   if (!stderr_path_.empty()) unlink(stderr_path_.c_str());
+  if (stdout_fd_ >= 0) close(stdout_fd_);
 }
 
 int ServerProcess::Wait(absl::Duration timeout) {

@@ -77,6 +77,7 @@ class ServerProcess {
   bool reaped_ = false;
   std::string data_, control_;
   std::string stderr_path_;
+  int stdout_fd_ = -1;
 };
 
 }  // namespace testing
