@@ -1,0 +1,144 @@
+// The C allocator actually serving malloc in this process, its own figures,
+// and its "give free memory back" calls, found at run time so that one binary
+// reports on whichever allocator was LD_PRELOADed (glibc, jemalloc, mimalloc,
+// gperftools tcmalloc). jemalloc/mimalloc/tcmalloc are never linked: their
+// functions are looked up with dlsym(RTLD_DEFAULT, ...).
+//
+// Example:
+//
+//   const rsslab::alloc::Allocator& a = rsslab::alloc::Allocator::Get();
+//   rsslab::v1::AllocatorStats stats;
+//   a.FillStats(&stats);                 // a.name() == "jemalloc", ...
+//   int64_t before = a.ResidentBytes();  // -1 on glibc (see below)
+//   rsslab::alloc::Allocator::Release r = a.ReleaseGlobal();
+//   // r.call == "mallctl(arena.4096.purge)", r.ret == 0
+//   // ...and on each worker thread, for thread-local heaps/caches:
+//   a.ReleaseThisThread();
+//
+// All methods are thread-safe. FillStats/ResidentBytes allocate almost
+// nothing (glibc's malloc_info XML goes to an mmap'd buffer, not the heap).
+#ifndef RSSLAB_SERVER_ALLOC_ALLOC_H_
+#define RSSLAB_SERVER_ALLOC_ALLOC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "proto/snapshot.pb.h"
+
+namespace rsslab {
+namespace alloc {
+
+class Allocator {
+ public:
+  // The allocator of this process, detected once (from /proc/self/maps, then
+  // confirmed with dladdr on malloc) on first use.
+  static const Allocator& Get();
+
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  // glibc | jemalloc | mimalloc | tcmalloc
+  const std::string& name() const { return name_; }
+  // Path of the mapped library (libc's for glibc).
+  const std::string& library() const { return library_; }
+
+  // Summary (allocated_bytes, resident_bytes, note) plus the message of the
+  // loaded allocator:
+  //   glibc    mallinfo2() and malloc_info() per arena. resident_bytes = 0:
+  //            glibc has no resident figure (malloc_trim returns pages with
+  //            MADV_DONTNEED inside arenas without changing "system" bytes),
+  //            so use RSS. allocated_bytes = uordblks + hblkhd.
+  //   jemalloc mallctl after an "epoch" refresh; resident = stats.resident.
+  //   mimalloc mi_process_info, mi_version, every option read back with
+  //            mi_option_get. resident = current_commit (mimalloc 2.0's own
+  //            current_rss is the same commit estimate); allocated_bytes = 0
+  //            (release builds keep no such counter).
+  //   tcmalloc MallocExtension_GetNumericProperty; resident = heap_size -
+  //            pageheap_unmapped_bytes; release_rate via
+  //            MallocExtension::instance()->GetMemoryReleaseRate().
+  void FillStats(rsslab::v1::AllocatorStats* out) const;
+
+  // The allocator's own resident figure as in FillStats, -1 if it has none
+  // (glibc) or the lookup failed. Cheap enough to call around a trim.
+  int64_t ResidentBytes() const;
+
+  struct Release {
+    std::string call;  // what ran, e.g. "malloc_trim(0)"; "none" if nothing
+    int ret = 0;       // its return value (malloc_trim: 1 = memory released)
+  };
+
+  // Gives free memory back to the OS, process-wide as far as the allocator
+  // can from the calling thread:
+  //   glibc    malloc_trim(0) (walks every arena)
+  //   jemalloc mallctl("arena.4096.purge") (MALLCTL_ARENAS_ALL), then epoch
+  //   mimalloc mi_collect(true) (only the calling thread's heap + abandoned
+  //            segments: see ReleaseThisThread)
+  //   tcmalloc MallocExtension_ReleaseFreeMemory()
+  Release ReleaseGlobal() const;
+
+  // Run ON each worker thread: releases what only that thread can.
+  //   glibc    nothing ("none"): malloc_trim(0) already walks every arena,
+  //            and glibc's per-thread tcache (at most 7 chunks <= 1 KiB per
+  //            size) has no flush call; running malloc_trim on every worker
+  //            would just take every arena lock N times.
+  //   jemalloc mallctl("thread.tcache.flush"), then arena purge
+  //   mimalloc mi_collect(true), which acts on the calling thread's heap
+  //   tcmalloc MallocExtension_MarkThreadIdle() (returns the thread cache),
+  //            then MallocExtension_ReleaseFreeMemory()
+  Release ReleaseThisThread() const;
+
+ private:
+  Allocator();
+
+  void FillGlibc(rsslab::v1::AllocatorStats* out) const;
+  void FillJemalloc(rsslab::v1::AllocatorStats* out) const;
+  void FillMimalloc(rsslab::v1::AllocatorStats* out) const;
+  void FillTcmalloc(rsslab::v1::AllocatorStats* out) const;
+  int JemallocPurge() const;
+  void JemallocEpoch() const;
+
+  std::string name_;
+  std::string library_;
+  std::string missing_;  // dlsym failures, reported in AllocatorStats.note
+
+  // jemalloc
+  int (*mallctl_)(const char*, void*, size_t*, void*, size_t) = nullptr;
+  // mimalloc
+  void (*mi_process_info_)(size_t*, size_t*, size_t*, size_t*, size_t*,
+                           size_t*, size_t*, size_t*) = nullptr;
+  int (*mi_version_)() = nullptr;
+  long (*mi_option_get_)(int) = nullptr;  // NOLINT(runtime/int): mimalloc's
+  void (*mi_collect_)(bool) = nullptr;
+  // tcmalloc (gperftools' C API)
+  int (*tc_get_numeric_)(const char*, size_t*) = nullptr;
+  void (*tc_release_free_)() = nullptr;
+  void (*tc_mark_idle_)() = nullptr;
+  void* (*tc_instance_)() = nullptr;  // MallocExtension::instance()
+};
+
+// mimalloc's option names (as in its MIMALLOC_<NAME> environment variables)
+// and their mi_option_t values, from the installed <mimalloc.h> (2.0.9).
+// On 2.0.x "immediate release" is decommit_delay (MIMALLOC_DECOMMIT_DELAY=0;
+// MIMALLOC_RESET_DELAY is its deprecated alias); MIMALLOC_PURGE_DELAY is the
+// 2.1+ name and 2.0.x silently ignores it.
+const std::map<std::string, int>& MimallocOptionIds();
+
+// Parses glibc malloc_info(0, fp) XML. Per <heap nr=..>: system current/max,
+// free = fast + rest sizes (and counts), in use = system - free, aspace
+// total. Top level: total system (current), total free, <total type="mmap">.
+// Malformed XML is an InvalidArgument error, never a crash.
+absl::Status ParseMallocInfo(absl::string_view xml, rsslab::v1::GlibcStats* out);
+
+// Runs malloc_info(0, ...) into an mmap'd buffer and parses it. glibc only
+// (under another allocator it describes glibc's unused heap).
+absl::Status ReadMallocInfo(rsslab::v1::GlibcStats* out);
+
+}  // namespace alloc
+}  // namespace rsslab
+
+#endif  // RSSLAB_SERVER_ALLOC_ALLOC_H_
