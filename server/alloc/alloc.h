@@ -112,7 +112,8 @@ class Allocator {
   void (*mi_process_info_)(size_t*, size_t*, size_t*, size_t*, size_t*,
                            size_t*, size_t*, size_t*) = nullptr;
   int (*mi_version_)() = nullptr;
-  long (*mi_option_get_)(int) = nullptr;  // NOLINT(runtime/int): mimalloc's
+  // mimalloc's own signature: long mi_option_get(mi_option_t).
+  long (*mi_option_get_)(int) = nullptr;  // NOLINT(runtime/int)
   void (*mi_collect_)(bool) = nullptr;
   // tcmalloc (gperftools' C API)
   int (*tc_get_numeric_)(const char*, size_t*) = nullptr;

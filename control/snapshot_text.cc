@@ -1,0 +1,113 @@
+#include "control/snapshot_text.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+
+namespace rsslab {
+
+std::string Mib(int64_t bytes) {
+  return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+std::string SnapshotText(const rsslab::v1::Snapshot& s) {
+  const auto& st = s.status();
+  const auto& mm = s.memory_map();
+  std::string out;
+  absl::StrAppendFormat(&out, "phase %s  up %.1fs  pid %d  served %d (in phase %d)  errors %d  refused %d\n",
+                        s.phase(), s.uptime_s(), s.pid(), s.requests_served(),
+                        s.requests_in_phase(), s.handler_errors(), s.requests_refused());
+  absl::StrAppendFormat(&out, "memory   rss %s  hwm %s  anon %s  file %s  swap %s  threads %d\n",
+                        Mib(st.rss_bytes()), Mib(st.hwm_bytes()), Mib(st.anon_bytes()),
+                        Mib(st.file_bytes()), Mib(st.swap_bytes()), st.threads());
+  absl::StrAppendFormat(
+      &out, "smaps    heap %s  arenas %d (%s)  stacks %d (%s)  other anon %s  file %s  anon maps %d\n",
+      Mib(mm.heap_rss_bytes()), mm.arena_count(), Mib(mm.arena_rss_bytes()), mm.stack_count(),
+      Mib(mm.stack_rss_bytes()), Mib(mm.other_anon_rss_bytes()), Mib(mm.file_rss_bytes()),
+      mm.anon_mappings());
+  std::string env;
+  for (const auto& kv : s.allocator_env()) absl::StrAppend(&env, " ", kv.first, "=", kv.second);
+  absl::StrAppendFormat(&out, "alloc    %s%s%s\n", s.allocator(),
+                        s.allocator_library().empty() ? "" : " (" + s.allocator_library() + ")",
+                        env.empty() ? "" : "  env:" + env);
+  const auto& as = s.allocator_stats();
+  if (as.has_glibc() && s.allocator() == "glibc") {
+    const auto& g = as.glibc();
+    absl::StrAppendFormat(&out,
+                          "glibc    in use %s  free %s  mmapped %s (%d)  malloc_info arenas %d  "
+                          "system %s  releasable top %s\n",
+                          Mib(g.uordblks()), Mib(g.fordblks()), Mib(g.hblkhd()), g.hblks(),
+                          g.malloc_info_arenas(), Mib(g.total_system_bytes()), Mib(g.keepcost()));
+  }
+  if (as.has_jemalloc()) {
+    const auto& j = as.jemalloc();
+    absl::StrAppendFormat(&out,
+                          "jemalloc %s  allocated %s  active %s  resident %s  mapped %s  "
+                          "retained %s  arenas %d  bg_thread %s\n",
+                          j.version(), Mib(j.allocated()), Mib(j.active()), Mib(j.resident()),
+                          Mib(j.mapped()), Mib(j.retained()), j.narenas(), j.background_thread() ? "on" : "off");
+  }
+  if (as.has_mimalloc()) {
+    const auto& m = as.mimalloc();
+    absl::StrAppendFormat(&out, "mimalloc %d  rss %s  commit %s  peak commit %s\n", m.version(),
+                          Mib(m.current_rss()), Mib(m.current_commit()), Mib(m.peak_commit()));
+  }
+  if (as.has_tcmalloc()) {
+    const auto& t = as.tcmalloc();
+    absl::StrAppendFormat(&out,
+                          "tcmalloc allocated %s  heap %s  pageheap free %s  unmapped %s  "
+                          "thread caches %s\n",
+                          Mib(t.current_allocated_bytes()), Mib(t.heap_size()),
+                          Mib(t.pageheap_free_bytes()), Mib(t.pageheap_unmapped_bytes()),
+                          Mib(t.current_total_thread_cache_bytes()));
+  }
+  const auto& c = s.cache();
+  absl::StrAppendFormat(&out,
+                        "cache    %s of %s  entries %d  puts %d  hits %d  misses %d  evictions %d\n",
+                        Mib(c.cache_bytes()), Mib(c.cache_limit_bytes()), c.cache_entries(),
+                        c.puts(), c.hits(), c.misses(), c.evictions());
+  const auto& p = s.python();
+  absl::StrAppendFormat(&out, "python   %s  blocks %d  gil %s%s\n",
+                        p.version().substr(0, p.version().find(' ')), p.allocated_blocks(),
+                        p.gil_enabled() ? "on" : "off",
+                        s.gc_duration_us() > 0
+                            ? absl::StrFormat("  gc collected %d in %dus", p.gc_collected(),
+                                              s.gc_duration_us())
+                            : "");
+  const auto& w = s.workers();
+  absl::StrAppendFormat(&out, "workers  %d %s  alive %d  busy %d  stuck %d  started %d  queue %d\n",
+                        w.configured(), w.thread_mode(), w.alive(), w.busy(), w.stuck(),
+                        w.threads_started(), w.queue_depth());
+  std::string names;
+  for (const auto& t : s.thread_names()) absl::StrAppend(&names, " ", t.comm(), "x", t.count());
+  absl::StrAppend(&out, "threads ", names, "\n");
+  if (s.has_last_trim()) absl::StrAppend(&out, "last trim ", TrimText(s.last_trim()));
+  absl::StrAppendFormat(&out, "snapshot took %dus\n", s.snapshot_duration_us());
+  return out;
+}
+
+std::string TrimText(const rsslab::v1::TrimResult& t) {
+  std::string out = absl::StrFormat("%s %s: %s -> %s (freed %s) in %dus", t.allocator(), t.call(),
+                                    Mib(t.rss_before_bytes()), Mib(t.rss_between_bytes()),
+                                    Mib(t.global_freed_bytes()), t.trim_duration_us());
+  if (t.per_thread()) {
+    int ran = 0;
+    for (const auto& w : t.workers()) ran += w.ran();
+    absl::StrAppendFormat(&out, "; per-thread %s on %d/%d workers: -> %s (freed %s) in %dus, max pause %dus",
+                          t.thread_call(), ran, t.workers_size(), Mib(t.rss_after_bytes()),
+                          Mib(t.per_thread_freed_bytes()), t.per_thread_duration_us(),
+                          t.max_worker_pause_us());
+  }
+  return out + "\n";
+}
+
+std::string SnapshotLine(const rsslab::v1::Snapshot& s) {
+  return absl::StrFormat(
+      "%s  %-6s rss %9s  anon %9s  threads %3d  arenas %3d (%s)  cache %s  served %d\n",
+      absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(s.unix_nanos()), absl::LocalTimeZone()),
+      s.phase(), Mib(s.status().rss_bytes()), Mib(s.status().anon_bytes()), s.status().threads(),
+      s.memory_map().arena_count(), Mib(s.memory_map().arena_rss_bytes()),
+      Mib(s.cache().cache_bytes()), s.requests_served());
+}
+
+}  // namespace rsslab

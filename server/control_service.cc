@@ -1,0 +1,66 @@
+#include "server/control_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "server/grpc_status.h"
+
+namespace rsslab {
+
+grpc::Status ControlService::SetPhase(grpc::ServerContext*,
+                                      const rsslab::v1::SetPhaseRequest* request,
+                                      rsslab::v1::SetPhaseResponse* response) {
+  return ToGrpc(core_->SetPhase(*request, response));
+}
+
+grpc::Status ControlService::GetSnapshot(grpc::ServerContext*,
+                                         const rsslab::v1::SnapshotRequest* request,
+                                         rsslab::v1::Snapshot* response) {
+  ServerCore::SnapshotOptions o;
+  o.gc = request->gc();
+  o.detail = request->detail();
+  core_->TakeSnapshot(o, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::WatchSnapshots(grpc::ServerContext* context,
+                                            const rsslab::v1::WatchRequest* request,
+                                            grpc::ServerWriter<rsslab::v1::Snapshot>* writer) {
+  int64_t interval_ms = request->interval_ms() == 0 ? 1000 : request->interval_ms();
+  if (interval_ms < 10 || interval_ms > 24 * 3600 * 1000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat("interval_ms must be between 10 and 86400000 (a day); got ",
+                                     request->interval_ms()));
+  }
+  if (watch_streams_.fetch_add(1) >= max_watch_streams_) {
+    watch_streams_.fetch_sub(1);
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("too many WatchSnapshots streams (limit ",
+                                     max_watch_streams_, ", --max_watch_streams)"));
+  }
+  ServerCore::SnapshotOptions o;
+  o.gc = request->gc();
+  o.detail = request->detail();
+  uint32_t sent = 0;
+  absl::Time next = absl::Now();
+  while (!context->IsCancelled() && !stopping_.load()) {
+    rsslab::v1::Snapshot snap;
+    core_->TakeSnapshot(o, &snap);
+    if (!writer->Write(snap)) break;  // client went away
+    if (request->max_count() > 0 && ++sent >= request->max_count()) break;
+    next += absl::Milliseconds(interval_ms);
+    // Sleep in short steps so a cancelled client or shutdown ends the
+    // stream promptly.
+    while (absl::Now() < next && !context->IsCancelled() && !stopping_.load()) {
+      absl::SleepFor(std::min(absl::Milliseconds(50), next - absl::Now()));
+    }
+  }
+  watch_streams_.fetch_sub(1);
+  return grpc::Status::OK;
+}
+
+grpc::Status ControlService::Trim(grpc::ServerContext*, const rsslab::v1::TrimRequest* request,
+                                  rsslab::v1::TrimResponse* response) {
+  return ToGrpc(core_->Trim(*request, response));
+}
+
+}  // namespace rsslab

@@ -1,0 +1,42 @@
+// The control plane (rsslab.v1.Control), on its own port. Synchronous API:
+// calls are rare and some (WatchSnapshots) are long-lived streams.
+
+#ifndef RSSLAB_SERVER_CONTROL_SERVICE_H_
+#define RSSLAB_SERVER_CONTROL_SERVICE_H_
+
+#include <atomic>
+
+#include "proto/control.grpc.pb.h"
+#include "server/core.h"
+
+namespace rsslab {
+
+class ControlService final : public rsslab::v1::Control::Service {
+ public:
+  ControlService(ServerCore* core, int max_watch_streams)
+      : core_(core), max_watch_streams_(max_watch_streams) {}
+
+  grpc::Status SetPhase(grpc::ServerContext* context, const rsslab::v1::SetPhaseRequest* request,
+                        rsslab::v1::SetPhaseResponse* response) override;
+  grpc::Status GetSnapshot(grpc::ServerContext* context,
+                           const rsslab::v1::SnapshotRequest* request,
+                           rsslab::v1::Snapshot* response) override;
+  grpc::Status WatchSnapshots(grpc::ServerContext* context,
+                              const rsslab::v1::WatchRequest* request,
+                              grpc::ServerWriter<rsslab::v1::Snapshot>* writer) override;
+  grpc::Status Trim(grpc::ServerContext* context, const rsslab::v1::TrimRequest* request,
+                    rsslab::v1::TrimResponse* response) override;
+
+  // Ends every watch stream promptly (server shutdown).
+  void StopWatches() { stopping_.store(true); }
+
+ private:
+  ServerCore* const core_;
+  const int max_watch_streams_;
+  std::atomic<int> watch_streams_{0};
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_SERVER_CONTROL_SERVICE_H_

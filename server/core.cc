@@ -1,0 +1,266 @@
+#include "server/core.h"
+
+#include <unistd.h>
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "server/alloc/alloc.h"
+#include "server/procfs/procfs.h"
+
+namespace rsslab {
+
+namespace {
+constexpr int64_t kMiB = 1 << 20;
+constexpr int64_t kFillDefault = 100 * kMiB;
+constexpr int64_t kShrinkDefault = 10 * kMiB;
+}  // namespace
+
+ServerCore::ServerCore(const Options& options) : options_(options), start_(absl::Now()) {}
+
+absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& options) {
+  if (options.threads < 1 || options.threads > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be between 1 and 4096, got ", options.threads));
+  }
+  if (options.thread_mode != "fixed" && options.thread_mode != "churn") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--thread_mode must be fixed or churn, got '", options.thread_mode, "'"));
+  }
+  if (options.thread_mode == "churn" && options.churn_every < 1) {
+    return absl::InvalidArgumentError("--thread_mode=churn needs --churn_every >= 1");
+  }
+  if (access(options.handler_path.c_str(), R_OK) != 0) {
+    return absl::NotFoundError(
+        absl::StrCat("handler file ", options.handler_path, " is missing or unreadable"));
+  }
+  std::unique_ptr<ServerCore> core(new ServerCore(options));
+  PythonRuntime::Options py;
+  py.handler_path = options.handler_path;
+  py.default_params = options.handler_params;
+  py.cache_limit_bytes = options.cache_limit_bytes;
+  absl::StatusOr<std::unique_ptr<PythonRuntime>> rt = PythonRuntime::Start(py);
+  if (!rt.ok()) return rt.status();
+  core->runtime_ = std::move(*rt);
+  PythonRuntime* runtime = core->runtime_.get();
+
+  WorkerPoolOptions w;
+  w.threads = options.threads;
+  w.name_prefix = "rsslab-w";
+  w.churn_every = options.thread_mode == "churn" ? options.churn_every : 0;
+  w.on_thread_start = [runtime](int) { runtime->AttachThread(); };
+  w.on_thread_exit = [runtime](int) { runtime->DetachThread(); };
+  core->workers_ = std::make_unique<WorkerPool>(w);
+  core->workers_->Start();
+
+  WorkerPoolOptions c;
+  c.threads = 1;
+  c.name_prefix = "rsslab-py";
+  c.on_thread_start = w.on_thread_start;
+  c.on_thread_exit = w.on_thread_exit;
+  core->py_control_ = std::make_unique<WorkerPool>(c);
+  core->py_control_->Start();
+
+  core->trimmer_ = std::make_unique<Trimmer>(core->workers_.get());
+  return core;
+}
+
+ServerCore::~ServerCore() { Shutdown(); }
+
+void ServerCore::set_addresses(const std::string& data, const std::string& control) {
+  options_.data_address = data;
+  options_.control_address = control;
+}
+
+void ServerCore::RunPython(const std::function<void(PythonRuntime&)>& fn) {
+  absl::Notification done;
+  PythonRuntime* rt = runtime_.get();
+  bool queued = py_control_->Submit([&](int) {
+    {
+      PythonRuntime::Scope scope;
+      fn(*rt);
+    }
+    done.Notify();
+  });
+  if (queued) done.WaitForNotification();
+}
+
+void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
+                        rsslab::v1::HandleResponse* response, std::function<bool()> cancelled,
+                        Done done) {
+  if (phase_.RefusesLoad()) {
+    phase_.CountRefused();
+    done(absl::FailedPreconditionError(
+        "server is in the idle phase and refuses load; switch to fill or shrink first"));
+    return;
+  }
+  absl::Time queued = absl::Now();
+  PythonRuntime* rt = runtime_.get();
+  PhaseState* phase = &phase_;
+  bool ok = workers_->Submit([=, done = std::move(done),
+                              cancelled = std::move(cancelled)](int worker) {
+    if (cancelled && cancelled()) {
+      done(absl::CancelledError("client cancelled before a worker was free"));
+      return;
+    }
+    absl::Time start = absl::Now();
+    absl::Status s;
+    {
+      PythonRuntime::Scope scope;
+      s = rt->Handle(*request, worker, response);
+    }
+    absl::Time end = absl::Now();
+    response->set_worker(worker);
+    response->set_handler_us(absl::ToInt64Microseconds(end - start));
+    response->set_queue_us(absl::ToInt64Microseconds(start - queued));
+    phase->CountServed(!s.ok());
+    done(s);
+  });
+  if (!ok) done(absl::UnavailableError("server is shutting down"));
+}
+
+absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
+                                  rsslab::v1::SetPhaseResponse* response) {
+  const std::string& phase = request.phase();
+  if (!PhaseState::IsKnown(phase)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown phase '", phase,
+                                                   "'; allowed: ", PhaseState::kAllowed));
+  }
+  int64_t limit = -1;
+  if (request.has_cache_limit_bytes()) {
+    limit = request.cache_limit_bytes();
+    if (limit < 0 || limit > options_.max_cache_limit_bytes) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "cache_limit_bytes must be between 0 and %d (--max_cache_limit_mb=%d); got %d",
+          options_.max_cache_limit_bytes, options_.max_cache_limit_bytes / kMiB, limit));
+    }
+  } else if (phase == "fill") {
+    limit = kFillDefault;
+  } else if (phase == "shrink") {
+    limit = kShrinkDefault;
+  }
+  const bool gc = request.has_gc() ? request.gc() : true;
+  SnapshotOptions snap;
+  snap.gc = gc;
+  snap.detail = request.detail();
+
+  if (limit >= 0) {
+    // Evicting drops Python references: done on the Python control thread.
+    RunPython([limit](PythonRuntime& rt) { rt.cache().Resize(limit); });
+  }
+  response->set_previous_phase(phase_.Set(phase));
+  if (phase == "trim") {
+    TakeSnapshot(snap, response->mutable_before());
+    *response->mutable_trim() = trimmer_->Run(request.trim_mode(), "phase");
+    snap.gc = false;  // the "before" snapshot already collected
+  }
+  TakeSnapshot(snap, response->mutable_snapshot());
+  return absl::OkStatus();
+}
+
+absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
+                              rsslab::v1::TrimResponse* response) {
+  if (request.gc()) RunPython([](PythonRuntime& rt) { rt.Collect(); });
+  *response->mutable_trim() = trimmer_->Run(request.mode(), "manual");
+  TakeSnapshot(SnapshotOptions{}, response->mutable_after());
+  return absl::OkStatus();
+}
+
+void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
+  // Python's part first (it may collect garbage, which changes the rest).
+  int64_t gc_us = 0;
+  RunPython([&](PythonRuntime& rt) {
+    if (options.gc) {
+      absl::Time t0 = absl::Now();
+      out->mutable_python()->set_gc_collected(rt.Collect());
+      gc_us = absl::ToInt64Microseconds(absl::Now() - t0);
+    }
+    rt.FillInfo(out->mutable_python());
+  });
+  absl::Time t0 = absl::Now();
+  out->set_unix_nanos(absl::ToUnixNanos(t0));
+  out->set_gc_duration_us(gc_us);
+  out->set_pid(getpid());
+  out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
+  PhaseCounters pc = phase_.Counters();
+  out->set_phase(pc.phase);
+  out->set_requests_served(pc.served);
+  out->set_requests_in_phase(pc.served_in_phase);
+  out->set_handler_errors(pc.errors);
+  out->set_errors_in_phase(pc.errors_in_phase);
+  out->set_requests_refused(pc.refused);
+
+  procfs::ReadStatus(0, out->mutable_status()).IgnoreError();
+  procfs::ThreadCensus(0, out->mutable_thread_names()).IgnoreError();
+  procfs::ReadSmaps(0, options.detail ? 20 : 0, out->mutable_memory_map()).IgnoreError();
+
+  const alloc::Allocator& a = alloc::Allocator::Get();
+  out->set_allocator(a.name());
+  out->set_allocator_library(a.library());
+  absl::StatusOr<std::map<std::string, std::string>> env = procfs::ReadEnviron(0);
+  if (env.ok()) {
+    for (const auto& kv : procfs::AllocatorEnv(*env)) {
+      (*out->mutable_allocator_env())[kv.first] = kv.second;
+    }
+  }
+  a.FillStats(out->mutable_allocator_stats());
+
+  CacheCounters cc = runtime_->cache().Counters();
+  rsslab::v1::CacheStats* cs = out->mutable_cache();
+  cs->set_cache_entries(cc.entries);
+  cs->set_cache_bytes(cc.bytes);
+  cs->set_cache_limit_bytes(cc.limit_bytes);
+  cs->set_hits(cc.hits);
+  cs->set_misses(cc.misses);
+  cs->set_evictions(cc.evictions);
+  cs->set_puts(cc.puts);
+  cs->set_evicted_bytes(cc.evicted_bytes);
+
+  WorkerPoolStats ws = workers_->Stats();
+  rsslab::v1::WorkerStats* w = out->mutable_workers();
+  w->set_configured(ws.configured);
+  w->set_thread_mode(options_.thread_mode);
+  w->set_alive(ws.alive);
+  w->set_busy(ws.busy);
+  w->set_threads_started(ws.threads_started);
+  w->set_queue_depth(ws.queue_depth);
+  int stuck = 0;
+  for (const WorkerInfo& wi : ws.workers) {
+    if (wi.busy && wi.busy_for >= options_.stuck_after) ++stuck;
+    if (options.detail || wi.busy) {
+      rsslab::v1::WorkerState* s = w->add_workers();
+      s->set_worker(wi.worker);
+      s->set_tid(wi.tid);
+      s->set_busy(wi.busy);
+      s->set_busy_for_us(absl::ToInt64Microseconds(wi.busy_for));
+      s->set_served(wi.served);
+      s->set_generation(wi.generation);
+    }
+  }
+  w->set_stuck(stuck);
+
+  if (trimmer_->has_last()) *out->mutable_last_trim() = trimmer_->last();
+  out->set_trims_total(trimmer_->count());
+
+  rsslab::v1::ServerConfig* cfg = out->mutable_config();
+  cfg->set_threads(options_.threads);
+  cfg->set_handler(options_.handler_path);
+  cfg->set_thread_mode(options_.thread_mode);
+  cfg->set_churn_every(options_.churn_every);
+  cfg->set_data_address(options_.data_address);
+  cfg->set_control_address(options_.control_address);
+  cfg->set_auto_trim("off");
+  out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
+}
+
+void ServerCore::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (workers_) workers_->Stop();
+  if (py_control_) py_control_->Stop();
+  if (runtime_) runtime_->Finalize();
+}
+
+}  // namespace rsslab

@@ -1,0 +1,106 @@
+// The server's state and behaviour, independent of gRPC: the embedded
+// interpreter, the worker pool that runs the handler, the phase, trims and
+// snapshots. The gRPC services (load_service, control_service) are thin
+// layers over this.
+//
+// Example:
+//   ServerCore::Options o;            // defaults: 4 workers, web_worker.py
+//   o.handler_path = "server/handlers/web_worker.py";
+//   auto core = ServerCore::Create(o);  // imports the handler
+//   (*core)->Submit(request, [](absl::Status s, HandleResponse r) { ... });
+//   rsslab::v1::Snapshot snap;
+//   (*core)->TakeSnapshot({.gc = true}, &snap);
+//   (*core)->Shutdown();              // joins workers, finalizes Python
+
+#ifndef RSSLAB_SERVER_CORE_H_
+#define RSSLAB_SERVER_CORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/control.pb.h"
+#include "proto/load.pb.h"
+#include "proto/snapshot.pb.h"
+#include "server/phase_state.h"
+#include "server/python/runtime.h"
+#include "server/trimmer.h"
+#include "server/workers/worker_pool.h"
+
+namespace rsslab {
+
+class ServerCore {
+ public:
+  struct Options {
+    // Python worker threads (exactly this many run the handler).
+    int threads = 4;
+    // Handler file exposing handle(request, cache).
+    std::string handler_path;
+    // Defaults for the handler's params (request params override).
+    std::map<std::string, std::string> handler_params;
+    // Initial cache limit (100 MiB, seed 000's fill).
+    int64_t cache_limit_bytes = 100ll << 20;
+    // Largest cache limit a client may set; larger is INVALID_ARGUMENT.
+    int64_t max_cache_limit_bytes = 64ll << 30;
+    // "fixed", or "churn": replace a worker thread after `churn_every`
+    // requests.
+    std::string thread_mode = "fixed";
+    int churn_every = 0;
+    // A worker busy longer than this is reported as stuck.
+    absl::Duration stuck_after = absl::Seconds(5);
+    // Shown in snapshots.
+    std::string data_address;
+    std::string control_address;
+  };
+
+  struct SnapshotOptions {
+    bool gc = false;
+    bool detail = false;
+  };
+
+  static absl::StatusOr<std::unique_ptr<ServerCore>> Create(const Options& options);
+  ~ServerCore();
+
+  using Done = std::function<void(const absl::Status&)>;
+  // Runs the handler on a worker; `done` is called on that worker. Refused
+  // (FAILED_PRECONDITION) while idle. `response` must outlive `done`.
+  void Submit(const rsslab::v1::HandleRequest* request, rsslab::v1::HandleResponse* response,
+              std::function<bool()> cancelled, Done done);
+
+  // SetPhase semantics (see control.proto); validates its arguments.
+  absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
+                        rsslab::v1::SetPhaseResponse* response);
+  absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response);
+  void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out);
+
+  void set_addresses(const std::string& data, const std::string& control);
+  PhaseState& phase() { return phase_; }
+
+  // Drains and joins the workers, then finalizes Python. Call once, on the
+  // thread that called Create().
+  void Shutdown();
+
+ private:
+  explicit ServerCore(const Options& options);
+  // Runs `fn` on the control-side Python thread and waits: gRPC's threads
+  // never run Python themselves.
+  void RunPython(const std::function<void(PythonRuntime&)>& fn);
+
+  Options options_;
+  const absl::Time start_;
+  std::unique_ptr<PythonRuntime> runtime_;
+  std::unique_ptr<WorkerPool> workers_;
+  std::unique_ptr<WorkerPool> py_control_;
+  std::unique_ptr<Trimmer> trimmer_;
+  PhaseState phase_;
+  bool shut_down_ = false;
+};
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_SERVER_CORE_H_

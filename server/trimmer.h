@@ -1,0 +1,56 @@
+// Gives free memory back through whichever allocator is loaded, timed.
+//
+// The global release runs on the calling thread (glibc malloc_trim(0),
+// jemalloc arena purge, mimalloc mi_collect, tcmalloc ReleaseFreeMemory);
+// the per-thread pass then runs the allocator's thread-level release on
+// every worker thread, between requests, because thread-local heaps and
+// caches can only be released from their own thread (DESIGN.md, "Trim must
+// reach every worker thread"). The result reports both parts separately.
+//
+// Example:
+//   Trimmer trimmer(&workers);
+//   rsslab::v1::TrimResult r = trimmer.Run(rsslab::v1::TRIM_MODE_DEFAULT, "manual");
+
+#ifndef RSSLAB_SERVER_TRIMMER_H_
+#define RSSLAB_SERVER_TRIMMER_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/control.pb.h"
+#include "proto/snapshot.pb.h"
+#include "server/workers/worker_pool.h"
+
+namespace rsslab {
+
+class Trimmer {
+ public:
+  // `workers` may be null (no per-thread pass). Per-worker waits are bounded
+  // by `worker_timeout`: a stuck worker is reported, not waited for forever.
+  explicit Trimmer(WorkerPool* workers, absl::Duration worker_timeout = absl::Seconds(10));
+
+  rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger);
+
+  bool has_last() const;
+  rsslab::v1::TrimResult last() const;
+  uint64_t count() const;
+
+ private:
+  WorkerPool* const workers_;
+  const absl::Duration worker_timeout_;
+  // One trim at a time: concurrent releases would only contend on the
+  // allocator's locks and muddle the before/after figures.
+  absl::Mutex run_mu_;
+  mutable absl::Mutex mu_;
+  rsslab::v1::TrimResult last_ ABSL_GUARDED_BY(mu_);
+  bool has_last_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_SERVER_TRIMMER_H_
