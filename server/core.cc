@@ -96,10 +96,24 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
         "server is in the idle phase and refuses load; switch to fill or shrink first"));
     return;
   }
+  {
+    absl::MutexLock lock(&inflight_mu_);
+    if (draining_) {
+      done(absl::UnavailableError("server is shutting down"));
+      return;
+    }
+    ++inflight_;
+  }
+  // Answered exactly once, whichever way the call ends.
+  done = [this, done = std::move(done)](const absl::Status& s) {
+    done(s);
+    absl::MutexLock lock(&inflight_mu_);
+    --inflight_;
+  };
   absl::Time queued = absl::Now();
   PythonRuntime* rt = runtime_.get();
   PhaseState* phase = &phase_;
-  bool ok = workers_->Submit([=, done = std::move(done),
+  bool ok = workers_->Submit([=, done = done,
                               cancelled = std::move(cancelled)](int worker) {
     if (cancelled && cancelled()) {
       done(absl::CancelledError("client cancelled before a worker was free"));
@@ -253,6 +267,14 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_control_address(options_.control_address);
   cfg->set_auto_trim("off");
   out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
+}
+
+int64_t ServerCore::Drain(absl::Duration grace) {
+  absl::MutexLock lock(&inflight_mu_);
+  draining_ = true;
+  inflight_mu_.AwaitWithTimeout(
+      absl::Condition(+[](int64_t* n) { return *n == 0; }, &inflight_), grace);
+  return inflight_;
 }
 
 void ServerCore::Shutdown() {

@@ -78,6 +78,10 @@ class ServerCore {
   absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response);
   void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out);
 
+  // Refuses new calls (UNAVAILABLE) and waits up to `grace` for the calls
+  // already accepted to finish; returns how many are still running.
+  int64_t Drain(absl::Duration grace);
+
   void set_addresses(const std::string& data, const std::string& control);
   PhaseState& phase() { return phase_; }
 
@@ -98,6 +102,10 @@ class ServerCore {
   std::unique_ptr<WorkerPool> py_control_;
   std::unique_ptr<Trimmer> trimmer_;
   PhaseState phase_;
+  // Calls accepted and not yet answered; draining refuses new ones.
+  absl::Mutex inflight_mu_;
+  int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
+  bool draining_ ABSL_GUARDED_BY(inflight_mu_) = false;
   bool shut_down_ = false;
 };
 

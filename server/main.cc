@@ -193,10 +193,16 @@ int Main(int argc, char** argv) {
   // Stop accepting and let in-flight calls finish (they need the workers,
   // which are still running), then stop the control plane, the workers and
   // the interpreter, in that order.
+  // Drain at our level first: gRPC's Shutdown(deadline) also waits out
+  // idle client connections, which would delay every exit by seconds.
+  int64_t left = core->Drain(absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
+  if (left > 0) {
+    fprintf(stderr, "rsslab_server: %ld calls still running after the grace period; cancelling\n",
+            static_cast<long>(left));
+  }
   control.StopWatches();
-  data_server->Shutdown(std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
-  control_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  data_server->Shutdown(std::chrono::system_clock::now());
+  control_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   data_server->Wait();
   control_server->Wait();
   core->Shutdown();
