@@ -1,0 +1,451 @@
+#include "loadgen/engine.h"
+
+#include <sys/resource.h>
+#include <time.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/load.grpc.pb.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::HandleRequest;
+using ::rsslab::v1::HandleResponse;
+using ::rsslab::v1::LoadSpec;
+
+constexpr int kCodes = 17;  // grpc::StatusCode OK..UNAUTHENTICATED
+
+int64_t MonoNs() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+void SleepUntilMono(int64_t ns) {
+  timespec ts;
+  ts.tv_sec = ns / 1000000000;
+  ts.tv_nsec = ns % 1000000000;
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nullptr) ==
+         EINTR) {
+  }
+}
+
+double CpuSeconds() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec +
+         ru.ru_stime.tv_usec / 1e6;
+}
+
+// Per-request seeds: a fixed function of (--seed, request index), so the
+// same run sends the same set of requests whatever the interleaving.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v > cur && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+void AtomicMin(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load(std::memory_order_relaxed);
+  while (v < cur && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+}  // namespace
+
+std::string StatusCodeName(int code) {
+  static constexpr const char* kNames[kCodes] = {
+      "OK",           "CANCELLED",         "UNKNOWN",
+      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+      "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+      "FAILED_PRECONDITION", "ABORTED",       "OUT_OF_RANGE",
+      "UNIMPLEMENTED",    "INTERNAL",          "UNAVAILABLE",
+      "DATA_LOSS",        "UNAUTHENTICATED"};
+  if (code >= 0 && code < kCodes) return kNames[code];
+  return absl::StrFormat("CODE_%d", code);
+}
+
+struct LoadEngine::RunState {
+  struct Shard {
+    absl::Mutex mu;
+    Histogram hist ABSL_GUARDED_BY(mu);
+    std::array<uint64_t, kCodes> codes ABSL_GUARDED_BY(mu) = {};
+  };
+  struct Call {
+    grpc::ClientContext ctx;
+    HandleRequest req;
+    HandleResponse resp;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<HandleResponse>> reader;
+    int64_t intended_ns = 0;
+    int channel = 0;
+    bool warm = false;
+  };
+
+  LoadSpec spec;
+  uint64_t max_errors = 0;
+  std::string payload;
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  std::vector<std::unique_ptr<rsslab::v1::Load::Stub>> stubs;
+  std::vector<std::unique_ptr<Shard>> shards;
+  bool open_loop = false;
+
+  int64_t warmup_end_ns = 0;   // sends intended before this are warm-up
+  int64_t measure_end_ns = std::numeric_limits<int64_t>::max();
+
+  std::atomic<uint64_t> next_index{0};
+  std::atomic<uint64_t> measured_issued{0};
+  std::atomic<int64_t> in_flight{0};
+  std::atomic<bool> stopping{false};
+  std::atomic<uint64_t> done{0};
+  std::atomic<uint64_t> failed{0};        // measured
+  std::atomic<uint64_t> failed_all{0};    // including warm-up
+  std::atomic<uint64_t> warm_done{0};
+  std::atomic<int64_t> measure_start_ns{std::numeric_limits<int64_t>::max()};
+  std::atomic<int64_t> last_done_ns{0};
+
+  // One completion queue per poller thread; channel i uses cqs[i % n].
+  std::vector<std::unique_ptr<grpc::CompletionQueue>> cqs;
+  std::vector<std::thread> pollers;
+
+  void Poll(grpc::CompletionQueue* cq) {
+    void* tag;
+    bool ok;
+    while (cq->Next(&tag, &ok)) {
+      Call* call = static_cast<Call*>(tag);
+      OnDone(call, call->status);
+    }
+  }
+
+  void StopPollers() {
+    for (auto& cq : cqs) cq->Shutdown();
+    for (auto& t : pollers) t.join();
+    pollers.clear();
+  }
+
+  // Taken (briefly) whenever in_flight drops, so waiters re-check.
+  absl::Mutex mu;
+  std::string first_error ABSL_GUARDED_BY(mu);
+  bool too_many_errors ABSL_GUARDED_BY(mu) = false;
+
+  // Issues request number next_index on `channel`, intended at
+  // `intended_ns`; false when the step wants no more requests.
+  bool Issue(int channel, int64_t intended_ns) {
+    if (stopping.load(std::memory_order_relaxed)) return false;
+    if (intended_ns >= measure_end_ns) {
+      stopping = true;
+      return false;
+    }
+    const uint64_t idx = next_index.fetch_add(1);
+    const bool warm =
+        idx < spec.warmup_requests() || intended_ns < warmup_end_ns;
+    if (!warm) {
+      if (spec.requests() > 0 && measured_issued.fetch_add(1) >= spec.requests()) {
+        stopping = true;
+        return false;
+      }
+      AtomicMin(measure_start_ns, intended_ns);
+    }
+    in_flight.fetch_add(1);
+    auto* call = new Call;
+    call->intended_ns = intended_ns;
+    call->channel = channel;
+    call->warm = warm;
+    call->req.set_id(idx);
+    call->req.set_seed(SplitMix64(spec.seed() + idx));
+    if (!payload.empty()) call->req.set_payload(payload);
+    if (spec.params_size() > 0) *call->req.mutable_params() = spec.params();
+    call->req.set_return_body(spec.return_body());
+    call->ctx.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(spec.deadline_ms()));
+    call->reader = stubs[channel]->PrepareAsyncHandle(
+        &call->ctx, call->req, cqs[channel % cqs.size()].get());
+    call->reader->StartCall();
+    call->reader->Finish(&call->resp, &call->status, call);
+    return true;
+  }
+
+  void OnDone(Call* call, const grpc::Status& s) {
+    const int64_t end = MonoNs();
+    const int code = static_cast<int>(s.error_code());
+    if (!call->warm) {
+      Shard& shard = *shards[call->channel];
+      absl::MutexLock l(&shard.mu);
+      shard.hist.Record(static_cast<uint64_t>(std::max<int64_t>(0, end - call->intended_ns)));
+      shard.codes[code >= 0 && code < kCodes ? code : 2]++;
+    }
+    if (!s.ok()) {
+      const uint64_t n = failed_all.fetch_add(1) + 1;
+      if (!call->warm) failed.fetch_add(1);
+      absl::MutexLock l(&mu);
+      if (first_error.empty()) {
+        first_error = absl::StrFormat("%s: %s", StatusCodeName(code),
+                                      s.error_message());
+      }
+      if (n > max_errors) {
+        too_many_errors = true;
+        stopping = true;
+      }
+    }
+    if (call->warm) {
+      warm_done.fetch_add(1);
+    } else {
+      done.fetch_add(1);
+      AtomicMax(last_done_ns, end);
+    }
+    const int channel = call->channel;
+    delete call;
+    if (!open_loop) Issue(channel, MonoNs());
+    if (in_flight.fetch_sub(1) == 1) {
+      absl::MutexLock l(&mu);  // wakes WaitDrained
+    }
+  }
+
+  // Until nothing is in flight, polling `stop` (and the duration) meanwhile.
+  void WaitDrained(const StopFlag* stop, bool* interrupted) {
+    bool stop_seen = false;
+    int64_t give_up = std::numeric_limits<int64_t>::max();
+    while (true) {
+      mu.LockWhenWithTimeout(absl::Condition(
+                                 +[](std::atomic<int64_t>* n) {
+                                   return n->load() == 0;
+                                 },
+                                 &in_flight),
+                             absl::Milliseconds(20));
+      mu.Unlock();
+      // Closed loop: each completion issues the next, so nothing in flight
+      // means nothing more will be sent. Open loop: the schedule has ended.
+      if (in_flight.load() == 0) return;
+      if (MonoNs() >= measure_end_ns) stopping = true;
+      if (!stop_seen && stop != nullptr && stop->stopped()) {
+        stop_seen = true;
+        *interrupted = true;
+        stopping = true;
+        // Every RPC has a deadline, so this bound is only a safety net.
+        give_up = MonoNs() + int64_t{spec.deadline_ms()} * 1000000 +
+                  2000000000;
+      }
+      if (MonoNs() > give_up) return;  // StopPollers() then waits them out
+    }
+  }
+
+  Histogram Merged() {
+    Histogram h;
+    for (auto& s : shards) {
+      absl::MutexLock l(&s->mu);
+      h.Merge(s->hist);
+    }
+    return h;
+  }
+};
+
+LoadEngine::LoadEngine(Options options) : options_(std::move(options)) {
+  // gRPC 1.51's callback API runs completions on a process-wide "nexting"
+  // thread that does not survive a full grpc_shutdown / grpc_init cycle
+  // (seen as aborts in grpc_cq_internal_unref when every channel of one
+  // step is gone before the next step's are made). Keep the library
+  // initialised for the life of the process.
+  static const bool kGrpcKeptAlive = [] {
+    grpc_init();
+    return true;
+  }();
+  (void)kGrpcKeptAlive;
+}
+LoadEngine::~LoadEngine() = default;
+
+LiveProgress LoadEngine::Progress() const {
+  std::shared_ptr<RunState> st;
+  {
+    absl::MutexLock l(&mu_);
+    st = current_;
+  }
+  LiveProgress p;
+  if (st == nullptr) return p;
+  p.running = true;
+  p.done = st->done.load();
+  p.failed = st->failed.load();
+  p.target = st->spec.requests();
+  p.p99_us = st->Merged().Percentile(99) / 1e3;
+  const int64_t start = st->measure_start_ns.load();
+  const int64_t now = MonoNs();
+  p.elapsed_s = start < now ? (now - start) / 1e9 : 0;
+  return p;
+}
+
+LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
+                           const StopFlag* stop) {
+  LoadResult result;
+  auto& sum = result.summary;
+  sum.set_step(step);
+  sum.set_mode(spec.rate() > 0 ? "open" : "closed");
+  sum.set_concurrency(spec.concurrency());
+  sum.set_channels(spec.channels());
+  sum.set_target_rate(spec.rate());
+  sum.set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+
+  auto st = std::make_shared<RunState>();
+  st->spec = spec;
+  st->max_errors = options_.max_errors;
+  st->open_loop = spec.rate() > 0;
+  st->payload.assign(spec.payload_bytes(), 'x');
+  const int nch = std::max<int>(1, spec.channels());
+  for (int i = 0; i < nch; ++i) {
+    grpc::ChannelArguments args;
+    // A distinct argument per channel and a local subchannel pool: without
+    // them gRPC would share one TCP connection among "separate" channels.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("rsslab.channel_index", i);
+    args.SetMaxReceiveMessageSize(-1);
+    st->channels.push_back(grpc::CreateCustomChannel(
+        options_.target, grpc::InsecureChannelCredentials(), args));
+    st->stubs.push_back(rsslab::v1::Load::NewStub(st->channels.back()));
+    st->shards.push_back(std::make_unique<RunState::Shard>());
+  }
+  // A couple of completion-queue threads serve every channel: enough to
+  // saturate a server on a small machine without a thread per RPC.
+  const int npoll = std::max(
+      1, std::min<int>(nch, std::max(2u, std::thread::hardware_concurrency())));
+  for (int i = 0; i < npoll; ++i) {
+    st->cqs.push_back(std::make_unique<grpc::CompletionQueue>());
+  }
+  for (int i = 0; i < npoll; ++i) {
+    st->pollers.emplace_back([s = st.get(), cq = st->cqs[i].get()] { s->Poll(cq); });
+  }
+  // Connect first, so connection set-up is not in the measurements.
+  const auto connect_deadline =
+      std::chrono::system_clock::now() +
+      std::chrono::milliseconds(absl::ToInt64Milliseconds(options_.connect_timeout));
+  for (auto& ch : st->channels) {
+    if (!ch->WaitForConnected(connect_deadline)) {
+      result.status = absl::UnavailableError(absl::StrFormat(
+          "cannot connect to the server at %s within %s", options_.target,
+          absl::FormatDuration(options_.connect_timeout)));
+      sum.set_first_error(std::string(result.status.message()));
+      sum.set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+      st->StopPollers();
+      return result;
+    }
+  }
+  {
+    absl::MutexLock l(&mu_);
+    current_ = st;
+  }
+  const double cpu0 = CpuSeconds();
+  const int64_t t0 = MonoNs();
+  st->warmup_end_ns = t0 + static_cast<int64_t>(spec.warmup_s() * 1e9);
+  if (spec.duration_s() > 0) {
+    st->measure_end_ns =
+        st->warmup_end_ns + static_cast<int64_t>(spec.duration_s() * 1e9);
+  }
+  bool interrupted = false;
+  uint64_t late = 0;
+  int64_t max_lag = 0;
+  if (!st->open_loop) {
+    for (uint32_t i = 0; i < spec.concurrency(); ++i) {
+      if (!st->Issue(static_cast<int>(i % nch), MonoNs())) break;
+    }
+  } else {
+    std::mt19937_64 rng(spec.seed());
+    std::exponential_distribution<double> gap(spec.rate());
+    const bool poisson = spec.arrival() == "poisson";
+    const int64_t late_ns = absl::ToInt64Nanoseconds(options_.late_tolerance);
+    double offset_s = 0;
+    for (uint64_t i = 0;; ++i) {
+      // Constant arrivals: i / rate from t0 (no accumulated drift).
+      offset_s = poisson ? offset_s + gap(rng) : i / spec.rate();
+      const int64_t intended = t0 + static_cast<int64_t>(offset_s * 1e9);
+      if (intended >= st->measure_end_ns || st->stopping.load()) break;
+      // Sleep in slices so a stop request is seen promptly.
+      while (MonoNs() < intended) {
+        if (stop != nullptr && stop->stopped()) break;
+        SleepUntilMono(std::min(intended, MonoNs() + 50000000));
+      }
+      if (stop != nullptr && stop->stopped()) {
+        interrupted = true;
+        st->stopping = true;
+        break;
+      }
+      // The in-flight cap: waiting here makes the send late, which is
+      // counted; its latency still runs from `intended`.
+      while (st->in_flight.load() >= static_cast<int64_t>(spec.max_outstanding()) &&
+             !st->stopping.load() && !(stop != nullptr && stop->stopped())) {
+        absl::SleepFor(absl::Microseconds(100));
+      }
+      const int64_t lag = MonoNs() - intended;
+      if (lag > late_ns) ++late;
+      max_lag = std::max(max_lag, lag);
+      if (!st->Issue(static_cast<int>(i % nch), intended)) break;
+    }
+  }
+  st->WaitDrained(stop, &interrupted);
+  // Cancels anything still in flight (only past the safety net) and joins.
+  st->StopPollers();
+  const double cpu = CpuSeconds() - cpu0;
+  {
+    absl::MutexLock l(&mu_);
+    current_.reset();
+  }
+
+  result.histogram = st->Merged();
+  std::array<uint64_t, kCodes> codes = {};
+  for (auto& s : st->shards) {
+    absl::MutexLock l(&s->mu);
+    for (int c = 0; c < kCodes; ++c) codes[c] += s->codes[c];
+  }
+  for (int c = 0; c < kCodes; ++c) {
+    if (codes[c] > 0) (*sum.mutable_status_counts())[StatusCodeName(c)] = codes[c];
+  }
+  const uint64_t done = st->done.load();
+  const uint64_t failed = st->failed.load();
+  sum.set_requests_ok(done - failed);
+  sum.set_requests_failed(failed);
+  sum.set_warmup_requests(st->warm_done.load());
+  const int64_t ms = st->measure_start_ns.load();
+  const int64_t me = st->last_done_ns.load();
+  const double elapsed = (done > 0 && me > ms) ? (me - ms) / 1e9 : 0;
+  sum.set_elapsed_s(elapsed);
+  sum.set_qps(elapsed > 0 ? done / elapsed : 0);
+  *sum.mutable_latency() = result.histogram.LatencyMicros();
+  sum.set_client_cpu_s(cpu);
+  sum.set_requests_per_client_cpu_s(cpu > 0 ? done / cpu : 0);
+  sum.set_behind_schedule(late);
+  sum.set_max_schedule_lag_us(max_lag / 1e3);
+  *sum.mutable_histogram() = result.histogram.ToProto();
+  sum.set_interrupted(interrupted);
+  sum.set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  {
+    absl::MutexLock l(&st->mu);
+    sum.set_first_error(st->first_error);
+    if (st->too_many_errors) {
+      result.status = absl::AbortedError(absl::StrFormat(
+          "%d RPCs failed (more than --max_errors=%d); first: %s",
+          st->failed_all.load(), st->max_errors, st->first_error));
+    }
+  }
+  if (result.status.ok() && interrupted) {
+    result.status = absl::CancelledError("interrupted");
+  }
+  if (result.status.ok() && spec.requests() > 0 && done < spec.requests()) {
+    result.status = absl::InternalError(absl::StrFormat(
+        "only %d of %d requests completed", done, spec.requests()));
+  }
+  return result;
+}
+
+}  // namespace rsslab

@@ -1,0 +1,236 @@
+// Engine behaviour against an in-process Load service whose one worker
+// serialises requests (like a one-thread rsslab_server). The real server is
+// exercised by tests/loadgen_*_test.
+#include "loadgen/engine.h"
+
+#include <set>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/load.grpc.pb.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::LoadSpec;
+
+class FakeLoad final : public rsslab::v1::Load::Service {
+ public:
+  grpc::Status Handle(grpc::ServerContext* ctx,
+                      const rsslab::v1::HandleRequest* req,
+                      rsslab::v1::HandleResponse* resp) override {
+    absl::MutexLock l(&mu_);  // one worker
+    peers_.insert(ctx->peer());
+    ids_.insert(req->id());
+    seeds_.insert(req->seed());
+    if (req->params().count("stall") && !stalled_) {
+      stalled_ = true;
+      absl::SleepFor(absl::Seconds(1));
+    }
+    if (req->params().count("sleep_us")) {
+      absl::SleepFor(absl::Microseconds(std::stoi(req->params().at("sleep_us"))));
+    }
+    if (req->params().count("fail")) {
+      return grpc::Status(grpc::StatusCode::INTERNAL, "ValueError: boom");
+    }
+    resp->set_id(req->id());
+    resp->set_body_size(req->payload().size());
+    return grpc::Status::OK;
+  }
+  size_t peers() { absl::MutexLock l(&mu_); return peers_.size(); }
+  std::set<uint64_t> ids() { absl::MutexLock l(&mu_); return ids_; }
+  std::set<uint64_t> seeds() { absl::MutexLock l(&mu_); return seeds_; }
+
+ private:
+  absl::Mutex mu_;
+  std::set<std::string> peers_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> ids_ ABSL_GUARDED_BY(mu_);
+  std::set<uint64_t> seeds_ ABSL_GUARDED_BY(mu_);
+  bool stalled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    service_ = std::make_unique<FakeLoad>();
+    grpc::ServerBuilder b;
+    int port = 0;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    b.RegisterService(service_.get());
+    server_ = b.BuildAndStart();
+    ASSERT_NE(port, 0);
+    target_ = "127.0.0.1:" + std::to_string(port);
+  }
+  void TearDown() override {
+    server_->Shutdown();
+    server_.reset();
+    service_.reset();
+  }
+
+  LoadEngine::Options Opts() {
+    LoadEngine::Options o;
+    o.target = target_;
+    return o;
+  }
+
+  std::unique_ptr<FakeLoad> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string target_;
+};
+
+LoadSpec Closed(uint32_t concurrency, uint32_t channels, uint64_t requests) {
+  LoadSpec s;
+  s.set_concurrency(concurrency);
+  s.set_channels(channels);
+  s.set_requests(requests);
+  s.set_deadline_ms(5000);
+  s.set_seed(7);
+  return s;
+}
+
+TEST_F(EngineTest, ClosedLoopCountsExactlyAndExcludesWarmup) {
+  LoadEngine engine(Opts());
+  LoadSpec s = Closed(8, 4, 500);
+  s.set_warmup_requests(50);
+  LoadResult r = engine.Run(s, "t", nullptr);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.summary.requests_ok(), 500u);
+  EXPECT_EQ(r.summary.warmup_requests(), 50u);
+  EXPECT_EQ(r.summary.status_counts().at("OK"), 500u);
+  EXPECT_EQ(r.histogram.count(), 500u);
+  EXPECT_GT(r.summary.qps(), 0);
+  EXPECT_GT(r.summary.client_cpu_s(), 0);
+  EXPECT_EQ(r.summary.mode(), "closed");
+  // Ids 0..549 each exactly once; seeds a fixed function of --seed and id.
+  auto ids = service_->ids();
+  EXPECT_EQ(ids.size(), 550u);
+  EXPECT_EQ(*ids.rbegin(), 549u);
+  auto seeds = service_->seeds();
+  EXPECT_EQ(seeds.size(), 550u);
+}
+
+TEST_F(EngineTest, ChannelsAreSeparateConnections) {
+  LoadEngine engine(Opts());
+  LoadResult r = engine.Run(Closed(8, 4, 200), "t", nullptr);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(service_->peers(), 4u);  // four client ports, four connections
+}
+
+TEST_F(EngineTest, OpenLoopSeesTheStallClosedLoopHidesIt) {
+  // Closed loop, one in flight: the 1 s stall delays one request of 400.
+  {
+    LoadEngine engine(Opts());
+    LoadSpec s = Closed(1, 1, 400);
+    (*s.mutable_params())["stall"] = "1";
+    LoadResult r = engine.Run(s, "closed", nullptr);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_GE(r.summary.latency().max_us(), 900000);
+    EXPECT_LT(r.summary.latency().p99_us(), 100000);
+  }
+  TearDown();  // a fresh server: the stall happens once per service
+  SetUp();
+  // Open loop, 200/s for 2 s: every request scheduled during the stall
+  // waits for it, measured from its intended send time.
+  {
+    LoadEngine engine(Opts());
+    LoadSpec s;
+    s.set_rate(200);
+    s.set_arrival("constant");
+    s.set_duration_s(2);
+    s.set_channels(1);
+    s.set_deadline_ms(5000);
+    s.set_max_outstanding(10000);
+    s.set_seed(1);
+    (*s.mutable_params())["stall"] = "1";
+    LoadResult r = engine.Run(s, "open", nullptr);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.summary.mode(), "open");
+    EXPECT_NEAR(static_cast<double>(r.summary.requests_ok()), 400, 2);
+    EXPECT_GE(r.summary.latency().p99_us(), 500000);
+    EXPECT_GE(r.summary.latency().p90_us(), 100000);
+    // The generator kept its schedule (a loaded 2-core box may slip a few
+    // sends past the 1 ms tolerance, never by the stall's second).
+    EXPECT_LT(r.summary.behind_schedule(), 40u);
+    EXPECT_LT(r.summary.max_schedule_lag_us(), 100000)
+        << r.summary.ShortDebugString();
+  }
+}
+
+TEST_F(EngineTest, OpenLoopCountsLateSendsWhenCapped) {
+  LoadEngine engine(Opts());
+  LoadSpec s;
+  s.set_rate(500);
+  s.set_requests(100);
+  s.set_channels(1);
+  s.set_deadline_ms(5000);
+  s.set_max_outstanding(1);  // 5 ms of service each: the schedule slips
+  s.set_arrival("poisson");
+  s.set_seed(3);
+  (*s.mutable_params())["sleep_us"] = "5000";
+  LoadResult r = engine.Run(s, "late", nullptr);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_GT(r.summary.behind_schedule(), 50u);
+  EXPECT_GT(r.summary.max_schedule_lag_us(), 10000);
+  // Latency includes the lag: far above the 5 ms service time.
+  EXPECT_GT(r.summary.latency().p99_us(), 50000);
+}
+
+TEST_F(EngineTest, ErrorsAreCountedByCodeAndFailTheStep) {
+  LoadEngine::Options o = Opts();
+  o.max_errors = 1000;
+  LoadEngine engine(o);
+  LoadSpec s = Closed(4, 2, 100);
+  (*s.mutable_params())["fail"] = "1";
+  LoadResult r = engine.Run(s, "t", nullptr);
+  EXPECT_EQ(r.summary.status_counts().at("INTERNAL"), 100u);
+  EXPECT_EQ(r.summary.requests_failed(), 100u);
+  EXPECT_EQ(r.summary.first_error(), "INTERNAL: ValueError: boom");
+  // Under the limit the step is still complete.
+  EXPECT_TRUE(r.status.ok()) << r.status;
+
+  LoadEngine strict(Opts());  // max_errors 0: the first error stops it
+  LoadResult r2 = strict.Run(Closed(4, 2, 100000), "t2", nullptr);
+  (void)r2;
+  LoadSpec f = Closed(4, 2, 100000);
+  (*f.mutable_params())["fail"] = "1";
+  LoadResult r3 = strict.Run(f, "t3", nullptr);
+  EXPECT_EQ(r3.status.code(), absl::StatusCode::kAborted) << r3.status;
+  EXPECT_LT(r3.summary.requests_failed(), 100u);
+}
+
+TEST_F(EngineTest, UnreachableServerFailsWithinTheTimeout) {
+  LoadEngine::Options o;
+  o.target = "127.0.0.1:1";
+  o.connect_timeout = absl::Milliseconds(500);
+  LoadEngine engine(o);
+  const absl::Time t0 = absl::Now();
+  LoadResult r = engine.Run(Closed(1, 1, 1), "t", nullptr);
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(std::string(r.status.message()).find("127.0.0.1:1"), std::string::npos);
+}
+
+TEST_F(EngineTest, StopEndsTheStepAndDrainsInFlight) {
+  LoadEngine engine(Opts());
+  StopFlag stop;
+  LoadSpec s = Closed(4, 2, 0);
+  s.set_requests(0);
+  s.set_duration_s(60);
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(300));
+    stop.Stop();
+  });
+  const absl::Time t0 = absl::Now();
+  LoadResult r = engine.Run(s, "t", &stop);
+  stopper.join();
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(r.summary.interrupted());
+  EXPECT_GT(r.summary.requests_ok(), 0u);
+  EXPECT_EQ(r.summary.requests_failed(), 0u);  // drained, not cancelled
+}
+
+}  // namespace
+}  // namespace rsslab
