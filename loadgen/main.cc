@@ -1,0 +1,321 @@
+// rsslab_loadgen: drives an rsslab_server over gRPC and scripts its phases.
+//
+//   rsslab_loadgen --builtin=seed --scale=0.1 --target=HOST:PORT --control=HOST:PORT
+//   rsslab_loadgen --scenario=my.txtpb
+//   rsslab_loadgen --requests=100000 --concurrency=64 --channels=4   (one load step)
+//   rsslab_loadgen --rate=2000 --arrival=poisson --duration=30s      (open loop)
+//   rsslab_loadgen report RUN_DIR [RUN_DIR...]   (rebuild summaries from events.jsonl)
+//
+// Exit status: 0 when every step succeeded, 1 when a step or the run
+// failed, 2 for bad input (nothing was sent), 130 when interrupted.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "loadgen/engine.h"
+#include "loadgen/results.h"
+#include "loadgen/runner.h"
+#include "loadgen/scenario.h"
+
+ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
+ABSL_FLAG(std::string, control, "127.0.0.1:50052",
+          "Server control address (Control service); empty for load-only runs.");
+ABSL_FLAG(std::string, scenario, "", "Scenario file (protobuf text format, proto/scenario.proto).");
+ABSL_FLAG(std::string, builtin, "", "Built-in scenario: seed (seed 000 exactly) or quick (smoke cycle).");
+ABSL_FLAG(std::string, print_builtin, "", "Print a built-in scenario's text and exit.");
+ABSL_FLAG(double, scale, 0, "Multiply every step's request count by this (default 1).");
+ABSL_FLAG(std::string, out, "", "Run directory (default results/<UTC time>-<scenario>/).");
+ABSL_FLAG(uint32_t, concurrency, 0, "Closed loop: RPCs in flight (default 64).");
+ABSL_FLAG(uint32_t, channels, 0, "Separate HTTP/2 connections to spread RPCs over (default 4).");
+ABSL_FLAG(double, rate, 0, "Open loop: requests per second (excludes --concurrency).");
+ABSL_FLAG(std::string, arrival, "", "Open loop arrivals: constant (default) or poisson.");
+ABSL_FLAG(uint32_t, max_outstanding, 0, "Open loop: cap on RPCs in flight (default 10000); sends held back count as late.");
+ABSL_FLAG(uint64_t, requests, 0, "Measured requests per load step (excludes --duration).");
+ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(), "Measured time per load step, e.g. 30s (excludes --requests).");
+ABSL_FLAG(absl::Duration, warmup, absl::ZeroDuration(), "Warm-up time per load step, excluded from the statistics.");
+ABSL_FLAG(uint64_t, warmup_requests, 0, "Warm-up requests per load step, excluded from the statistics.");
+ABSL_FLAG(uint32_t, deadline_ms, 0, "Per-RPC deadline in ms (default 10000).");
+ABSL_FLAG(uint64_t, seed, 0, "Request seed sequence (default 1): the same seed sends the same requests.");
+ABSL_FLAG(std::string, params, "", "Handler params for every request, k=v,k=v.");
+ABSL_FLAG(uint32_t, payload_bytes, 0, "Payload bytes per request.");
+ABSL_FLAG(bool, return_body, false, "Ask the server to return bodies.");
+ABSL_FLAG(uint64_t, max_errors, 0, "A load step fails (and stops) once more RPCs than this failed.");
+ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5), "How long to wait for the server to accept connections.");
+ABSL_FLAG(absl::Duration, control_timeout, absl::Seconds(60), "Deadline of each control RPC (phase, snapshot, trim).");
+ABSL_FLAG(std::string, progress, "auto", "auto (live line on a TTY, else a line per step), live, lines or none.");
+ABSL_FLAG(bool, fsync, false, "fsync events.jsonl after every record (flushed always).");
+
+namespace {
+
+constexpr int kExitFailed = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitInterrupted = 130;
+
+int Fail(int code, const std::string& msg) {
+  for (absl::string_view line : absl::StrSplit(msg, '\n')) {
+    fprintf(stderr, "rsslab_loadgen: %s\n", std::string(line).c_str());
+  }
+  return code;
+}
+
+int Report(const std::vector<std::string>& dirs) {
+  std::vector<rsslab::RunSummary> runs;
+  for (const std::string& d : dirs) {
+    int skipped = 0;
+    auto events = rsslab::ReadEvents(d, &skipped);
+    if (!events.ok()) return Fail(kExitFailed, std::string(events.status().message()));
+    if (skipped > 0) {
+      fprintf(stderr, "rsslab_loadgen: %s: skipped %d unreadable line(s)\n", d.c_str(), skipped);
+    }
+    rsslab::SummaryBuilder b;
+    for (const auto& e : *events) b.Add(e);
+    if (auto s = rsslab::WriteSummary(d, b.summary()); !s.ok()) {
+      return Fail(kExitFailed, std::string(s.message()));
+    }
+    runs.push_back(b.summary());
+  }
+  printf("%s", rsslab::SummaryTable(runs, dirs).c_str());
+  return 0;
+}
+
+absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
+  std::vector<std::string> errs;
+  const double rate = absl::GetFlag(FLAGS_rate);
+  const uint32_t conc = absl::GetFlag(FLAGS_concurrency);
+  if (rate < 0) errs.push_back("--rate must be positive");
+  if (rate > 0 && conc > 0) {
+    errs.push_back(
+        "--rate (open loop: requests leave on a schedule) and --concurrency "
+        "(closed loop: a fixed number in flight) cannot both hold; use "
+        "--max_outstanding to cap an open loop");
+  }
+  if (absl::GetFlag(FLAGS_requests) > 0 &&
+      absl::GetFlag(FLAGS_duration) > absl::ZeroDuration()) {
+    errs.push_back("--requests and --duration are alternatives; set one");
+  }
+  if (absl::GetFlag(FLAGS_duration) < absl::ZeroDuration() ||
+      absl::GetFlag(FLAGS_warmup) < absl::ZeroDuration()) {
+    errs.push_back("--duration and --warmup must be positive");
+  }
+  if (absl::GetFlag(FLAGS_warmup) > absl::ZeroDuration() &&
+      absl::GetFlag(FLAGS_warmup_requests) > 0) {
+    errs.push_back("--warmup and --warmup_requests are alternatives; set one");
+  }
+  if (absl::GetFlag(FLAGS_scale) < 0) errs.push_back("--scale must be positive");
+  if (conc > 0 && absl::GetFlag(FLAGS_channels) > conc) {
+    errs.push_back(absl::StrFormat(
+        "--channels=%d exceeds --concurrency=%d: some channels would carry "
+        "no RPC",
+        absl::GetFlag(FLAGS_channels), conc));
+  }
+  if (conc > 0 && absl::GetFlag(FLAGS_max_outstanding) > 0) {
+    errs.push_back("--max_outstanding caps an open loop (--rate); a closed "
+                   "loop's in-flight count is --concurrency");
+  }
+  const std::string arrival = absl::GetFlag(FLAGS_arrival);
+  if (!arrival.empty() && arrival != "constant" && arrival != "poisson") {
+    errs.push_back(absl::StrFormat("--arrival=%s: use constant or poisson", arrival));
+  }
+  if (!arrival.empty() && conc > 0) {
+    errs.push_back("--arrival applies to an open loop (--rate), not --concurrency");
+  }
+  rsslab::v1::LoadSpec s;
+  s.set_rate(rate);
+  s.set_concurrency(conc);
+  s.set_channels(absl::GetFlag(FLAGS_channels));
+  s.set_arrival(arrival);
+  s.set_max_outstanding(absl::GetFlag(FLAGS_max_outstanding));
+  s.set_requests(absl::GetFlag(FLAGS_requests));
+  s.set_duration_s(absl::ToDoubleSeconds(absl::GetFlag(FLAGS_duration)));
+  s.set_warmup_s(absl::ToDoubleSeconds(absl::GetFlag(FLAGS_warmup)));
+  s.set_warmup_requests(absl::GetFlag(FLAGS_warmup_requests));
+  s.set_deadline_ms(absl::GetFlag(FLAGS_deadline_ms));
+  s.set_seed(absl::GetFlag(FLAGS_seed));
+  s.set_payload_bytes(absl::GetFlag(FLAGS_payload_bytes));
+  s.set_return_body(absl::GetFlag(FLAGS_return_body));
+  s.set_scale(absl::GetFlag(FLAGS_scale));
+  const std::string params = absl::GetFlag(FLAGS_params);
+  if (!params.empty()) {
+    for (absl::string_view kv : absl::StrSplit(params, ',')) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      if (p.first.empty() || !absl::StrContains(kv, '=')) {
+        errs.push_back(absl::StrFormat("--params: \"%s\" is not k=v", kv));
+        continue;
+      }
+      (*s.mutable_params())[p.first] = p.second;
+    }
+  }
+  if (!errs.empty()) return absl::InvalidArgumentError(absl::StrJoin(errs, "\n"));
+  return s;
+}
+
+std::string Hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Block SIGINT/SIGTERM before any thread exists (gRPC makes some); a
+  // dedicated thread takes them with sigwait and asks the run to stop.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  absl::FlagsUsageConfig cfg;
+  cfg.contains_help_flags = [](absl::string_view f) {
+    return absl::StrContains(f, "loadgen/");
+  };
+  cfg.contains_helpshort_flags = cfg.contains_help_flags;
+  absl::SetFlagsUsageConfig(cfg);
+  absl::SetProgramUsageMessage(
+      "drives an rsslab_server over gRPC and scripts its phases.\n"
+      "  rsslab_loadgen --builtin=seed [--scale=0.1] [--target=H:P --control=H:P]\n"
+      "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
+      "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl");
+  std::vector<char*> pos = absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args(argv, argv + argc);
+
+  if (pos.size() >= 2 && std::string(pos[1]) == "report") {
+    if (pos.size() < 3) return Fail(kExitUsage, "report needs a run directory");
+    return Report(std::vector<std::string>(pos.begin() + 2, pos.end()));
+  }
+  if (pos.size() > 1) {
+    return Fail(kExitUsage, absl::StrFormat("unexpected argument \"%s\" (see --help)", pos[1]));
+  }
+  if (!absl::GetFlag(FLAGS_print_builtin).empty()) {
+    auto text = rsslab::BuiltinText(absl::GetFlag(FLAGS_print_builtin));
+    if (!text.ok()) return Fail(kExitUsage, std::string(text.status().message()));
+    printf("%s", text->c_str());
+    return 0;
+  }
+
+  // Everything about the input is checked before any connection is made.
+  absl::StatusOr<rsslab::v1::LoadSpec> flags = FlagSpec();
+  if (!flags.ok()) return Fail(kExitUsage, std::string(flags.status().message()));
+  const std::string scenario_file = absl::GetFlag(FLAGS_scenario);
+  const std::string builtin = absl::GetFlag(FLAGS_builtin);
+  if (!scenario_file.empty() && !builtin.empty()) {
+    return Fail(kExitUsage, "--scenario and --builtin are alternatives; set one");
+  }
+  absl::StatusOr<rsslab::v1::Scenario> scenario;
+  if (!scenario_file.empty()) {
+    scenario = rsslab::LoadScenarioFile(scenario_file, *flags);
+  } else if (!builtin.empty()) {
+    scenario = rsslab::BuiltinScenario(builtin, *flags);
+  } else if (flags->requests() > 0 || flags->duration_s() > 0) {
+    scenario = rsslab::AdHocScenario();
+  } else {
+    return Fail(kExitUsage,
+                "nothing to run: give --builtin=seed|quick, --scenario=FILE, or "
+                "--requests / --duration for a single load step (see --help)");
+  }
+  if (!scenario.ok()) return Fail(kExitUsage, std::string(scenario.status().message()));
+  const std::string progress_flag = absl::GetFlag(FLAGS_progress);
+  rsslab::Runner::ProgressMode progress;
+  if (progress_flag == "auto") {
+    progress = isatty(STDERR_FILENO) ? rsslab::Runner::ProgressMode::kLive
+                                     : rsslab::Runner::ProgressMode::kLines;
+  } else if (progress_flag == "live") {
+    progress = rsslab::Runner::ProgressMode::kLive;
+  } else if (progress_flag == "lines") {
+    progress = rsslab::Runner::ProgressMode::kLines;
+  } else if (progress_flag == "none") {
+    progress = rsslab::Runner::ProgressMode::kNone;
+  } else {
+    return Fail(kExitUsage, absl::StrFormat("--progress=%s: use auto, live, lines or none", progress_flag));
+  }
+
+  std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) {
+    out = absl::StrCat("results/",
+                       absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone()),
+                       "-", scenario->name().empty() ? "run" : scenario->name());
+  }
+  auto log = rsslab::EventLog::Create(out, absl::GetFlag(FLAGS_fsync));
+  if (!log.ok()) return Fail(kExitFailed, std::string(log.status().message()));
+
+  rsslab::StopFlag stop;
+  std::thread([&stop, sigs] {
+    int sig = 0;
+    int seen = 0;
+    while (sigwait(&sigs, &sig) == 0) {
+      if (++seen > 1) {
+        fprintf(stderr, "\nrsslab_loadgen: second signal, exiting now\n");
+        _exit(kExitInterrupted);
+      }
+      fprintf(stderr, "\nrsslab_loadgen: %s: stopping; waiting for in-flight RPCs (again to quit now)\n",
+              strsignal(sig));
+      stop.Stop();
+    }
+  }).detach();
+
+  rsslab::SummaryBuilder summary;
+  rsslab::v1::Event header;
+  auto* h = header.mutable_header();
+  h->set_scenario_name(scenario->name());
+  *h->mutable_scenario() = *scenario;
+  for (const auto& a : args) h->add_argv(a);
+  h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  h->set_target(absl::GetFlag(FLAGS_target));
+  h->set_control(absl::GetFlag(FLAGS_control));
+  h->set_loadgen_version("rsslab_loadgen 0.1");
+  h->set_hostname(Hostname());
+  summary.Add(header);
+  if (auto s = (*log)->Append(header); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
+
+  rsslab::Runner::Options ro;
+  ro.target = absl::GetFlag(FLAGS_target);
+  ro.control = absl::GetFlag(FLAGS_control);
+  ro.flags = *flags;
+  ro.max_errors = absl::GetFlag(FLAGS_max_errors);
+  ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
+  ro.progress = progress;
+  rsslab::Runner runner(ro, log->get(), &stop, &summary);
+  const absl::Status status = runner.Run(*scenario);
+
+  rsslab::v1::Event footer;
+  footer.mutable_footer()->set_completed(status.ok());
+  if (!status.ok()) footer.mutable_footer()->set_error(std::string(status.message()));
+  footer.mutable_footer()->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  footer.mutable_footer()->set_events((*log)->count() + 1);
+  summary.Add(footer);
+  absl::Status ws = (*log)->Append(footer);
+  absl::Status ss = rsslab::WriteSummary(out, summary.summary());
+
+  printf("%s", rsslab::SummaryTable({summary.summary()}, {out}).c_str());
+  printf("run directory: %s\n", out.c_str());
+  fflush(stdout);
+  if (!ws.ok()) return Fail(kExitFailed, std::string(ws.message()));
+  if (!ss.ok()) return Fail(kExitFailed, std::string(ss.message()));
+  if (absl::IsCancelled(status)) {
+    Fail(kExitInterrupted, absl::StrCat("interrupted; summary of what completed in ", out));
+    return kExitInterrupted;
+  }
+  if (!status.ok()) {
+    Fail(kExitFailed, std::string(status.message()));
+    fprintf(stderr, "rsslab_loadgen: run incomplete; records kept in %s\n", out.c_str());
+    return kExitFailed;
+  }
+  return 0;
+}

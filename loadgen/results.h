@@ -1,0 +1,109 @@
+// A run's records: events.jsonl (written as things happen) and the summary
+// (summary.md, summary.csv) rebuilt from those records alone.
+//
+//   auto log = rsslab::EventLog::Create("results/run1", /*fsync=*/false);
+//   rsslab::v1::Event e; *e.mutable_header() = ...;
+//   (*log)->Append(e);                     // one JSON line, flushed now
+//   ...
+//   rsslab::SummaryBuilder b;              // or fed by ReadEvents(path)
+//   for (auto& ev : events) b.Add(ev);
+//   rsslab::WriteSummary("results/run1", b.Build());
+//
+// Each line is a rsslab.v1.Event printed by protobuf's JSON printer with the
+// .proto field names, so `jq`, pandas and the report tool read it directly,
+// and an interrupted run keeps every line already written (a torn last line
+// is skipped when read back).
+#ifndef RSSLAB_LOADGEN_RESULTS_H_
+#define RSSLAB_LOADGEN_RESULTS_H_
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "loadgen/histogram.h"
+#include "proto/results.pb.h"
+
+namespace rsslab {
+
+class EventLog {
+ public:
+  // Creates `dir` (and parents) and dir/events.jsonl; fails if it exists,
+  // so a run never appends to another run's records.
+  static absl::StatusOr<std::unique_ptr<EventLog>> Create(
+      const std::string& dir, bool fsync);
+  ~EventLog();
+
+  // Stamps seq and (if unset) unix_nanos, writes one line and flushes it.
+  absl::Status Append(rsslab::v1::Event event) ABSL_LOCKS_EXCLUDED(mu_);
+  uint64_t count() const ABSL_LOCKS_EXCLUDED(mu_);
+  const std::string& path() const { return path_; }
+
+ private:
+  EventLog(std::string path, FILE* f, bool fsync)
+      : path_(std::move(path)), file_(f), fsync_(fsync) {}
+  const std::string path_;
+  mutable absl::Mutex mu_;
+  FILE* file_ ABSL_GUARDED_BY(mu_);
+  const bool fsync_;
+  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+std::string EventToJson(const rsslab::v1::Event& event);
+// Reads dir/events.jsonl; a line that does not parse (a write cut short by
+// a crash) is skipped and counted in *skipped.
+absl::StatusOr<std::vector<rsslab::v1::Event>> ReadEvents(
+    const std::string& dir, int* skipped);
+
+// What the summary shows for one run.
+struct RunSummary {
+  std::string scenario;
+  std::string target;
+  bool has_footer = false;
+  bool completed = false;
+  std::string error;
+  // The last snapshot taken while the loadgen had set each phase
+  // (fill, shrink, idle, trim): seed 000's "after each phase".
+  std::map<std::string, rsslab::v1::Snapshot> after_phase;
+  int64_t hwm_bytes = -1;  // largest VmHWM seen
+  int threads = -1;        // largest OS thread count seen
+  int arenas = -1;         // largest glibc arena count seen
+  int workers = -1;        // configured worker threads
+  std::string allocator;
+  std::vector<rsslab::v1::LoadSummary> loads;
+  Histogram latency;       // every load step merged
+  uint64_t requests = 0;   // measured, ok + failed
+  uint64_t failed = 0;
+  double load_seconds = 0;
+  std::vector<rsslab::v1::StepRecord> failed_steps;
+};
+
+class SummaryBuilder {
+ public:
+  void Add(const rsslab::v1::Event& event);
+  const RunSummary& summary() const { return s_; }
+
+ private:
+  void AddSnapshot(const std::string& phase, const rsslab::v1::Snapshot& snap);
+  RunSummary s_;
+};
+
+// The seed-000 table's columns, in order (CSV header and Markdown table).
+std::vector<std::string> SummaryColumns();
+// One row of values for SummaryColumns(); "-" where nothing was measured.
+std::vector<std::string> SummaryRow(const RunSummary& s);
+std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir);
+std::string SummaryCsv(const RunSummary& s, const std::string& run_dir);
+// Writes run_dir/summary.md and run_dir/summary.csv.
+absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s);
+// A short fixed-width table for a terminal.
+std::string SummaryTable(const std::vector<RunSummary>& runs,
+                         const std::vector<std::string>& labels);
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_LOADGEN_RESULTS_H_

@@ -1,0 +1,166 @@
+#include "loadgen/results.h"
+
+#include <unistd.h>
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::Event;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string TmpDir(const std::string& name) {
+  const char* t = getenv("TEST_TMPDIR");
+  return std::string(t ? t : "/tmp") + "/" + name;
+}
+
+Event Snap(const std::string& phase, int64_t rss_mib, int arenas) {
+  Event e;
+  e.set_loadgen_phase(phase);
+  auto* s = e.mutable_snapshot();
+  s->mutable_status()->set_rss_bytes(rss_mib << 20);
+  s->mutable_status()->set_hwm_bytes((rss_mib + 50) << 20);
+  s->mutable_status()->set_threads(20);
+  s->mutable_memory_map()->set_arena_count(arenas);
+  s->mutable_config()->set_threads(4);
+  s->set_allocator("glibc");
+  return e;
+}
+
+std::vector<Event> SeedLikeRun(bool complete) {
+  std::vector<Event> ev;
+  Event h;
+  h.mutable_header()->set_scenario_name("seed");
+  h.mutable_header()->set_target("127.0.0.1:1");
+  ev.push_back(h);
+  Histogram hist;
+  for (int i = 1; i <= 1000; ++i) hist.Record(i * 1000);
+  Event l;
+  l.set_loadgen_phase("fill");
+  auto* ls = l.mutable_load();
+  ls->set_step("fill");
+  ls->set_requests_ok(1000);
+  ls->set_elapsed_s(2);
+  ls->set_qps(500);
+  *ls->mutable_latency() = hist.LatencyMicros();
+  *ls->mutable_histogram() = hist.ToProto();
+  (*ls->mutable_status_counts())["OK"] = 1000;
+  ev.push_back(l);
+  ev.push_back(Snap("fill", 130, 3));
+  ev.push_back(Snap("shrink", 120, 4));
+  if (complete) {
+    ev.push_back(Snap("idle", 119, 4));
+    Event t;
+    t.set_loadgen_phase("trim");
+    t.mutable_phase()->mutable_snapshot()->mutable_status()->set_rss_bytes(int64_t{30} << 20);
+    t.mutable_phase()->mutable_before()->mutable_status()->set_rss_bytes(int64_t{119} << 20);
+    ev.push_back(t);
+  }
+  Event f;
+  f.mutable_footer()->set_completed(complete);
+  if (!complete) f.mutable_footer()->set_error("UNAVAILABLE: server went away");
+  ev.push_back(f);
+  return ev;
+}
+
+TEST(ResultsTest, EventLogWritesOneFlushedJsonLinePerRecord) {
+  const std::string dir = TmpDir("run_a/nested");
+  auto log = EventLog::Create(dir, false);
+  ASSERT_TRUE(log.ok()) << log.status();
+  auto events = SeedLikeRun(true);
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE((*log)->Append(events[i]).ok());
+    // Flushed at once: readable before the log is closed.
+    int skipped = 0;
+    auto back = ReadEvents(dir, &skipped);
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(back->size(), i + 1);
+  }
+  std::ifstream in(dir + "/events.jsonl");
+  std::string line;
+  std::getline(in, line);
+  EXPECT_THAT(line, HasSubstr("\"scenario_name\":\"seed\""));  // proto names
+  EXPECT_THAT(line, HasSubstr("\"seq\""));
+  EXPECT_THAT(line, Not(HasSubstr("\n")));
+  // A second run never appends to the first one's records.
+  EXPECT_FALSE(EventLog::Create(dir, false).ok());
+}
+
+TEST(ResultsTest, TornLastLineIsSkipped) {
+  const std::string dir = TmpDir("run_torn");
+  {
+    auto log = EventLog::Create(dir, false);
+    ASSERT_TRUE(log.ok());
+    for (const auto& e : SeedLikeRun(false)) ASSERT_TRUE((*log)->Append(e).ok());
+  }
+  std::ofstream(dir + "/events.jsonl", std::ios::app) << "{\"seq\":\"9\",\"snaps";
+  int skipped = 0;
+  auto back = ReadEvents(dir, &skipped);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(skipped, 1);
+  EXPECT_EQ(back->size(), SeedLikeRun(false).size());
+}
+
+TEST(ResultsTest, SummaryFillsEverySeedColumn) {
+  SummaryBuilder b;
+  for (const auto& e : SeedLikeRun(true)) b.Add(e);
+  const RunSummary& s = b.summary();
+  const auto row = SummaryRow(s);
+  ASSERT_EQ(row.size(), SummaryColumns().size());
+  for (size_t i = 0; i < row.size(); ++i) {
+    EXPECT_NE(row[i], "-") << SummaryColumns()[i];
+  }
+  EXPECT_EQ(row[1], "yes");
+  EXPECT_EQ(row[4], "130.0");  // after fill
+  EXPECT_EQ(row[5], "120.0");  // after shrink
+  EXPECT_EQ(row[6], "119.0");  // after idle
+  EXPECT_EQ(row[7], "30.0");   // after trim (not the "before" snapshot)
+  EXPECT_EQ(row[8], "180.0");  // largest VmHWM
+  EXPECT_EQ(row[10], "4");     // largest arena count
+  EXPECT_EQ(row[11], "500");   // qps
+  EXPECT_EQ(row[12], "0.50");  // p50 ms
+  EXPECT_EQ(row[13], "0.99");  // p99 ms
+  const std::string md = SummaryMarkdown(s, "d");
+  EXPECT_THAT(md, HasSubstr("**completed**"));
+  EXPECT_THAT(md, HasSubstr("| fill | 130.0 |"));
+  const std::string csv = SummaryCsv(s, "d");
+  EXPECT_THAT(csv, HasSubstr("run_dir,scenario,completed,workers"));
+}
+
+TEST(ResultsTest, IncompleteRunSaysSoAndShowsWhatWasMeasured) {
+  SummaryBuilder b;
+  for (const auto& e : SeedLikeRun(false)) b.Add(e);
+  const std::string md = SummaryMarkdown(b.summary(), "d");
+  EXPECT_THAT(md, HasSubstr("INCOMPLETE"));
+  EXPECT_THAT(md, HasSubstr("server went away"));
+  const auto row = SummaryRow(b.summary());
+  EXPECT_EQ(row[1], "no");
+  EXPECT_EQ(row[4], "130.0");
+  EXPECT_EQ(row[7], "-");
+  // No footer at all (the loadgen was killed): still incomplete.
+  SummaryBuilder nf;
+  auto ev = SeedLikeRun(true);
+  ev.pop_back();
+  for (const auto& e : ev) nf.Add(e);
+  EXPECT_THAT(SummaryMarkdown(nf.summary(), "d"), HasSubstr("no footer record"));
+}
+
+TEST(ResultsTest, WriteSummaryWritesBothFiles) {
+  const std::string dir = TmpDir("run_sum");
+  auto log = EventLog::Create(dir, true);
+  ASSERT_TRUE(log.ok());
+  SummaryBuilder b;
+  for (const auto& e : SeedLikeRun(true)) b.Add(e);
+  ASSERT_TRUE(WriteSummary(dir, b.summary()).ok());
+  EXPECT_EQ(access((dir + "/summary.md").c_str(), R_OK), 0);
+  EXPECT_EQ(access((dir + "/summary.csv").c_str(), R_OK), 0);
+  EXPECT_THAT(SummaryTable({b.summary()}, {"x"}), HasSubstr("rss_trim_mib"));
+}
+
+}  // namespace
+}  // namespace rsslab

@@ -1,0 +1,310 @@
+#include "loadgen/runner.h"
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/grpcpp.h"
+#include "loadgen/scenario.h"
+
+namespace rsslab {
+
+using ::rsslab::v1::Event;
+using ::rsslab::v1::Scenario;
+using ::rsslab::v1::Step;
+
+struct Runner::Ctx {
+  std::string phase;  // the phase this loadgen last set
+  int cycle = 0;
+};
+
+namespace {
+
+const char* KindName(const Step& s) {
+  switch (s.kind_case()) {
+    case Step::kSetPhase: return "set_phase";
+    case Step::kLoad: return "load";
+    case Step::kWait: return "wait";
+    case Step::kSnapshot: return "snapshot";
+    case Step::kTrim: return "trim";
+    case Step::kRepeat: return "repeat";
+    default: return "empty";
+  }
+}
+
+std::string StatusText(const grpc::Status& s) {
+  return absl::StrFormat("%s: %s", StatusCodeName(s.error_code()),
+                         s.error_message());
+}
+
+std::chrono::system_clock::time_point Deadline(absl::Duration d) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+}  // namespace
+
+Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
+               SummaryBuilder* summary)
+    : options_(std::move(options)),
+      log_(log),
+      stop_(stop),
+      summary_(summary),
+      engine_([&] {
+        LoadEngine::Options o;
+        o.target = options_.target;
+        o.max_errors = options_.max_errors;
+        o.connect_timeout = options_.connect_timeout;
+        return o;
+      }()) {}
+
+Runner::~Runner() = default;
+
+void Runner::Line(const std::string& text) {
+  if (options_.progress == ProgressMode::kNone) return;
+  if (options_.progress == ProgressMode::kLive) {
+    fprintf(stderr, "\r\033[K%s\n", text.c_str());
+  } else {
+    fprintf(stderr, "%s\n", text.c_str());
+  }
+  fflush(stderr);
+}
+
+absl::Status Runner::Append(Event e, const Ctx& ctx) {
+  e.set_loadgen_phase(ctx.phase);
+  e.set_cycle(ctx.cycle);
+  if (summary_ != nullptr) summary_->Add(e);
+  return log_->Append(std::move(e));
+}
+
+absl::Status Runner::Run(const Scenario& scenario) {
+  if (NeedsControl(scenario)) {
+    if (options_.control.empty()) {
+      return absl::InvalidArgumentError(
+          "the scenario changes phases or takes snapshots but --control is "
+          "empty");
+    }
+    control_channel_ = grpc::CreateChannel(options_.control,
+                                           grpc::InsecureChannelCredentials());
+    if (!control_channel_->WaitForConnected(Deadline(options_.connect_timeout))) {
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot reach the server's control service at %s within %s",
+          options_.control, absl::FormatDuration(options_.connect_timeout)));
+    }
+    control_ = rsslab::v1::Control::NewStub(control_channel_);
+  }
+  Ctx ctx;
+  return RunSteps(scenario.step(), scenario, ctx, "");
+}
+
+absl::Status Runner::RunSteps(
+    const google::protobuf::RepeatedPtrField<Step>& steps,
+    const Scenario& scenario, Ctx& ctx, const std::string& prefix) {
+  for (int i = 0; i < steps.size(); ++i) {
+    if (stop_ != nullptr && stop_->stopped()) {
+      return absl::CancelledError("interrupted");
+    }
+    const std::string label =
+        absl::StrFormat("%s%d/%d", prefix, i + 1, steps.size());
+    absl::Status s = RunStep(steps[i], scenario, ctx, label);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
+                             Ctx& ctx, const std::string& label) {
+  const std::string name = step.name().empty() ? KindName(step) : step.name();
+  const std::string kind = KindName(step);
+  const absl::Time start = absl::Now();
+  absl::Status status;
+  std::string detail;
+  Event rec;
+  rec.set_label(name);
+
+  switch (step.kind_case()) {
+    case Step::kSetPhase: {
+      rsslab::v1::SetPhaseRequest req;
+      req.set_phase(step.set_phase().phase());
+      if (step.set_phase().has_cache_limit_mb()) {
+        req.set_cache_limit_bytes(step.set_phase().cache_limit_mb() << 20);
+      }
+      req.set_gc(step.set_phase().has_gc() ? step.set_phase().gc() : true);
+      grpc::ClientContext cc;
+      cc.set_deadline(Deadline(options_.control_timeout));
+      rsslab::v1::SetPhaseResponse resp;
+      grpc::Status gs = control_->SetPhase(&cc, req, &resp);
+      if (!gs.ok()) {
+        status = absl::UnavailableError(absl::StrFormat(
+            "SetPhase(%s) at %s failed: %s", req.phase(), options_.control,
+            StatusText(gs)));
+        break;
+      }
+      ctx.phase = req.phase();
+      *rec.mutable_phase() = resp;
+      status = Append(rec, ctx);
+      detail = absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
+      if (resp.has_trim()) {
+        absl::StrAppendFormat(&detail, " (before %.1f MiB, %s took %d us)",
+                              resp.before().status().rss_bytes() / 1048576.0,
+                              resp.trim().call(), resp.trim().trim_duration_us());
+      }
+      break;
+    }
+    case Step::kSnapshot: {
+      rsslab::v1::SnapshotRequest req;
+      req.set_gc(step.snapshot().has_gc() ? step.snapshot().gc() : true);
+      req.set_detail(step.snapshot().detail());
+      grpc::ClientContext cc;
+      cc.set_deadline(Deadline(options_.control_timeout));
+      rsslab::v1::Snapshot snap;
+      grpc::Status gs = control_->GetSnapshot(&cc, req, &snap);
+      if (!gs.ok()) {
+        status = absl::UnavailableError(absl::StrFormat(
+            "GetSnapshot at %s failed: %s", options_.control, StatusText(gs)));
+        break;
+      }
+      *rec.mutable_snapshot() = snap;
+      status = Append(rec, ctx);
+      detail = absl::StrFormat("rss %.1f MiB, hwm %.1f MiB, %d threads, %d arenas",
+                               snap.status().rss_bytes() / 1048576.0,
+                               snap.status().hwm_bytes() / 1048576.0,
+                               snap.status().threads(), snap.memory_map().arena_count());
+      break;
+    }
+    case Step::kTrim: {
+      rsslab::v1::TrimRequest req;
+      req.set_mode(step.trim().mode());
+      req.set_gc(true);
+      grpc::ClientContext cc;
+      cc.set_deadline(Deadline(options_.control_timeout));
+      rsslab::v1::TrimResponse resp;
+      grpc::Status gs = control_->Trim(&cc, req, &resp);
+      if (!gs.ok()) {
+        status = absl::UnavailableError(absl::StrFormat(
+            "Trim at %s failed: %s", options_.control, StatusText(gs)));
+        break;
+      }
+      *rec.mutable_trim() = resp;
+      status = Append(rec, ctx);
+      detail = absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0);
+      break;
+    }
+    case Step::kWait: {
+      if (stop_ != nullptr && stop_->WaitFor(absl::Seconds(step.wait().seconds()))) {
+        status = absl::CancelledError("interrupted");
+      } else if (stop_ == nullptr) {
+        absl::SleepFor(absl::Seconds(step.wait().seconds()));
+      }
+      detail = absl::StrFormat("%.1f s", step.wait().seconds());
+      break;
+    }
+    case Step::kLoad: {
+      absl::StatusOr<rsslab::v1::LoadSpec> spec =
+          ResolveLoad(step.load(), scenario.load_defaults(), options_.flags);
+      if (!spec.ok()) {
+        status = spec.status();
+        break;
+      }
+      Line(absl::StrFormat(
+          "[%s] %s: load started (%s, %s)", label, name,
+          spec->rate() > 0
+              ? absl::StrFormat("open loop %.0f/s %s, %d channels", spec->rate(),
+                                spec->arrival(), spec->channels())
+              : absl::StrFormat("closed loop %d outstanding over %d channels",
+                                spec->concurrency(), spec->channels()),
+          spec->requests() > 0 ? absl::StrFormat("%d requests", spec->requests())
+                               : absl::StrFormat("%.1f s", spec->duration_s())));
+      // The live line: requests done, QPS, p99 so far, errors, server RSS.
+      absl::Notification done;
+      std::thread live;
+      if (options_.progress == ProgressMode::kLive) {
+        live = std::thread([&] {
+          uint64_t last_done = 0;
+          absl::Time last = absl::Now();
+          absl::Time last_rss_at = absl::InfinitePast();
+          double rss_mib = -1;
+          while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(500))) {
+            if (control_ != nullptr && absl::Now() - last_rss_at > absl::Seconds(2)) {
+              rsslab::v1::SnapshotRequest req;  // no gc: must not disturb
+              grpc::ClientContext cc;
+              cc.set_deadline(Deadline(absl::Seconds(1)));
+              rsslab::v1::Snapshot snap;
+              if (control_->GetSnapshot(&cc, req, &snap).ok()) {
+                rss_mib = snap.status().rss_bytes() / 1048576.0;
+              }
+              last_rss_at = absl::Now();
+            }
+            const LiveProgress p = engine_.Progress();
+            const absl::Time now = absl::Now();
+            const double qps = (p.done - last_done) / absl::ToDoubleSeconds(now - last);
+            last_done = p.done;
+            last = now;
+            fprintf(stderr, "\r\033[K[%s] %s  %llu%s done  %.0f qps  p99 %.2f ms  errors %llu  server rss %s",
+                    label.c_str(), name.c_str(), static_cast<unsigned long long>(p.done),
+                    p.target ? absl::StrFormat("/%d", p.target).c_str() : "", qps,
+                    p.p99_us / 1000, static_cast<unsigned long long>(p.failed),
+                    rss_mib < 0 ? "-" : absl::StrFormat("%.1f MiB", rss_mib).c_str());
+            fflush(stderr);
+          }
+        });
+      }
+      LoadResult r = engine_.Run(*spec, name, stop_);
+      done.Notify();
+      if (live.joinable()) live.join();
+      *rec.mutable_load() = r.summary;
+      absl::Status ws = Append(rec, ctx);
+      status = r.status.ok() ? ws : r.status;
+      const auto& l = r.summary.latency();
+      detail = absl::StrFormat(
+          "%d ok, %d failed, %.0f qps, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+          r.summary.requests_ok(), r.summary.requests_failed(), r.summary.qps(),
+          l.p50_us() / 1000, l.p99_us() / 1000, l.max_us() / 1000);
+      if (r.summary.mode() == "open") {
+        absl::StrAppendFormat(&detail, ", %d late sends (max lag %.2f ms)",
+                              r.summary.behind_schedule(),
+                              r.summary.max_schedule_lag_us() / 1000);
+      }
+      break;
+    }
+    case Step::kRepeat: {
+      const auto& rep = step.repeat();
+      const absl::Time until = rep.duration_s() > 0
+                                   ? start + absl::Seconds(rep.duration_s())
+                                   : absl::InfiniteFuture();
+      const int outer_cycle = ctx.cycle;
+      for (uint32_t c = 0; rep.times() == 0 || c < rep.times(); ++c) {
+        if (absl::Now() >= until) break;
+        ctx.cycle = static_cast<int>(c);
+        status = RunSteps(rep.step(), scenario, ctx,
+                          absl::StrFormat("%s cycle %d: ", label, c + 1));
+        if (!status.ok()) break;
+      }
+      ctx.cycle = outer_cycle;
+      break;
+    }
+    default:
+      status = absl::InvalidArgumentError("empty step");
+  }
+
+  Event srec;
+  auto* sr = srec.mutable_step();
+  sr->set_step(name);
+  sr->set_kind(kind);
+  sr->set_start_unix_nanos(absl::ToUnixNanos(start));
+  sr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  sr->set_ok(status.ok());
+  if (!status.ok()) sr->set_error(std::string(status.message()));
+  srec.set_label(name);
+  absl::Status ws = Append(srec, ctx);
+  Line(absl::StrFormat("[%s] %s: %s %s%s", label, name, kind,
+                       status.ok() ? "ok" : "FAILED",
+                       status.ok() ? (detail.empty() ? "" : ": " + detail)
+                                   : ": " + std::string(status.message()) +
+                                         (detail.empty() ? "" : " (" + detail + ")")));
+  return status.ok() ? ws : status;
+}
+
+}  // namespace rsslab

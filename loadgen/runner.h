@@ -1,0 +1,69 @@
+// Executes a scenario's steps against a server's Load and Control services,
+// writing every record to the run's EventLog as it happens.
+//
+//   rsslab::Runner::Options o;  o.target = ...; o.control = ...;
+//   rsslab::Runner runner(o, log.get(), &stop, &summary_builder);
+//   absl::Status s = runner.Run(scenario);   // first failure, if any
+//
+// A failed step ends the run (later steps would measure a broken server);
+// a stop request (SIGINT/SIGTERM) ends the current step gracefully and
+// returns CANCELLED.
+#ifndef RSSLAB_LOADGEN_RUNNER_H_
+#define RSSLAB_LOADGEN_RUNNER_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "loadgen/engine.h"
+#include "loadgen/results.h"
+#include "proto/control.grpc.pb.h"
+#include "proto/scenario.pb.h"
+
+namespace rsslab {
+
+class Runner {
+ public:
+  enum class ProgressMode { kNone, kLines, kLive };
+  struct Options {
+    std::string target = "127.0.0.1:50051";
+    std::string control = "127.0.0.1:50052";
+    rsslab::v1::LoadSpec flags;  // the command line's load layer
+    uint64_t max_errors = 0;
+    absl::Duration connect_timeout = absl::Seconds(5);
+    absl::Duration control_timeout = absl::Seconds(60);
+    ProgressMode progress = ProgressMode::kLines;
+  };
+
+  // `log`, `stop` and `summary` must outlive the runner; every appended
+  // event is also fed to `summary`.
+  Runner(Options options, EventLog* log, const StopFlag* stop,
+         SummaryBuilder* summary);
+  ~Runner();
+
+  absl::Status Run(const rsslab::v1::Scenario& scenario);
+
+ private:
+  struct Ctx;
+  absl::Status RunSteps(const google::protobuf::RepeatedPtrField<rsslab::v1::Step>& steps,
+                        const rsslab::v1::Scenario& scenario, Ctx& ctx,
+                        const std::string& prefix);
+  absl::Status RunStep(const rsslab::v1::Step& step,
+                       const rsslab::v1::Scenario& scenario, Ctx& ctx,
+                       const std::string& label);
+  absl::Status Append(rsslab::v1::Event e, const Ctx& ctx);
+  void Line(const std::string& text);
+
+  Options options_;
+  EventLog* log_;
+  const StopFlag* stop_;
+  SummaryBuilder* summary_;
+  LoadEngine engine_;
+  std::shared_ptr<grpc::Channel> control_channel_;
+  std::unique_ptr<rsslab::v1::Control::Stub> control_;
+};
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_LOADGEN_RUNNER_H_
