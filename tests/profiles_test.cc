@@ -1,0 +1,295 @@
+// The profiles file and //control:profiles against real server processes:
+// every shipped profile launches and is verified in /proc (maps + environ)
+// and by the server's own snapshot; broken profiles and profiles that did
+// not reach the process are caught; rsslab_run (./rsslab serve) verifies and
+// fails loudly.
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "control/profiles.h"
+#include "control/profiles_launch.h"
+#include "grpcpp/grpcpp.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/control.grpc.pb.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::testing::ServerProcess;
+using ::testing::HasSubstr;
+
+std::string ShippedProfiles() { return ServerProcess::Runfile("control/profiles.textproto"); }
+std::string ServerBinary() { return ServerProcess::Runfile("server/rsslab_server"); }
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  std::string path = absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp", "/", name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+ServerProcess::Options ServerOptions(const v1::Profile& p) {
+  ServerProcess::Options o;
+  o.binary = ServerBinary();
+  o.args = {"--threads=2", "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+            "--cache_limit_mb=16"};
+  // Bazel scrubs the test environment, so the profile's own variables are the
+  // only allocator-related ones; BuildLaunchEnv's stripping is tested below.
+  for (const auto& e : p.env()) o.env[e.name()] = e.value();
+  if (!p.preload().empty()) o.env["LD_PRELOAD"] = p.preload();
+  return o;
+}
+
+v1::Snapshot GetSnapshot(const std::string& control) {
+  auto stub = v1::Control::NewStub(
+      grpc::CreateChannel(control, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::SnapshotRequest req;
+  v1::Snapshot snap;
+  grpc::Status s = stub->GetSnapshot(&ctx, req, &snap);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return snap;
+}
+
+TEST(ProfilesFile, ShippedFileHasTheRequiredProfiles) {
+  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(ShippedProfiles());
+  ASSERT_TRUE(set.ok()) << set.status();
+  for (const char* name : {"glibc", "glibc-arena2", "glibc-arena4", "jemalloc", "jemalloc-bg",
+                           "jemalloc-decay0", "mimalloc", "mimalloc-purge0", "tcmalloc",
+                           "tcmalloc-release", "pymalloc-off"}) {
+    const v1::Profile* p = profiles::FindProfile(*set, name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_FALSE(p->description().empty()) << name;
+    EXPECT_FALSE(p->allocator().empty()) << name;
+  }
+}
+
+TEST(ProfilesFile, SyntaxErrorCarriesFileAndLine) {
+  absl::StatusOr<v1::ProfileSet> set =
+      profiles::ParseProfiles("profile { name: \"a\" }\nprofile { nmae: \"b\" }\n", "my.textproto");
+  ASSERT_FALSE(set.ok());
+  EXPECT_THAT(std::string(set.status().message()), HasSubstr("my.textproto:2:"));
+  EXPECT_THAT(std::string(set.status().message()), HasSubstr("nmae"));
+}
+
+TEST(ProfilesFile, DuplicateNameNamesBothLines) {
+  absl::StatusOr<v1::ProfileSet> set = profiles::ParseProfiles(
+      "profile { name: \"x\" }\n\nprofile {\n  name: \"x\"\n}\n", "dup.textproto");
+  ASSERT_FALSE(set.ok());
+  EXPECT_THAT(std::string(set.status().message()),
+              HasSubstr("dup.textproto:3: profile 'x': duplicate name (first defined at dup.textproto:1)"));
+}
+
+TEST(ProfilesFile, DuplicateAcrossFilesIsAnError) {
+  std::string mine = WriteTemp("mine.textproto", "profile { name: \"glibc\" }\n");
+  absl::StatusOr<v1::ProfileSet> set =
+      profiles::LoadProfiles(absl::StrCat(ShippedProfiles(), ",", mine));
+  ASSERT_FALSE(set.ok());
+  EXPECT_THAT(std::string(set.status().message()), HasSubstr("profile 'glibc' in " + mine));
+  std::string extra = WriteTemp("extra.textproto",
+                                "profile { name: \"glibc-arena1\" env { name: \"MALLOC_ARENA_MAX\" value: \"1\" } }\n");
+  set = profiles::LoadProfiles(absl::StrCat(ShippedProfiles(), ",", extra));
+  ASSERT_TRUE(set.ok()) << set.status();
+  EXPECT_NE(profiles::FindProfile(*set, "glibc-arena1"), nullptr);
+}
+
+TEST(ProfilesFile, MissingLibraryNamesProfileAndPath) {
+  absl::StatusOr<v1::ProfileSet> set = profiles::ParseProfiles(
+      "profile {\n name: \"nope\"\n preload: \"/usr/lib/x86_64-linux-gnu/libnope.so.9\"\n"
+      " allocator: \"jemalloc\"\n}\n",
+      "bad.textproto");
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(std::string(set.status().message()),
+            "bad.textproto:1: profile 'nope': preload library "
+            "/usr/lib/x86_64-linux-gnu/libnope.so.9 does not exist");
+}
+
+TEST(ProfilesFile, RejectsPathsAndBadEnv) {
+  EXPECT_FALSE(profiles::ParseProfiles("profile { name: \"../x\" }", "f").ok());
+  EXPECT_FALSE(profiles::ParseProfiles("profile { name: \"a/b\" }", "f").ok());
+  EXPECT_FALSE(profiles::ParseProfiles(
+                   "profile { name: \"a\" env { name: \"LD_PRELOAD\" value: \"/x.so\" } }", "f")
+                   .ok());
+  EXPECT_FALSE(profiles::ParseProfiles("profile { name: \"a\" preload: \"libjemalloc.so.2\" }", "f").ok());
+  EXPECT_FALSE(profiles::ParseProfiles("profile { name: \"a\" allocator: \"jemalloc\" }", "f").ok());
+  EXPECT_FALSE(profiles::IsPlainName(".."));
+  EXPECT_FALSE(profiles::IsPlainName("a/b"));
+  EXPECT_TRUE(profiles::IsPlainName("jemalloc-bg"));
+}
+
+TEST(ProfilesFile, LaunchEnvDropsInheritedAllocatorSettings) {
+  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(ShippedProfiles());
+  ASSERT_TRUE(set.ok());
+  profiles::Env base = {{"PATH", "/usr/bin"},
+                        {"MALLOC_ARENA_MAX", "1"},
+                        {"LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4"},
+                        {"MIMALLOC_DECOMMIT_DELAY", "0"}};
+  profiles::Env env = profiles::BuildLaunchEnv(*profiles::FindProfile(*set, "glibc"), base);
+  EXPECT_EQ(env, (profiles::Env{{"PATH", "/usr/bin"}}));
+  env = profiles::BuildLaunchEnv(*profiles::FindProfile(*set, "jemalloc-bg"), base);
+  EXPECT_EQ(env, (profiles::Env{{"PATH", "/usr/bin"},
+                                {"LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"},
+                                {"MALLOC_CONF", "background_thread:true"}}));
+}
+
+// Each shipped profile in a real server: /proc agrees, the server's own
+// snapshot reports the allocator, and the allocator reads its option back.
+TEST(ProfilesLaunch, EveryShippedProfileTakesEffect) {
+  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(ShippedProfiles());
+  ASSERT_TRUE(set.ok()) << set.status();
+  for (const v1::Profile& p : set->profile()) {
+    SCOPED_TRACE(p.name());
+    auto server = ServerProcess::Start(ServerOptions(p));
+    ASSERT_TRUE(server.ok()) << server.status();
+    absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile((*server)->pid(), p);
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(v->allocator, p.allocator());
+    EXPECT_EQ(v->env.size(), static_cast<size_t>(p.env_size()));
+    v1::Snapshot snap = GetSnapshot((*server)->control_address());
+    EXPECT_EQ(snap.allocator(), p.allocator());
+    EXPECT_TRUE(profiles::CheckReportedAllocator(p, snap.allocator()).ok());
+    for (const auto& e : p.env()) EXPECT_EQ(snap.allocator_env().at(e.name()), e.value());
+    const v1::AllocatorStats& st = snap.allocator_stats();
+    if (p.name() == "mimalloc") {
+      EXPECT_EQ(st.mimalloc().options().at("decommit_delay"), 25);
+    }
+    if (p.name() == "mimalloc-purge0") {
+      EXPECT_EQ(st.mimalloc().options().at("decommit_delay"), 0);
+    }
+    if (p.name() == "jemalloc") {
+      EXPECT_FALSE(st.jemalloc().background_thread());
+    }
+    if (p.name() == "jemalloc-bg") {
+      EXPECT_TRUE(st.jemalloc().background_thread());
+    }
+    if (p.name() == "jemalloc-decay0") {
+      EXPECT_EQ(st.jemalloc().dirty_decay_ms(), 0);
+      EXPECT_EQ(st.jemalloc().muzzy_decay_ms(), 0);
+    }
+    if (p.name() == "tcmalloc-release") {
+      EXPECT_EQ(st.tcmalloc().release_rate(), 10.0);
+    }
+    EXPECT_EQ((*server)->Stop(), 0);
+  }
+}
+
+// Seed 002/004's silent failures: a process started without the profile's
+// environment or preload is caught, naming what is missing.
+TEST(ProfilesLaunch, ProfileThatDidNotReachTheProcessIsCaught) {
+  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(ShippedProfiles());
+  ASSERT_TRUE(set.ok());
+  v1::Profile plain;
+  plain.set_name("plain");
+  auto server = ServerProcess::Start(ServerOptions(plain));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int pid = (*server)->pid();
+  EXPECT_TRUE(profiles::VerifyProfile(pid, *profiles::FindProfile(*set, "glibc")).ok());
+
+  absl::StatusOr<profiles::Verification> v =
+      profiles::VerifyProfile(pid, *profiles::FindProfile(*set, "glibc-arena2"));
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr(absl::StrCat("MALLOC_ARENA_MAX is not in /proc/", pid,
+                                     "/environ (want 2)")));
+
+  v = profiles::VerifyProfile(pid, *profiles::FindProfile(*set, "jemalloc-bg"));
+  ASSERT_FALSE(v.ok());
+  std::string msg(v.status().message());
+  EXPECT_THAT(msg, HasSubstr("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 is not mapped"));
+  EXPECT_THAT(msg, HasSubstr("allocator in /proc/" + std::to_string(pid) + "/maps is glibc"));
+  EXPECT_THAT(msg, HasSubstr("MALLOC_CONF is not in"));
+  EXPECT_THAT(msg, HasSubstr("LD_PRELOAD is not in"));
+
+  // A wrong value is as bad as a missing one.
+  v1::Profile arena4 = *profiles::FindProfile(*set, "glibc-arena4");
+  ServerProcess::Options o = ServerOptions(arena4);
+  o.env["MALLOC_ARENA_MAX"] = "3";
+  auto wrong = ServerProcess::Start(o);
+  ASSERT_TRUE(wrong.ok()) << wrong.status();
+  v = profiles::VerifyProfile((*wrong)->pid(), arena4);
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("MALLOC_ARENA_MAX=3 in /proc/"));
+}
+
+// ld.so only warns about an LD_PRELOAD it cannot open and runs glibc
+// (seed 004). Bypass the load-time check to prove verification catches it.
+TEST(ProfilesLaunch, NonexistentLibraryIsCaughtAfterStart) {
+  profiles::ParseOptions lax;
+  lax.check_files = false;
+  absl::StatusOr<v1::ProfileSet> set = profiles::ParseProfiles(
+      "profile { name: \"typo\" preload: \"/usr/lib/x86_64-linux-gnu/libjemaloc.so.2\" "
+      "allocator: \"jemalloc\" }",
+      "typo.textproto", lax);
+  ASSERT_TRUE(set.ok()) << set.status();
+  const v1::Profile& p = set->profile(0);
+  auto server = ServerProcess::Start(ServerOptions(p));
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT((*server)->Stderr(), HasSubstr("cannot be preloaded"));
+  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile((*server)->pid(), p);
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()),
+              HasSubstr("/usr/lib/x86_64-linux-gnu/libjemaloc.so.2 is not mapped"));
+  v1::Snapshot snap = GetSnapshot((*server)->control_address());
+  EXPECT_FALSE(profiles::CheckReportedAllocator(p, snap.allocator()).ok());
+}
+
+// ./rsslab serve's engine: verified start, ready line passed through,
+// SIGTERM forwarded, exit code passed back.
+TEST(RsslabRun, StartsVerifiedServerAndForwardsStop) {
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("control/rsslab_run");
+  o.args = {"--profile=tcmalloc-release", "--profiles=" + ShippedProfiles(),
+            "--server_binary=" + ServerBinary(), "--threads=2", "--listen=127.0.0.1:0",
+            "--control_listen=127.0.0.1:0"};
+  // Inherited settings must not leak into the profile.
+  o.env["MALLOC_ARENA_MAX"] = "1";
+  auto run = ServerProcess::Start(o);
+  ASSERT_TRUE(run.ok()) << run.status();
+  v1::Snapshot snap = GetSnapshot((*run)->control_address());
+  EXPECT_EQ(snap.allocator(), "tcmalloc");
+  EXPECT_EQ(snap.allocator_env().count("MALLOC_ARENA_MAX"), 0u);
+  EXPECT_EQ(snap.allocator_env().at("TCMALLOC_RELEASE_RATE"), "10");
+  EXPECT_THAT((*run)->Stderr(), HasSubstr("profile 'tcmalloc-release' verified in pid"));
+  EXPECT_EQ((*run)->Stop(), 0);
+}
+
+TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
+  // expect_mapped names something that will never be mapped: the server
+  // starts fine, verification fails, rsslab_run kills it and exits 2.
+  std::string file = WriteTemp(
+      "never.textproto",
+      "profile { name: \"never\" allocator: \"glibc\" expect_mapped: \"libnever-mapped\" }\n");
+  ServerProcess::Result r = ServerProcess::Run(
+      ServerProcess::Runfile("control/rsslab_run"),
+      {"--profile=never", "--profiles=" + file, "--server_binary=" + ServerBinary(),
+       "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("FAILED: profile 'never' did not take effect in pid"));
+  EXPECT_THAT(r.err, HasSubstr("nothing matching 'libnever-mapped' is mapped"));
+  EXPECT_THAT(r.err, HasSubstr("server killed"));
+  EXPECT_FALSE(absl::StrContains(r.out, "rsslab_server ready"));
+
+  std::string bad = WriteTemp("bad.textproto",
+                              "profile { name: \"je\" preload: \"/usr/lib/libje-typo.so\" }\n");
+  r = ServerProcess::Run(ServerProcess::Runfile("control/rsslab_run"),
+                         {"--profile=je", "--profiles=" + bad, "--server_binary=" + ServerBinary()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("profile 'je': preload library /usr/lib/libje-typo.so does not exist"));
+
+  r = ServerProcess::Run(ServerProcess::Runfile("control/rsslab_run"),
+                         {"--profile=jemalloc-typo", "--profiles=" + ShippedProfiles(),
+                          "--server_binary=" + ServerBinary()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("unknown profile 'jemalloc-typo'"));
+}
+
+}  // namespace
+}  // namespace rsslab
