@@ -1,0 +1,3 @@
+"""Does nothing: for measuring the transport and the load generator."""
+def handle(request, cache):
+    return None

@@ -1,0 +1,352 @@
+// rsslab_loadgen end to end against a real rsslab_server on loopback: the
+// seed scenario, open versus closed loop against a stalling handler, and the
+// faults (unreachable, server killed mid-step, SIGINT, bad input).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/control.grpc.pb.h"
+#include "proto/results.pb.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::testing::ServerProcess;
+using ::rsslab::v1::Event;
+using ::testing::HasSubstr;
+
+std::string Tmp(const std::string& name) {
+  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+}
+
+std::string Loadgen() { return ServerProcess::Runfile("loadgen/rsslab_loadgen"); }
+
+std::unique_ptr<ServerProcess> StartServer(int threads,
+                                           const std::string& handler = "") {
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("server/rsslab_server");
+  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+            absl::StrCat("--threads=", threads)};
+  if (!handler.empty()) {
+    o.args.push_back("--handler=" + ServerProcess::Runfile("tests/handlers/" + handler));
+  }
+  auto s = ServerProcess::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+std::vector<std::string> Addr(const ServerProcess& s) {
+  return {"--target=" + s.data_address(), "--control=" + s.control_address()};
+}
+
+std::vector<Event> Events(const std::string& dir) {
+  std::ifstream in(dir + "/events.jsonl");
+  std::vector<Event> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    Event e;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(line, &e).ok()) << line;
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const Event* FindLoad(const std::vector<Event>& ev) {
+  for (const auto& e : ev) {
+    if (e.has_load()) return &e;
+  }
+  return nullptr;
+}
+
+// The loadgen as a background child, for signalling it mid-run.
+class Child {
+ public:
+  Child(const std::string& bin, const std::vector<std::string>& args)
+      : err_path_(Tmp(absl::StrCat("child", getpid(), "_", counter_++, ".err"))) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 2);
+      int null = open("/dev/null", O_WRONLY);
+      dup2(null, 1);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(bin.c_str()));
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  ~Child() {
+    if (!reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // Polls the child's stderr for `text` (a log line is the readiness signal).
+  bool WaitForStderr(const std::string& text, absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    while (absl::Now() < end) {
+      if (ReadFile(err_path_).find(text) != std::string::npos) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+  int Wait(absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    int st = 0;
+    while (absl::Now() < end) {
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return -1;
+  }
+  pid_t pid() const { return pid_; }
+  std::string Stderr() const { return ReadFile(err_path_); }
+
+ private:
+  static inline int counter_ = 0;
+  std::string err_path_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+TEST(LoadgenE2E, SeedAtTinyScaleRecordsEveryPhaseAndFillsTheSummary) {
+  auto server = StartServer(2);
+  ASSERT_NE(server, nullptr);
+  const std::string out = Tmp("seed_run");
+  auto args = Addr(*server);
+  args.insert(args.end(), {"--builtin=seed", "--scale=0.01", "--out=" + out});
+  auto r = ServerProcess::Run(Loadgen(), args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("run directory: " + out));
+
+  auto ev = Events(out);
+  ASSERT_GE(ev.size(), 10u);
+  EXPECT_TRUE(ev.front().has_header());
+  EXPECT_EQ(ev.front().header().scenario_name(), "seed");
+  EXPECT_GE(ev.front().header().argv_size(), 4);
+  EXPECT_TRUE(ev.back().has_footer());
+  EXPECT_TRUE(ev.back().footer().completed());
+  std::map<std::string, int> loads, snaps;
+  bool trim = false;
+  for (const auto& e : ev) {
+    if (e.has_load()) {
+      loads[e.load().step()]++;
+      EXPECT_EQ(e.load().requests_failed(), 0u);
+      EXPECT_EQ(e.load().status_counts().at("OK"), e.load().requests_ok());
+    }
+    if (e.has_snapshot()) snaps[e.loadgen_phase()]++;
+    if (e.has_phase() && e.loadgen_phase() == "trim") {
+      trim = true;
+      EXPECT_TRUE(e.phase().has_trim());
+    }
+    if (e.has_step()) EXPECT_TRUE(e.step().ok()) << e.step().error();
+  }
+  EXPECT_EQ(loads["fill"], 1);
+  EXPECT_EQ(loads["shrink"], 1);
+  EXPECT_EQ(snaps["fill"], 1);
+  EXPECT_EQ(snaps["shrink"], 1);
+  EXPECT_EQ(snaps["idle"], 1);
+  EXPECT_TRUE(trim);
+  const Event* fill = FindLoad(ev);
+  ASSERT_NE(fill, nullptr);
+  EXPECT_EQ(fill->load().requests_ok(), 960u);  // 96,000 x 0.01
+
+  // summary.csv: every column filled.
+  std::vector<std::string> lines = absl::StrSplit(ReadFile(out + "/summary.csv"), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u);
+  std::vector<std::string> cols = absl::StrSplit(lines[0], ',');
+  std::vector<std::string> vals = absl::StrSplit(lines[1], ',');
+  ASSERT_EQ(cols.size(), vals.size());
+  for (size_t i = 0; i < cols.size(); ++i) {
+    EXPECT_TRUE(!vals[i].empty() && vals[i] != "-") << cols[i] << " is empty";
+  }
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("**completed**"));
+
+  // `report` rebuilds the same summary from events.jsonl alone.
+  const std::string csv = ReadFile(out + "/summary.csv");
+  unlink((out + "/summary.csv").c_str());
+  auto rep = ServerProcess::Run(Loadgen(), {"report", out});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_EQ(ReadFile(out + "/summary.csv"), csv);
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+double P99Ms(const std::string& dir) {
+  const auto ev = Events(dir);
+  const Event* l = FindLoad(ev);
+  return l ? l->load().latency().p99_us() / 1000 : -1;
+}
+
+TEST(LoadgenE2E, OpenLoopP99ShowsAOneSecondStallClosedLoopHidesIt) {
+  // Closed loop, one request in flight: the stall delays one request.
+  {
+    auto server = StartServer(1, "stall_once.py");
+    ASSERT_NE(server, nullptr);
+    const std::string out = Tmp("closed_stall");
+    auto r = ServerProcess::Run(
+        Loadgen(), {"--target=" + server->data_address(), "--control=",
+                    "--concurrency=1", "--channels=1", "--requests=300",
+                    "--params=stall=1", "--out=" + out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto ev = Events(out);
+    const Event* l = FindLoad(ev);
+    ASSERT_NE(l, nullptr);
+    EXPECT_GE(l->load().latency().max_us(), 900000);  // the stall happened
+    EXPECT_LT(P99Ms(out), 200) << "closed loop p99 should hide the stall";
+  }
+  // Open loop, 100/s for 3 s: ~100 requests were due during the stall.
+  {
+    auto server = StartServer(1, "stall_once.py");
+    ASSERT_NE(server, nullptr);
+    const std::string out = Tmp("open_stall");
+    auto r = ServerProcess::Run(
+        Loadgen(), {"--target=" + server->data_address(), "--control=",
+                    "--rate=100", "--channels=1", "--duration=3s",
+                    "--params=stall=1", "--out=" + out});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto ev = Events(out);
+    const Event* l = FindLoad(ev);
+    ASSERT_NE(l, nullptr);
+    EXPECT_EQ(l->load().mode(), "open");
+    EXPECT_GE(P99Ms(out), 500) << "open loop p99 must reflect the stall";
+    EXPECT_GE(l->load().latency().p90_us(), 100000);
+  }
+}
+
+TEST(LoadgenE2E, UnreachableServerIsOneLineNamingTheAddress) {
+  const absl::Time t0 = absl::Now();
+  auto r = ServerProcess::Run(
+      Loadgen(), {"--builtin=quick", "--target=127.0.0.1:1",
+                  "--control=127.0.0.1:1", "--connect_timeout=1s",
+                  "--out=" + Tmp("unreachable")});
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot reach the server's control service at 127.0.0.1:1"));
+  // Load-only: the data address is named.
+  auto r2 = ServerProcess::Run(
+      Loadgen(), {"--requests=10", "--target=127.0.0.1:1", "--control=",
+                  "--connect_timeout=1s", "--out=" + Tmp("unreachable2")});
+  EXPECT_EQ(r2.exit_code, 1);
+  EXPECT_THAT(r2.err, HasSubstr("cannot connect to the server at 127.0.0.1:1 within 1s"));
+}
+
+TEST(LoadgenE2E, ServerKilledMidStepFailsTheStepAndKeepsTheRecords) {
+  auto server = StartServer(2);
+  ASSERT_NE(server, nullptr);
+  const std::string out = Tmp("killed");
+  auto args = Addr(*server);
+  args.insert(args.end(), {"--builtin=seed", "--deadline_ms=3000",
+                           "--connect_timeout=2s", "--out=" + out});
+  Child lg(Loadgen(), args);
+  ASSERT_TRUE(lg.WaitForStderr("fill: load started", absl::Seconds(30))) << lg.Stderr();
+  ASSERT_EQ(kill(server->pid(), SIGKILL), 0);
+  EXPECT_EQ(lg.Wait(absl::Seconds(30)), 1) << lg.Stderr();
+  EXPECT_THAT(lg.Stderr(), HasSubstr("fill: load FAILED"));
+  auto ev = Events(out);
+  ASSERT_GE(ev.size(), 4u);
+  EXPECT_TRUE(ev.front().has_header());
+  EXPECT_TRUE(ev[1].has_phase());  // the fill switch, written before the kill
+  const Event* l = FindLoad(ev);
+  ASSERT_NE(l, nullptr);
+  EXPECT_FALSE(l->load().first_error().empty());
+  bool failed_step = false;
+  for (const auto& e : ev) {
+    if (e.has_step() && e.step().step() == "fill" && e.step().kind() == "load") {
+      failed_step = !e.step().ok();
+      EXPECT_THAT(e.step().error(), HasSubstr("failed"));
+    }
+  }
+  EXPECT_TRUE(failed_step);
+  ASSERT_TRUE(ev.back().has_footer());
+  EXPECT_FALSE(ev.back().footer().completed());
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("INCOMPLETE"));
+}
+
+TEST(LoadgenE2E, SigintStopsSendingDrainsAndSummarisesWhatCompleted) {
+  auto server = StartServer(2);
+  ASSERT_NE(server, nullptr);
+  const std::string out = Tmp("sigint");
+  auto args = Addr(*server);
+  args.insert(args.end(), {"--builtin=seed", "--out=" + out});
+  Child lg(Loadgen(), args);
+  ASSERT_TRUE(lg.WaitForStderr("fill: load started", absl::Seconds(30))) << lg.Stderr();
+  ASSERT_EQ(kill(lg.pid(), SIGINT), 0);
+  EXPECT_EQ(lg.Wait(absl::Seconds(30)), 130) << lg.Stderr();
+  auto ev = Events(out);
+  const Event* l = FindLoad(ev);
+  ASSERT_NE(l, nullptr);
+  EXPECT_TRUE(l->load().interrupted());
+  EXPECT_EQ(l->load().requests_failed(), 0u);  // in-flight RPCs were drained
+  EXPECT_LT(l->load().requests_ok(), 96000u);
+  ASSERT_TRUE(ev.back().has_footer());
+  EXPECT_FALSE(ev.back().footer().completed());
+  const std::string md = ReadFile(out + "/summary.md");
+  EXPECT_THAT(md, HasSubstr("INCOMPLETE"));
+  EXPECT_THAT(md, HasSubstr("fill (interrupted)"));
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+TEST(LoadgenE2E, BadInputIsRejectedBeforeAnyTraffic) {
+  auto server = StartServer(1);
+  ASSERT_NE(server, nullptr);
+  const std::string bad = Tmp("bad.txtpb");
+  std::ofstream(bad) << "name: \"bad\"\nstep { set_phase { phase: \"fil\" } }\n"
+                        "step { load { requests: 10 rate: 5 concurrency: 2 } }\n";
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"--scenario=" + bad}, "bad.txtpb:2: step 1: set_phase: unknown phase \"fil\""},
+      {{"--scenario=" + bad}, "bad.txtpb:3: step 2: load: rate (open loop"},
+      {{"--builtin=nope"}, "unknown builtin scenario \"nope\""},
+      {{"--builtin=seed", "--rate=100", "--concurrency=8"},
+       "--rate (open loop: requests leave on a schedule) and --concurrency"},
+      {{"--builtin=seed", "--scenario=" + bad}, "alternatives"},
+      {{"--requests=5", "--duration=2s"}, "--requests and --duration are alternatives"},
+  };
+  for (const auto& c : cases) {
+    auto args = Addr(*server);
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    args.push_back("--out=" + Tmp("never"));
+    auto r = ServerProcess::Run(Loadgen(), args);
+    EXPECT_EQ(r.exit_code, 2) << c.message;
+    EXPECT_THAT(r.err, HasSubstr(c.message));
+  }
+  EXPECT_NE(access(Tmp("never").c_str(), F_OK), 0);  // no run directory
+  // The server saw nothing.
+  auto ch = grpc::CreateChannel(server->control_address(), grpc::InsecureChannelCredentials());
+  auto stub = rsslab::v1::Control::NewStub(ch);
+  grpc::ClientContext cc;
+  rsslab::v1::Snapshot snap;
+  ASSERT_TRUE(stub->GetSnapshot(&cc, rsslab::v1::SnapshotRequest(), &snap).ok());
+  EXPECT_EQ(snap.requests_served(), 0u);
+  EXPECT_EQ(snap.phase(), "start");
+}
+
+}  // namespace
+}  // namespace rsslab
