@@ -1,0 +1,488 @@
+#include "control/agent.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "control/profiles.h"
+#include "server/listen.h"
+#include "server/procfs/procfs.h"
+
+namespace rsslab {
+namespace {
+
+using rsslab::v1::LaunchRequest;
+using rsslab::v1::Profile;
+
+// The server flags a client may set, and what each accepts. Everything the
+// agent decides itself (listen addresses, threads, handler) is not here.
+struct FlagRule {
+  const char* name;
+  enum Kind { kInt, kChoice, kParams } kind;
+  int64_t min = 0;
+  int64_t max = 0;
+  const char* choices = "";
+};
+
+const FlagRule kFlags[] = {
+    {"cache_limit_mb", FlagRule::kInt, 0, 1 << 20},
+    {"max_cache_limit_mb", FlagRule::kInt, 0, 1 << 20},
+    {"thread_mode", FlagRule::kChoice, 0, 0, "fixed,churn"},
+    {"churn_every", FlagRule::kInt, 1, 1000000000},
+    {"stuck_after_ms", FlagRule::kInt, 1, 3600000},
+    {"max_watch_streams", FlagRule::kInt, 1, 1024},
+    {"shutdown_grace_ms", FlagRule::kInt, 0, 600000},
+    {"handler_params", FlagRule::kParams},
+};
+
+const FlagRule* FindFlag(absl::string_view name) {
+  for (const FlagRule& f : kFlags) {
+    if (name == f.name) return &f;
+  }
+  return nullptr;
+}
+
+std::string FlagNames() {
+  std::vector<std::string> names;
+  for (const FlagRule& f : kFlags) names.push_back(f.name);
+  return absl::StrJoin(names, ", ");
+}
+
+absl::Status CheckFlagValue(const FlagRule& f, absl::string_view v) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server flag ", f.name, "='", v, "': ", why));
+  };
+  switch (f.kind) {
+    case FlagRule::kInt: {
+      int64_t n;
+      if (!absl::SimpleAtoi(v, &n) || n < f.min || n > f.max) {
+        return bad(absl::StrCat("want an integer in [", f.min, ", ", f.max, "]"));
+      }
+      return absl::OkStatus();
+    }
+    case FlagRule::kChoice:
+      for (absl::string_view c : absl::StrSplit(f.choices, ',')) {
+        if (v == c) return absl::OkStatus();
+      }
+      return bad(absl::StrCat("want one of ", f.choices));
+    case FlagRule::kParams:
+      if (v.size() > 4096) return bad("longer than 4096 characters");
+      for (absl::string_view kv : absl::StrSplit(v, ',')) {
+        size_t eq = kv.find('=');
+        if (eq == absl::string_view::npos || eq == 0) return bad("want key=value,key=value");
+        for (char c : kv.substr(0, eq)) {
+          if (!absl::ascii_isalnum(c) && c != '_') return bad("keys are [A-Za-z0-9_]+");
+        }
+        for (char c : kv.substr(eq + 1)) {
+          if (!absl::ascii_isprint(c)) return bad("values are printable ASCII");
+        }
+      }
+      return absl::OkStatus();
+  }
+  return bad("unknown rule");
+}
+
+bool IsHandlerName(absl::string_view n) {
+  if (n.empty() || n.size() > 64) return false;
+  for (char c : n) {
+    if (!absl::ascii_isalnum(c) && c != '_') return false;
+  }
+  return true;
+}
+
+std::vector<std::string> HandlersIn(const std::vector<std::string>& dirs) {
+  std::vector<std::string> out;
+  for (const std::string& d : dirs) {
+    DIR* dir = opendir(d.c_str());
+    if (dir == nullptr) continue;
+    while (dirent* e = readdir(dir)) {
+      absl::string_view n(e->d_name);
+      if (absl::ConsumeSuffix(&n, ".py") && IsHandlerName(n)) out.emplace_back(n);
+    }
+    closedir(dir);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
+
+}  // namespace
+
+AgentService::AgentService(Options options) : options_(std::move(options)) {
+  reaper_ = std::thread([this] { ReaperLoop(); });
+}
+
+AgentService::~AgentService() {
+  StopAll(absl::Seconds(5));
+  {
+    absl::MutexLock l(&mu_);
+    shutting_down_ = true;
+  }
+  reaper_.join();
+}
+
+std::string AgentService::AllowedFlagsHelp() {
+  std::vector<std::string> out;
+  for (const FlagRule& f : kFlags) {
+    switch (f.kind) {
+      case FlagRule::kInt:
+        out.push_back(absl::StrCat(f.name, " (", f.min, "..", f.max, ")"));
+        break;
+      case FlagRule::kChoice:
+        out.push_back(absl::StrCat(f.name, " (", f.choices, ")"));
+        break;
+      case FlagRule::kParams:
+        out.push_back(absl::StrCat(f.name, " (k=v,k=v)"));
+        break;
+    }
+  }
+  return absl::StrJoin(out, ", ");
+}
+
+absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** profile,
+                                     std::vector<std::string>* args, std::string* handler) {
+  if (req.profile().empty()) return absl::InvalidArgumentError("profile is required");
+  if (!profiles::IsPlainName(req.profile())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("profile '", req.profile(), "' must be a profile name, not a path"));
+  }
+  *profile = profiles::FindProfile(options_.profiles, req.profile());
+  if (*profile == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown profile '", req.profile(), "' (known: ",
+                                            profiles::ProfileNames(options_.profiles), ")"));
+  }
+  if (req.threads() < 0 || req.threads() > options_.max_threads) {
+    return absl::InvalidArgumentError(absl::StrCat("threads must be in [1, ", options_.max_threads,
+                                                   "] (0: the server's default of 4); got ",
+                                                   req.threads()));
+  }
+  std::string name = req.handler().empty() ? "web_worker" : req.handler();
+  if (!IsHandlerName(name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "handler '", name, "' must be a handler name such as web_worker ([A-Za-z0-9_]+), not a path"));
+  }
+  handler->clear();
+  for (const std::string& d : options_.handler_dirs) {
+    std::string p = absl::StrCat(d, "/", name, ".py");
+    if (access(p.c_str(), R_OK) == 0) {
+      *handler = p;
+      break;
+    }
+  }
+  if (handler->empty()) {
+    return absl::NotFoundError(absl::StrCat("handler '", name, "' not found (available: ",
+                                            absl::StrJoin(HandlersIn(options_.handler_dirs), ", "),
+                                            ")"));
+  }
+  if (req.label().size() > 200 ||
+      std::any_of(req.label().begin(), req.label().end(),
+                  [](char c) { return absl::ascii_iscntrl(c); })) {
+    return absl::InvalidArgumentError("label: at most 200 characters, no control characters");
+  }
+  const int threads = req.threads() == 0 ? 4 : req.threads();
+  args->clear();
+  args->push_back("--listen=" + JoinHostPort(options_.server_host, 0));
+  args->push_back("--control_listen=" + JoinHostPort(options_.server_host, 0));
+  args->push_back(absl::StrCat("--threads=", threads));
+  args->push_back("--handler=" + *handler);
+  for (const auto& [flag, value] : req.server_flags()) {
+    const FlagRule* rule = FindFlag(flag);
+    if (rule == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server flag '", flag, "' is not allowed (allowed: ", FlagNames(),
+          "; threads, handler and the listen addresses are LaunchRequest fields or chosen by "
+          "the agent)"));
+    }
+    absl::Status s = CheckFlagValue(*rule, value);
+    if (!s.ok()) return s;
+    args->push_back(absl::StrCat("--", flag, "=", value));
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status AgentService::Launch(grpc::ServerContext*, const LaunchRequest* req,
+                                  rsslab::v1::LaunchResponse* resp) {
+  const Profile* profile = nullptr;
+  std::vector<std::string> args;
+  std::string handler;
+  absl::Status valid = BuildArgs(*req, &profile, &args, &handler);
+  if (!valid.ok()) return ToGrpc(valid);
+
+  profiles::Env base = profiles::CurrentEnviron();
+  for (const auto& kv : options_.extra_env) base[kv.first] = kv.second;
+  profiles::Env env = profiles::BuildLaunchEnv(*profile, base);
+
+  auto run = std::make_shared<Run>();
+  {
+    absl::MutexLock l(&mu_);
+    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "agent is shutting down");
+    std::vector<std::string> running;
+    for (const auto& [id, r] : runs_) {
+      if (!r->exited) running.push_back(id);
+    }
+    if (static_cast<int>(running.size()) >= options_.max_servers) {
+      return grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("max_servers=", options_.max_servers, " reached: ", running.size(),
+                       " servers running (", absl::StrJoin(running, ", "), "); stop one first"));
+    }
+    const int threads = req->threads() == 0 ? 4 : req->threads();
+    const std::string id = absl::StrFormat("s%04d-%s-t%d", next_id_++, profile->name(), threads);
+    const std::string log_path = absl::StrCat(options_.log_dir, "/", id, ".log");
+    int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      return grpc::Status(grpc::StatusCode::INTERNAL,
+                          absl::StrCat("cannot create log ", log_path, ": ", strerror(errno)));
+    }
+    // What was run, at the top of its own log, for whoever reads it later.
+    std::vector<std::string> shown_env;
+    for (const auto& kv : procfs::AllocatorEnv(env)) shown_env.push_back(kv.first + "=" + kv.second);
+    std::string header = absl::StrCat("# rsslab_agent ", id, ": ", options_.server_binary, " ",
+                                      absl::StrJoin(args, " "), "\n# profile ", profile->name(),
+                                      " env: ", absl::StrJoin(shown_env, " "), "\n");
+    ssize_t ignored = write(log_fd, header.data(), header.size());
+    (void)ignored;
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(log_fd);
+      return grpc::Status(grpc::StatusCode::INTERNAL, "pipe2 failed");
+    }
+    launch::SpawnOptions so;
+    so.binary = options_.server_binary;
+    so.args = args;
+    so.env = profiles::EnvStrings(env);
+    so.stdout_fd = out[1];
+    so.stderr_fd = log_fd;
+    // Forked under mu_, so the reaper cannot see this pid before it is in
+    // by_pid_. The child counts from before fork: a child whose exec fails
+    // still has to be reaped (the reaper drops unknown pids).
+    ++live_children_;
+    absl::StatusOr<pid_t> pid = launch::Spawn(so);
+    close(out[1]);
+    if (!pid.ok()) {
+      if (pid.status().code() != absl::StatusCode::kFailedPrecondition) --live_children_;  // no child
+      close(out[0]);
+      close(log_fd);
+      return ToGrpc(pid.status());
+    }
+    run->pid = *pid;
+    run->pump = std::make_unique<launch::OutputPump>(out[0], log_fd, /*own_sink=*/true,
+                                                     "rsslab_server ready ",
+                                                     /*withhold_ready=*/false);
+    v1::ServerProcess& info = run->info;
+    info.set_id(id);
+    info.set_pid(*pid);
+    info.set_profile(profile->name());
+    info.set_threads(threads);
+    info.set_handler(req->handler().empty() ? "web_worker" : req->handler());
+    info.set_log_path(log_path);
+    info.set_running(true);
+    info.set_started_unix_nanos(NowNanos());
+    info.set_label(req->label());
+    runs_[id] = run;
+    by_pid_[*pid] = run;
+  }
+
+  launch::OutputPump::Result r = run->pump->WaitReady(options_.ready_timeout);
+  if (r.state == launch::OutputPump::kEof) {
+    AwaitExit(run, absl::Seconds(30));
+    absl::MutexLock l(&mu_);
+    const v1::ServerProcess& info = run->info;
+    std::string tail = launch::LogTail(info.log_path());
+    run->info.set_log_tail(tail);
+    return grpc::Status(grpc::StatusCode::ABORTED,
+                        absl::StrCat("server ", info.id(), " (profile ", info.profile(),
+                                     ") exited before it was ready: ",
+                                     info.exit().empty() ? "still running with stdout closed" : info.exit(),
+                                     "; log ", info.log_path(), ", last lines:\n", tail));
+  }
+  if (r.state != launch::OutputPump::kReady) {
+    return FailLaunch(run, grpc::StatusCode::DEADLINE_EXCEEDED,
+                      absl::StrCat("not ready after ", absl::FormatDuration(options_.ready_timeout)));
+  }
+  absl::StatusOr<launch::ReadyLine> ready = launch::ParseReadyLine(r.line);
+  if (!ready.ok()) return FailLaunch(run, grpc::StatusCode::INTERNAL, std::string(ready.status().message()));
+  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(run->pid, *profile);
+  if (!v.ok()) return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(v.status().message()));
+  absl::StatusOr<std::string> reported =
+      launch::ReportedAllocator(ready->control_address, absl::Seconds(10));
+  if (!reported.ok()) {
+    return FailLaunch(run, grpc::StatusCode::UNAVAILABLE, std::string(reported.status().message()));
+  }
+  absl::Status cross = profiles::CheckReportedAllocator(*profile, *reported);
+  if (!cross.ok()) return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(cross.message()));
+
+  absl::MutexLock l(&mu_);
+  v1::ServerProcess& info = run->info;
+  info.set_data_address(ready->data_address);
+  info.set_control_address(ready->control_address);
+  info.set_mapped_library(v->mapped_library);
+  for (const auto& [name, value] : v->env) {
+    v1::EnvVar* e = info.add_verified_env();
+    e->set_name(name);
+    e->set_value(value);
+  }
+  *resp->mutable_server() = info;
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::FailLaunch(const std::shared_ptr<Run>& run, grpc::StatusCode code,
+                                      const std::string& why) {
+  {
+    absl::MutexLock l(&mu_);
+    if (!run->exited) kill(run->pid, SIGKILL);
+  }
+  AwaitExit(run, absl::Seconds(30));
+  absl::MutexLock l(&mu_);
+  std::string tail = launch::LogTail(run->info.log_path());
+  run->info.set_log_tail(tail);
+  return grpc::Status(code, absl::StrCat("server ", run->info.id(), " (pid ", run->pid,
+                                         ") killed: ", why, "; log ", run->info.log_path()));
+}
+
+bool AgentService::AwaitExit(const std::shared_ptr<Run>& run, absl::Duration timeout) {
+  absl::MutexLock l(&mu_);
+  return mu_.AwaitWithTimeout(absl::Condition(&run->exited), timeout);
+}
+
+void AgentService::Terminate(const std::shared_ptr<Run>& run, absl::Duration grace) {
+  {
+    // Signalled under mu_: while exited is false the pid is ours (alive or a
+    // zombie), never a recycled one.
+    absl::MutexLock l(&mu_);
+    if (run->exited) return;
+    kill(run->pid, SIGTERM);
+  }
+  if (AwaitExit(run, grace)) return;
+  {
+    absl::MutexLock l(&mu_);
+    if (run->exited) return;
+    kill(run->pid, SIGKILL);
+  }
+  AwaitExit(run, absl::Seconds(30));
+}
+
+grpc::Status AgentService::Stop(grpc::ServerContext*, const rsslab::v1::StopRequest* req,
+                                rsslab::v1::StopResponse* resp) {
+  std::shared_ptr<Run> run;
+  {
+    absl::MutexLock l(&mu_);
+    auto it = runs_.find(req->id());
+    if (it == runs_.end()) {
+      std::vector<std::string> ids;
+      for (const auto& kv : runs_) ids.push_back(kv.first);
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("no server '", req->id(), "' (known: ",
+                                       ids.empty() ? "none" : absl::StrJoin(ids, ", "), ")"));
+    }
+    run = it->second;
+  }
+  if (req->grace_ms() < 0 || req->grace_ms() > 600000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace_ms must be in [0, 600000]");
+  }
+  Terminate(run, absl::Milliseconds(req->grace_ms() == 0 ? 5000 : req->grace_ms()));
+  run->pump->WaitEof(absl::Seconds(5));  // the last stdout lines into the log
+  absl::MutexLock l(&mu_);
+  if (!run->exited) {
+    return grpc::Status(grpc::StatusCode::INTERNAL,
+                        absl::StrCat("server ", req->id(), " (pid ", run->pid,
+                                     ") did not exit after SIGKILL"));
+  }
+  run->info.set_log_tail(launch::LogTail(run->info.log_path()));
+  *resp->mutable_server() = run->info;
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::List(grpc::ServerContext*, const rsslab::v1::ListRequest*,
+                                rsslab::v1::ListResponse* resp) {
+  absl::MutexLock l(&mu_);
+  for (const auto& [id, run] : runs_) {
+    v1::ServerProcess* s = resp->add_servers();
+    *s = run->info;
+    // A crash after launch shows up here with how it died and why.
+    if (run->exited && s->log_tail().empty()) s->set_log_tail(launch::LogTail(s->log_path()));
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ListProfiles(grpc::ServerContext*, const rsslab::v1::ListProfilesRequest*,
+                                        rsslab::v1::ListProfilesResponse* resp) {
+  for (const Profile& p : options_.profiles.profile()) {
+    resp->add_names(p.name());
+    resp->add_descriptions(p.description());
+  }
+  return grpc::Status::OK;
+}
+
+void AgentService::StopAll(absl::Duration grace) {
+  std::vector<std::shared_ptr<Run>> running;
+  {
+    absl::MutexLock l(&mu_);
+    shutting_down_ = true;  // no launches from now on
+    for (const auto& kv : runs_) {
+      if (!kv.second->exited) {
+        kill(kv.second->pid, SIGTERM);
+        running.push_back(kv.second);
+      }
+    }
+  }
+  const absl::Time deadline = absl::Now() + grace;
+  for (const auto& run : running) {
+    if (AwaitExit(run, std::max(deadline - absl::Now(), absl::ZeroDuration()))) continue;
+    Terminate(run, absl::ZeroDuration());
+  }
+}
+
+void AgentService::ReaperLoop() {
+  while (true) {
+    {
+      absl::MutexLock l(&mu_);
+      auto work = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return live_children_ > 0 || shutting_down_;
+      };
+      mu_.Await(absl::Condition(&work));
+      if (live_children_ == 0 && shutting_down_) return;
+    }
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, 0);
+    if (pid < 0) {
+      if (errno == EINTR) continue;
+      absl::MutexLock l(&mu_);
+      if (errno == ECHILD) live_children_ = 0;  // our count was off; nothing to wait for
+      continue;
+    }
+    absl::MutexLock l(&mu_);
+    --live_children_;
+    auto it = by_pid_.find(pid);
+    if (it == by_pid_.end()) continue;  // a child whose exec failed
+    Run& run = *it->second;
+    run.exited = true;
+    run.info.set_running(false);
+    run.info.set_exit(launch::DescribeExit(status));
+    run.info.set_exit_code(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    run.info.set_term_signal(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    run.info.set_ended_unix_nanos(NowNanos());
+    by_pid_.erase(it);
+  }
+}
+
+}  // namespace rsslab
