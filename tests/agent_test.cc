@@ -34,7 +34,7 @@ std::string DirOf(const std::string& p) { return p.substr(0, p.find_last_of('/')
 // The agent binary as a child of the test, with its ready line awaited.
 class AgentProcess {
  public:
-  static std::unique_ptr<AgentProcess> Start(int max_servers) {
+  static std::unique_ptr<AgentProcess> Start(int max_servers, const std::string& extra_profiles = "") {
     auto a = std::unique_ptr<AgentProcess>(new AgentProcess());
     const std::string tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
     a->log_dir_ = absl::StrCat(tmp, "/agent-logs-", max_servers);
@@ -44,7 +44,8 @@ class AgentProcess {
     so.binary = ServerProcess::Runfile("control/rsslab_agent");
     so.args = {"--listen=127.0.0.1:0",
                "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-               "--profiles=" + ServerProcess::Runfile("control/profiles.textproto"),
+               "--profiles=" + ServerProcess::Runfile("control/profiles.textproto") +
+                   (extra_profiles.empty() ? "" : "," + extra_profiles),
                "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")) +
                    "," + DirOf(ServerProcess::Runfile("tests/handlers/import_error.py")),
                "--log_dir=" + a->log_dir_, absl::StrCat("--max_servers=", max_servers)};
@@ -270,6 +271,27 @@ TEST_F(AgentTest, MaxServersIsEnforced) {
   // The agent stops what it started when it is stopped.
   EXPECT_EQ(agent_->Terminate(), 0);
   EXPECT_EQ(kill(s.pid(), 0), -1);  // reaped by the agent: no such process
+}
+
+// A profile that does not take effect: the server starts, verification
+// fails, the agent kills it and says what is missing.
+TEST(AgentVerification, FailedVerificationKillsTheServer) {
+  const std::string path =
+      absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp", "/never.textproto");
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("profile { name: \"never\" allocator: \"glibc\" expect_mapped: \"libnever-mapped\" }\n", f);
+  fclose(f);
+  auto agent = AgentProcess::Start(/*max_servers=*/2, path);
+  grpc::Status s = agent->Launch("never");
+  ASSERT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("profile 'never' did not take effect in pid"));
+  EXPECT_THAT(s.error_message(), HasSubstr("nothing matching 'libnever-mapped' is mapped"));
+  EXPECT_THAT(s.error_message(), HasSubstr(") killed: "));
+  v1::ListResponse list = agent->List();
+  ASSERT_EQ(list.servers_size(), 1);
+  EXPECT_FALSE(list.servers(0).running());
+  EXPECT_EQ(list.servers(0).exit(), "killed by SIGKILL");
 }
 
 }  // namespace
