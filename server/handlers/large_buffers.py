@@ -15,7 +15,8 @@ request's 4 MiB buffers are mmapped and returned on free, but from then on
 4 MiB requests come from the arenas and stay resident there. Buffers over
 32 MiB (big_mb=40) are always mmapped. Setting M_MMAP_THRESHOLD (e.g.
 MALLOC_MMAP_THRESHOLD_=131072 in the environment the server starts with)
-switches the dynamic behaviour off. Measured numbers: docs/HANDLERS.md.
+switches the dynamic behaviour off (mallopt(3); not measured here). Measured
+numbers: docs/HANDLERS.md.
 
 Per request:
   1. allocate `big_count` buffers of `big_mb` MiB and write every page;
