@@ -17,10 +17,11 @@ LIBDIR=/usr/lib/x86_64-linux-gnu
 ALLOCS=(glibc jemalloc tcmalloc mimalloc)
 declare -A PRELOAD=([glibc]="" [jemalloc]=$LIBDIR/libjemalloc.so.2 [tcmalloc]=$LIBDIR/libtcmalloc.so.4 [mimalloc]=$LIBDIR/libmimalloc.so.2)
 OUT=$(mktemp -d /tmp/rsslab-cbuf-XXXXXX)
-trap 'kill $SPID 2>/dev/null || true' EXIT
+SPID=""
+trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true' EXIT
 
-run_cell() {  # alloc threads -> "qps p99_ms"
-  local alloc=$1 t=$2 dir=$OUT/$1-$2
+run_cell() {  # alloc threads round -> "qps p99_ms"
+  local alloc=$1 t=$2 dir=$OUT/r$3-$1-$2
   mkdir -p "$dir"
   env ${PRELOAD[$alloc]:+LD_PRELOAD=${PRELOAD[$alloc]}} "$ROOT/bin/rsslab_server" \
     --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$t" \
@@ -59,7 +60,7 @@ for r in $(seq 1 "$ROUNDS"); do
   for t in $THREADS; do
     base=""
     for a in "${ALLOCS[@]}"; do
-      read -r qps p99 < <(run_cell "$a" "$t")
+      read -r qps p99 < <(run_cell "$a" "$t" "$r") || { echo "cell $a/$t failed: see $OUT/r$r-$a-$t" >&2; exit 1; }
       [ -z "$base" ] && base=$qps
       printf "%-6s %-7s %-9s %9s %9s %8.2f\n" "$r" "$t" "$a" "$qps" "$p99" "$(awk -v a="$qps" -v b="$base" 'BEGIN { print a / b }')"
     done
