@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "control/profiles.h"
+#include "server/handler_params.h"
 #include "server/listen.h"
 #include "server/procfs/procfs.h"
 
@@ -80,17 +81,19 @@ absl::Status CheckFlagValue(const FlagRule& f, absl::string_view v) {
       return bad(absl::StrCat("want one of ", f.choices));
     case FlagRule::kParams:
       if (v.size() > 4096) return bad("longer than 4096 characters");
-      for (absl::string_view kv : absl::StrSplit(v, ',')) {
-        size_t eq = kv.find('=');
-        if (eq == absl::string_view::npos || eq == 0) return bad("want key=value,key=value");
-        for (char c : kv.substr(0, eq)) {
+    {
+      absl::StatusOr<std::map<std::string, std::string>> params = ParseHandlerParams(v);
+      if (!params.ok()) return bad("want key=value,key=value");
+      for (const auto& [key, value] : *params) {
+        for (char c : key) {
           if (!absl::ascii_isalnum(c) && c != '_') return bad("keys are [A-Za-z0-9_]+");
         }
-        for (char c : kv.substr(eq + 1)) {
+        for (char c : value) {
           if (!absl::ascii_isprint(c)) return bad("values are printable ASCII");
         }
       }
       return absl::OkStatus();
+    }
   }
   return bad("unknown rule");
 }

@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "server/handler_params.h"
 #include "loadgen/engine.h"
 #include "loadgen/results.h"
 #include "loadgen/runner.h"
@@ -149,16 +150,12 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
   s.set_payload_bytes(absl::GetFlag(FLAGS_payload_bytes));
   s.set_return_body(absl::GetFlag(FLAGS_return_body));
   s.set_scale(absl::GetFlag(FLAGS_scale));
-  const std::string params = absl::GetFlag(FLAGS_params);
-  if (!params.empty()) {
-    for (absl::string_view kv : absl::StrSplit(params, ',')) {
-      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-      if (p.first.empty() || !absl::StrContains(kv, '=')) {
-        errs.push_back(absl::StrFormat("--params: \"%s\" is not k=v", kv));
-        continue;
-      }
-      (*s.mutable_params())[p.first] = p.second;
-    }
+  absl::StatusOr<std::map<std::string, std::string>> params =
+      rsslab::ParseHandlerParams(absl::GetFlag(FLAGS_params));
+  if (params.ok()) {
+    for (const auto& [k, v] : *params) (*s.mutable_params())[k] = v;
+  } else {
+    errs.push_back(absl::StrCat("--params: ", params.status().message()));
   }
   if (!errs.empty()) return absl::InvalidArgumentError(absl::StrJoin(errs, "\n"));
   return s;

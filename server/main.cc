@@ -26,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/control_service.h"
 #include "server/core.h"
+#include "server/handler_params.h"
 #include "server/listen.h"
 #include "server/load_service.h"
 
@@ -93,19 +94,6 @@ int64_t MemTotalBytes() {
   return 64ll << 30;
 }
 
-std::map<std::string, std::string> ParseParams(const std::string& s) {
-  std::map<std::string, std::string> out;
-  if (s.empty()) return out;
-  for (absl::string_view kv : absl::StrSplit(s, ',')) {
-    std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
-    if (p.first.empty() || kv.find('=') == absl::string_view::npos) {
-      Die(absl::StrCat("--handler_params: '", kv, "' is not key=value"));
-    }
-    out[p.first] = p.second;
-  }
-  return out;
-}
-
 std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string& address,
                                      grpc::Service* service, int* port) {
   absl::Status s = CheckBindable(address);
@@ -141,7 +129,10 @@ int Main(int argc, char** argv) {
   o.threads = absl::GetFlag(FLAGS_threads);
   o.handler_path = absl::GetFlag(FLAGS_handler);
   if (o.handler_path.empty()) o.handler_path = DefaultHandler();
-  o.handler_params = ParseParams(absl::GetFlag(FLAGS_handler_params));
+  absl::StatusOr<std::map<std::string, std::string>> params =
+      ParseHandlerParams(absl::GetFlag(FLAGS_handler_params));
+  if (!params.ok()) Die(absl::StrCat("--handler_params: ", params.status().message()));
+  o.handler_params = *std::move(params);
   int64_t max_mb = absl::GetFlag(FLAGS_max_cache_limit_mb);
   o.max_cache_limit_bytes = max_mb > 0 ? max_mb << 20 : MemTotalBytes();
   int64_t cache_mb = absl::GetFlag(FLAGS_cache_limit_mb);
