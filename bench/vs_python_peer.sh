@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# rsslab_server vs the Python grpcio peer (bench/peer/peer_server.py): same
+# loadgen, same worker threads, same handler files, same requests, measured
+# in one run with interleaved rounds. Reports QPS and p99 ratios (no-op and
+# seed workload), RSS under load and after shrink, and idle baselines.
+# Run after ./rsslab build:
+#
+#   bench/vs_python_peer.sh                      # THREADS=4 ROUNDS=2
+#   THREADS=16 ROUNDS=3 NOOP_REQUESTS=40000 bench/vs_python_peer.sh
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.."
+ROOT=$PWD
+THREADS=${THREADS:-4}
+ROUNDS=${ROUNDS:-2}
+NOOP_REQUESTS=${NOOP_REQUESTS:-20000}
+SEED_SCALE=${SEED_SCALE:-0.1}
+CONC=${CONC:-64}
+OUT=$(mktemp -d /tmp/rsslab-peer-XXXXXX)
+SPID=""
+trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true' EXIT
+
+start() {  # kind handler dir -> sets SPID DATA CTL
+  local kind=$1 handler=$2 dir=$3
+  mkdir -p "$dir"
+  if [ "$kind" = rsslab ]; then
+    "$ROOT/bin/rsslab_server" --threads="$THREADS" --handler="$handler" \
+      --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 >"$dir/out" 2>"$dir/err" &
+  else
+    /usr/bin/python3 "$ROOT/bench/peer/peer_server.py" --threads="$THREADS" --handler="$handler" \
+      --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 >"$dir/out" 2>"$dir/err" &
+  fi
+  SPID=$!
+  until grep -q '^rsslab_server ready' "$dir/out" 2>/dev/null; do
+    kill -0 "$SPID" 2>/dev/null || { cat "$dir/err" >&2; exit 1; }
+    sleep 0.05
+  done
+  DATA=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$dir/out")
+  CTL=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$dir/out")
+}
+stop() { kill -TERM "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=""; }
+rss_mib() { awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
+# One JSON line per load summary / phase snapshot -> "qps p99_ms" etc.
+summ() {
+  /usr/bin/python3 - "$1" <<'PY'
+import json, sys
+qps = []; p99 = []; rss = {}
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    if "load" in e:
+        qps.append(e["load"]["qps"]); p99.append(e["load"]["latency"]["p99_us"] / 1000)
+    if "snapshot" in e and e.get("label"):
+        rss[e["label"]] = int(e["snapshot"]["status"]["rss_bytes"]) / 2**20
+print("%.0f %.1f %.1f %.1f" % (sum(qps) / len(qps), max(p99), rss.get("after_fill", 0),
+                                rss.get("after_shrink", 0)))
+PY
+}
+
+echo "machine: $(nproc) cores, $(uname -r), $(ldd --version | head -1 | sed 's/.*) //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "threads=$THREADS concurrency=$CONC noop_requests=$NOOP_REQUESTS seed_scale=$SEED_SCALE rounds=$ROUNDS"
+printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" round server load qps p99_ms rss_fill_mib rss_shrink_mib idle_mib
+for r in $(seq 1 "$ROUNDS"); do
+  for kind in rsslab python; do
+    d=$OUT/r$r-$kind-noop
+    start "$kind" "$ROOT/server/handlers/noop.py" "$d"
+    idle=$(rss_mib "$SPID")
+    "$ROOT/bin/rsslab_loadgen" --target="$DATA" --control= --requests="$NOOP_REQUESTS" \
+      --warmup_requests=2000 --concurrency="$CONC" --channels=4 --progress=none --out="$d/run" >/dev/null
+    stop
+    read -r qps p99 _ _ < <(summ "$d/run/events.jsonl")
+    printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" "$r" "$kind" noop "$qps" "$p99" - - "$idle"
+    d=$OUT/r$r-$kind-seed
+    start "$kind" "$ROOT/server/handlers/web_worker.py" "$d"
+    idle=$(rss_mib "$SPID")
+    "$ROOT/bin/rsslab_loadgen" --target="$DATA" --control="$CTL" --builtin=seed --scale="$SEED_SCALE" \
+      --concurrency="$CONC" --channels=4 --progress=none --out="$d/run" >/dev/null
+    stop
+    read -r qps p99 fill shrink < <(summ "$d/run/events.jsonl")
+    printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" "$r" "$kind" seed "$qps" "$p99" "$fill" "$shrink" "$idle"
+  done
+done
+echo "raw runs: $OUT"
