@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -64,10 +65,39 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   core->py_control_->Start();
 
   core->trimmer_ = std::make_unique<Trimmer>(core->workers_.get());
+  if (options.auto_trim.mode != AutoTrimOptions::Mode::kOff) {
+    absl::Status valid = ValidateAutoTrimOptions(options.auto_trim);
+    if (!valid.ok()) return valid;
+    // The idle server's footprint, so the live estimate needs no smaps.
+    core->baseline_rss_ = StatmRssBytes();
+    core->baseline_allocated_ = alloc::Allocator::Get().AllocatedBytes();
+    ServerCore* c = core.get();
+    AutoTrimThread::Hooks hooks;
+    hooks.sample = [c](AutoTrimSample* s) { c->SampleForAutoTrim(s); };
+    hooks.trim = [c](const std::string& trigger) {
+      c->trimmer_->Run(rsslab::v1::TRIM_MODE_DEFAULT, trigger);
+    };
+    core->auto_trim_ = std::make_unique<AutoTrimThread>(options.auto_trim, std::move(hooks));
+    core->auto_trim_->Start();
+  }
   return core;
 }
 
 ServerCore::~ServerCore() { Shutdown(); }
+
+void ServerCore::SampleForAutoTrim(AutoTrimSample* s) {
+  s->requests = phase_.Counters().served;
+  s->rss_bytes = StatmRssBytes();
+  // Where the allocator counts allocated bytes (jemalloc, tcmalloc) that is
+  // the live figure; otherwise (glibc, mimalloc) the cache's bytes, the
+  // memory a long-lived heap legitimately holds above the idle baseline.
+  int64_t allocated = alloc::Allocator::Get().AllocatedBytes();
+  if (allocated >= 0 && baseline_allocated_ >= 0) {
+    s->live_bytes = baseline_rss_ + std::max<int64_t>(0, allocated - baseline_allocated_);
+  } else {
+    s->live_bytes = baseline_rss_ + runtime_->cache().Counters().bytes;
+  }
+}
 
 void ServerCore::set_addresses(const std::string& data, const std::string& control) {
   options_.data_address = data;
@@ -168,6 +198,7 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
   if (phase == "trim") {
     TakeSnapshot(snap, response->mutable_before());
     *response->mutable_trim() = trimmer_->Run(request.trim_mode(), "phase");
+    if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
     snap.gc = false;  // the "before" snapshot already collected
   }
   TakeSnapshot(snap, response->mutable_snapshot());
@@ -178,6 +209,7 @@ absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
                               rsslab::v1::TrimResponse* response) {
   if (request.gc()) RunPython([](PythonRuntime& rt) { rt.Collect(); });
   *response->mutable_trim() = trimmer_->Run(request.mode(), "manual");
+  if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
   TakeSnapshot(SnapshotOptions{}, response->mutable_after());
   return absl::OkStatus();
 }
@@ -257,6 +289,19 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
 
   if (trimmer_->has_last()) *out->mutable_last_trim() = trimmer_->last();
   out->set_trims_total(trimmer_->count());
+  for (rsslab::v1::TrimResult& t : trimmer_->recent()) *out->add_recent_trims() = std::move(t);
+  out->set_auto_trims_total(trimmer_->auto_count());
+  if (auto_trim_) {
+    AutoTrimDecision d = auto_trim_->last();
+    rsslab::v1::AutoTrimState* at = out->mutable_auto_trim();
+    at->set_rate(d.rate);
+    at->set_peak_rate(d.peak_rate);
+    at->set_gap_bytes(d.gap_bytes);
+    at->set_gap_threshold_bytes(options_.auto_trim.gap_bytes);
+    at->set_load_dropped(d.low);
+    at->set_armed(d.armed);
+    at->set_baseline_rss_bytes(baseline_rss_);
+  }
 
   rsslab::v1::ServerConfig* cfg = out->mutable_config();
   cfg->set_threads(options_.threads);
@@ -265,7 +310,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_churn_every(options_.churn_every);
   cfg->set_data_address(options_.data_address);
   cfg->set_control_address(options_.control_address);
-  cfg->set_auto_trim("off");
+  cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));
   out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
 }
 
@@ -280,6 +325,8 @@ int64_t ServerCore::Drain(absl::Duration grace) {
 void ServerCore::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  // Before the workers: a trim's per-thread pass needs them.
+  if (auto_trim_) auto_trim_->Stop();
   if (workers_) workers_->Stop();
   if (py_control_) py_control_->Stop();
   if (runtime_) runtime_->Finalize();

@@ -27,6 +27,7 @@
 #include "proto/control.pb.h"
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
+#include "server/auto_trim.h"
 #include "server/phase_state.h"
 #include "server/python/runtime.h"
 #include "server/trimmer.h"
@@ -56,6 +57,8 @@ class ServerCore {
     // Shown in snapshots.
     std::string data_address;
     std::string control_address;
+    // --auto_trim and its knobs (off by default).
+    AutoTrimOptions auto_trim;
   };
 
   struct SnapshotOptions {
@@ -101,6 +104,12 @@ class ServerCore {
   std::unique_ptr<WorkerPool> workers_;
   std::unique_ptr<WorkerPool> py_control_;
   std::unique_ptr<Trimmer> trimmer_;
+  // Null when --auto_trim=off. Live estimate = RSS at start (interpreter,
+  // stacks, code) + what was allocated since (see SampleForAutoTrim).
+  std::unique_ptr<AutoTrimThread> auto_trim_;
+  int64_t baseline_rss_ = 0;
+  int64_t baseline_allocated_ = -1;
+  void SampleForAutoTrim(AutoTrimSample* s);
   PhaseState phase_;
   // Calls accepted and not yet answered; draining refuses new ones.
   absl::Mutex inflight_mu_;

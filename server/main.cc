@@ -41,6 +41,16 @@ ABSL_FLAG(std::string, thread_mode, "fixed", "fixed, or churn: replace each work
 ABSL_FLAG(int, churn_every, 100, "Requests per worker thread in --thread_mode=churn.");
 ABSL_FLAG(int, stuck_after_ms, 5000, "A worker busy this long is reported as stuck in snapshots.");
 ABSL_FLAG(int, max_watch_streams, 16, "Concurrent WatchSnapshots streams allowed.");
+ABSL_FLAG(std::string, auto_trim, "off",
+          "Automatic trim (global + per-thread): off, after_burst (once load has dropped "
+          "and RSS exceeds the live estimate by --auto_trim_gap_mb), or interval. docs/TRIM.md.");
+ABSL_FLAG(int64_t, auto_trim_gap_mb, 16, "Auto trim only when RSS - live estimate >= this, MiB.");
+ABSL_FLAG(int, auto_trim_settle_ms, 2000,
+          "after_burst: load must stay dropped (rate <= --auto_trim_settle_fraction x recent peak, "
+          "or 0) this long.");
+ABSL_FLAG(double, auto_trim_settle_fraction, 0.1, "after_burst: what counts as dropped load.");
+ABSL_FLAG(int, auto_trim_interval_s, 60, "interval: seconds between automatic trims.");
+ABSL_FLAG(int, auto_trim_min_spacing_s, 10, "Never auto trim within this many seconds of any trim.");
 ABSL_FLAG(int, shutdown_grace_ms, 10000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
 
 namespace rsslab {
@@ -144,6 +154,15 @@ int Main(int argc, char** argv) {
   o.thread_mode = absl::GetFlag(FLAGS_thread_mode);
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
   o.stuck_after = absl::Milliseconds(absl::GetFlag(FLAGS_stuck_after_ms));
+  absl::StatusOr<AutoTrimOptions::Mode> auto_mode = ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
+  if (!auto_mode.ok()) Die(std::string(auto_mode.status().message()));
+  o.auto_trim.mode = *auto_mode;
+  o.auto_trim.gap_bytes = absl::GetFlag(FLAGS_auto_trim_gap_mb) << 20;
+  o.auto_trim.settle = absl::Milliseconds(absl::GetFlag(FLAGS_auto_trim_settle_ms));
+  o.auto_trim.settle_fraction = absl::GetFlag(FLAGS_auto_trim_settle_fraction);
+  o.auto_trim.interval = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_interval_s));
+  o.auto_trim.min_spacing = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
+  if (absl::Status s = ValidateAutoTrimOptions(o.auto_trim); !s.ok()) Die(std::string(s.message()));
 
   const std::string data_addr = absl::GetFlag(FLAGS_listen);
   const std::string control_addr = absl::GetFlag(FLAGS_control_listen);

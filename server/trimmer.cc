@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "server/alloc/alloc.h"
 #include "server/procfs/procfs.h"
 
@@ -80,6 +81,9 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   last_ = r;
   has_last_ = true;
   ++count_;
+  if (absl::StartsWith(trigger, "auto")) ++auto_count_;
+  recent_.push_back(r);
+  if (recent_.size() > kRecent) recent_.pop_front();
   return r;
 }
 
@@ -91,6 +95,16 @@ bool Trimmer::has_last() const {
 rsslab::v1::TrimResult Trimmer::last() const {
   absl::MutexLock lock(&mu_);
   return last_;
+}
+
+std::vector<rsslab::v1::TrimResult> Trimmer::recent() const {
+  absl::MutexLock lock(&mu_);
+  return {recent_.begin(), recent_.end()};
+}
+
+uint64_t Trimmer::auto_count() const {
+  absl::MutexLock lock(&mu_);
+  return auto_count_;
 }
 
 uint64_t Trimmer::count() const {

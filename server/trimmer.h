@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -38,6 +39,10 @@ class Trimmer {
   bool has_last() const;
   rsslab::v1::TrimResult last() const;
   uint64_t count() const;
+  // The last kRecent trims, oldest first, and how many were automatic.
+  static constexpr size_t kRecent = 16;
+  std::vector<rsslab::v1::TrimResult> recent() const;
+  uint64_t auto_count() const;
 
  private:
   WorkerPool* const workers_;
@@ -49,6 +54,8 @@ class Trimmer {
   rsslab::v1::TrimResult last_ ABSL_GUARDED_BY(mu_);
   bool has_last_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t auto_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<rsslab::v1::TrimResult> recent_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rsslab

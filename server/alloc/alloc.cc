@@ -293,6 +293,18 @@ int64_t Allocator::ResidentBytes() const {
   return -1;
 }
 
+int64_t Allocator::AllocatedBytes() const {
+  if (name_ == "jemalloc" && mallctl_ != nullptr) {
+    JemallocEpoch();
+    size_t v = 0, len = sizeof(v);
+    if (mallctl_("stats.allocated", &v, &len, nullptr, 0) == 0) return static_cast<int64_t>(v);
+  } else if (name_ == "tcmalloc" && tc_get_numeric_ != nullptr) {
+    size_t v = 0;
+    if (tc_get_numeric_("generic.current_allocated_bytes", &v)) return static_cast<int64_t>(v);
+  }
+  return -1;
+}
+
 int Allocator::JemallocPurge() const {
   int ret = mallctl_(kJemallocPurgeAll, nullptr, nullptr, nullptr, 0);
   JemallocEpoch();  // so the next stats read sees the purge

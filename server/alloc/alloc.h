@@ -67,6 +67,13 @@ class Allocator {
   // (glibc) or the lookup failed. Cheap enough to call around a trim.
   int64_t ResidentBytes() const;
 
+  // Bytes the program has allocated and not freed, where the allocator
+  // keeps that counter cheaply (jemalloc stats.allocated after an epoch
+  // bump, tcmalloc generic.current_allocated_bytes); -1 otherwise (glibc:
+  // mallinfo2 walks every arena under its lock; mimalloc release builds keep
+  // no counter). Used by the automatic trim policy several times a second.
+  int64_t AllocatedBytes() const;
+
   struct Release {
     std::string call;  // what ran, e.g. "malloc_trim(0)"; "none" if nothing
     int ret = 0;       // its return value (malloc_trim: 1 = memory released)

@@ -1,0 +1,245 @@
+// Trim end to end on the real server binary (loopback, ephemeral ports):
+// the per-thread pass reaches every worker and frees what the global release
+// cannot under mimalloc; trims under load fail no request; --auto_trim
+// fires after a burst and not during steady load (default knobs).
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/control.grpc.pb.h"
+#include "proto/load.grpc.pb.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::testing::ServerProcess;
+constexpr int64_t kMiB = 1 << 20;
+constexpr char kMimalloc[] = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2";
+
+std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra,
+                                           std::map<std::string, std::string> env = {}) {
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("server/rsslab_server");
+  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0"};
+  o.args.insert(o.args.end(), extra.begin(), extra.end());
+  o.env = std::move(env);
+  auto s = ServerProcess::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+struct Clients {
+  explicit Clients(ServerProcess* s) {
+    load = rsslab::v1::Load::NewStub(
+        grpc::CreateChannel(s->data_address(), grpc::InsecureChannelCredentials()));
+    control = rsslab::v1::Control::NewStub(
+        grpc::CreateChannel(s->control_address(), grpc::InsecureChannelCredentials()));
+  }
+  bool Handle(uint64_t seed) {
+    rsslab::v1::HandleRequest req;
+    req.set_id(seed);
+    req.set_seed(seed);
+    rsslab::v1::HandleResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    return load->Handle(&ctx, req, &resp).ok();
+  }
+  void Phase(const std::string& phase) {
+    rsslab::v1::SetPhaseRequest req;
+    req.set_phase(phase);
+    req.set_gc(false);
+    rsslab::v1::SetPhaseResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(control->SetPhase(&ctx, req, &resp).ok()) << phase;
+  }
+  rsslab::v1::Snapshot Snapshot() {
+    rsslab::v1::SnapshotRequest req;
+    rsslab::v1::Snapshot snap;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(control->GetSnapshot(&ctx, req, &snap).ok());
+    return snap;
+  }
+  rsslab::v1::TrimResult Trim(rsslab::v1::TrimMode mode, bool gc = false) {
+    rsslab::v1::TrimRequest req;
+    req.set_mode(mode);
+    req.set_gc(gc);
+    rsslab::v1::TrimResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    grpc::Status s = control->Trim(&ctx, req, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.trim();
+  }
+  // `n` requests from `threads` client threads; returns how many failed.
+  int Drive(int n, int threads, uint64_t seed0) {
+    std::atomic<int> next{0}, failed{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&] {
+        for (int i = next++; i < n; i = next++) {
+          if (!Handle(seed0 + i)) ++failed;
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    return failed.load();
+  }
+  std::unique_ptr<rsslab::v1::Load::Stub> load;
+  std::unique_ptr<rsslab::v1::Control::Stub> control;
+};
+
+// Every worker ran the release, once, on its own thread.
+void ExpectEveryWorkerRan(const rsslab::v1::TrimResult& t, int threads) {
+  ASSERT_EQ(t.workers_size(), threads);
+  std::set<int> tids;
+  for (const rsslab::v1::WorkerTrim& w : t.workers()) {
+    EXPECT_TRUE(w.ran()) << "worker " << w.worker() << ": " << w.error();
+    EXPECT_GT(w.tid(), 0);
+    tids.insert(w.tid());
+  }
+  EXPECT_EQ(tids.size(), static_cast<size_t>(threads)) << "workers share a thread?";
+}
+
+// DESIGN.md: mimalloc's heaps are per thread, so the global mi_collect
+// leaves what idle workers hold; the per-thread pass gives it back. Decommit
+// delay 0 as in the measurement there (with mimalloc's default 25 ms delay,
+// free spans inside live segments stay committed: docs/TRIM.md).
+TEST(TrimTest, PerThreadTrimFreesWhatGlobalCannotUnderMimalloc16Threads) {
+  if (access(kMimalloc, R_OK) != 0) GTEST_SKIP() << kMimalloc << " not installed";
+  constexpr int kThreads = 16;
+  auto server = StartServer({absl::StrCat("--threads=", kThreads)},
+                            {{"LD_PRELOAD", kMimalloc}, {"MIMALLOC_DECOMMIT_DELAY", "0"}});
+  ASSERT_NE(server, nullptr);
+  Clients c(server.get());
+  ASSERT_EQ(c.Snapshot().allocator(), "mimalloc");
+  c.Phase("fill");
+  ASSERT_EQ(c.Drive(16000, 16, 1), 0);
+  c.Phase("shrink");
+  ASSERT_EQ(c.Drive(8000, 16, 1000000), 0);
+  c.Phase("idle");
+  // Global first, then per-thread, in one trim: rss_between is what the
+  // global release alone reached.
+  rsslab::v1::TrimResult t = c.Trim(rsslab::v1::TRIM_MODE_DEFAULT, /*gc=*/true);
+  EXPECT_EQ(t.call(), "mi_collect(true)");
+  EXPECT_TRUE(t.per_thread());
+  ExpectEveryWorkerRan(t, kThreads);
+  EXPECT_GE(t.per_thread_freed_bytes(), 8 * kMiB)
+      << "between " << t.rss_between_bytes() << " after " << t.rss_after_bytes();
+  EXPECT_GT(t.per_thread_freed_bytes(), 4 * std::max<int64_t>(t.global_freed_bytes(), kMiB));
+  EXPECT_LT(t.rss_after_bytes(), t.rss_between_bytes());
+  EXPECT_LT(t.allocator_resident_after(), t.allocator_resident_between());
+  EXPECT_EQ(server->Stop(SIGTERM), 0) << server->Stderr();
+}
+
+// Trims of every mode while 8 clients keep 4 workers busy: no request
+// fails, and busy workers still take part (between their requests).
+TEST(TrimTest, TrimsDuringLoadFailNoRequest) {
+  auto server = StartServer({"--threads=4"});
+  ASSERT_NE(server, nullptr);
+  Clients c(server.get());
+  c.Phase("fill");
+  std::atomic<bool> done{false};
+  int failed = -1;
+  std::thread load([&] {
+    failed = c.Drive(8000, 8, 1);
+    done = true;
+  });
+  const rsslab::v1::TrimMode modes[] = {rsslab::v1::TRIM_MODE_DEFAULT,
+                                        rsslab::v1::TRIM_GLOBAL_ONLY,
+                                        rsslab::v1::TRIM_PER_THREAD};
+  int trims = 0;
+  while (!done) {
+    rsslab::v1::TrimResult t = c.Trim(modes[trims % 3]);
+    if (t.per_thread()) ExpectEveryWorkerRan(t, 4);
+    ++trims;
+  }
+  load.join();
+  EXPECT_EQ(failed, 0);
+  EXPECT_GE(trims, 3) << "load finished before trims overlapped it";
+  rsslab::v1::Snapshot s = c.Snapshot();
+  EXPECT_EQ(s.handler_errors(), 0u);
+  EXPECT_EQ(s.trims_total(), static_cast<uint64_t>(trims));
+  EXPECT_EQ(s.recent_trims_size(), std::min(trims, 16));
+  EXPECT_EQ(s.auto_trims_total(), 0u);
+  EXPECT_EQ(s.config().auto_trim(), "off");
+  EXPECT_EQ(server->Stop(SIGTERM), 0) << server->Stderr();
+}
+
+// --auto_trim=after_burst with default knobs: steady load for longer than
+// the settle time fires nothing even with a large gap; once the load stops
+// it trims (once), on every worker, without a manual call.
+TEST(TrimTest, AutoTrimFiresAfterBurstNotDuringSteadyLoad) {
+  auto server = StartServer({"--threads=4", "--auto_trim=after_burst"});
+  ASSERT_NE(server, nullptr);
+  Clients c(server.get());
+  EXPECT_EQ(c.Snapshot().config().auto_trim(), "after_burst");
+  c.Phase("fill");
+  ASSERT_EQ(c.Drive(12000, 8, 1), 0);
+  c.Phase("shrink");  // evicts ~90 MiB: a large gap from here on
+
+  // Steady closed-loop load for 6 s (3x the 2 s settle time).
+  std::atomic<bool> stop{false};
+  std::atomic<int> failed{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 8; ++t) {
+    clients.emplace_back([&, t] {
+      for (uint64_t i = 0; !stop; ++i) {
+        if (!c.Handle(1000000 + t * 1000000 + i)) ++failed;
+      }
+    });
+  }
+  int64_t max_gap = 0;
+  absl::Time end = absl::Now() + absl::Seconds(6);
+  while (absl::Now() < end) {
+    rsslab::v1::Snapshot s = c.Snapshot();
+    max_gap = std::max(max_gap, s.auto_trim().gap_bytes());
+    EXPECT_EQ(s.auto_trims_total(), 0u) << "auto trim during steady load, rate "
+                                        << s.auto_trim().rate();
+    absl::SleepFor(absl::Milliseconds(250));  // sampling cadence, not a wait
+  }
+  rsslab::v1::Snapshot under_load = c.Snapshot();
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(under_load.auto_trims_total(), 0u);
+  // Otherwise the test proves nothing: the policy would not have fired anyway.
+  EXPECT_GE(max_gap, under_load.auto_trim().gap_threshold_bytes())
+      << "gap never exceeded the threshold during load";
+  EXPECT_GT(under_load.auto_trim().rate(), 0);
+
+  // Load stopped: wait (bounded) for the automatic trim.
+  rsslab::v1::Snapshot s;
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    s = c.Snapshot();
+    if (s.auto_trims_total() > 0) break;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  ASSERT_EQ(s.auto_trims_total(), 1u) << "no auto trim after the burst; gap "
+                                      << s.auto_trim().gap_bytes();
+  ASSERT_GE(s.recent_trims_size(), 1);
+  const rsslab::v1::TrimResult& t = s.recent_trims(s.recent_trims_size() - 1);
+  EXPECT_EQ(t.trigger(), "auto_after_burst");
+  EXPECT_TRUE(t.per_thread());
+  ExpectEveryWorkerRan(t, 4);
+  EXPECT_GT(t.freed_bytes(), 0);
+  EXPECT_EQ(s.trims_total(), 1u);
+  EXPECT_EQ(server->Stop(SIGTERM), 0) << server->Stderr();
+}
+
+}  // namespace
+}  // namespace rsslab
