@@ -5,6 +5,8 @@
 //   rsslab_loadgen --requests=100000 --concurrency=64 --channels=4   (one load step)
 //   rsslab_loadgen --rate=2000 --arrival=poisson --duration=30s      (open loop)
 //   rsslab_loadgen report RUN_DIR [RUN_DIR...]   (rebuild summaries from events.jsonl)
+//   rsslab_loadgen --builtin=sweep --agent=HOST:PORT [--profiles=glibc,jemalloc]
+//       [--threads_list=1,4] [--repeats=N] [--scale=0.1]   (seed 000's matrix)
 //
 // Exit status: 0 when every step succeeded, 1 when a step or the run
 // failed, 2 for bad input (nothing was sent), 130 when interrupted.
@@ -32,12 +34,14 @@
 #include "loadgen/results.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
+#include "loadgen/sweep.h"
+#include "loadgen/sweep_summary.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
           "Server control address (Control service); empty for load-only runs.");
 ABSL_FLAG(std::string, scenario, "", "Scenario file (protobuf text format, proto/scenario.proto).");
-ABSL_FLAG(std::string, builtin, "", "Built-in scenario: seed (seed 000 exactly) or quick (smoke cycle).");
+ABSL_FLAG(std::string, builtin, "", "Built-in scenario: seed (seed 000 exactly), quick (smoke cycle) or sweep (seed 000's matrix, needs --agent).");
 ABSL_FLAG(std::string, print_builtin, "", "Print a built-in scenario's text and exit.");
 ABSL_FLAG(double, scale, 0, "Multiply every step's request count by this (default 1).");
 ABSL_FLAG(std::string, out, "", "Run directory (default results/<UTC time>-<scenario>/).");
@@ -60,6 +64,13 @@ ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5), "How long to wait f
 ABSL_FLAG(absl::Duration, control_timeout, absl::Seconds(60), "Deadline of each control RPC (phase, snapshot, trim).");
 ABSL_FLAG(std::string, progress, "auto", "auto (live line on a TTY, else a line per step), live, lines or none.");
 ABSL_FLAG(bool, fsync, false, "fsync events.jsonl after every record (flushed always).");
+ABSL_FLAG(std::string, agent, "",
+          "Sweeps: rsslab_agent address (HOST:PORT) that launches each cell's server.");
+ABSL_FLAG(std::string, profiles, "", "Sweeps: profiles to run, comma-separated (replaces the scenario's).");
+ABSL_FLAG(std::string, threads_list, "", "Sweeps: worker thread counts, comma-separated, e.g. 1,4,16,64.");
+ABSL_FLAG(int, repeats, 0, "Sweeps: repeats per profile x threads (replaces the scenario's).");
+ABSL_FLAG(std::string, report_tool, "",
+          "Sweeps: tools/report.py to run at the end (default: found next to this binary).");
 
 namespace {
 
@@ -74,8 +85,19 @@ int Fail(int code, const std::string& msg) {
   return code;
 }
 
+// Plots and the "What to do" section, when python3 + matplotlib are here.
+void SweepReport(const std::string& dir) {
+  std::string tool = absl::GetFlag(FLAGS_report_tool);
+  if (tool.empty()) tool = rsslab::FindReportTool();
+  std::string output;
+  absl::Status s = rsslab::RunReportTool(tool, dir, &output);
+  if (!output.empty()) fprintf(stderr, "%s", output.c_str());
+  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", std::string(s.message()).c_str());
+}
+
 int Report(const std::vector<std::string>& dirs) {
   std::vector<rsslab::RunSummary> runs;
+  std::vector<std::string> run_dirs;
   for (const std::string& d : dirs) {
     int skipped = 0;
     auto events = rsslab::ReadEvents(d, &skipped);
@@ -83,14 +105,25 @@ int Report(const std::vector<std::string>& dirs) {
     if (skipped > 0) {
       fprintf(stderr, "rsslab_loadgen: %s: skipped %d unreadable line(s)\n", d.c_str(), skipped);
     }
+    if (rsslab::IsSweepRun(*events)) {
+      rsslab::SweepSummary sw = rsslab::BuildSweepSummary(*events);
+      if (auto s = rsslab::WriteSweepSummary(d, sw); !s.ok()) {
+        return Fail(kExitFailed, std::string(s.message()));
+      }
+      printf("%s: sweep, %zu cells, %d failed\n%s", d.c_str(), sw.cells.size(),
+             sw.failed_cells, rsslab::SweepTable(sw).c_str());
+      SweepReport(d);
+      continue;
+    }
     rsslab::SummaryBuilder b;
     for (const auto& e : *events) b.Add(e);
     if (auto s = rsslab::WriteSummary(d, b.summary()); !s.ok()) {
       return Fail(kExitFailed, std::string(s.message()));
     }
     runs.push_back(b.summary());
+    run_dirs.push_back(d);
   }
-  printf("%s", rsslab::SummaryTable(runs, dirs).c_str());
+  if (!runs.empty()) printf("%s", rsslab::SummaryTable(runs, run_dirs).c_str());
   return 0;
 }
 
@@ -161,6 +194,53 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
   return s;
 }
 
+// Runs every cell, writes the footer and the sweep's summary, runs the report
+// tool. Exit status 1 if any cell failed: the table has holes.
+int SweepMain(const rsslab::v1::Scenario& scenario, const rsslab::Runner::Options& ro,
+              rsslab::EventLog* log, const rsslab::StopFlag* stop, const std::string& out) {
+  rsslab::SweepOptions so;
+  so.agent = absl::GetFlag(FLAGS_agent);
+  so.runner = ro;
+  const absl::Time start = absl::Now();
+  absl::StatusOr<rsslab::SweepOutcome> r = rsslab::RunSweep(so, scenario, log, stop);
+  rsslab::v1::Event footer;
+  auto* f = footer.mutable_footer();
+  f->set_completed(r.ok() && !r->interrupted);
+  if (!r.ok()) f->set_error(std::string(r.status().message()));
+  else if (r->interrupted) f->set_error("interrupted");
+  else if (r->failed > 0) f->set_error(absl::StrFormat("%d of %d cells failed", r->failed, r->cells));
+  f->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  f->set_events(log->count() + 1);
+  absl::Status ws = log->Append(footer);
+  int skipped = 0;
+  auto events = rsslab::ReadEvents(out, &skipped);
+  if (!events.ok()) return Fail(kExitFailed, std::string(events.status().message()));
+  // Built from events.jsonl, exactly as `report` would: one source of truth.
+  rsslab::SweepSummary sw = rsslab::BuildSweepSummary(*events);
+  absl::Status ss = rsslab::WriteSweepSummary(out, sw);
+  printf("%s", rsslab::SweepTable(sw).c_str());
+  fflush(stdout);
+  SweepReport(out);
+  printf("sweep: %zu cells, %d failed, %.0f s\nrun directory: %s (events.jsonl, summary.md, "
+         "summary.csv, rss_under_load.png, rss_after_shrink.png)\n",
+         sw.cells.size(), sw.failed_cells, absl::ToDoubleSeconds(absl::Now() - start),
+         out.c_str());
+  fflush(stdout);
+  if (!ws.ok()) return Fail(kExitFailed, std::string(ws.message()));
+  if (!ss.ok()) return Fail(kExitFailed, std::string(ss.message()));
+  if (!r.ok()) return Fail(absl::IsNotFound(r.status()) ? kExitUsage : kExitFailed,
+                           std::string(r.status().message()));
+  if (r->interrupted) {
+    Fail(kExitInterrupted, absl::StrCat("interrupted; summary of the cells that ran in ", out));
+    return kExitInterrupted;
+  }
+  if (r->failed > 0) {
+    return Fail(kExitFailed, absl::StrFormat("%d of %d cells failed (see %s/summary.md)",
+                                             r->failed, r->cells, out));
+  }
+  return 0;
+}
+
 std::string Hostname() {
   char buf[256] = {0};
   gethostname(buf, sizeof(buf) - 1);
@@ -188,6 +268,7 @@ int main(int argc, char** argv) {
       "drives an rsslab_server over gRPC and scripts its phases.\n"
       "  rsslab_loadgen --builtin=seed [--scale=0.1] [--target=H:P --control=H:P]\n"
       "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
+      "  rsslab_loadgen --builtin=sweep --agent=H:P [--profiles=a,b --threads_list=1,4 --repeats=N]\n"
       "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl");
   std::vector<char*> pos = absl::ParseCommandLine(argc, argv);
   std::vector<std::string> args(argv, argv + argc);
@@ -227,6 +308,27 @@ int main(int argc, char** argv) {
                 "--requests / --duration for a single load step (see --help)");
   }
   if (!scenario.ok()) return Fail(kExitUsage, std::string(scenario.status().message()));
+  const bool overrides = !absl::GetFlag(FLAGS_profiles).empty() ||
+                         !absl::GetFlag(FLAGS_threads_list).empty() ||
+                         absl::GetFlag(FLAGS_repeats) != 0;
+  if (overrides && !scenario->has_sweep()) {
+    return Fail(kExitUsage,
+                "--profiles, --threads_list and --repeats shape a sweep; use "
+                "--builtin=sweep or a scenario with a sweep block");
+  }
+  if (scenario->has_sweep()) {
+    if (auto s = rsslab::ApplySweepOverrides(&*scenario, absl::GetFlag(FLAGS_profiles),
+                                             absl::GetFlag(FLAGS_threads_list),
+                                             absl::GetFlag(FLAGS_repeats));
+        !s.ok()) {
+      return Fail(kExitUsage, std::string(s.message()));
+    }
+    if (absl::GetFlag(FLAGS_agent).empty()) {
+      return Fail(kExitUsage,
+                  "a sweep launches a fresh server per cell through rsslab_agent: "
+                  "give --agent=HOST:PORT (see tools/sweep.sh)");
+    }
+  }
   const std::string progress_flag = absl::GetFlag(FLAGS_progress);
   rsslab::Runner::ProgressMode progress;
   if (progress_flag == "auto") {
@@ -277,6 +379,11 @@ int main(int argc, char** argv) {
   h->set_control(absl::GetFlag(FLAGS_control));
   h->set_loadgen_version("rsslab_loadgen 0.1");
   h->set_hostname(Hostname());
+  if (scenario->has_sweep()) {
+    h->set_agent(absl::GetFlag(FLAGS_agent));
+    h->clear_target();
+    h->clear_control();
+  }
   summary.Add(header);
   if (auto s = (*log)->Append(header); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
 
@@ -288,6 +395,7 @@ int main(int argc, char** argv) {
   ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
   ro.progress = progress;
+  if (scenario->has_sweep()) return SweepMain(*scenario, ro, log->get(), &stop, out);
   rsslab::Runner runner(ro, log->get(), &stop, &summary);
   const absl::Status status = runner.Run(*scenario);
 

@@ -1,5 +1,8 @@
 #include "loadgen/runner.h"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <thread>
 
@@ -65,9 +68,9 @@ Runner::~Runner() = default;
 void Runner::Line(const std::string& text) {
   if (options_.progress == ProgressMode::kNone) return;
   if (options_.progress == ProgressMode::kLive) {
-    fprintf(stderr, "\r\033[K%s\n", text.c_str());
+    fprintf(stderr, "\r\033[K%s%s\n", options_.line_prefix.c_str(), text.c_str());
   } else {
-    fprintf(stderr, "%s\n", text.c_str());
+    fprintf(stderr, "%s%s\n", options_.line_prefix.c_str(), text.c_str());
   }
   fflush(stderr);
 }
@@ -75,6 +78,12 @@ void Runner::Line(const std::string& text) {
 absl::Status Runner::Append(Event e, const Ctx& ctx) {
   e.set_loadgen_phase(ctx.phase);
   e.set_cycle(ctx.cycle);
+  if (!options_.tag.cell().empty()) {
+    e.set_cell(options_.tag.cell());
+    e.set_profile(options_.tag.profile());
+    e.set_threads(options_.tag.threads());
+    e.set_repeat(options_.tag.repeat());
+  }
   if (summary_ != nullptr) summary_->Add(e);
   return log_->Append(std::move(e));
 }
@@ -93,6 +102,13 @@ absl::Status Runner::Run(const Scenario& scenario) {
           "cannot reach the server's control service at %s within %s",
           options_.control, absl::FormatDuration(options_.connect_timeout)));
     }
+    control_ = rsslab::v1::Control::NewStub(control_channel_);
+  } else if (options_.progress == ProgressMode::kLive &&
+             !options_.control.empty()) {
+    // Load-only scenario: the control service is optional, but the live
+    // line shows the server's RSS when it answers (best effort, no wait).
+    control_channel_ = grpc::CreateChannel(options_.control,
+                                           grpc::InsecureChannelCredentials());
     control_ = rsslab::v1::Control::NewStub(control_channel_);
   }
   Ctx ctx;
@@ -238,15 +254,32 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
               last_rss_at = absl::Now();
             }
             const LiveProgress p = engine_.Progress();
+            // Not started yet (connecting) or already over: the engine has
+            // no run to show, and a "0 done" line would go backwards.
+            if (!p.running) continue;
             const absl::Time now = absl::Now();
-            const double qps = (p.done - last_done) / absl::ToDoubleSeconds(now - last);
+            const double qps =
+                p.done >= last_done
+                    ? (p.done - last_done) / absl::ToDoubleSeconds(now - last)
+                    : 0;
             last_done = p.done;
             last = now;
-            fprintf(stderr, "\r\033[K[%s] %s  %llu%s done  %.0f qps  p99 %.2f ms  errors %llu  server rss %s",
-                    label.c_str(), name.c_str(), static_cast<unsigned long long>(p.done),
-                    p.target ? absl::StrFormat("/%d", p.target).c_str() : "", qps,
-                    p.p99_us / 1000, static_cast<unsigned long long>(p.failed),
-                    rss_mib < 0 ? "-" : absl::StrFormat("%.1f MiB", rss_mib).c_str());
+            std::string text = absl::StrFormat(
+                "[%s] %s  %d%s done  %.0f qps  p99 %.2f ms  errors %d  server rss %s",
+                label, name, p.done,
+                p.target ? absl::StrFormat("/%d", p.target) : "", qps,
+                p.p99_us / 1000, p.failed,
+                rss_mib < 0 ? "-" : absl::StrFormat("%.1f MiB", rss_mib));
+            // A line wider than the terminal wraps, and "\r" then only
+            // returns to the start of its last row: every update would leave
+            // a stale row behind. Cut it to the width (read each time, so a
+            // resize is followed).
+            winsize ws{};
+            if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 &&
+                text.size() >= ws.ws_col) {
+              text.resize(ws.ws_col - 1);
+            }
+            fprintf(stderr, "\r\033[K%s", text.c_str());
             fflush(stderr);
           }
         });

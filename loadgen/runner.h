@@ -34,6 +34,11 @@ class Runner {
     absl::Duration connect_timeout = absl::Seconds(5);
     absl::Duration control_timeout = absl::Seconds(60);
     ProgressMode progress = ProgressMode::kLines;
+    // Sweep cell tag (cell, profile, threads, repeat) stamped on every
+    // record, so one events.jsonl can hold a whole matrix.
+    rsslab::v1::Event tag;
+    // Prefixes progress lines (e.g. "glibc/t4/r1 ").
+    std::string line_prefix;
   };
 
   // `log`, `stop` and `summary` must outlive the runner; every appended

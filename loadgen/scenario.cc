@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +27,28 @@ constexpr absl::string_view kPhases[] = {"fill", "shrink", "idle", "trim",
 constexpr absl::string_view kSeedText = R"pb(
 name: "seed"
 description: "Seed 000: fill (96,000 requests, cache 100 MiB), shrink (cache 10 MiB, 48,000 requests), idle 12 s, trim; a snapshot after each phase, after gc.collect()."
+step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
+step { name: "fill" load { requests: 96000 } }
+step { name: "after_fill" snapshot { gc: true } }
+step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
+step { name: "shrink" load { requests: 48000 } }
+step { name: "after_shrink" snapshot { gc: true } }
+step { name: "idle" set_phase { phase: "idle" } }
+step { name: "idle" wait { seconds: 12 } }
+step { name: "after_idle" snapshot { gc: true } }
+step { name: "trim" set_phase { phase: "trim" gc: true } }
+)pb";
+
+// Seed 000's matrix: every cell a fresh server from rsslab_agent running the
+// seed steps. Profiles, threads and repeats can be overridden by flags.
+constexpr absl::string_view kSweepText = R"pb(
+name: "sweep"
+description: "Seed 000's matrix through rsslab_agent: allocator profiles x worker threads 1, 4, 16, 64 x 5 repeats, each cell a fresh server running fill (96,000 requests, cache 100 MiB), shrink (10 MiB, 48,000), idle 12 s, trim (global, then per thread)."
+sweep {
+  profiles: [ "glibc", "glibc-arena2", "jemalloc", "jemalloc-bg", "mimalloc", "mimalloc-purge0", "tcmalloc", "tcmalloc-release" ]
+  threads: [ 1, 4, 16, 64 ]
+  repeats: 5
+}
 step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
 step { name: "fill" load { requests: 96000 } }
 step { name: "after_fill" snapshot { gc: true } }
@@ -286,10 +309,46 @@ absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
     errors.push_back(absl::StrCat(origin, ": the scenario has no steps"));
   }
   if (sc.has_sweep()) {
-    errors.push_back(absl::StrCat(
-        top.At(sc, "sweep"),
-        ": sweep runs through rsslab_agent, which this loadgen cannot drive "
-        "yet (issue 4); run one cell's steps instead"));
+    // The agent checks names again; checking here fails before any launch.
+    const auto& sw = sc.sweep();
+    const Where ww = top.Nested(sc, "sweep", -1, "sweep");
+    auto is_name = [](absl::string_view n) {
+      if (n.empty() || n.size() > 100) return false;
+      for (char c : n) {
+        if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') return false;
+      }
+      return true;
+    };
+    if (sw.profiles_size() == 0) {
+      errors.push_back(absl::StrCat(ww.At(sw, ""),
+                                    ": sweep needs at least one profile"));
+    }
+    for (const std::string& p : sw.profiles()) {
+      if (!is_name(p)) {
+        errors.push_back(absl::StrFormat(
+            "%s: profile \"%s\" is not a profile name ([A-Za-z0-9._-]+)",
+            ww.At(sw, "profiles"), p));
+      }
+    }
+    if (sw.threads_size() == 0) {
+      errors.push_back(absl::StrCat(ww.At(sw, ""),
+                                    ": sweep needs at least one thread count"));
+    }
+    for (int t : sw.threads()) {
+      if (t < 1 || t > 1024) {
+        errors.push_back(absl::StrFormat(
+            "%s: thread count %d is outside 1..1024", ww.At(sw, "threads"), t));
+      }
+    }
+    if (sw.repeats() > 1000) {
+      errors.push_back(absl::StrFormat("%s: %d repeats is absurd (at most 1000)",
+                                       ww.At(sw, "repeats"), sw.repeats()));
+    }
+    if (!sw.handler().empty() && !is_name(sw.handler())) {
+      errors.push_back(absl::StrFormat(
+          "%s: handler \"%s\" must be a handler name such as web_worker",
+          ww.At(sw, "handler"), sw.handler()));
+    }
   }
   if (sc.has_soak()) {
     errors.push_back(absl::StrCat(
@@ -443,11 +502,12 @@ absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path,
   return ParseAndCheck(ss.str(), path, flags);
 }
 
-std::vector<std::string> BuiltinNames() { return {"seed", "quick"}; }
+std::vector<std::string> BuiltinNames() { return {"seed", "quick", "sweep"}; }
 
 absl::StatusOr<std::string> BuiltinText(absl::string_view name) {
   if (name == "seed") return std::string(kSeedText);
   if (name == "quick") return std::string(kQuickText);
+  if (name == "sweep") return std::string(kSweepText);
   return absl::InvalidArgumentError(
       absl::StrFormat("unknown builtin scenario \"%s\" (known: %s)", name,
                       absl::StrJoin(BuiltinNames(), ", ")));

@@ -59,7 +59,7 @@ TEST(ScenarioTest, QuickBuiltinAndUnknownBuiltin) {
   auto bad = BuiltinScenario("sede", NoFlags());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()),
-              HasSubstr("unknown builtin scenario \"sede\" (known: seed, quick)"));
+              HasSubstr("unknown builtin scenario \"sede\" (known: seed, quick, sweep)"));
 }
 
 TEST(ScenarioTest, SyntaxErrorsNameFileLineAndColumn) {
@@ -141,9 +141,24 @@ TEST(ScenarioTest, NestedRepeatErrorsPointInside) {
   EXPECT_THAT(ErrorOf(text), HasSubstr("t.txtpb:6: step 1: repeat: step 2: wait"));
 }
 
-TEST(ScenarioTest, SweepAndSoakAreRejectedForNow) {
+TEST(ScenarioTest, SweepMatrixIsChecked) {
   EXPECT_THAT(ErrorOf("step { wait { seconds: 1 } }\nsweep { threads: 1 }\n"),
-              HasSubstr("t.txtpb:2: sweep runs through rsslab_agent"));
+              HasSubstr("t.txtpb:2: sweep: sweep needs at least one profile"));
+  EXPECT_THAT(ErrorOf("step { wait { seconds: 1 } }\n"
+                      "sweep { profiles: \"glibc\" threads: [1, 0] }\n"),
+              HasSubstr("thread count 0 is outside 1..1024"));
+  EXPECT_THAT(ErrorOf("step { wait { seconds: 1 } }\n"
+                      "sweep { profiles: \"../lib.so\" threads: 1 }\n"),
+              HasSubstr("is not a profile name"));
+}
+
+TEST(ScenarioTest, BuiltinSweepIsSeed000sMatrix) {
+  auto sc = BuiltinScenario("sweep", LoadSpec());
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  EXPECT_THAT(sc->sweep().threads(), ::testing::ElementsAre(1, 4, 16, 64));
+  EXPECT_EQ(sc->sweep().repeats(), 5u);
+  EXPECT_THAT(sc->sweep().profiles(), ::testing::Contains("glibc-arena2"));
+  EXPECT_EQ(sc->step_size(), 10);
 }
 
 TEST(ScenarioTest, ContradictoryFlagsAreRejected) {

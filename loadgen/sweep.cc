@@ -1,0 +1,319 @@
+#include "loadgen/sweep.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/agent.grpc.pb.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::Event;
+using ::rsslab::v1::Scenario;
+
+std::chrono::system_clock::time_point Deadline(absl::Duration d) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  for (absl::string_view p : absl::StrSplit(s, absl::ByAnyChar(", "), absl::SkipEmpty())) {
+    out.emplace_back(p);
+  }
+  return out;
+}
+
+void Progress(const Runner::Options& o, const std::string& text) {
+  if (o.progress == Runner::ProgressMode::kNone) return;
+  fprintf(stderr, "%s%s\n", o.progress == Runner::ProgressMode::kLive ? "\r\033[K" : "",
+          text.c_str());
+  fflush(stderr);
+}
+
+std::string Quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
+}
+
+std::string FirstLine(absl::string_view s) {
+  return std::string(s.substr(0, s.find('\n')));
+}
+
+}  // namespace
+
+std::string CellId(const std::string& profile, int threads, int repeat) {
+  return absl::StrFormat("%s/t%d/r%d", profile, threads, repeat);
+}
+
+absl::Status ApplySweepOverrides(Scenario* scenario, const std::string& profiles,
+                                 const std::string& threads, int repeats) {
+  auto* sw = scenario->mutable_sweep();
+  if (!profiles.empty()) {
+    sw->clear_profiles();
+    for (const std::string& p : SplitList(profiles)) sw->add_profiles(p);
+  }
+  if (!threads.empty()) {
+    sw->clear_threads();
+    for (const std::string& t : SplitList(threads)) {
+      int n = 0;
+      if (!absl::SimpleAtoi(t, &n) || n < 1 || n > 1024) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--threads_list: \"%s\" is not a thread count in 1..1024", t));
+      }
+      sw->add_threads(n);
+    }
+  }
+  if (repeats < 0 || repeats > 1000) {
+    return absl::InvalidArgumentError("--repeats must be in 1..1000");
+  }
+  if (repeats > 0) sw->set_repeats(repeats);
+  if (sw->profiles_size() == 0 || sw->threads_size() == 0) {
+    return absl::InvalidArgumentError(
+        "the sweep needs at least one profile and one thread count");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
+                                      const Scenario& scenario, EventLog* log,
+                                      const StopFlag* stop) {
+  const auto& sw = scenario.sweep();
+  auto channel = grpc::CreateChannel(options.agent, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(Deadline(options.agent_connect_timeout))) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot reach rsslab_agent at %s within %s (start it with "
+        "rsslab_agent --listen=... on the server's machine)",
+        options.agent, absl::FormatDuration(options.agent_connect_timeout)));
+  }
+  auto agent = rsslab::v1::Agent::NewStub(channel);
+  {
+    // Unknown profiles fail here, before the first of many cells runs.
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(absl::Seconds(30)));
+    rsslab::v1::ListProfilesResponse known;
+    grpc::Status gs = agent->ListProfiles(&cc, {}, &known);
+    if (!gs.ok()) {
+      return absl::UnavailableError(absl::StrCat("ListProfiles at ", options.agent,
+                                                 " failed: ", gs.error_message()));
+    }
+    std::vector<std::string> unknown;
+    for (const std::string& p : sw.profiles()) {
+      if (std::find(known.names().begin(), known.names().end(), p) == known.names().end()) {
+        unknown.push_back(p);
+      }
+    }
+    if (!unknown.empty()) {
+      return absl::NotFoundError(absl::StrFormat(
+          "the agent at %s has no profile %s (it has: %s)", options.agent,
+          absl::StrJoin(unknown, ", "), absl::StrJoin(known.names(), ", ")));
+    }
+  }
+
+  SweepOutcome out;
+  const int repeats = std::max<int>(1, sw.repeats());
+  const int total = repeats * sw.threads_size() * sw.profiles_size();
+  // Repeats outermost, profiles innermost: each repeat sweeps the whole
+  // matrix, so a slow drift of the machine (thermal, a neighbour) spreads
+  // over every setup instead of biasing the setups that ran last.
+  for (int r = 1; r <= repeats; ++r) {
+    for (int threads : sw.threads()) {
+      for (const std::string& profile : sw.profiles()) {
+        if (stop != nullptr && stop->stopped()) {
+          out.interrupted = true;
+          return out;
+        }
+        ++out.cells;
+        const std::string cell = CellId(profile, threads, r);
+        Event tag;
+        tag.set_cell(cell);
+        tag.set_profile(profile);
+        tag.set_threads(threads);
+        tag.set_repeat(r);
+        Event result = tag;
+        auto* cr = result.mutable_cell_result();
+        cr->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+        const std::string head = absl::StrFormat("sweep [%d/%d] %s", out.cells, total, cell);
+
+        rsslab::v1::LaunchRequest lr;
+        lr.set_profile(profile);
+        lr.set_threads(threads);
+        lr.set_handler(sw.handler());
+        for (const auto& [k, v] : sw.server_flags()) (*lr.mutable_server_flags())[k] = v;
+        lr.set_label(absl::StrCat(scenario.name(), " ", cell));
+        rsslab::v1::LaunchResponse launched;
+        grpc::Status ls;
+        {
+          grpc::ClientContext cc;
+          cc.set_deadline(Deadline(options.launch_timeout));
+          ls = agent->Launch(&cc, lr, &launched);
+        }
+        if (!ls.ok()) {
+          // The agent's message carries the exit status and log tail.
+          cr->set_ok(false);
+          cr->set_failed_at("launch");
+          cr->set_error(absl::StrCat("Launch: ", StatusCodeName(ls.error_code()), ": ",
+                                     ls.error_message()));
+          cr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+          ++out.failed;
+          Progress(options.runner, absl::StrCat(head, ": FAILED to launch: ",
+                                                FirstLine(ls.error_message())));
+          if (absl::Status s = log->Append(result); !s.ok()) return s;
+          if (ls.error_code() == grpc::StatusCode::UNAVAILABLE &&
+              channel->GetState(false) != GRPC_CHANNEL_READY) {
+            return absl::UnavailableError(absl::StrCat("lost rsslab_agent at ", options.agent,
+                                                       ": ", ls.error_message()));
+          }
+          continue;
+        }
+        const auto& server = launched.server();
+        Progress(options.runner,
+                 absl::StrFormat("%s: server %s pid %d (%s) data=%s control=%s", head,
+                                 server.id(), server.pid(),
+                                 server.mapped_library().empty() ? "glibc"
+                                                                 : server.mapped_library(),
+                                 server.data_address(), server.control_address()));
+
+        Runner::Options ro = options.runner;
+        ro.target = server.data_address();
+        ro.control = server.control_address();
+        ro.tag = tag;
+        ro.line_prefix = absl::StrCat(cell, " ");
+        absl::Status run_status;
+        {
+          Runner runner(ro, log, stop, /*summary=*/nullptr);
+          run_status = runner.Run(scenario);
+        }
+
+        rsslab::v1::StopResponse stopped;
+        grpc::Status ss;
+        {
+          grpc::ClientContext cc;
+          cc.set_deadline(Deadline(absl::Milliseconds(options.stop_grace_ms) + absl::Seconds(30)));
+          rsslab::v1::StopRequest sr;
+          sr.set_id(server.id());
+          sr.set_grace_ms(options.stop_grace_ms);
+          ss = agent->Stop(&cc, sr, &stopped);
+        }
+        *cr->mutable_server() = ss.ok() ? stopped.server() : server;
+        const auto& fin = cr->server();
+        // A server stopped by us exits 0 after draining; anything else
+        // (a crash before or during the steps) makes the cell's figures
+        // those of a broken process.
+        const bool clean_exit = ss.ok() && fin.exit_code() == 0 && fin.term_signal() == 0;
+        cr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+        if (run_status.ok() && clean_exit) {
+          cr->set_ok(true);
+          cr->set_failed_at("ok");
+        } else {
+          cr->set_ok(false);
+          std::vector<std::string> why;
+          if (!ss.ok()) {
+            why.push_back(absl::StrCat("Stop: ", ss.error_message()));
+          } else if (!clean_exit) {
+            why.push_back(absl::StrCat("server ", fin.exit()));
+          }
+          if (!run_status.ok()) why.push_back(std::string(run_status.message()));
+          cr->set_failed_at(!clean_exit ? "exit" : "steps");
+          cr->set_error(absl::StrJoin(why, "; "));
+          ++out.failed;
+        }
+        if (absl::Status s = log->Append(result); !s.ok()) return s;
+        Progress(options.runner,
+                 absl::StrFormat("%s: %s (server %s)%s", head, cr->ok() ? "ok" : "FAILED",
+                                 fin.exit().empty() ? "stopped" : fin.exit(),
+                                 cr->ok() ? "" : absl::StrCat(": ", FirstLine(cr->error()))));
+        if (absl::IsCancelled(run_status)) {
+          out.interrupted = true;
+          return out;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string FindReportTool() {
+  if (const char* env = getenv("RSSLAB_REPORT_TOOL"); env != nullptr && *env) return env;
+  std::vector<std::string> candidates;
+  char buf[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n > 0) {
+    std::string exe(buf, n);
+    const std::string dir = exe.substr(0, exe.find_last_of('/'));
+    candidates.push_back(dir + "/../tools/report.py");                       // bin/
+    candidates.push_back(exe + ".runfiles/rsslab/tools/report.py");           // bazel
+  }
+  if (const char* rf = getenv("RUNFILES_DIR"); rf != nullptr) {
+    candidates.push_back(absl::StrCat(rf, "/rsslab/tools/report.py"));
+  }
+  candidates.push_back("tools/report.py");
+  for (const std::string& c : candidates) {
+    if (access(c.c_str(), R_OK) == 0) {
+      char real[PATH_MAX];
+      return realpath(c.c_str(), real) ? std::string(real) : c;
+    }
+  }
+  return "";
+}
+
+absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,
+                           std::string* output) {
+  const std::string later = absl::StrFormat(
+      "plots skipped; install python3-matplotlib and run: /usr/bin/python3 %s %s",
+      tool.empty() ? "tools/report.py" : tool, run_dir);
+  if (tool.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("tools/report.py not found next to the loadgen; ", later));
+  }
+  // Debian's interpreter first: python3-matplotlib is installed for it, and
+  // a python3 earlier in PATH (pyenv, a venv) usually lacks it.
+  std::string python = "python3";
+  if (const char* env = getenv("RSSLAB_PYTHON"); env != nullptr && *env) {
+    python = env;
+  } else if (access("/usr/bin/python3", X_OK) == 0) {
+    python = "/usr/bin/python3";
+  }
+  if (system(absl::StrCat(Quote(python), " -c 'import matplotlib' >/dev/null 2>&1").c_str()) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(python, " cannot import matplotlib; ", later));
+  }
+  const std::string cmd =
+      absl::StrCat(Quote(python), " ", Quote(tool), " ", Quote(run_dir), " 2>&1");
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
+  char chunk[4096];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof(chunk), p)) > 0) output->append(chunk, got);
+  const int st = pclose(p);
+  if (st != 0) {
+    return absl::InternalError(absl::StrFormat("%s failed (status %d): %s", cmd,
+                                               WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                                               *output));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rsslab

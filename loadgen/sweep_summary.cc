@@ -1,0 +1,353 @@
+#include "loadgen/sweep_summary.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::Event;
+
+constexpr SweepMetricInfo kMetrics[kNumSweepMetrics] = {
+    {"under_load_mib", "under load MiB"},
+    {"after_shrink_mib", "after shrink MiB"},
+    {"after_idle_mib", "after idle MiB"},
+    {"trim_global_mib", "trim (global) MiB"},
+    {"trim_per_thread_mib", "trim (per-thread) MiB"},
+    {"hwm_mib", "VmHWM MiB"},
+    {"qps", "fill QPS"},
+    {"p99_ms", "fill p99 ms"},
+};
+
+absl::Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+std::string Cell(const Aggregate& a, int metric) {
+  if (a.n == 0) return "-";
+  if (a.n == 1 || a.min == a.max) return FormatMetric(metric, a.median);
+  return absl::StrCat(FormatMetric(metric, a.median), " (",
+                      FormatMetric(metric, a.min), "-",
+                      FormatMetric(metric, a.max), ")");
+}
+
+// Per-cell bookkeeping while reading the records.
+struct CellState {
+  CellSummary c;
+  std::map<std::string, int64_t> rss_by_phase;  // last snapshot per phase
+  int64_t hwm = -1;
+  bool have_trim = false;
+  rsslab::v1::TrimResult trim;
+};
+
+}  // namespace
+
+const SweepMetricInfo& MetricInfo(int metric) { return kMetrics[metric]; }
+
+std::string FormatMetric(int metric, double raw) {
+  if (raw < 0) return "-";
+  switch (metric) {
+    case kQps:
+      return absl::StrFormat("%.0f", raw);
+    case kP99:
+      return absl::StrFormat("%.2f", raw / 1000.0);
+    default:
+      return absl::StrFormat("%.1f", raw / 1048576.0);
+  }
+}
+
+Aggregate AggregateValues(std::vector<double> values) {
+  values.erase(std::remove_if(values.begin(), values.end(),
+                              [](double v) { return v < 0; }),
+               values.end());
+  Aggregate a;
+  a.n = static_cast<int>(values.size());
+  if (a.n == 0) return a;
+  std::sort(values.begin(), values.end());
+  a.min = values.front();
+  a.max = values.back();
+  a.median = a.n % 2 == 1 ? values[a.n / 2]
+                          : (values[a.n / 2 - 1] + values[a.n / 2]) / 2.0;
+  return a;
+}
+
+bool IsSweepRun(const std::vector<Event>& events) {
+  for (const Event& e : events) {
+    if (e.has_header() && e.header().scenario().has_sweep()) return true;
+    if (!e.cell().empty()) return true;
+  }
+  return false;
+}
+
+SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
+  SweepSummary s;
+  std::vector<std::string> order;  // cells in the order first seen
+  std::map<std::string, CellState> cells;
+  std::vector<std::string> profile_order;
+  for (const Event& e : events) {
+    if (e.has_header()) {
+      s.scenario = e.header().scenario_name();
+      s.agent = e.header().agent();
+      for (const std::string& p : e.header().scenario().sweep().profiles()) {
+        profile_order.push_back(p);
+      }
+      continue;
+    }
+    if (e.has_footer()) {
+      s.has_footer = true;
+      s.completed = e.footer().completed();
+      s.error = e.footer().error();
+      continue;
+    }
+    if (e.cell().empty()) continue;
+    auto [it, fresh] = cells.try_emplace(e.cell());
+    CellState& st = it->second;
+    if (fresh) {
+      order.push_back(e.cell());
+      st.c.cell = e.cell();
+      st.c.profile = e.profile();
+      st.c.threads = e.threads();
+      st.c.repeat = e.repeat();
+    }
+    auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
+      if (after_phase && !e.loadgen_phase().empty()) {
+        st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
+      }
+      st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
+      if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
+    };
+    switch (e.record_case()) {
+      case Event::kSnapshot:
+        snap(e.snapshot(), true);
+        break;
+      case Event::kPhase:
+        if (e.phase().has_before()) snap(e.phase().before(), false);
+        snap(e.phase().snapshot(), true);
+        if (e.phase().has_trim()) {
+          st.have_trim = true;
+          st.trim = e.phase().trim();
+        }
+        break;
+      case Event::kTrim:
+        snap(e.trim().after(), true);
+        st.have_trim = true;
+        st.trim = e.trim().trim();
+        break;
+      case Event::kLoad:
+        if (e.loadgen_phase() == "fill") {
+          st.c.value[kQps] = e.load().qps();
+          st.c.value[kP99] = e.load().latency().p99_us();
+        }
+        break;
+      case Event::kCellResult: {
+        const auto& r = e.cell_result();
+        st.c.has_result = true;
+        st.c.ok = r.ok();
+        st.c.failed_at = r.failed_at();
+        st.c.error = r.error();
+        st.c.exit = r.server().exit();
+        st.c.log_tail = r.server().log_tail();
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  for (const std::string& id : order) {
+    CellState& st = cells[id];
+    auto phase = [&](const char* p) -> double {
+      auto it = st.rss_by_phase.find(p);
+      return it == st.rss_by_phase.end() ? -1 : static_cast<double>(it->second);
+    };
+    st.c.value[kUnderLoad] = phase("fill");
+    st.c.value[kAfterShrink] = phase("shrink");
+    st.c.value[kAfterIdle] = phase("idle");
+    if (st.have_trim) {
+      // Without a per-thread pass the global release is the whole trim.
+      st.c.value[kTrimGlobal] = static_cast<double>(
+          st.trim.per_thread() ? st.trim.rss_between_bytes() : st.trim.rss_after_bytes());
+      if (st.trim.per_thread()) {
+        st.c.value[kTrimPerThread] = static_cast<double>(st.trim.rss_after_bytes());
+      }
+    }
+    st.c.value[kHwm] = static_cast<double>(st.hwm);
+    if (!st.c.ok) ++s.failed_cells;
+    s.cells.push_back(st.c);
+    if (std::find(profile_order.begin(), profile_order.end(), st.c.profile) ==
+        profile_order.end()) {
+      profile_order.push_back(st.c.profile);
+    }
+  }
+  std::map<std::pair<int, int>, std::vector<const CellSummary*>> groups;
+  for (const CellSummary& c : s.cells) {
+    const int p = static_cast<int>(
+        std::find(profile_order.begin(), profile_order.end(), c.profile) -
+        profile_order.begin());
+    groups[{p, c.threads}].push_back(&c);
+  }
+  for (const auto& [key, members] : groups) {
+    SweepRow row;
+    row.profile = profile_order[key.first];
+    row.threads = key.second;
+    row.cells = static_cast<int>(members.size());
+    for (int m = 0; m < kNumSweepMetrics; ++m) {
+      std::vector<double> v;
+      for (const CellSummary* c : members) {
+        if (c->ok) v.push_back(c->value[m]);
+      }
+      row.metric[m] = AggregateValues(v);
+    }
+    for (const CellSummary* c : members) row.ok_cells += c->ok ? 1 : 0;
+    s.rows.push_back(row);
+  }
+  return s;
+}
+
+std::string SweepCsv(const SweepSummary& s) {
+  std::vector<std::string> cols = {"profile", "threads", "cells", "ok_cells"};
+  for (const auto& m : kMetrics) {
+    for (const char* suffix : {"median", "min", "max"}) {
+      cols.push_back(absl::StrCat(m.key, "_", suffix));
+    }
+  }
+  std::string out = absl::StrCat(absl::StrJoin(cols, ","), "\n");
+  for (const SweepRow& r : s.rows) {
+    std::vector<std::string> row = {r.profile, absl::StrCat(r.threads),
+                                    absl::StrCat(r.cells), absl::StrCat(r.ok_cells)};
+    for (int m = 0; m < kNumSweepMetrics; ++m) {
+      const Aggregate& a = r.metric[m];
+      for (double v : {a.median, a.min, a.max}) {
+        row.push_back(a.n == 0 ? "-" : FormatMetric(m, v));
+      }
+    }
+    absl::StrAppend(&out, absl::StrJoin(row, ","), "\n");
+  }
+  return out;
+}
+
+std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
+  std::string md = absl::StrFormat("# rsslab sweep: %s\n\n", s.scenario);
+  absl::StrAppend(&md, "Run directory: `", run_dir, "`  \nAgent: `", s.agent,
+                  "`  \nCells: ", s.cells.size(), ", failed: ", s.failed_cells,
+                  "  \n");
+  if (s.completed && s.failed_cells == 0) {
+    md += "Status: **completed** (every cell ran every step)\n\n";
+  } else if (s.completed) {
+    md += "Status: **completed with failed cells** (listed below; they are "
+          "left out of the medians)\n\n";
+  } else {
+    absl::StrAppend(&md, "Status: **INCOMPLETE** — ",
+                    s.has_footer ? s.error
+                                 : "no footer record (the loadgen stopped "
+                                   "without finishing)",
+                    "\n\n");
+  }
+  md += "## Medians per profile x threads (min-max over repeats)\n\n";
+  md += "| profile | threads | cells ok |";
+  for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
+  md += "\n|---|---|---|";
+  for (int m = 0; m < kNumSweepMetrics; ++m) md += "---|";
+  md += "\n";
+  for (const SweepRow& r : s.rows) {
+    absl::StrAppendFormat(&md, "| %s | %d | %d/%d |", r.profile, r.threads,
+                          r.ok_cells, r.cells);
+    for (int m = 0; m < kNumSweepMetrics; ++m) {
+      absl::StrAppend(&md, " ", Cell(r.metric[m], m), " |");
+    }
+    md += "\n";
+  }
+  md +=
+      "\nRSS from the server's snapshot (after `gc.collect()`) at the end of "
+      "each phase: under load = after fill (100 MiB cache), after shrink "
+      "(10 MiB cache), after the idle wait; the trim phase releases free "
+      "memory globally (e.g. `malloc_trim(0)`), then on every worker "
+      "thread, and the two trim columns are RSS after each pass. QPS and "
+      "p99 are the fill phase's. Failed cells are not in the medians.\n\n";
+  md += "## Cells\n\n| cell | ok | allocator |";
+  for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
+  md += "\n|---|---|---|";
+  for (int m = 0; m < kNumSweepMetrics; ++m) md += "---|";
+  md += "\n";
+  for (const CellSummary& c : s.cells) {
+    absl::StrAppendFormat(&md, "| %s | %s | %s |", c.cell,
+                          c.ok ? "yes" : (c.has_result ? "FAILED" : "unfinished"),
+                          c.allocator.empty() ? "-" : c.allocator);
+    for (int m = 0; m < kNumSweepMetrics; ++m) {
+      absl::StrAppend(&md, " ", FormatMetric(m, c.value[m]), " |");
+    }
+    md += "\n";
+  }
+  if (s.failed_cells > 0) {
+    md += "\n## Failed cells\n\n";
+    for (const CellSummary& c : s.cells) {
+      if (c.ok) continue;
+      absl::StrAppendFormat(&md, "- **%s** (%s): %s\n", c.cell,
+                            c.failed_at.empty() ? "did not finish" : c.failed_at,
+                            absl::StrReplaceAll(c.error, {{"\n", " / "}}));
+      if (!c.exit.empty()) absl::StrAppend(&md, "  - server: ", c.exit, "\n");
+      if (!c.log_tail.empty()) {
+        std::vector<std::string> lines = absl::StrSplit(
+            absl::StripSuffix(c.log_tail, "\n"), '\n');
+        const size_t from = lines.size() > 5 ? lines.size() - 5 : 0;
+        md += "  - log tail:\n\n    ```\n";
+        for (size_t i = from; i < lines.size(); ++i) {
+          absl::StrAppend(&md, "    ", lines[i], "\n");
+        }
+        md += "    ```\n";
+      }
+    }
+  }
+  absl::StrAppend(&md,
+                  "\nPlots and the \"What to do\" section: `tools/report.py ",
+                  run_dir, "`\n");
+  return md;
+}
+
+absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s) {
+  if (absl::Status st = WriteFile(absl::StrCat(run_dir, "/summary.md"),
+                                  SweepMarkdown(s, run_dir));
+      !st.ok()) {
+    return st;
+  }
+  return WriteFile(absl::StrCat(run_dir, "/summary.csv"), SweepCsv(s));
+}
+
+std::string SweepTable(const SweepSummary& s) {
+  std::vector<std::string> head = {"profile", "threads", "ok"};
+  for (const auto& m : kMetrics) head.push_back(m.key);
+  std::vector<std::vector<std::string>> rows = {head};
+  for (const SweepRow& r : s.rows) {
+    std::vector<std::string> row = {r.profile, absl::StrCat(r.threads),
+                                    absl::StrCat(r.ok_cells, "/", r.cells)};
+    for (int m = 0; m < kNumSweepMetrics; ++m) {
+      row.push_back(r.metric[m].n ? FormatMetric(m, r.metric[m].median) : "-");
+    }
+    rows.push_back(row);
+  }
+  std::vector<size_t> w(head.size(), 0);
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) {
+      absl::StrAppend(&out, c ? "  " : "", r[c], std::string(w[c] - r[c].size(), ' '));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace rsslab

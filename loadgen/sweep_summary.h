@@ -1,0 +1,114 @@
+// A sweep's summary (seed 000's table): per profile x threads, the median
+// and min-max over repeats of RSS under load, after shrink, after idle,
+// after the global trim, after the per-thread trim, VmHWM, and each cell's
+// fill-phase QPS and p99. Built from events.jsonl alone, so
+// `rsslab_loadgen report RUN_DIR` and tools/report.py rebuild it exactly.
+//
+//   int skipped = 0;
+//   auto events = rsslab::ReadEvents(run_dir, &skipped);
+//   if (rsslab::IsSweepRun(*events)) {
+//     rsslab::SweepSummary s = rsslab::BuildSweepSummary(*events);
+//     rsslab::WriteSweepSummary(run_dir, s);   // summary.md + summary.csv
+//     printf("%s", rsslab::SweepTable(s).c_str());
+//   }
+//
+// Only cells that completed count towards the medians: a cell whose server
+// crashed measured a different process and is listed apart, with its exit
+// status and log tail.
+#ifndef RSSLAB_LOADGEN_SWEEP_SUMMARY_H_
+#define RSSLAB_LOADGEN_SWEEP_SUMMARY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "proto/results.pb.h"
+
+namespace rsslab {
+
+// The summary's per-cell measures, in column order.
+enum SweepMetric {
+  kUnderLoad = 0,   // RSS after the fill phase (cache full, 100 MiB live)
+  kAfterShrink,     // RSS after the shrink phase's load
+  kAfterIdle,       // RSS after the idle wait
+  kTrimGlobal,      // RSS after the global release (TrimResult between)
+  kTrimPerThread,   // RSS after the per-thread pass too (TrimResult after)
+  kHwm,             // largest VmHWM seen
+  kQps,             // fill load step's QPS
+  kP99,             // fill load step's p99 latency, microseconds
+  kNumSweepMetrics
+};
+
+struct SweepMetricInfo {
+  const char* key;    // CSV column stem, e.g. "under_load_mib"
+  const char* title;  // Markdown header
+};
+const SweepMetricInfo& MetricInfo(int metric);
+// The value in display units (MiB, QPS, ms), formatted as in the tables.
+std::string FormatMetric(int metric, double raw);
+
+// One sweep cell as the events tell it; -1 for a measure that is missing.
+struct CellSummary {
+  std::string cell;
+  std::string profile;
+  int threads = 0;
+  int repeat = 0;
+  bool has_result = false;  // a cell_result record was seen
+  bool ok = false;
+  std::string failed_at;
+  std::string error;
+  std::string exit;
+  std::string log_tail;
+  std::string allocator;
+  double value[kNumSweepMetrics];
+  CellSummary() {
+    for (double& v : value) v = -1;
+  }
+};
+
+// Median and range of one measure over a row's completed cells.
+struct Aggregate {
+  int n = 0;  // values that went in; 0: nothing measured
+  double median = 0;
+  double min = 0;
+  double max = 0;
+};
+// Ignores negative (missing) values; the median of an even count is the
+// mean of the middle two.
+Aggregate AggregateValues(std::vector<double> values);
+
+struct SweepRow {
+  std::string profile;
+  int threads = 0;
+  int cells = 0;
+  int ok_cells = 0;
+  Aggregate metric[kNumSweepMetrics];
+};
+
+struct SweepSummary {
+  std::string scenario;
+  std::string agent;
+  bool has_footer = false;
+  bool completed = false;
+  std::string error;
+  std::vector<CellSummary> cells;  // in the order they ran
+  std::vector<SweepRow> rows;      // profiles in matrix order, threads rising
+  int failed_cells = 0;
+};
+
+// Whether the records come from a sweep (the header's scenario has one, or
+// a record is tagged with a cell).
+bool IsSweepRun(const std::vector<rsslab::v1::Event>& events);
+SweepSummary BuildSweepSummary(const std::vector<rsslab::v1::Event>& events);
+
+std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir);
+std::string SweepCsv(const SweepSummary& s);
+// Writes run_dir/summary.md and run_dir/summary.csv.
+absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s);
+// The rows as a fixed-width terminal table.
+std::string SweepTable(const SweepSummary& s);
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_LOADGEN_SWEEP_SUMMARY_H_

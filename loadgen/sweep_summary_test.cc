@@ -1,0 +1,176 @@
+// The sweep table's arithmetic: medians and ranges over repeats, the two
+// trim columns, failed cells kept out of the medians, CSV layout.
+#include "loadgen/sweep_summary.h"
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::Event;
+using ::testing::HasSubstr;
+
+constexpr double kMiB = 1048576.0;
+
+TEST(AggregateTest, OddCountTakesTheMiddle) {
+  Aggregate a = AggregateValues({5, 1, 3});
+  EXPECT_EQ(a.n, 3);
+  EXPECT_EQ(a.median, 3);
+  EXPECT_EQ(a.min, 1);
+  EXPECT_EQ(a.max, 5);
+}
+
+TEST(AggregateTest, EvenCountAveragesTheMiddleTwo) {
+  Aggregate a = AggregateValues({10, 2, 4, 8});
+  EXPECT_EQ(a.n, 4);
+  EXPECT_EQ(a.median, 6);
+  EXPECT_EQ(a.min, 2);
+  EXPECT_EQ(a.max, 10);
+}
+
+TEST(AggregateTest, MissingValuesAreIgnored) {
+  Aggregate a = AggregateValues({-1, 7, -1});
+  EXPECT_EQ(a.n, 1);
+  EXPECT_EQ(a.median, 7);
+  EXPECT_EQ(AggregateValues({-1}).n, 0);
+  EXPECT_EQ(AggregateValues({}).n, 0);
+}
+
+Event Tagged(const std::string& profile, int threads, int repeat, const std::string& phase) {
+  Event e;
+  e.set_cell(profile + "/t" + std::to_string(threads) + "/r" + std::to_string(repeat));
+  e.set_profile(profile);
+  e.set_threads(threads);
+  e.set_repeat(repeat);
+  e.set_loadgen_phase(phase);
+  return e;
+}
+
+// One cell's records as the runner writes them, RSS in MiB.
+void AddCell(std::vector<Event>* ev, const std::string& profile, int threads, int repeat,
+             double fill, double shrink, double idle, double between, double after,
+             double qps, double p99_us, bool ok = true) {
+  auto snap = [&](const std::string& phase, double rss, double hwm) {
+    Event e = Tagged(profile, threads, repeat, phase);
+    e.mutable_snapshot()->mutable_status()->set_rss_bytes(static_cast<int64_t>(rss * kMiB));
+    e.mutable_snapshot()->mutable_status()->set_hwm_bytes(static_cast<int64_t>(hwm * kMiB));
+    ev->push_back(e);
+  };
+  Event load = Tagged(profile, threads, repeat, "fill");
+  load.mutable_load()->set_qps(qps);
+  load.mutable_load()->mutable_latency()->set_p99_us(p99_us);
+  ev->push_back(load);
+  snap("fill", fill, fill + 10);
+  Event shrink_load = Tagged(profile, threads, repeat, "shrink");
+  shrink_load.mutable_load()->set_qps(qps * 100);  // not the fill phase: ignored
+  ev->push_back(shrink_load);
+  snap("shrink", shrink, fill + 10);
+  snap("idle", idle, fill + 10);
+  Event trim = Tagged(profile, threads, repeat, "trim");
+  auto* ph = trim.mutable_phase();
+  ph->mutable_before()->mutable_status()->set_rss_bytes(static_cast<int64_t>(idle * kMiB));
+  ph->mutable_snapshot()->mutable_status()->set_rss_bytes(static_cast<int64_t>(after * kMiB));
+  ph->mutable_trim()->set_per_thread(true);
+  ph->mutable_trim()->set_rss_between_bytes(static_cast<int64_t>(between * kMiB));
+  ph->mutable_trim()->set_rss_after_bytes(static_cast<int64_t>(after * kMiB));
+  ev->push_back(trim);
+  Event done = Tagged(profile, threads, repeat, "trim");
+  done.mutable_cell_result()->set_ok(ok);
+  if (!ok) {
+    done.mutable_cell_result()->set_failed_at("exit");
+    done.mutable_cell_result()->set_error("server killed by SIGSEGV");
+    done.mutable_cell_result()->mutable_server()->set_exit("killed by SIGSEGV");
+    done.mutable_cell_result()->mutable_server()->set_log_tail("line one\nSegmentation fault\n");
+  }
+  ev->push_back(done);
+}
+
+std::vector<Event> ThreeRepeats() {
+  std::vector<Event> ev;
+  Event h;
+  h.mutable_header()->set_scenario_name("sweep");
+  h.mutable_header()->mutable_scenario()->mutable_sweep()->add_profiles("jemalloc");
+  h.mutable_header()->mutable_scenario()->mutable_sweep()->add_profiles("glibc");
+  ev.push_back(h);
+  AddCell(&ev, "glibc", 1, 1, 120, 110, 110, 30, 25, 1000, 2000);
+  AddCell(&ev, "glibc", 1, 2, 130, 115, 114, 32, 27, 1200, 3000);
+  AddCell(&ev, "glibc", 1, 3, 125, 112, 111, 31, 26, 1100, 2500);
+  AddCell(&ev, "jemalloc", 1, 1, 140, 45, 44, 40, 40, 900, 4000);
+  // A crashed cell: its (absurd) numbers must stay out of the medians.
+  AddCell(&ev, "jemalloc", 1, 2, 999, 999, 999, 999, 999, 1, 1, /*ok=*/false);
+  Event f;
+  f.mutable_footer()->set_completed(true);
+  ev.push_back(f);
+  return ev;
+}
+
+TEST(SweepSummaryTest, MediansAndRangesPerProfileAndThreads) {
+  const std::vector<Event> ev = ThreeRepeats();
+  ASSERT_TRUE(IsSweepRun(ev));
+  SweepSummary s = BuildSweepSummary(ev);
+  ASSERT_EQ(s.cells.size(), 5u);
+  EXPECT_EQ(s.failed_cells, 1);
+  ASSERT_EQ(s.rows.size(), 2u);
+  // The header's matrix order, not alphabetical.
+  EXPECT_EQ(s.rows[0].profile, "jemalloc");
+  const SweepRow& g = s.rows[1];
+  EXPECT_EQ(g.profile, "glibc");
+  EXPECT_EQ(g.cells, 3);
+  EXPECT_EQ(g.ok_cells, 3);
+  EXPECT_EQ(g.metric[kUnderLoad].median, 125 * kMiB);
+  EXPECT_EQ(g.metric[kUnderLoad].min, 120 * kMiB);
+  EXPECT_EQ(g.metric[kUnderLoad].max, 130 * kMiB);
+  EXPECT_EQ(g.metric[kAfterShrink].median, 112 * kMiB);
+  EXPECT_EQ(g.metric[kAfterIdle].median, 111 * kMiB);
+  EXPECT_EQ(g.metric[kTrimGlobal].median, 31 * kMiB);
+  EXPECT_EQ(g.metric[kTrimPerThread].median, 26 * kMiB);
+  EXPECT_EQ(g.metric[kHwm].max, 140 * kMiB);
+  EXPECT_EQ(g.metric[kQps].median, 1100);
+  EXPECT_EQ(g.metric[kP99].median, 2500);
+  const SweepRow& j = s.rows[0];
+  EXPECT_EQ(j.cells, 2);
+  EXPECT_EQ(j.ok_cells, 1);
+  EXPECT_EQ(j.metric[kUnderLoad].n, 1);
+  EXPECT_EQ(j.metric[kUnderLoad].median, 140 * kMiB);
+}
+
+TEST(SweepSummaryTest, GlobalOnlyTrimFillsOnlyTheGlobalColumn) {
+  std::vector<Event> ev;
+  Event t = Tagged("glibc", 4, 1, "trim");
+  t.mutable_trim()->mutable_trim()->set_per_thread(false);
+  t.mutable_trim()->mutable_trim()->set_rss_after_bytes(static_cast<int64_t>(50 * kMiB));
+  ev.push_back(t);
+  Event done = Tagged("glibc", 4, 1, "trim");
+  done.mutable_cell_result()->set_ok(true);
+  ev.push_back(done);
+  SweepSummary s = BuildSweepSummary(ev);
+  ASSERT_EQ(s.rows.size(), 1u);
+  EXPECT_EQ(s.rows[0].metric[kTrimGlobal].median, 50 * kMiB);
+  EXPECT_EQ(s.rows[0].metric[kTrimPerThread].n, 0);
+}
+
+TEST(SweepSummaryTest, MarkdownAndCsvShowEveryColumnAndTheFailure) {
+  SweepSummary s = BuildSweepSummary(ThreeRepeats());
+  const std::string md = SweepMarkdown(s, "results/x");
+  EXPECT_THAT(md, HasSubstr("| glibc | 1 | 3/3 | 125.0 (120.0-130.0) | 112.0 (110.0-115.0) |"));
+  EXPECT_THAT(md, HasSubstr("trim (per-thread) MiB"));
+  EXPECT_THAT(md, HasSubstr("**jemalloc/t1/r2** (exit): server killed by SIGSEGV"));
+  EXPECT_THAT(md, HasSubstr("Segmentation fault"));
+  const std::string csv = SweepCsv(s);
+  std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(), 4u + 3u * kNumSweepMetrics);
+  EXPECT_THAT(lines[2], HasSubstr("glibc,1,3,3,125.0,120.0,130.0,112.0,110.0,115.0,"));
+  EXPECT_THAT(lines[2], HasSubstr(",1100,1000,1200,2.50,2.00,3.00"));
+}
+
+TEST(SweepSummaryTest, OrdinaryRunIsNotASweep) {
+  Event h;
+  h.mutable_header()->set_scenario_name("seed");
+  EXPECT_FALSE(IsSweepRun({h}));
+}
+
+}  // namespace
+}  // namespace rsslab

@@ -1,0 +1,411 @@
+#!/usr/bin/python3
+"""Plots and advice for a finished rsslab sweep, from its events.jsonl alone.
+
+    tools/report.py RUN_DIR            # writes RUN_DIR/rss_under_load.png,
+                                       # RUN_DIR/rss_after_shrink.png and the
+                                       # "What to do" section of summary.md
+    tools/report.py RUN_DIR --csv OUT  # also the summary table as CSV (the
+                                       # same bytes as the loadgen's summary.csv)
+
+Seed 000's figure: resident memory against worker threads per allocator
+profile, under load (left panel there, rss_under_load.png here) and after the
+cache shrank and the server idled, with the after-trim points
+(rss_after_shrink.png). Medians over repeats, bars from min to max.
+
+The aggregation mirrors loadgen/sweep_summary.cc exactly (a test compares the
+two CSVs), so the advice quotes the same numbers as the table. Needs only the
+standard library and, for the PNGs, Debian's python3-matplotlib (Agg).
+"""
+
+import argparse
+import json
+import os
+import sys
+
+MIB = 1048576.0
+
+# Column order and keys of loadgen/sweep_summary.h's SweepMetric.
+METRICS = [
+    ("under_load_mib", "under load MiB"),
+    ("after_shrink_mib", "after shrink MiB"),
+    ("after_idle_mib", "after idle MiB"),
+    ("trim_global_mib", "trim (global) MiB"),
+    ("trim_per_thread_mib", "trim (per-thread) MiB"),
+    ("hwm_mib", "VmHWM MiB"),
+    ("qps", "fill QPS"),
+    ("p99_ms", "fill p99 ms"),
+]
+UNDER_LOAD, AFTER_SHRINK, AFTER_IDLE, TRIM_GLOBAL, TRIM_PER_THREAD, HWM, QPS, P99 = range(8)
+WHAT_TO_DO = "## What to do"
+
+
+def fmt(metric, raw):
+    if raw < 0:
+        return "-"
+    if metric == QPS:
+        return "%.0f" % raw
+    if metric == P99:
+        return "%.2f" % (raw / 1000.0)
+    return "%.1f" % (raw / MIB)
+
+
+def aggregate(values):
+    """(n, median, min, max) over the non-negative values."""
+    v = sorted(x for x in values if x >= 0)
+    n = len(v)
+    if n == 0:
+        return (0, 0.0, 0.0, 0.0)
+    med = v[n // 2] if n % 2 == 1 else (v[n // 2 - 1] + v[n // 2]) / 2.0
+    return (n, float(med), float(v[0]), float(v[-1]))
+
+
+def num(d, key):
+    """A protobuf-JSON number (int64 fields arrive as strings); 0 if absent."""
+    return float(d.get(key, 0) or 0)
+
+
+def read_events(run_dir):
+    events = []
+    with open(os.path.join(run_dir, "events.jsonl")) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                pass  # a line cut short by a crash, as the loadgen skips it
+    return events
+
+
+def build(events):
+    """The sweep summary: scenario, cells (run order) and rows."""
+    s = {"scenario": "", "agent": "", "completed": False, "cells": [], "rows": []}
+    profile_order = []
+    order = []
+    cells = {}
+    for e in events:
+        if "header" in e:
+            h = e["header"]
+            s["scenario"] = h.get("scenario_name", "")
+            s["agent"] = h.get("agent", "")
+            profile_order.extend(h.get("scenario", {}).get("sweep", {}).get("profiles", []))
+            continue
+        if "footer" in e:
+            s["completed"] = bool(e["footer"].get("completed", False))
+            continue
+        cell = e.get("cell", "")
+        if not cell:
+            continue
+        st = cells.get(cell)
+        if st is None:
+            st = {"cell": cell, "profile": e.get("profile", ""), "threads": int(e.get("threads", 0)),
+                  "repeat": int(e.get("repeat", 0)), "ok": False, "has_result": False,
+                  "rss": {}, "hwm": -1.0, "trim": None, "value": [-1.0] * len(METRICS),
+                  "allocator": "", "error": "", "exit": ""}
+            cells[cell] = st
+            order.append(cell)
+        phase = e.get("loadgen_phase", "")
+
+        def snap(sn, after_phase):
+            status = sn.get("status", {})
+            if after_phase and phase:
+                st["rss"][phase] = num(status, "rss_bytes")
+            st["hwm"] = max(st["hwm"], num(status, "hwm_bytes"))
+            if sn.get("allocator"):
+                st["allocator"] = sn["allocator"]
+
+        if "snapshot" in e:
+            snap(e["snapshot"], True)
+        elif "phase" in e:
+            ph = e["phase"]
+            if "before" in ph:
+                snap(ph["before"], False)
+            snap(ph.get("snapshot", {}), True)
+            if "trim" in ph:
+                st["trim"] = ph["trim"]
+        elif "trim" in e:
+            snap(e["trim"].get("after", {}), True)
+            st["trim"] = e["trim"].get("trim", {})
+        elif "load" in e:
+            if phase == "fill":
+                st["value"][QPS] = num(e["load"], "qps")
+                st["value"][P99] = num(e["load"].get("latency", {}), "p99_us")
+        elif "cell_result" in e:
+            r = e["cell_result"]
+            st["has_result"] = True
+            st["ok"] = bool(r.get("ok", False))
+            st["error"] = r.get("error", "")
+            st["exit"] = r.get("server", {}).get("exit", "")
+    for cell in order:
+        st = cells[cell]
+        v = st["value"]
+        v[UNDER_LOAD] = st["rss"].get("fill", -1.0)
+        v[AFTER_SHRINK] = st["rss"].get("shrink", -1.0)
+        v[AFTER_IDLE] = st["rss"].get("idle", -1.0)
+        t = st["trim"]
+        if t is not None:
+            per_thread = bool(t.get("per_thread", False))
+            v[TRIM_GLOBAL] = num(t, "rss_between_bytes") if per_thread else num(t, "rss_after_bytes")
+            if per_thread:
+                v[TRIM_PER_THREAD] = num(t, "rss_after_bytes")
+        v[HWM] = st["hwm"]
+        s["cells"].append(st)
+        if st["profile"] not in profile_order:
+            profile_order.append(st["profile"])
+    groups = {}
+    for c in s["cells"]:
+        groups.setdefault((profile_order.index(c["profile"]), c["threads"]), []).append(c)
+    for key in sorted(groups):
+        members = groups[key]
+        ok = [c for c in members if c["ok"]]
+        s["rows"].append({
+            "profile": profile_order[key[0]], "threads": key[1], "cells": len(members),
+            "ok_cells": len(ok),
+            "metric": [aggregate([c["value"][m] for c in ok]) for m in range(len(METRICS))],
+        })
+    s["profiles"] = [p for p in profile_order if any(r["profile"] == p for r in s["rows"])]
+    s["threads"] = sorted({r["threads"] for r in s["rows"]})
+    return s
+
+
+def csv_text(s):
+    cols = ["profile", "threads", "cells", "ok_cells"]
+    for key, _ in METRICS:
+        cols += ["%s_%s" % (key, x) for x in ("median", "min", "max")]
+    out = ",".join(cols) + "\n"
+    for r in s["rows"]:
+        row = [r["profile"], str(r["threads"]), str(r["cells"]), str(r["ok_cells"])]
+        for m, (n, med, lo, hi) in enumerate(r["metric"]):
+            row += ["-" if n == 0 else fmt(m, x) for x in (med, lo, hi)]
+        out += ",".join(row) + "\n"
+    return out
+
+
+def median_of(s, profile, threads, metric):
+    for r in s["rows"]:
+        if r["profile"] == profile and r["threads"] == threads and r["metric"][metric][0] > 0:
+            return r["metric"][metric][1]
+    return None
+
+
+def leanest(s, threads, metric):
+    best = None
+    for p in s["profiles"]:
+        v = median_of(s, p, threads, metric)
+        if v is not None and (best is None or v < best[1]):
+            best = (p, v)
+    return best
+
+
+def advice(s, run_dir, plots):
+    """The "What to do" section, every sentence from this run's numbers."""
+    lines = [WHAT_TO_DO, ""]
+    lines.append("Generated by `tools/report.py %s` from this run's medians "
+                 "(MiB of resident memory; lower is better)." % run_dir)
+    lines.append("")
+    lines.append("| threads | leanest under load | leanest after shrink + idle (no call) "
+                 "| leanest after trim (global + per-thread) | glibc after shrink + idle |")
+    lines.append("|---|---|---|---|---|")
+    for t in s["threads"]:
+        cells = []
+        for m in (UNDER_LOAD, AFTER_IDLE, TRIM_PER_THREAD):
+            b = leanest(s, t, m)
+            if b is None and m == TRIM_PER_THREAD:
+                b = leanest(s, t, TRIM_GLOBAL)
+            cells.append("-" if b is None else "**%s** %.1f" % (b[0], b[1] / MIB))
+        g = median_of(s, "glibc", t, AFTER_IDLE)
+        cells.append("-" if g is None else "%.1f" % (g / MIB))
+        lines.append("| %d | %s |" % (t, " | ".join(cells)))
+    lines.append("")
+    # One sentence per question, quoting the numbers.
+    for t in s["threads"]:
+        load = leanest(s, t, UNDER_LOAD)
+        idle = leanest(s, t, AFTER_IDLE)
+        if load is None or idle is None:
+            continue
+        g_load = median_of(s, "glibc", t, UNDER_LOAD)
+        g_idle = median_of(s, "glibc", t, AFTER_IDLE)
+        g_trim = median_of(s, "glibc", t, TRIM_GLOBAL)
+        sent = "- At %d thread%s: **%s** held least under load (%.1f MiB" % (
+            t, "" if t == 1 else "s", load[0], load[1] / MIB)
+        if g_load is not None and load[0] != "glibc":
+            sent += " against glibc's %.1f" % (g_load / MIB)
+        sent += "); after the shrink and idle wait, without any call, **%s** held least (%.1f MiB" % (
+            idle[0], idle[1] / MIB)
+        if g_idle is not None and idle[0] != "glibc":
+            sent += " against glibc's %.1f" % (g_idle / MIB)
+        sent += ")"
+        if g_trim is not None:
+            sent += "; glibc with one `malloc_trim(0)` came to %.1f MiB" % (g_trim / MIB)
+        lines.append(sent + ".")
+    lines.append("")
+    # Throughput cost against glibc at the same thread count.
+    if any(median_of(s, "glibc", t, QPS) for t in s["threads"]):
+        lines.append("Throughput (fill phase QPS) relative to glibc at the same thread count "
+                     "(negative = slower):")
+        lines.append("")
+        lines.append("| profile | " + " | ".join("%d thr" % t for t in s["threads"]) + " |")
+        lines.append("|---|" + "---|" * len(s["threads"]))
+        for p in s["profiles"]:
+            row = []
+            for t in s["threads"]:
+                q, g = median_of(s, p, t, QPS), median_of(s, "glibc", t, QPS)
+                row.append("-" if q is None or not g else "%+.1f%%" % (100.0 * (q / g - 1)))
+            lines.append("| %s | %s |" % (p, " | ".join(row)))
+        lines.append("")
+    else:
+        lines.append("No glibc cells completed, so no throughput baseline.")
+        lines.append("")
+    # The overall pick: lowest average after-idle (no code change) and after trim.
+    def overall(metric):
+        best = None
+        for p in s["profiles"]:
+            vals = [median_of(s, p, t, metric) for t in s["threads"]]
+            if any(v is None for v in vals):
+                continue
+            avg = sum(vals) / len(vals)
+            if best is None or avg < best[1]:
+                best = (p, avg, vals)
+        return best
+    no_call = overall(AFTER_IDLE)
+    with_trim = overall(TRIM_PER_THREAD) or overall(TRIM_GLOBAL)
+    if no_call:
+        lines.append("- Without touching code, the setup that gave most back after the busy spell "
+                     "across every thread count here is **%s** (%s MiB at %s threads)." % (
+                         no_call[0], ", ".join("%.1f" % (v / MIB) for v in no_call[2]),
+                         ", ".join(str(t) for t in s["threads"])))
+    if with_trim:
+        lines.append("- With a trim call after the burst (what the server's trim phase does), "
+                     "**%s** ends lowest (%s MiB)." % (
+                         with_trim[0], ", ".join("%.1f" % (v / MIB) for v in with_trim[2])))
+    lines.append("")
+    lines.append("These are this machine's numbers for one synthetic workload; rerun the sweep "
+                 "where your service runs before choosing.")
+    if plots:
+        lines.append("")
+        lines.append("![RSS under load](rss_under_load.png) ![RSS after shrink](rss_after_shrink.png)")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary_section(run_dir, section):
+    path = os.path.join(run_dir, "summary.md")
+    text = ""
+    if os.path.exists(path):
+        with open(path) as f:
+            text = f.read()
+    i = text.find(WHAT_TO_DO)
+    if i >= 0:
+        text = text[:i]
+    if text and not text.endswith("\n\n"):
+        text = text.rstrip("\n") + "\n\n"
+    with open(path, "w") as f:
+        f.write(text + section)
+
+
+def plot(s, run_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    threads = s["threads"]
+
+    def series(profile, metric):
+        xs, ys, lo, hi = [], [], [], []
+        for t in threads:
+            for r in s["rows"]:
+                if r["profile"] == profile and r["threads"] == t and r["metric"][metric][0] > 0:
+                    n, med, mn, mx = r["metric"][metric]
+                    xs.append(t)
+                    ys.append(med / MIB)
+                    lo.append((med - mn) / MIB)
+                    hi.append((mx - med) / MIB)
+        return xs, ys, [lo, hi]
+
+    def axes(title):
+        fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(threads)
+        ax.set_xticklabels([str(t) for t in threads])
+        ax.set_xlabel("worker threads")
+        ax.set_ylabel("resident memory (MiB)")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        return fig, ax
+
+    paths = []
+    fig, ax = axes("%s: RSS under load (after fill, 100 MiB cache)\nmedian of repeats, bars min-max"
+                   % s["scenario"])
+    for i, p in enumerate(s["profiles"]):
+        xs, ys, err = series(p, UNDER_LOAD)
+        if xs:
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colors[i % len(colors)],
+                        label=p)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, loc="best")
+    fig.tight_layout()
+    paths.append(os.path.join(run_dir, "rss_under_load.png"))
+    fig.savefig(paths[-1])
+    plt.close(fig)
+
+    fig, ax = axes("%s: RSS after shrink to 10 MiB + idle (solid)\nand after trim, global + "
+                   "per-thread (dashed)" % s["scenario"])
+    for i, p in enumerate(s["profiles"]):
+        c = colors[i % len(colors)]
+        xs, ys, err = series(p, AFTER_IDLE)
+        if xs:
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=c, label=p)
+        xs, ys, err = series(p, TRIM_PER_THREAD)
+        if not xs:
+            xs, ys, err = series(p, TRIM_GLOBAL)
+        if xs:
+            ax.errorbar(xs, ys, yerr=err, marker="v", capsize=3, color=c, linestyle="--",
+                        markerfacecolor="none", label="%s + trim" % p)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7, loc="best", ncol=2)
+    fig.tight_layout()
+    paths.append(os.path.join(run_dir, "rss_after_shrink.png"))
+    fig.savefig(paths[-1])
+    plt.close(fig)
+    return paths
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir", help="a sweep's run directory (holds events.jsonl)")
+    ap.add_argument("--csv", help="also write the summary table as CSV here")
+    ap.add_argument("--no-plots", action="store_true", help="advice only")
+    args = ap.parse_args()
+    try:
+        events = read_events(args.run_dir)
+    except OSError as e:
+        print("report.py: %s" % e, file=sys.stderr)
+        return 1
+    s = build(events)
+    if not s["cells"]:
+        print("report.py: %s holds no sweep cells" % args.run_dir, file=sys.stderr)
+        return 1
+    if args.csv:
+        with open(args.csv, "w") as f:
+            f.write(csv_text(s))
+    paths = []
+    missing = None
+    if not args.no_plots:
+        try:
+            paths = plot(s, args.run_dir)
+        except ImportError as e:
+            missing = e
+    write_summary_section(args.run_dir, advice(s, args.run_dir, bool(paths)))
+    print("report.py: \"What to do\" written to %s" % os.path.join(args.run_dir, "summary.md"))
+    for p in paths:
+        print("report.py: plot %s" % p)
+    if missing is not None:
+        print("report.py: no plots (%s); install python3-matplotlib and rerun: %s %s"
+              % (missing, sys.argv[0], args.run_dir), file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Seed 000's sweep on one machine (./rsslab sweep, after ./rsslab build):
+# starts a local rsslab_agent on loopback, runs
+# `rsslab_loadgen --builtin=sweep` through it (every cell a fresh server under
+# its allocator profile), stops the agent, prints the table and the plots.
+#
+#   tools/sweep.sh                                   # reduced default, below
+#   RSSLAB_SWEEP_SCALE=1 RSSLAB_SWEEP_REPEATS=5 tools/sweep.sh   # seed 000 in full
+#   RSSLAB_SWEEP_PROFILES=glibc,mimalloc-purge0 RSSLAB_SWEEP_THREADS=1,64 tools/sweep.sh
+#   tools/sweep.sh --concurrency=32                  # extra args go to the loadgen
+#
+# Defaults: 7 profiles x threads 1,4,16,64 x 1 repeat at --scale=0.2 (19,200 +
+# 9,600 requests and the 12 s idle per cell): about 22 minutes on 2 cores.
+# The full seed-000 sweep (scale 1, 5 repeats, 8 profiles = 160 cells of
+# 96,000 + 48,000 requests) takes roughly 4 to 5 hours on the same machine.
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.."
+ROOT=$PWD
+BIN=${RSSLAB_BIN:-$ROOT/bin}
+SCALE=${RSSLAB_SWEEP_SCALE:-0.2}
+PROFILES=${RSSLAB_SWEEP_PROFILES:-glibc,glibc-arena2,jemalloc,jemalloc-bg,mimalloc,mimalloc-purge0,tcmalloc}
+THREADS=${RSSLAB_SWEEP_THREADS:-1,4,16,64}
+REPEATS=${RSSLAB_SWEEP_REPEATS:-1}
+OUT=${RSSLAB_SWEEP_OUT:-$ROOT/results/sweep-$(date -u +%Y%m%dT%H%M%SZ)}
+
+die() { echo "sweep: $*" >&2; exit 1; }
+for b in rsslab_agent rsslab_server rsslab_loadgen; do
+  [ -x "$BIN/$b" ] || die "$BIN/$b missing (run ./rsslab build)"
+done
+[ ! -e "$OUT/events.jsonl" ] || die "$OUT already holds a run; set RSSLAB_SWEEP_OUT"
+mkdir -p "$OUT"
+
+AGENT_PID=""
+cleanup() {
+  if [ -n "$AGENT_PID" ]; then
+    kill -TERM "$AGENT_PID" 2>/dev/null || true  # the agent stops its servers
+    wait "$AGENT_PID" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+
+# The agent prints "rsslab_agent ready listen=HOST:PORT pid=PID" once it
+# serves; wait for that line, not for a fixed time.
+"$BIN/rsslab_agent" --listen=127.0.0.1:0 --server_binary="$BIN/rsslab_server" \
+  --profiles="$ROOT/control/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
+  --log_dir="$OUT/agent-logs" >"$OUT/agent.out" 2>"$OUT/agent.err" &
+AGENT_PID=$!
+AGENT=""
+for _ in $(seq 1 300); do
+  AGENT=$(sed -n 's/^rsslab_agent ready listen=\([^ ]*\) .*/\1/p' "$OUT/agent.out" 2>/dev/null)
+  [ -n "$AGENT" ] && break
+  kill -0 "$AGENT_PID" 2>/dev/null || { cat "$OUT/agent.err" >&2; die "agent exited before ready"; }
+  sleep 0.1
+done
+[ -n "$AGENT" ] || die "agent not ready after 30 s (see $OUT/agent.err)"
+
+START=$(date +%s)
+echo "sweep: agent $AGENT; profiles $PROFILES; threads $THREADS; repeats $REPEATS; scale $SCALE" >&2
+status=0
+"$BIN/rsslab_loadgen" --builtin=sweep --agent="$AGENT" --profiles="$PROFILES" \
+  --threads_list="$THREADS" --repeats="$REPEATS" --scale="$SCALE" --out="$OUT/run" \
+  --report_tool="$ROOT/tools/report.py" --progress=lines "$@" || status=$?
+cleanup
+AGENT_PID=""
+
+echo
+[ -f "$OUT/run/summary.csv" ] && column -s, -t <"$OUT/run/summary.csv" | cut -c1-200
+echo
+echo "sweep took $(( $(date +%s) - START )) s; exit status $status"
+echo "  table:  $OUT/run/summary.md  (and summary.csv; rebuild: $BIN/rsslab_loadgen report $OUT/run)"
+for p in rss_under_load rss_after_shrink; do
+  if [ -f "$OUT/run/$p.png" ]; then echo "  plot:   $OUT/run/$p.png"; fi
+done
+[ -f "$OUT/run/rss_under_load.png" ] || echo "  plots:  /usr/bin/python3 $ROOT/tools/report.py $OUT/run  (needs python3-matplotlib)"
+exit "$status"
