@@ -1,0 +1,288 @@
+// Sweeps end to end: a real rsslab_agent on loopback launches real servers
+// for a real rsslab_loadgen. A tiny matrix yields a complete table and both
+// PNGs; tools/report.py and `rsslab_loadgen report` rebuild the same table
+// from events.jsonl alone; a cell whose server crashes mid-run or fails to
+// start is recorded with its exit and log tail while the other cells run.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "control/profiles.h"
+#include "control/profiles_launch.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "proto/results.pb.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::testing::ServerProcess;
+using ::rsslab::v1::Event;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Tmp(const std::string& name) { return absl::StrCat(getenv("TEST_TMPDIR"), "/", name); }
+std::string DirOf(const std::string& p) { return p.substr(0, p.find_last_of('/')); }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+std::vector<Event> Events(const std::string& dir) {
+  std::ifstream in(dir + "/events.jsonl");
+  std::vector<Event> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    Event e;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(line, &e).ok()) << line;
+    out.push_back(e);
+  }
+  return out;
+}
+
+// The agent as a child of the test; ready once it printed its ready line.
+class Agent {
+ public:
+  Agent() {
+    int out[2];
+    EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
+    launch::SpawnOptions so;
+    so.binary = ServerProcess::Runfile("control/rsslab_agent");
+    so.args = {"--listen=127.0.0.1:0",
+               "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
+               "--profiles=" + ServerProcess::Runfile("control/profiles.textproto"),
+               "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")) +
+                   "," + DirOf(ServerProcess::Runfile("tests/handlers/import_error.py")),
+               "--log_dir=" + Tmp("agent-logs")};
+    so.env = profiles::EnvStrings(profiles::CurrentEnviron());
+    so.stdout_fd = out[1];
+    absl::StatusOr<pid_t> pid = launch::Spawn(so);
+    close(out[1]);
+    EXPECT_TRUE(pid.ok()) << pid.status();
+    pid_ = pid.ok() ? *pid : -1;
+    pump_ = std::make_unique<launch::OutputPump>(out[0], 2, false, "rsslab_agent ready ", false);
+    launch::OutputPump::Result r = pump_->WaitReady(absl::Seconds(30));
+    EXPECT_EQ(r.state, launch::OutputPump::kReady);
+    for (absl::string_view f : absl::StrSplit(r.line, ' ')) {
+      if (absl::ConsumePrefix(&f, "listen=")) address_ = std::string(f);
+    }
+  }
+  ~Agent() {
+    if (pid_ > 0) {
+      kill(pid_, SIGTERM);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  const std::string& address() const { return address_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string address_;
+  std::unique_ptr<launch::OutputPump> pump_;
+};
+
+// Seed 000's steps, small: the idle wait is short because the test checks
+// the machinery, not the allocators.
+std::string TinyScenario(const std::string& sweep) {
+  return absl::StrCat(
+      "name: \"tiny\"\n", sweep, "\n",
+      "load_defaults { concurrency: 16 channels: 2 }\n"
+      "step { name: \"fill\" set_phase { phase: \"fill\" cache_limit_mb: 100 } }\n"
+      "step { name: \"fill\" load { requests: 1500 } }\n"
+      "step { name: \"after_fill\" snapshot { gc: true } }\n"
+      "step { name: \"shrink\" set_phase { phase: \"shrink\" cache_limit_mb: 10 } }\n"
+      "step { name: \"shrink\" load { requests: 750 } }\n"
+      "step { name: \"after_shrink\" snapshot { gc: true } }\n"
+      "step { name: \"idle\" set_phase { phase: \"idle\" } }\n"
+      "step { name: \"idle\" wait { seconds: 0.2 } }\n"
+      "step { name: \"after_idle\" snapshot { gc: true } }\n"
+      "step { name: \"trim\" set_phase { phase: \"trim\" gc: true } }\n");
+}
+
+ServerProcess::Result Loadgen(const std::vector<std::string>& args) {
+  std::vector<std::string> a = args;
+  a.push_back("--report_tool=" + ServerProcess::Runfile("tools/report.py"));
+  a.push_back("--progress=lines");
+  return ServerProcess::Run(ServerProcess::Runfile("loadgen/rsslab_loadgen"), a, {},
+                            absl::Seconds(120));
+}
+
+ServerProcess::Result Python(const std::vector<std::string>& args) {
+  return ServerProcess::Run("/usr/bin/python3", args, {}, absl::Seconds(60));
+}
+
+std::vector<std::vector<std::string>> Csv(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    rows.push_back(absl::StrSplit(line, ','));
+  }
+  return rows;
+}
+
+void ExpectPng(const std::string& path) {
+  const std::string png = ReadFile(path);
+  ASSERT_GT(png.size(), 1000u) << path;
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << path;
+}
+
+TEST(SweepTest, TinySweepYieldsCompleteTablePlotsAndTheSameTableFromEvents) {
+  Agent agent;
+  const std::string scenario = Tmp("tiny.txtpb");
+  WriteFile(scenario, TinyScenario(
+                          "sweep { profiles: [\"glibc\", \"jemalloc\"] threads: [1, 2] repeats: 1 }"));
+  const std::string out = Tmp("tiny-run");
+  ServerProcess::Result r =
+      Loadgen({"--scenario=" + scenario, "--agent=" + agent.address(), "--out=" + out});
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_THAT(r.out, HasSubstr("4 cells, 0 failed"));
+
+  // Every record of every cell is tagged; each cell ends with its result.
+  int results = 0;
+  for (const Event& e : Events(out)) {
+    if (e.has_header() || e.has_footer()) continue;
+    ASSERT_FALSE(e.cell().empty()) << e.DebugString();
+    EXPECT_EQ(e.cell(), absl::StrCat(e.profile(), "/t", e.threads(), "/r", e.repeat()));
+    if (e.has_cell_result()) {
+      ++results;
+      EXPECT_TRUE(e.cell_result().ok()) << e.cell_result().error();
+      EXPECT_EQ(e.cell_result().server().exit(), "exited 0");
+      EXPECT_EQ(e.cell_result().server().threads(), e.threads());
+    }
+  }
+  EXPECT_EQ(results, 4);
+
+  // The table: every profile x threads, every column measured.
+  const std::string csv = ReadFile(out + "/summary.csv");
+  auto rows = Csv(csv);
+  ASSERT_EQ(rows.size(), 5u) << csv;
+  EXPECT_EQ(rows[0][4], "under_load_mib_median");
+  std::vector<std::string> keys;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    keys.push_back(rows[i][0] + "/" + rows[i][1]);
+    EXPECT_EQ(rows[i][3], "1");
+    for (size_t c = 0; c < rows[i].size(); ++c) {
+      EXPECT_NE(rows[i][c], "-") << rows[0][c] << " missing for " << keys.back();
+    }
+  }
+  EXPECT_THAT(keys, ::testing::ElementsAre("glibc/1", "glibc/2", "jemalloc/1", "jemalloc/2"));
+  const std::string md = ReadFile(out + "/summary.md");
+  EXPECT_THAT(md, HasSubstr("trim (global) MiB | trim (per-thread) MiB"));
+  EXPECT_THAT(md, HasSubstr("## What to do"));
+  EXPECT_THAT(md, HasSubstr("leanest under load"));
+  EXPECT_THAT(md, HasSubstr("| jemalloc | "));  // the throughput-vs-glibc row
+  ExpectPng(out + "/rss_under_load.png");
+  ExpectPng(out + "/rss_after_shrink.png");
+
+  // report.py computes the same table from events.jsonl alone.
+  ServerProcess::Result py =
+      Python({ServerProcess::Runfile("tools/report.py"), out, "--csv", Tmp("py.csv")});
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  EXPECT_EQ(ReadFile(Tmp("py.csv")), csv);
+
+  // So does `rsslab_loadgen report`, after the summaries are gone.
+  ASSERT_EQ(unlink((out + "/summary.csv").c_str()), 0);
+  ASSERT_EQ(unlink((out + "/summary.md").c_str()), 0);
+  ServerProcess::Result rep = Loadgen({"report", out});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_EQ(ReadFile(out + "/summary.csv"), csv);
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("## What to do"));
+}
+
+TEST(SweepTest, CrashedCellIsRecordedAndTheOthersRun) {
+  Agent agent;
+  const std::string scenario = Tmp("crash.txtpb");
+  // jemalloc is preloaded, so this handler exits its server on the first
+  // request; glibc's cell must still run and count.
+  WriteFile(scenario, TinyScenario("sweep { profiles: [\"jemalloc\", \"glibc\"] threads: [1] "
+                                   "repeats: 1 handler: \"crash_under_preload\" }"));
+  const std::string out = Tmp("crash-run");
+  ServerProcess::Result r =
+      Loadgen({"--scenario=" + scenario, "--agent=" + agent.address(), "--out=" + out});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("1 of 2 cells failed"));
+  std::vector<Event> ev = Events(out);
+  std::map<std::string, v1::CellResult> results;
+  for (const Event& e : ev) {
+    if (e.has_cell_result()) results[e.profile()] = e.cell_result();
+  }
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_FALSE(results["jemalloc"].ok());
+  EXPECT_EQ(results["jemalloc"].failed_at(), "exit");
+  EXPECT_EQ(results["jemalloc"].server().exit(), "exited 3");
+  EXPECT_EQ(results["jemalloc"].server().exit_code(), 3);
+  EXPECT_THAT(results["jemalloc"].error(), HasSubstr("server exited 3"));
+  EXPECT_TRUE(results["glibc"].ok()) << results["glibc"].error();
+  const std::string md = ReadFile(out + "/summary.md");
+  EXPECT_THAT(md, HasSubstr("**jemalloc/t1/r1** (exit)"));
+  EXPECT_THAT(md, HasSubstr("| glibc | 1 | 1/1 |"));
+  EXPECT_THAT(md, HasSubstr("| jemalloc | 1 | 0/1 | - |"));
+  const auto rows = Csv(ReadFile(out + "/summary.csv"));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1][0], "jemalloc");
+  EXPECT_EQ(rows[1][4], "-");  // a crashed process measures nothing
+  EXPECT_EQ(rows[2][0], "glibc");
+  EXPECT_NE(rows[2][4], "-");
+}
+
+TEST(SweepTest, ServerThatCannotStartIsRecordedWithItsLogTail) {
+  Agent agent;
+  const std::string scenario = Tmp("import.txtpb");
+  WriteFile(scenario, TinyScenario("sweep { profiles: [\"glibc\"] threads: [1, 2] "
+                                   "handler: \"import_error\" }"));
+  const std::string out = Tmp("import-run");
+  ServerProcess::Result r =
+      Loadgen({"--scenario=" + scenario, "--agent=" + agent.address(), "--out=" + out});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  int failed = 0;
+  for (const Event& e : Events(out)) {
+    if (!e.has_cell_result()) continue;
+    ++failed;
+    EXPECT_FALSE(e.cell_result().ok());
+    EXPECT_EQ(e.cell_result().failed_at(), "launch");
+    EXPECT_THAT(e.cell_result().error(), HasSubstr("exited before it was ready"));
+    EXPECT_THAT(e.cell_result().error(), HasSubstr("this_module_does_not_exist_rsslab"));
+  }
+  EXPECT_EQ(failed, 2);  // the sweep went on to the second cell
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("## Failed cells"));
+}
+
+TEST(SweepTest, UnknownProfileFailsBeforeAnyLaunch) {
+  Agent agent;
+  ServerProcess::Result r =
+      Loadgen({"--builtin=sweep", "--profiles=glibc,no-such-profile", "--threads_list=1",
+               "--agent=" + agent.address(), "--out=" + Tmp("unknown-run")});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("has no profile no-such-profile"));
+  for (const Event& e : Events(Tmp("unknown-run"))) EXPECT_FALSE(e.has_cell_result());
+}
+
+TEST(SweepTest, SweepWithoutAgentIsAUsageError) {
+  ServerProcess::Result r = Loadgen({"--builtin=sweep", "--out=" + Tmp("no-agent")});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("give --agent=HOST:PORT"));
+  ServerProcess::Result r2 = Loadgen({"--builtin=seed", "--repeats=3"});
+  EXPECT_EQ(r2.exit_code, 2);
+  EXPECT_THAT(r2.err, HasSubstr("shape a sweep"));
+}
+
+}  // namespace
+}  // namespace rsslab
