@@ -143,6 +143,7 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
   absl::Time queued = absl::Now();
   PythonRuntime* rt = runtime_.get();
   PhaseState* phase = &phase_;
+  metrics::LatencyHistogram* latency = &handler_latency_;
   bool ok = workers_->Submit([=, done = done,
                               cancelled = std::move(cancelled)](int worker) {
     if (cancelled && cancelled()) {
@@ -158,6 +159,7 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
     absl::Time end = absl::Now();
     response->set_worker(worker);
     response->set_handler_us(absl::ToInt64Microseconds(end - start));
+    latency->Observe(end - start);
     response->set_queue_us(absl::ToInt64Microseconds(start - queued));
     phase->CountServed(!s.ok());
     done(s);

@@ -28,6 +28,7 @@
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
 #include "server/auto_trim.h"
+#include "server/metrics/latency_histogram.h"
 #include "server/phase_state.h"
 #include "server/python/runtime.h"
 #include "server/trimmer.h"
@@ -87,6 +88,9 @@ class ServerCore {
 
   void set_addresses(const std::string& data, const std::string& control);
   PhaseState& phase() { return phase_; }
+  // Time in the handler per request (what response.handler_us reports),
+  // for the Prometheus histogram; recorded lock-free by the workers.
+  const metrics::LatencyHistogram& handler_latency() const { return handler_latency_; }
 
   // Drains and joins the workers, then finalizes Python. Call once, on the
   // thread that called Create().
@@ -111,6 +115,7 @@ class ServerCore {
   int64_t baseline_allocated_ = -1;
   void SampleForAutoTrim(AutoTrimSample* s);
   PhaseState phase_;
+  metrics::LatencyHistogram handler_latency_;
   // Calls accepted and not yet answered; draining refuses new ones.
   absl::Mutex inflight_mu_;
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;

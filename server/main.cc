@@ -5,6 +5,7 @@
 //
 // Prints exactly one line on stdout when ready:
 //   rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID
+// followed by " metrics=HOST:PORT" when --metrics_listen is given.
 
 #include <signal.h>
 #include <sys/stat.h>
@@ -29,6 +30,8 @@
 #include "server/handler_params.h"
 #include "server/listen.h"
 #include "server/load_service.h"
+#include "server/metrics/http_server.h"
+#include "server/metrics/server_metrics.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Data plane (Load service) address; port 0 picks a free port.");
 ABSL_FLAG(std::string, control_listen, "127.0.0.1:50052", "Control plane address; port 0 picks a free port.");
@@ -51,6 +54,9 @@ ABSL_FLAG(int, auto_trim_settle_ms, 2000,
 ABSL_FLAG(double, auto_trim_settle_fraction, 0.1, "after_burst: what counts as dropped load.");
 ABSL_FLAG(int, auto_trim_interval_s, 60, "interval: seconds between automatic trims.");
 ABSL_FLAG(int, auto_trim_min_spacing_s, 10, "Never auto trim within this many seconds of any trim.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics (HTTP GET /metrics) at HOST:PORT; a bare PORT means "
+          "127.0.0.1:PORT. Off when empty.");
 ABSL_FLAG(int, shutdown_grace_ms, 10000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
 
 namespace rsslab {
@@ -177,6 +183,14 @@ int Main(int argc, char** argv) {
     if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
   }
 
+  // The metrics port is checked with the others, before the interpreter.
+  const std::string metrics_addr =
+      metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
+  if (!metrics_addr.empty()) {
+    absl::Status s = CheckBindable(metrics_addr);
+    if (!s.ok()) Die(absl::StrCat(s.message(), " (--metrics_listen)"));
+  }
+
   absl::StatusOr<std::unique_ptr<ServerCore>> core_or = ServerCore::Create(o);
   if (!core_or.ok()) Die(std::string(core_or.status().message()));
   std::unique_ptr<ServerCore> core = std::move(*core_or);
@@ -191,9 +205,19 @@ int Main(int argc, char** argv) {
   std::string data_bound = JoinHostPort(data_hp->host, data_port);
   std::string control_bound = JoinHostPort(control_hp->host, control_port);
   core->set_addresses(data_bound, control_bound);
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
+  std::string metrics_ready;
+  if (!metrics_addr.empty()) {
+    ServerCore* c = core.get();
+    auto m = metrics::MetricsHttpServer::Start(metrics_addr,
+                                               [c] { return metrics::ServerMetricsText(c); });
+    if (!m.ok()) Die(absl::StrCat(m.status().message(), " (--metrics_listen)"));
+    metrics_http = std::move(*m);
+    metrics_ready = absl::StrCat(" metrics=", metrics_http->address());
+  }
 
-  printf("rsslab_server ready data=%s control=%s pid=%d\n", data_bound.c_str(),
-         control_bound.c_str(), getpid());
+  printf("rsslab_server ready data=%s control=%s pid=%d%s\n", data_bound.c_str(),
+         control_bound.c_str(), getpid(), metrics_ready.c_str());
   fflush(stdout);
 
   int sig = 0;
@@ -215,6 +239,8 @@ int Main(int argc, char** argv) {
   control_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
   data_server->Wait();
   control_server->Wait();
+  // Scrapes take snapshots of the core: stop them first.
+  if (metrics_http) metrics_http->Stop();
   core->Shutdown();
   fprintf(stderr, "rsslab_server: stopped\n");
   return 0;

@@ -12,10 +12,15 @@ bool PhaseState::IsKnown(absl::string_view phase) {
 std::string PhaseState::Set(absl::string_view phase) {
   absl::MutexLock lock(&mu_);
   std::string previous = phase_;
+  const uint64_t served = served_.load();
+  const uint64_t errors = errors_.load();
+  PhaseTotals& closed = closed_[previous];
+  closed.served += served - served_at_start_;
+  closed.errors += errors - errors_at_start_;
   phase_ = std::string(phase);
   phase_start_ = absl::Now();
-  served_at_start_ = served_.load();
-  errors_at_start_ = errors_.load();
+  served_at_start_ = served;
+  errors_at_start_ = errors;
   refuse_.store(phase == "idle");
   return previous;
 }
@@ -36,6 +41,15 @@ PhaseCounters PhaseState::Counters() const {
   c.served_in_phase = c.served - served_at_start_;
   c.errors_in_phase = c.errors - errors_at_start_;
   return c;
+}
+
+std::map<std::string, PhaseTotals> PhaseState::ByPhase() const {
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, PhaseTotals> out = closed_;
+  PhaseTotals& current = out[phase_];
+  current.served += served_.load() - served_at_start_;
+  current.errors += errors_.load() - errors_at_start_;
+  return out;
 }
 
 }  // namespace rsslab

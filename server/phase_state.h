@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -35,6 +36,13 @@ struct PhaseCounters {
   uint64_t errors = 0;
   uint64_t errors_in_phase = 0;
   uint64_t refused = 0;
+};
+
+// Requests served and handler errors while one phase was current (summed
+// over every time it was entered), for the per-phase metrics.
+struct PhaseTotals {
+  uint64_t served = 0;
+  uint64_t errors = 0;
 };
 
 class PhaseState {
@@ -57,6 +65,9 @@ class PhaseState {
   void CountRefused() { refused_.fetch_add(1, std::memory_order_relaxed); }
 
   PhaseCounters Counters() const;
+  // Every phase entered so far (and "start"), the current one included;
+  // the served figures sum to Counters().served at the same moment.
+  std::map<std::string, PhaseTotals> ByPhase() const;
 
  private:
   std::atomic<uint64_t> served_{0};
@@ -68,6 +79,9 @@ class PhaseState {
   absl::Time phase_start_ ABSL_GUARDED_BY(mu_);
   uint64_t served_at_start_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t errors_at_start_ ABSL_GUARDED_BY(mu_) = 0;
+  // Totals of the phases already left (kept off the hot path: added up
+  // when the phase changes).
+  std::map<std::string, PhaseTotals> closed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rsslab

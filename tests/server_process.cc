@@ -113,6 +113,7 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       for (absl::string_view f : absl::StrSplit(line, ' ')) {
         if (absl::StartsWith(f, "data=")) p->data_ = std::string(f.substr(5));
         if (absl::StartsWith(f, "control=")) p->control_ = std::string(f.substr(8));
+        if (absl::StartsWith(f, "metrics=")) p->metrics_ = std::string(f.substr(8));
       }
       ready = true;
     }

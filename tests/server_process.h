@@ -59,6 +59,8 @@ class ServerProcess {
 
   const std::string& data_address() const { return data_; }
   const std::string& control_address() const { return control_; }
+  // From " metrics=HOST:PORT" in the ready line; empty without --metrics_listen.
+  const std::string& metrics_address() const { return metrics_; }
   pid_t pid() const { return pid_; }
 
   // Sends `sig` and waits up to `timeout`; returns the exit code, or
@@ -75,7 +77,7 @@ class ServerProcess {
   pid_t pid_ = -1;
   int exit_ = -1;
   bool reaped_ = false;
-  std::string data_, control_;
+  std::string data_, control_, metrics_;
   std::string stderr_path_;
   int stdout_fd_ = -1;
 };

@@ -1,0 +1,305 @@
+// --metrics_listen end to end: the real server, scraped over HTTP by this
+// test, checked against a Control snapshot taken right after the scrape.
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/control.grpc.pb.h"
+#include "proto/load.grpc.pb.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::testing::ServerProcess;
+
+std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra) {
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("server/rsslab_server");
+  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+            "--handler=" + ServerProcess::Runfile("tests/handlers/test_handler.py")};
+  o.args.insert(o.args.end(), extra.begin(), extra.end());
+  auto s = ServerProcess::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// One HTTP exchange with HOST:PORT (IPv4); returns everything received.
+std::string Http(const std::string& address, const std::string& request) {
+  std::vector<std::string> hp = absl::StrSplit(address, ':');
+  int port = 0;
+  if (hp.size() != 2 || !absl::SimpleAtoi(hp[1], &port)) return "bad address";
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  inet_pton(AF_INET, hp[0].c_str(), &a.sin_addr);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    close(fd);
+    return "connect failed";
+  }
+  (void)!send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buf[8192];
+  absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, n);
+  }
+  close(fd);
+  return out;
+}
+
+// Parsed exposition: sample "name{labels}" -> value. Fails the test on any
+// line that is not HELP, TYPE or `name{labels} value`, on a sample whose
+// family has no HELP/TYPE before it, and on a family typed twice.
+std::map<std::string, double> ParseExposition(const std::string& body) {
+  static const std::regex kSample(
+      R"re(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*"(,[a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*")*\})? ([-+]?[0-9.]+([eE][-+]?[0-9]+)?|NaN|[+-]Inf)$)re");
+  static const std::regex kMeta(R"re(^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*)$)re");
+  std::map<std::string, double> out;
+  std::set<std::string> helped, typed;
+  std::map<std::string, std::string> type_of;
+  EXPECT_TRUE(absl::EndsWith(body, "\n"));
+  for (absl::string_view line : absl::StrSplit(body, '\n', absl::SkipEmpty())) {
+    std::string l(line);
+    std::smatch m;
+    if (std::regex_match(l, m, kMeta)) {
+      if (m[1] == "HELP") {
+        EXPECT_TRUE(helped.insert(m[2]).second) << "HELP twice: " << l;
+      } else {
+        EXPECT_TRUE(typed.insert(m[2]).second) << "TYPE twice: " << l;
+        type_of[m[2]] = m[3];
+        EXPECT_TRUE(m[3] == "gauge" || m[3] == "counter" || m[3] == "histogram") << l;
+      }
+      continue;
+    }
+    if (!std::regex_match(l, m, kSample)) {
+      ADD_FAILURE() << "not an exposition line: '" << l << "'";
+      continue;
+    }
+    std::string name = m[1];
+    std::string family = name;
+    for (const char* suffix : {"_bucket", "_sum", "_count"}) {
+      if (absl::EndsWith(name, suffix)) {
+        std::string base = name.substr(0, name.size() - strlen(suffix));
+        if (type_of.count(base) && type_of[base] == "histogram") family = base;
+      }
+    }
+    EXPECT_TRUE(helped.count(family) && typed.count(family)) << "no HELP/TYPE before: " << l;
+    double v = 0;
+    std::string value = m[6];
+    if (value == "+Inf") v = 1e308 * 10;
+    else if (value != "NaN") EXPECT_TRUE(absl::SimpleAtod(value, &v)) << l;
+    EXPECT_TRUE(out.emplace(name + std::string(m[2]), v).second) << "duplicate: " << l;
+  }
+  return out;
+}
+
+struct Clients {
+  explicit Clients(ServerProcess* s) {
+    load = rsslab::v1::Load::NewStub(
+        grpc::CreateChannel(s->data_address(), grpc::InsecureChannelCredentials()));
+    control = rsslab::v1::Control::NewStub(
+        grpc::CreateChannel(s->control_address(), grpc::InsecureChannelCredentials()));
+  }
+  void Phase(const std::string& phase) {
+    rsslab::v1::SetPhaseRequest req;
+    req.set_phase(phase);
+    rsslab::v1::SetPhaseResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(control->SetPhase(&ctx, req, &resp).ok());
+  }
+  rsslab::v1::Snapshot Snapshot() {
+    rsslab::v1::SnapshotRequest req;
+    rsslab::v1::Snapshot snap;
+    grpc::ClientContext ctx;
+    EXPECT_TRUE(control->GetSnapshot(&ctx, req, &snap).ok());
+    return snap;
+  }
+  // n requests over 4 client threads; `raise_every` > 0 makes every such
+  // request raise in the handler. Returns the number that failed.
+  int Drive(int n, int raise_every = 0) {
+    std::atomic<int> next{0}, failed{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t) {
+      ts.emplace_back([&] {
+        for (int i = next++; i < n; i = next++) {
+          rsslab::v1::HandleRequest req;
+          req.set_id(i);
+          req.set_seed(i + 1);
+          (*req.mutable_params())["store"] = "2000";
+          if (raise_every > 0 && i % raise_every == 0) (*req.mutable_params())["raise"] = "1";
+          rsslab::v1::HandleResponse resp;
+          grpc::ClientContext ctx;
+          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          if (!load->Handle(&ctx, req, &resp).ok()) ++failed;
+        }
+      });
+    }
+    for (auto& t : ts) t.join();
+    return failed.load();
+  }
+  std::unique_ptr<rsslab::v1::Load::Stub> load;
+  std::unique_ptr<rsslab::v1::Control::Stub> control;
+};
+
+std::string Body(const std::string& response) {
+  size_t at = response.find("\r\n\r\n");
+  return at == std::string::npos ? "" : response.substr(at + 4);
+}
+
+TEST(MetricsTest, ScrapeAgreesWithControlSnapshot) {
+  auto server = StartServer({"--threads=2", "--metrics_listen=127.0.0.1:0"});
+  ASSERT_NE(server, nullptr);
+  ASSERT_TRUE(absl::StartsWith(server->metrics_address(), "127.0.0.1:"))
+      << server->metrics_address();
+  Clients c(server.get());
+  c.Phase("fill");
+  EXPECT_EQ(c.Drive(300, /*raise_every=*/50), 6);
+  c.Phase("shrink");
+  EXPECT_EQ(c.Drive(100), 0);
+  c.Phase("trim");
+
+  std::string resp = Http(server->metrics_address(), "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+  rsslab::v1::Snapshot snap = c.Snapshot();
+  ASSERT_TRUE(absl::StartsWith(resp, "HTTP/1.1 200 OK\r\n")) << resp.substr(0, 200);
+  EXPECT_TRUE(absl::StrContains(resp, "Content-Type: text/plain; version=0.0.4")) << resp;
+  std::map<std::string, double> m = ParseExposition(Body(resp));
+
+  // Counters: exact (nothing ran between the scrape and the snapshot).
+  EXPECT_EQ(m["rsslab_requests_total{phase=\"fill\"}"], 300);
+  EXPECT_EQ(m["rsslab_requests_total{phase=\"shrink\"}"], 100);
+  EXPECT_EQ(m["rsslab_requests_total{phase=\"start\"}"], 0);
+  EXPECT_EQ(m["rsslab_handler_errors_total{phase=\"fill\"}"], 6);
+  EXPECT_EQ(m["rsslab_handler_errors_total{phase=\"shrink\"}"], 0);
+  EXPECT_EQ(snap.requests_served(), 400u);
+  EXPECT_EQ(snap.handler_errors(), 6u);
+  EXPECT_EQ(m["rsslab_phase{phase=\"trim\"}"], 1);
+  EXPECT_EQ(m["rsslab_handler_latency_seconds_count"], snap.requests_served());
+  EXPECT_EQ(m["rsslab_handler_latency_seconds_bucket{le=\"+Inf\"}"], snap.requests_served());
+  EXPECT_GT(m["rsslab_handler_latency_seconds_sum"], 0);
+  double previous = 0;
+  for (const char* le : {"0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01",
+                         "0.025", "0.05", "0.1", "0.25", "0.5", "1", "2.5", "5", "10", "+Inf"}) {
+    std::string key = absl::StrCat("rsslab_handler_latency_seconds_bucket{le=\"", le, "\"}");
+    ASSERT_TRUE(m.count(key)) << key;
+    EXPECT_GE(m[key], previous) << key;
+    previous = m[key];
+  }
+  EXPECT_EQ(m["rsslab_cache_entries"], snap.cache().cache_entries());
+  EXPECT_EQ(m["rsslab_cache_bytes"], snap.cache().cache_bytes());
+  EXPECT_EQ(m["rsslab_cache_limit_bytes"], snap.cache().cache_limit_bytes());
+  EXPECT_EQ(m["rsslab_cache_evictions_total"], snap.cache().evictions());
+  EXPECT_GT(snap.cache().cache_entries(), 0);
+  EXPECT_EQ(m["rsslab_worker_threads_started_total"], snap.workers().threads_started());
+  EXPECT_EQ(m["rsslab_trims_total"], snap.trims_total());
+  EXPECT_EQ(snap.trims_total(), 1u);
+  EXPECT_EQ(m["rsslab_last_trim_freed_bytes"], snap.last_trim().freed_bytes());
+  EXPECT_DOUBLE_EQ(m["rsslab_last_trim_duration_seconds"],
+                   snap.last_trim().trim_duration_us() / 1e6);
+  EXPECT_EQ(m["rsslab_allocator_info{allocator=\"glibc\",library=\"" +
+              snap.allocator_library() + "\"}"],
+            1);
+
+  // Gauges that move on their own: within tolerance.
+  const double rss = snap.status().rss_bytes();
+  EXPECT_NEAR(m["rsslab_process_resident_memory_bytes"], rss, std::max(4.0 * (1 << 20), 0.1 * rss));
+  EXPECT_NEAR(m["rsslab_process_anon_memory_bytes"], snap.status().anon_bytes(), 4.0 * (1 << 20));
+  EXPECT_GE(m["rsslab_process_resident_memory_max_bytes"], m["rsslab_process_resident_memory_bytes"]);
+  EXPECT_NEAR(m["rsslab_process_threads"], snap.status().threads(), 3);
+  EXPECT_NEAR(m["rsslab_glibc_arenas"], snap.memory_map().arena_count(), 2);
+  EXPECT_GT(m["rsslab_glibc_arenas"], 0);
+  EXPECT_NEAR(m["rsslab_glibc_arena_resident_bytes"], snap.memory_map().arena_rss_bytes(),
+              4.0 * (1 << 20));
+  EXPECT_TRUE(m.count("rsslab_allocator_allocated_bytes{allocator=\"glibc\"}"));
+
+  // The metrics thread is there, named.
+  int named = 0;
+  std::string task = absl::StrCat("/proc/", server->pid(), "/task");
+  DIR* d = opendir(task.c_str());
+  while (dirent* e = readdir(d)) {
+    std::ifstream f(absl::StrCat(task, "/", e->d_name, "/comm"));
+    std::string comm;
+    if (std::getline(f, comm) && comm == "rsslab-metrics") ++named;
+  }
+  closedir(d);
+  EXPECT_EQ(named, 1);
+  EXPECT_EQ(server->Stop(), 0) << server->Stderr();
+}
+
+TEST(MetricsTest, OtherPathsConcurrentScrapesAndLoad) {
+  auto server = StartServer({"--threads=2", "--metrics_listen=127.0.0.1:0"});
+  ASSERT_NE(server, nullptr);
+  const std::string addr = server->metrics_address();
+  EXPECT_TRUE(absl::StartsWith(Http(addr, "GET / HTTP/1.1\r\n\r\n"), "HTTP/1.1 404"));
+  EXPECT_TRUE(absl::StartsWith(Http(addr, "PUT /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 405"));
+  EXPECT_TRUE(absl::StartsWith(Http(addr, "garbage\r\n\r\n"), "HTTP/1.1 400"));
+  Clients c(server.get());
+  c.Phase("fill");
+  std::atomic<bool> done{false};
+  std::atomic<int> ok{0}, bad{0};
+  std::vector<std::thread> scrapers;
+  for (int i = 0; i < 3; ++i) {
+    scrapers.emplace_back([&] {
+      while (!done) {
+        std::string r = Http(addr, "GET /metrics HTTP/1.1\r\n\r\n");
+        if (absl::StartsWith(r, "HTTP/1.1 200 OK") &&
+            absl::StrContains(r, "rsslab_handler_latency_seconds_count ")) {
+          ++ok;
+        } else {
+          ++bad;
+        }
+      }
+    });
+  }
+  EXPECT_EQ(c.Drive(300), 0);
+  done = true;
+  for (auto& t : scrapers) t.join();
+  EXPECT_GT(ok.load(), 3);
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(server->Stop(), 0) << server->Stderr();
+}
+
+TEST(MetricsTest, OffByDefaultAndTakenPortIsNamed) {
+  auto plain = StartServer({"--threads=1"});
+  ASSERT_NE(plain, nullptr);
+  EXPECT_EQ(plain->metrics_address(), "");
+
+  auto first = StartServer({"--threads=1", "--metrics_listen=127.0.0.1:0"});
+  ASSERT_NE(first, nullptr);
+  const std::string taken = first->metrics_address();
+  ServerProcess::Result r = ServerProcess::Run(
+      ServerProcess::Runfile("server/rsslab_server"),
+      {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--metrics_listen=" + taken});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, absl::StrCat("rsslab_server: cannot listen on ", taken,
+                                ": Address already in use (--metrics_listen)\n"));
+}
+
+}  // namespace
+}  // namespace rsslab
