@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Issue 8, "cost under load": steady open-loop load at a fixed rate
+# (rsslab_loadgen --rate) against a fresh server per cell, with trims during
+# it, for each allocator profile and thread count. Conditions:
+#   none         no trim (the reference)
+#   global       rsslab_ctl trim --mode=global every TRIM_EVERY seconds
+#   per_thread   rsslab_ctl trim (global + per-thread pass) every TRIM_EVERY s
+#   auto_iv      --auto_trim=interval, interval = spacing = TRIM_EVERY, gap 0
+#                (automatic trims forced to fire during load)
+#   auto_burst   --auto_trim=after_burst, default knobs (goal c: the policy
+#                on under steady load; it should not fire)
+# Before the measured step the cache is filled (FILL requests, 100 MiB cap)
+# and shrunk to 10 MiB so there is memory to give back.
+# Prints qps, p99, p99.9 (ms), trims done and their median/max duration.
+#
+#   bench/trim_cost.sh                                    # all profiles, 1 and 64 threads
+#   PROFILES="glibc mimalloc" THREADS="1 64" RATE=300 DURATION=10s bench/trim_cost.sh
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.."
+ROOT=$PWD
+BIN=${BIN:-$ROOT/bin}
+RATE=${RATE:-300}
+DURATION=${DURATION:-10s}
+TRIM_EVERY=${TRIM_EVERY:-2}
+FILL=${FILL:-4000}
+THREADS=${THREADS:-"1 64"}
+CONDITIONS=${CONDITIONS:-"none global per_thread auto_iv auto_burst"}
+PROFILES=${PROFILES:-$(sed -n 's/^  name: "\(.*\)"/\1/p' control/profiles.textproto)}
+OUT=${OUT:-$(mktemp -d /tmp/rsslab-trimcost-XXXXXX)}
+export RSSLAB_HOME=$ROOT
+RPID=""; TPID=""
+trap '[ -n "$TPID" ] && kill "$TPID" 2>/dev/null; [ -n "$RPID" ] && kill "$RPID" 2>/dev/null || true' EXIT
+
+echo "# machine: $(nproc) cores; rate=$RATE/s duration=$DURATION trim every ${TRIM_EVERY}s; out=$OUT"
+printf "%-16s %4s %-11s %8s %8s %9s %6s %12s %12s %13s %7s\n" profile thr condition qps p99_ms p999_ms trims trim_med_ms trim_max_ms max_pause_ms failed
+for p in $PROFILES; do
+  for t in $THREADS; do
+    for c in $CONDITIONS; do
+      d=$OUT/$p-$t-$c; mkdir -p "$d"
+      extra=()
+      case $c in
+        auto_iv) extra=(--auto_trim=interval --auto_trim_interval_s="$TRIM_EVERY"
+                        --auto_trim_min_spacing_s="$TRIM_EVERY" --auto_trim_gap_mb=0) ;;
+        auto_burst) extra=(--auto_trim=after_burst) ;;
+      esac
+      "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/control/profiles.textproto" \
+        --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
+        --control_listen=127.0.0.1:0 "${extra[@]}" >"$d/server.out" 2>"$d/server.err" &
+      RPID=$!
+      until grep -q 'ready' "$d/server.out" 2>/dev/null; do
+        kill -0 $RPID 2>/dev/null || { cat "$d/server.err" >&2; exit 1; }
+        sleep 0.05
+      done
+      data=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$d/server.out" | head -1)
+      ctl=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$d/server.out" | head -1)
+      "$BIN/rsslab_ctl" --control="$ctl" phase fill >/dev/null
+      "$BIN/rsslab_loadgen" --target="$data" --control= --requests="$FILL" --progress=none \
+        --out="$d/fill" >/dev/null 2>&1
+      "$BIN/rsslab_ctl" --control="$ctl" phase shrink >/dev/null
+      : >"$d/trims.jsonl"
+      if [ "$c" = global ] || [ "$c" = per_thread ]; then
+        mode=default; [ "$c" = global ] && mode=global
+        ( sleep 1; while true; do
+            "$BIN/rsslab_ctl" --control="$ctl" --json trim --mode=$mode >>"$d/trims.jsonl" 2>/dev/null || true
+            sleep "$TRIM_EVERY"; done ) &
+        TPID=$!
+      fi
+      "$BIN/rsslab_loadgen" --target="$data" --control= --rate="$RATE" --duration="$DURATION" \
+        --warmup=1s --progress=none --out="$d/run" >"$d/loadgen.out" 2>&1 || true
+      [ -n "$TPID" ] && { kill $TPID 2>/dev/null || true; wait $TPID 2>/dev/null || true; TPID=""; }
+      "$BIN/rsslab_ctl" --control="$ctl" --json snapshot >"$d/final.json"
+      kill -TERM $RPID; wait $RPID || true; RPID=""
+      python3 - "$d" "$p" "$t" "$c" <<'PY'
+import json, sys, statistics
+d, p, t, c = sys.argv[1:]
+load = None
+for line in open(d + "/run/events.jsonl"):
+    e = json.loads(line)
+    if "load" in e: load = e["load"]
+durs, pauses = [], []
+def add(tr):
+    durs.append((int(tr.get("trim_duration_us", 0)) + int(tr.get("per_thread_duration_us", 0))) / 1e3)
+    pauses.append(int(tr.get("max_worker_pause_us", 0)) / 1e3)
+for line in open(d + "/trims.jsonl"):
+    line = line.strip()
+    if not line: continue
+    try: e = json.loads(line)
+    except ValueError: continue
+    if "trim" in e: add(e["trim"])
+if c.startswith("auto"):
+    snap = json.load(open(d + "/final.json"))
+    for tr in snap.get("recent_trims", []):
+        if tr.get("trigger", "").startswith("auto"): add(tr)
+lat = load["latency"] if load else {}
+print("%-16s %4s %-11s %8.1f %8.2f %9.2f %6d %12.2f %12.2f %13.2f %7s" % (
+    p, t, c, load["qps"] if load else 0, lat.get("p99_us", 0) / 1e3, lat.get("p999_us", 0) / 1e3,
+    len(durs), statistics.median(durs) if durs else 0, max(durs) if durs else 0,
+    max(pauses) if pauses else 0, load.get("requests_failed", 0) if load else "-"))
+PY
+    done
+  done
+done

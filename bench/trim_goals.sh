@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Issue 8 goals (a) and (b): for each shipped allocator profile and thread
+# count, a fresh server with --auto_trim=after_burst runs the seed cycle
+# (fill, shrink, idle 12 s, trim) through rsslab_loadgen. No manual trim
+# happens before the idle snapshot, so:
+#   (b) idle RSS (after the automatic trim) vs. baseline (RSS at start) + cache
+#   (a) RSS after the scenario's trim step (global + per-thread pass)
+# and the allocator's own resident figure before/between/after that trim.
+#
+#   bench/trim_goals.sh                              # all profiles, 1 and 64 threads
+#   PROFILES="glibc mimalloc" THREADS=64 SCALE=0.25 bench/trim_goals.sh
+#   BIN=/tmp/mybin bench/trim_goals.sh               # binaries from elsewhere
+set -euo pipefail
+cd "$(dirname "$(readlink -f "$0")")/.."
+ROOT=$PWD
+BIN=${BIN:-$ROOT/bin}
+SCALE=${SCALE:-0.25}
+THREADS=${THREADS:-"64 1"}
+PROFILES=${PROFILES:-$(sed -n 's/^  name: "\(.*\)"/\1/p' control/profiles.textproto)}
+OUT=${OUT:-$(mktemp -d /tmp/rsslab-trimgoals-XXXXXX)}
+export RSSLAB_HOME=$ROOT
+RPID=""
+trap '[ -n "$RPID" ] && kill "$RPID" 2>/dev/null || true' EXIT
+
+echo "# machine: $(nproc) cores, $(uname -r); seed --scale=$SCALE; out=$OUT"
+printf "%-16s %4s %9s %8s %9s %6s %10s %10s %10s %6s %14s %14s\n" profile thr base_mib cache_mib idle_mib autos goal_b_x between_mib after_mib goal_a res_between_mib res_after_mib
+for t in $THREADS; do
+  for p in $PROFILES; do
+    d=$OUT/$p-$t; mkdir -p "$d"
+    "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/control/profiles.textproto" \
+      --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
+      --control_listen=127.0.0.1:0 --auto_trim=after_burst >"$d/server.out" 2>"$d/server.err" &
+    RPID=$!
+    until grep -q 'ready' "$d/server.out" 2>/dev/null; do
+      kill -0 $RPID 2>/dev/null || { cat "$d/server.err" >&2; exit 1; }
+      sleep 0.05
+    done
+    data=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$d/server.out" | head -1)
+    ctl=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$d/server.out" | head -1)
+    "$BIN/rsslab_loadgen" --target="$data" --control="$ctl" --builtin=seed --scale="$SCALE" \
+      --progress=none --out="$d/run" >"$d/loadgen.out" 2>&1 || true
+    kill -TERM $RPID; wait $RPID || true; RPID=""
+    python3 - "$d/run/events.jsonl" "$p" "$t" <<'PY'
+import json, sys
+M = 1 << 20
+snaps, trim = {}, None
+def walk(o, path=""):
+    global trim
+    if isinstance(o, dict):
+        if "phase" in o and "status" in o and "config" in o:
+            snaps[o["phase"]] = o
+        if "rss_between_bytes" in o and o.get("trigger") == "phase":
+            trim = o
+        for k, v in o.items(): walk(v, k)
+    elif isinstance(o, list):
+        for v in o: walk(v, path)
+for line in open(sys.argv[1]):
+    walk(json.loads(line))
+idle = snaps.get("idle", {})
+at = idle.get("auto_trim", {})
+base = int(at.get("baseline_rss_bytes", 0)) / M
+cache = int(idle.get("cache", {}).get("cache_bytes", 0)) / M
+rss_idle = int(idle.get("status", {}).get("rss_bytes", 0)) / M
+autos = int(idle.get("auto_trims_total", 0))
+gb = rss_idle / (base + cache) if base else float("nan")
+if trim is None: trim = {}
+bet = int(trim.get("rss_between_bytes", 0)) / M
+aft = int(trim.get("rss_after_bytes", 0)) / M
+rb = int(trim.get("allocator_resident_between", -1)) / M
+ra = int(trim.get("allocator_resident_after", -1)) / M
+print("%-16s %4s %9.1f %8.1f %9.1f %6d %10.2f %10.1f %10.1f %6s %14.1f %14.1f" % (
+    sys.argv[2], sys.argv[3], base, cache, rss_idle, autos, gb, bet, aft,
+    "ok" if aft and aft <= 40 else "MISS", rb, ra))
+PY
+  done
+done
