@@ -21,6 +21,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
+#include "server/auth/auth.h"
 
 ABSL_FLAG(std::string, control, "127.0.0.1:50052", "Server's control address HOST:PORT.");
 ABSL_FLAG(int64_t, cache_limit_mb, -1, "phase: cache limit in MiB (default: fill 100, shrink 10, others unchanged).");
@@ -86,7 +87,12 @@ int Main(int argc, char** argv) {
   }
   const std::string cmd = args[1];
   const bool json = absl::GetFlag(FLAGS_json);
-  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_control), grpc::InsecureChannelCredentials());
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) {
+    fprintf(stderr, "rsslab_ctl: %s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
+  auto channel = security->Channel(absl::GetFlag(FLAGS_control));
   auto stub = rsslab::v1::Control::NewStub(channel);
 
   if (cmd == "phase") {

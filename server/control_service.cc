@@ -6,15 +6,17 @@
 
 namespace rsslab {
 
-grpc::Status ControlService::SetPhase(grpc::ServerContext*,
+grpc::Status ControlService::SetPhase(grpc::ServerContext* context,
                                       const rsslab::v1::SetPhaseRequest* request,
                                       rsslab::v1::SetPhaseResponse* response) {
+  if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
   return ToGrpc(core_->SetPhase(*request, response));
 }
 
-grpc::Status ControlService::GetSnapshot(grpc::ServerContext*,
+grpc::Status ControlService::GetSnapshot(grpc::ServerContext* context,
                                          const rsslab::v1::SnapshotRequest* request,
                                          rsslab::v1::Snapshot* response) {
+  if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
   ServerCore::SnapshotOptions o;
   o.gc = request->gc();
   o.detail = request->detail();
@@ -25,6 +27,7 @@ grpc::Status ControlService::GetSnapshot(grpc::ServerContext*,
 grpc::Status ControlService::WatchSnapshots(grpc::ServerContext* context,
                                             const rsslab::v1::WatchRequest* request,
                                             grpc::ServerWriter<rsslab::v1::Snapshot>* writer) {
+  if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
   int64_t interval_ms = request->interval_ms() == 0 ? 1000 : request->interval_ms();
   if (interval_ms < 10 || interval_ms > 24 * 3600 * 1000) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -58,8 +61,10 @@ grpc::Status ControlService::WatchSnapshots(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::Trim(grpc::ServerContext*, const rsslab::v1::TrimRequest* request,
+grpc::Status ControlService::Trim(grpc::ServerContext* context,
+                                  const rsslab::v1::TrimRequest* request,
                                   rsslab::v1::TrimResponse* response) {
+  if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
   return ToGrpc(core_->Trim(*request, response));
 }
 

@@ -7,14 +7,17 @@
 #include <atomic>
 
 #include "proto/control.grpc.pb.h"
+#include "server/auth/auth.h"
 #include "server/core.h"
 
 namespace rsslab {
 
 class ControlService final : public rsslab::v1::Control::Service {
  public:
-  ControlService(ServerCore* core, int max_watch_streams)
-      : core_(core), max_watch_streams_(max_watch_streams) {}
+  // `security` checks the caller's token (when one is configured) before
+  // anything changes.
+  ControlService(ServerCore* core, int max_watch_streams, const Security* security)
+      : core_(core), max_watch_streams_(max_watch_streams), security_(security) {}
 
   grpc::Status SetPhase(grpc::ServerContext* context, const rsslab::v1::SetPhaseRequest* request,
                         rsslab::v1::SetPhaseResponse* response) override;
@@ -33,6 +36,7 @@ class ControlService final : public rsslab::v1::Control::Service {
  private:
   ServerCore* const core_;
   const int max_watch_streams_;
+  const Security* const security_;
   std::atomic<int> watch_streams_{0};
   std::atomic<bool> stopping_{false};
 };

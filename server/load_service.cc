@@ -8,6 +8,11 @@ grpc::ServerUnaryReactor* LoadService::Handle(grpc::CallbackServerContext* conte
                                               const rsslab::v1::HandleRequest* request,
                                               rsslab::v1::HandleResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  grpc::Status auth = security_->Authorize(*context);
+  if (!auth.ok()) {
+    reactor->Finish(auth);
+    return reactor;
+  }
   core_->Submit(
       request, response, [context] { return context->IsCancelled(); },
       [reactor](const absl::Status& s) { reactor->Finish(ToGrpc(s)); });

@@ -5,13 +5,15 @@
 #define RSSLAB_SERVER_LOAD_SERVICE_H_
 
 #include "proto/load.grpc.pb.h"
+#include "server/auth/auth.h"
 #include "server/core.h"
 
 namespace rsslab {
 
 class LoadService final : public rsslab::v1::Load::CallbackService {
  public:
-  explicit LoadService(ServerCore* core) : core_(core) {}
+  // `security` checks the caller's token (when one is configured).
+  LoadService(ServerCore* core, const Security* security) : core_(core), security_(security) {}
 
   grpc::ServerUnaryReactor* Handle(grpc::CallbackServerContext* context,
                                    const rsslab::v1::HandleRequest* request,
@@ -19,6 +21,7 @@ class LoadService final : public rsslab::v1::Load::CallbackService {
 
  private:
   ServerCore* const core_;
+  const Security* const security_;
 };
 
 }  // namespace rsslab

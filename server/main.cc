@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
+#include "server/auth/auth.h"
 #include "server/control_service.h"
 #include "server/core.h"
 #include "server/handler_params.h"
@@ -43,6 +44,7 @@ ABSL_FLAG(int64_t, max_cache_limit_mb, 0, "Largest cache limit a client may set,
 ABSL_FLAG(std::string, thread_mode, "fixed", "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
 ABSL_FLAG(int, churn_every, 100, "Requests per worker thread in --thread_mode=churn.");
 ABSL_FLAG(int, stuck_after_ms, 5000, "A worker busy this long is reported as stuck in snapshots.");
+ABSL_FLAG(int64_t, max_message_mb, 16, "Largest request or response message, MiB.");
 ABSL_FLAG(int, max_watch_streams, 16, "Concurrent WatchSnapshots streams allowed.");
 ABSL_FLAG(std::string, auto_trim, "off",
           "Automatic trim (global + per-thread): off, after_burst (once load has dropped "
@@ -111,13 +113,17 @@ int64_t MemTotalBytes() {
 }
 
 std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string& address,
-                                     grpc::Service* service, int* port) {
+                                     const Security& security, grpc::Service* service, int* port) {
   absl::Status s = CheckBindable(address);
   if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
   grpc::ServerBuilder b;
   // Without this a second server could share a port silently.
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  b.AddListeningPort(address, grpc::InsecureServerCredentials(), port);
+  b.AddListeningPort(address, security.ServerCredentials(), port);
+  // Bounded so a hostile or broken client cannot make the server buffer
+  // arbitrarily large messages.
+  b.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_mb) << 20);
+  b.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_mb) << 20);
   b.RegisterService(service);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr || *port == 0) {
@@ -176,10 +182,15 @@ int Main(int argc, char** argv) {
   if (!data_hp.ok()) Die(absl::StrCat(data_hp.status().message(), " (--listen)"));
   absl::StatusOr<HostPort> control_hp = ParseHostPort(control_addr);
   if (!control_hp.ok()) Die(absl::StrCat(control_hp.status().message(), " (--control_listen)"));
-  // Fail on a taken port before the (slower) interpreter start.
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) Die(std::string(security.status().message()));
+  // Fail on a taken port or an unprotected non-loopback address before the
+  // (slower) interpreter start.
   for (auto [flag, addr] : {std::pair<const char*, std::string>{"listen", data_addr},
                             {"control_listen", control_addr}}) {
-    absl::Status s = CheckBindable(addr);
+    absl::Status s = security->CheckListen(addr, flag);
+    if (!s.ok()) Die(std::string(s.message()));
+    s = CheckBindable(addr);
     if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
   }
 
@@ -195,13 +206,13 @@ int Main(int argc, char** argv) {
   if (!core_or.ok()) Die(std::string(core_or.status().message()));
   std::unique_ptr<ServerCore> core = std::move(*core_or);
 
-  LoadService load(core.get());
-  ControlService control(core.get(), absl::GetFlag(FLAGS_max_watch_streams));
+  LoadService load(core.get(), &*security);
+  ControlService control(core.get(), absl::GetFlag(FLAGS_max_watch_streams), &*security);
   int data_port = 0, control_port = 0;
   std::unique_ptr<grpc::Server> data_server =
-      Listen("listen", data_addr, &load, &data_port);
+      Listen("listen", data_addr, *security, &load, &data_port);
   std::unique_ptr<grpc::Server> control_server =
-      Listen("control_listen", control_addr, &control, &control_port);
+      Listen("control_listen", control_addr, *security, &control, &control_port);
   std::string data_bound = JoinHostPort(data_hp->host, data_port);
   std::string control_bound = JoinHostPort(control_hp->host, control_port);
   core->set_addresses(data_bound, control_bound);
