@@ -207,6 +207,7 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
   args->push_back("--control_listen=" + JoinHostPort(options_.server_host, 0));
   args->push_back(absl::StrCat("--threads=", threads));
   args->push_back("--handler=" + *handler);
+  for (const std::string& a : options_.server_security_args) args->push_back(a);
   for (const auto& [flag, value] : req.server_flags()) {
     const FlagRule* rule = FindFlag(flag);
     if (rule == nullptr) {
@@ -222,8 +223,9 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
   return absl::OkStatus();
 }
 
-grpc::Status AgentService::Launch(grpc::ServerContext*, const LaunchRequest* req,
+grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest* req,
                                   rsslab::v1::LaunchResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
   const Profile* profile = nullptr;
   std::vector<std::string> args;
   std::string handler;
@@ -327,7 +329,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext*, const LaunchRequest* req
   absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(run->pid, *profile);
   if (!v.ok()) return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(v.status().message()));
   absl::StatusOr<std::string> reported =
-      launch::ReportedAllocator(ready->control_address, absl::Seconds(10));
+      launch::ReportedAllocator(ready->control_address, absl::Seconds(10), options_.security);
   if (!reported.ok()) {
     return FailLaunch(run, grpc::StatusCode::UNAVAILABLE, std::string(reported.status().message()));
   }
@@ -384,8 +386,13 @@ void AgentService::Terminate(const std::shared_ptr<Run>& run, absl::Duration gra
   AwaitExit(run, absl::Seconds(30));
 }
 
-grpc::Status AgentService::Stop(grpc::ServerContext*, const rsslab::v1::StopRequest* req,
+grpc::Status AgentService::Authorize(const grpc::ServerContext& ctx) const {
+  return options_.security ? options_.security->Authorize(ctx) : grpc::Status::OK;
+}
+
+grpc::Status AgentService::Stop(grpc::ServerContext* ctx, const rsslab::v1::StopRequest* req,
                                 rsslab::v1::StopResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
   std::shared_ptr<Run> run;
   {
     absl::MutexLock l(&mu_);
@@ -415,8 +422,9 @@ grpc::Status AgentService::Stop(grpc::ServerContext*, const rsslab::v1::StopRequ
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::List(grpc::ServerContext*, const rsslab::v1::ListRequest*,
+grpc::Status AgentService::List(grpc::ServerContext* ctx, const rsslab::v1::ListRequest*,
                                 rsslab::v1::ListResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
   absl::MutexLock l(&mu_);
   for (const auto& [id, run] : runs_) {
     v1::ServerProcess* s = resp->add_servers();
@@ -427,8 +435,9 @@ grpc::Status AgentService::List(grpc::ServerContext*, const rsslab::v1::ListRequ
   return grpc::Status::OK;
 }
 
-grpc::Status AgentService::ListProfiles(grpc::ServerContext*, const rsslab::v1::ListProfilesRequest*,
+grpc::Status AgentService::ListProfiles(grpc::ServerContext* ctx, const rsslab::v1::ListProfilesRequest*,
                                         rsslab::v1::ListProfilesResponse* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
   for (const Profile& p : options_.profiles.profile()) {
     resp->add_names(p.name());
     resp->add_descriptions(p.description());

@@ -32,6 +32,9 @@
 #include <thread>
 #include <vector>
 
+#include "server/auth/auth.h"
+#include <vector>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -58,6 +61,12 @@ class AgentService final : public rsslab::v1::Agent::Service {
     absl::Duration ready_timeout = absl::Seconds(60);
     // Extra environment for every server (e.g. RSSLAB_HOME), never from RPC.
     std::map<std::string, std::string> extra_env;
+    // Checks each caller's token when set (not owned).
+    const Security* security = nullptr;
+    // Credential flags every launched server gets (the agent's own
+    // --auth_token_file / --tls_* files), so its servers are as protected
+    // as the agent itself.
+    std::vector<std::string> server_security_args;
   };
 
   explicit AgentService(Options options);
@@ -95,6 +104,7 @@ class AgentService final : public rsslab::v1::Agent::Service {
   bool AwaitExit(const std::shared_ptr<Run>& run, absl::Duration timeout);
   // SIGTERM, SIGKILL after grace; returns once reaped (or SIGKILL failed).
   void Terminate(const std::shared_ptr<Run>& run, absl::Duration grace);
+  grpc::Status Authorize(const grpc::ServerContext& ctx) const;
   grpc::Status FailLaunch(const std::shared_ptr<Run>& run, grpc::StatusCode code,
                           const std::string& why);
 

@@ -27,6 +27,7 @@
 #include "control/agent.h"
 #include "control/profiles.h"
 #include "grpcpp/grpcpp.h"
+#include "server/auth/auth.h"
 #include "server/listen.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50060", "Agent service address (port 0: pick one).");
@@ -118,12 +119,15 @@ int Main(int argc, char** argv) {
   absl::StatusOr<HostPort> hp = ParseHostPort(listen);
   if (!hp.ok()) Die(absl::StrCat(hp.status().message(), " (--listen)"));
   o.server_host = absl::GetFlag(FLAGS_server_host).empty() ? hp->host : absl::GetFlag(FLAGS_server_host);
-  if (!IsLoopback(hp->host)) {
-    fprintf(stderr,
-            "rsslab_agent: listening on %s, not loopback: anyone who can reach it can start "
-            "and stop servers (named profiles and allowlisted flags only)\n",
-            listen.c_str());
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) Die(std::string(security.status().message()));
+  if (absl::Status s = security->CheckListen(listen, "listen"); !s.ok()) {
+    Die(std::string(s.message()));
   }
+  o.security = &*security;
+  // Servers get the agent's own credentials, so they are as protected as
+  // the agent itself.
+  o.server_security_args = security->FlagsForChild();
   absl::Status bindable = CheckBindable(listen);
   if (!bindable.ok()) Die(absl::StrCat(bindable.message(), " (--listen)"));
 
@@ -140,7 +144,7 @@ int Main(int argc, char** argv) {
   grpc::ServerBuilder b;
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
-  b.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  b.AddListeningPort(listen, security->ServerCredentials(), &port);
   b.RegisterService(agent.get());
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr || port == 0) Die(absl::StrCat("cannot listen on ", listen));

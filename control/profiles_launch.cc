@@ -223,8 +223,10 @@ std::string LogTail(const std::string& path, int max_lines) {
 }
 
 absl::StatusOr<std::string> ReportedAllocator(const std::string& control_address,
-                                              absl::Duration timeout) {
-  auto channel = grpc::CreateChannel(control_address, grpc::InsecureChannelCredentials());
+                                              absl::Duration timeout, const Security* security) {
+  auto channel = security != nullptr
+                     ? security->Channel(control_address)
+                     : grpc::CreateChannel(control_address, grpc::InsecureChannelCredentials());
   auto stub = rsslab::v1::Control::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(absl::ToChronoTime(absl::Now() + timeout));

@@ -34,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/auth/auth.h"
 
 namespace rsslab {
 namespace launch {
@@ -115,8 +116,10 @@ std::string DescribeExit(int wait_status);
 std::string LogTail(const std::string& path, int max_lines = 20);
 
 // GetSnapshot over the Control service: the allocator the server reports.
+// `security` (optional) supplies TLS and the token when the server needs them.
 absl::StatusOr<std::string> ReportedAllocator(const std::string& control_address,
-                                              absl::Duration timeout);
+                                              absl::Duration timeout,
+                                              const Security* security = nullptr);
 
 }  // namespace launch
 }  // namespace rsslab

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/agent.grpc.pb.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/load.grpc.pb.h"
 #include "server/auth/auth.h"
@@ -231,6 +232,63 @@ TEST(SecurityTest, OversizedMessageIsRejectedNotACrash) {
   EXPECT_TRUE(Snapshot(grpc::CreateChannel(server->control_address(),
                                            grpc::InsecureChannelCredentials()), &snap).ok());
   EXPECT_EQ(server->Stop(), 0);
+}
+
+
+// The agent checks the token on every RPC, refuses unprotected non-loopback
+// listening, and launches servers that require the same token.
+TEST(SecurityTest, AgentRequiresTokenAndPassesItToItsServers) {
+  std::string token = WriteFile("agent-token", std::string(kToken) + "\n");
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("control/rsslab_agent");
+  o.ready_prefix = "rsslab_agent ready ";
+  const std::string server_bin = ServerProcess::Runfile("server/rsslab_server");
+  const std::string profiles = ServerProcess::Runfile("control/profiles.textproto");
+  o.args = {"--listen=127.0.0.1:0", "--server_binary=" + server_bin, "--profiles=" + profiles,
+            "--log_dir=" + Tmp(), "--auth_token_file=" + token};
+  auto agent_or = ServerProcess::Start(o);
+  ASSERT_TRUE(agent_or.ok()) << agent_or.status();
+  auto agent = std::move(*agent_or);
+  const std::string addr = agent->Field("listen");
+  ASSERT_FALSE(addr.empty());
+
+  auto anon = rsslab::v1::Agent::NewStub(grpc::CreateChannel(addr, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext c1;
+  rsslab::v1::ListProfilesResponse profiles_resp;
+  EXPECT_EQ(anon->ListProfiles(&c1, {}, &profiles_resp).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  grpc::ClientContext c2;
+  rsslab::v1::LaunchRequest launch;
+  launch.set_profile("glibc");
+  launch.set_threads(1);
+  launch.set_handler("noop");
+  rsslab::v1::LaunchResponse launched;
+  EXPECT_EQ(anon->Launch(&c2, launch, &launched).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+
+  SecurityOptions good;
+  good.auth_token_file = token;
+  auto stub = rsslab::v1::Agent::NewStub(Client(good, addr));
+  grpc::ClientContext c3;
+  rsslab::v1::ListResponse list;
+  ASSERT_TRUE(stub->List(&c3, {}, &list).ok());
+  EXPECT_EQ(list.servers_size(), 0) << "an unauthenticated Launch started a server";
+  grpc::ClientContext c4;
+  grpc::Status s = stub->Launch(&c4, launch, &launched);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const std::string control = launched.server().control_address();
+  rsslab::v1::Snapshot snap;
+  EXPECT_EQ(Snapshot(grpc::CreateChannel(control, grpc::InsecureChannelCredentials()), &snap)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED)
+      << "the launched server does not require the agent's token";
+  EXPECT_TRUE(Snapshot(Client(good, control), &snap).ok());
+  EXPECT_EQ(agent->Stop(), 0);
+
+  // Non-loopback without credentials is refused at start.
+  auto r = ServerProcess::Run(o.binary, {"--listen=0.0.0.0:0", "--server_binary=" + server_bin,
+                                         "--profiles=" + profiles});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "refusing --listen=0.0.0.0:0")) << r.err;
 }
 
 }  // namespace

@@ -109,8 +109,12 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(const Option
       line.push_back(c);
       continue;
     }
-    if (absl::StartsWith(line, "rsslab_server ready ")) {
+    if (absl::StartsWith(line, options.ready_prefix)) {
       for (absl::string_view f : absl::StrSplit(line, ' ')) {
+        size_t eq = f.find('=');
+        if (eq != absl::string_view::npos) {
+          p->fields_[std::string(f.substr(0, eq))] = std::string(f.substr(eq + 1));
+        }
         if (absl::StartsWith(f, "data=")) p->data_ = std::string(f.substr(5));
         if (absl::StartsWith(f, "control=")) p->control_ = std::string(f.substr(8));
         if (absl::StartsWith(f, "metrics=")) p->metrics_ = std::string(f.substr(8));
@@ -168,6 +172,11 @@ int ServerProcess::Stop(int sig, absl::Duration timeout) {
     return -1;
   }
   return code;
+}
+
+std::string ServerProcess::Field(const std::string& key) const {
+  auto it = fields_.find(key);
+  return it == fields_.end() ? "" : it->second;
 }
 
 std::string ServerProcess::Stderr() { return ReadAll(stderr_path_); }

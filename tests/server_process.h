@@ -34,6 +34,9 @@ class ServerProcess {
     // Added to (or overriding) the test's environment.
     std::map<std::string, std::string> env;
     absl::Duration ready_timeout = absl::Seconds(60);
+    // The line that means "ready"; its KEY=VALUE words become Field()s.
+    // rsslab_agent prints "rsslab_agent ready listen=HOST:PORT pid=PID".
+    std::string ready_prefix = "rsslab_server ready ";
   };
 
   // Path of a data dependency, e.g. "server/rsslab_server" (workspace
@@ -62,6 +65,8 @@ class ServerProcess {
   // From " metrics=HOST:PORT" in the ready line; empty without --metrics_listen.
   const std::string& metrics_address() const { return metrics_; }
   pid_t pid() const { return pid_; }
+  // A KEY=VALUE word of the ready line ("" if absent), e.g. Field("listen").
+  std::string Field(const std::string& key) const;
 
   // Sends `sig` and waits up to `timeout`; returns the exit code, or
   // 128+signal if killed by a signal, or -1 on timeout (then SIGKILLs).
@@ -78,6 +83,7 @@ class ServerProcess {
   int exit_ = -1;
   bool reaped_ = false;
   std::string data_, control_, metrics_;
+  std::map<std::string, std::string> fields_;
   std::string stderr_path_;
   int stdout_fd_ = -1;
 };

@@ -1,5 +1,8 @@
 #include "server/auth/auth.h"
 
+#include <limits.h>
+#include <stdlib.h>
+
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -70,6 +73,7 @@ class TokenInterceptorFactory : public grpc::experimental::ClientInterceptorFact
 
 absl::StatusOr<Security> Security::Load(const SecurityOptions& o) {
   Security s;
+  s.options_ = o;
   s.server_name_ = o.tls_server_name;
   s.insecure_listen_ = o.insecure_listen;
   if (o.tls_cert.empty() != o.tls_key.empty()) {
@@ -130,6 +134,20 @@ absl::Status Security::CheckListen(absl::string_view address, absl::string_view 
       "refusing --", flag, "=", address,
       ": listening beyond loopback needs --tls_cert/--tls_key (and --tls_ca for mutual TLS) "
       "or --auth_token_file (or --insecure_listen, not recommended)"));
+}
+
+std::vector<std::string> Security::FlagsForChild() const {
+  std::vector<std::string> out;
+  auto add = [&out](const char* flag, const std::string& path) {
+    if (path.empty()) return;
+    char real[PATH_MAX];
+    out.push_back(absl::StrCat("--", flag, "=", realpath(path.c_str(), real) ? real : path));
+  };
+  add("auth_token_file", options_.auth_token_file);
+  add("tls_cert", options_.tls_cert);
+  add("tls_key", options_.tls_key);
+  add("tls_ca", options_.tls_ca);
+  return out;
 }
 
 std::shared_ptr<grpc::ServerCredentials> Security::ServerCredentials() const {

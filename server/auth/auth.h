@@ -24,6 +24,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -66,11 +67,16 @@ class Security {
   // on every call when configured.
   std::shared_ptr<grpc::Channel> Channel(const std::string& target,
                                          const grpc::ChannelArguments& args) const;
+  // The credential flags (absolute paths) that give a child process, e.g.
+  // a server the agent launches, the same protection.
+  std::vector<std::string> FlagsForChild() const;
+
   std::shared_ptr<grpc::Channel> Channel(const std::string& target) const {
     return Channel(target, grpc::ChannelArguments());
   }
 
  private:
+  SecurityOptions options_;
   std::string cert_, key_, ca_, server_name_, token_;
   bool insecure_listen_ = false;
 };
