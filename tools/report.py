@@ -324,7 +324,7 @@ def plot(s, run_dir):
         return xs, ys, [lo, hi]
 
     def axes(title):
-        fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
+        fig, ax = plt.subplots(figsize=(10, 5.5), dpi=100)
         ax.set_xscale("log", base=2)
         ax.set_xticks(threads)
         ax.set_xticklabels([str(t) for t in threads])
@@ -342,8 +342,9 @@ def plot(s, run_dir):
         if xs:
             ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colors[i % len(colors)],
                         label=p)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=8, loc="best")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)  # room above the highest point
+    # Outside the axes: with eight setups a legend inside hides points.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     paths.append(os.path.join(run_dir, "rss_under_load.png"))
     fig.savefig(paths[-1])
@@ -362,8 +363,8 @@ def plot(s, run_dir):
         if xs:
             ax.errorbar(xs, ys, yerr=err, marker="v", capsize=3, color=c, linestyle="--",
                         markerfacecolor="none", label="%s + trim" % p)
-    ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="best", ncol=2)
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)  # room above the highest point
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     paths.append(os.path.join(run_dir, "rss_after_shrink.png"))
     fig.savefig(paths[-1])

@@ -63,8 +63,7 @@ status=0
 cleanup
 AGENT_PID=""
 
-echo
-[ -f "$OUT/run/summary.csv" ] && column -s, -t <"$OUT/run/summary.csv" | cut -c1-200
+# The loadgen printed the table of medians above (stdout).
 echo
 echo "sweep took $(( $(date +%s) - START )) s; exit status $status"
 echo "  table:  $OUT/run/summary.md  (and summary.csv; rebuild: $BIN/rsslab_loadgen report $OUT/run)"
