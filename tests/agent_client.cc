@@ -5,6 +5,7 @@
 //     -> "id=ID data=HOST:PORT control=HOST:PORT pid=PID"
 //   agent_client --agent=10.231.0.1:50060 stop ID
 //     -> "exit=..."
+// Credentials as every rsslab client: --auth_token_file, --tls_ca, ...
 // Exit status 0 on success, 1 with the RPC error on stderr.
 
 #include <cstdio>
@@ -16,13 +17,18 @@
 #include "absl/strings/numbers.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/agent.grpc.pb.h"
+#include "server/auth/auth.h"
 
 ABSL_FLAG(std::string, agent, "127.0.0.1:50060", "Agent address.");
 
 int main(int argc, char** argv) {
   std::vector<char*> pos = absl::ParseCommandLine(argc, argv);
-  auto stub = rsslab::v1::Agent::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_agent), grpc::InsecureChannelCredentials()));
+  absl::StatusOr<rsslab::Security> security = rsslab::Security::FromFlags();
+  if (!security.ok()) {
+    fprintf(stderr, "%s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
+  auto stub = rsslab::v1::Agent::NewStub(security->Channel(absl::GetFlag(FLAGS_agent)));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
   ctx.set_wait_for_ready(true);  // the agent may be a moment from listening

@@ -96,7 +96,8 @@ class Namespaces {
 class Agent {
  public:
   ~Agent() { Kill(); }
-  std::string Start(const Namespaces& ns, const std::string& log_dir) {
+  std::string Start(const Namespaces& ns, const std::string& log_dir,
+                    const std::string& token_file) {
     int out[2];
     if (pipe2(out, O_CLOEXEC) != 0) return "pipe";
     launch::SpawnOptions so;
@@ -106,7 +107,10 @@ class Agent {
          {absl::StrCat("--listen=", kAddrA, ":50060"), absl::StrCat("--server_host=", kAddrA),
           "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
           "--profiles=" + ServerProcess::Runfile("control/profiles.textproto"),
-          "--log_dir=" + log_dir, std::string("--max_servers=2")}) {
+          "--log_dir=" + log_dir, std::string("--max_servers=2"),
+          // Listening beyond loopback needs protection (issue 6); the agent
+          // hands the same token to the servers it starts.
+          "--auth_token_file=" + token_file}) {
       so.args.push_back(a);
     }
     so.env = profiles::EnvStrings(profiles::CurrentEnviron());
@@ -168,12 +172,19 @@ TEST(TwoHostsTest, AgentInOneNamespaceLoadgenInTheOther) {
   ASSERT_EQ(err, "");
 
   const std::string tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
+  const std::string token_file = tmp + "/token";
+  {
+    std::ofstream t(token_file);
+    t << "two-hosts-test-" << getpid() << "\n";
+  }
+  const std::string token_flag = "--auth_token_file=" + token_file;
   Agent agent;
-  ASSERT_EQ(agent.Start(ns, tmp + "/agent-logs"), "");
+  ASSERT_EQ(agent.Start(ns, tmp + "/agent-logs", token_file), "");
 
   // Host B asks host A's agent for a server.
   std::vector<std::string> client = ns.In(ns.b(), ServerProcess::Runfile("tests/agent_client"));
   client.push_back(absl::StrCat("--agent=", kAddrA, ":50060"));
+  client.push_back(token_flag);
   std::vector<std::string> launch = client;
   launch.insert(launch.end(), {"launch", "glibc", "2"});
   ServerProcess::Result l = ServerProcess::Run(kIp, launch, {}, absl::Seconds(90));
@@ -201,7 +212,7 @@ TEST(TwoHostsTest, AgentInOneNamespaceLoadgenInTheOther) {
   // Host B runs the quick scenario over the veth.
   std::vector<std::string> loadgen = ns.In(ns.b(), ServerProcess::Runfile("loadgen/rsslab_loadgen"));
   loadgen.insert(loadgen.end(), {"--builtin=quick", "--target=" + data, "--control=" + control,
-                                 "--progress=none", "--out=" + tmp + "/run"});
+                                 "--progress=none", "--out=" + tmp + "/run", token_flag});
   ServerProcess::Result g = ServerProcess::Run(kIp, loadgen, {}, absl::Seconds(120));
   EXPECT_EQ(g.exit_code, 0) << g.err;
   std::ifstream events(tmp + "/run/events.jsonl");
