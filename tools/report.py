@@ -189,6 +189,13 @@ def median_of(s, profile, threads, metric):
     return None
 
 
+def row_of(s, profile, threads):
+    for r in s["rows"]:
+        if r["profile"] == profile and r["threads"] == threads:
+            return r
+    return None
+
+
 def leanest(s, threads, metric):
     best = None
     for p in s["profiles"]:
@@ -243,7 +250,7 @@ def advice(s, run_dir, plots):
     # Throughput cost against glibc at the same thread count.
     if any(median_of(s, "glibc", t, QPS) for t in s["threads"]):
         lines.append("Throughput (fill phase QPS) relative to glibc at the same thread count "
-                     "(negative = slower):")
+                     "(negative = slower; \"~\" where the two setups' min-max ranges overlap):")
         lines.append("")
         lines.append("| profile | " + " | ".join("%d thr" % t for t in s["threads"]) + " |")
         lines.append("|---|" + "---|" * len(s["threads"]))
@@ -251,9 +258,23 @@ def advice(s, run_dir, plots):
             row = []
             for t in s["threads"]:
                 q, g = median_of(s, p, t, QPS), median_of(s, "glibc", t, QPS)
-                row.append("-" if q is None or not g else "%+.1f%%" % (100.0 * (q / g - 1)))
+                if q is None or not g:
+                    row.append("-")
+                    continue
+                cell = "%+.1f%%" % (100.0 * (q / g - 1))
+                a, b = row_of(s, p, t)["metric"][QPS], row_of(s, "glibc", t)["metric"][QPS]
+                if p != "glibc" and a[0] > 1 and b[0] > 1 and a[2] <= b[3] and b[2] <= a[3]:
+                    cell = "~" + cell
+                row.append(cell)
             lines.append("| %s | %s |" % (p, " | ".join(row)))
         lines.append("")
+        most = max(r["metric"][QPS][0] for r in s["rows"])
+        if most < 3:
+            lines.append("With %d repeat%s per cell these are single measurements: on a busy "
+                         "machine they vary by tens of percent between runs, so read them as "
+                         "noise unless a sweep with `--repeats=5` agrees." % (
+                             most, "" if most == 1 else "s"))
+            lines.append("")
     else:
         lines.append("No glibc cells completed, so no throughput baseline.")
         lines.append("")
