@@ -221,10 +221,11 @@ int SweepMain(const rsslab::v1::Scenario& scenario, const rsslab::Runner::Option
   printf("%s", rsslab::SweepTable(sw).c_str());
   fflush(stdout);
   SweepReport(out);
+  const bool plots = access((out + "/rss_under_load.png").c_str(), R_OK) == 0;
   printf("sweep: %zu cells, %d failed, %.0f s\nrun directory: %s (events.jsonl, summary.md, "
-         "summary.csv, rss_under_load.png, rss_after_shrink.png)\n",
+         "summary.csv%s)\n",
          sw.cells.size(), sw.failed_cells, absl::ToDoubleSeconds(absl::Now() - start),
-         out.c_str());
+         out.c_str(), plots ? ", rss_under_load.png, rss_after_shrink.png" : "");
   fflush(stdout);
   if (!ws.ok()) return Fail(kExitFailed, std::string(ws.message()));
   if (!ss.ok()) return Fail(kExitFailed, std::string(ss.message()));
