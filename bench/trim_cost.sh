@@ -92,10 +92,15 @@ if c.startswith("auto"):
     for tr in snap.get("recent_trims", []):
         if tr.get("trigger", "").startswith("auto"): add(tr)
 lat = load["latency"] if load else {}
+def failed(l):
+    if not l: return "-"
+    sc = l.get("status_counts", {})
+    if isinstance(sc, dict): return sum(int(v) for k, v in sc.items() if k not in ("OK", "0"))
+    return sum(int(x.get("count", 0)) for x in sc if x.get("code", "OK") not in ("OK", 0))
 print("%-16s %4s %-11s %8.1f %8.2f %9.2f %6d %12.2f %12.2f %13.2f %7s" % (
     p, t, c, load["qps"] if load else 0, lat.get("p99_us", 0) / 1e3, lat.get("p999_us", 0) / 1e3,
     len(durs), statistics.median(durs) if durs else 0, max(durs) if durs else 0,
-    max(pauses) if pauses else 0, load.get("requests_failed", 0) if load else "-"))
+    max(pauses) if pauses else 0, failed(load)))
 PY
     done
   done

@@ -10,11 +10,14 @@
 #   bench/trim_goals.sh                              # all profiles, 1 and 64 threads
 #   PROFILES="glibc mimalloc" THREADS=64 SCALE=0.25 bench/trim_goals.sh
 #   BIN=/tmp/mybin bench/trim_goals.sh               # binaries from elsewhere
+#   AUTO=off bench/trim_goals.sh                     # no auto trim: the trim step
+#                                                    # then shows global vs per-thread
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 BIN=${BIN:-$ROOT/bin}
 SCALE=${SCALE:-0.25}
+AUTO=${AUTO:-after_burst}
 THREADS=${THREADS:-"64 1"}
 PROFILES=${PROFILES:-$(sed -n 's/^  name: "\(.*\)"/\1/p' control/profiles.textproto)}
 OUT=${OUT:-$(mktemp -d /tmp/rsslab-trimgoals-XXXXXX)}
@@ -22,14 +25,14 @@ export RSSLAB_HOME=$ROOT
 RPID=""
 trap '[ -n "$RPID" ] && kill "$RPID" 2>/dev/null || true' EXIT
 
-echo "# machine: $(nproc) cores, $(uname -r); seed --scale=$SCALE; out=$OUT"
+echo "# machine: $(nproc) cores, $(uname -r); seed --scale=$SCALE; --auto_trim=$AUTO; out=$OUT"
 printf "%-16s %4s %9s %8s %9s %6s %10s %10s %10s %6s %14s %14s\n" profile thr base_mib cache_mib idle_mib autos goal_b_x between_mib after_mib goal_a res_between_mib res_after_mib
 for t in $THREADS; do
   for p in $PROFILES; do
     d=$OUT/$p-$t; mkdir -p "$d"
     "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/control/profiles.textproto" \
       --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
-      --control_listen=127.0.0.1:0 --auto_trim=after_burst >"$d/server.out" 2>"$d/server.err" &
+      --control_listen=127.0.0.1:0 --auto_trim="$AUTO" >"$d/server.out" 2>"$d/server.err" &
     RPID=$!
     until grep -q 'ready' "$d/server.out" 2>/dev/null; do
       kill -0 $RPID 2>/dev/null || { cat "$d/server.err" >&2; exit 1; }
