@@ -101,7 +101,10 @@ TEST(ChurnTest, ChurnStartsThreadsButGlibcReusesTheirArenas) {
   // Every worker is replaced after kChurnEvery requests; the last
   // generation may not have reached its quota.
   EXPECT_GE(churn.threads_started, static_cast<uint64_t>(kRequests / kChurnEvery));
-  EXPECT_EQ(churn.alive, kThreads);
+  // A slot being replaced at the moment of the snapshot may read as not
+  // alive (seen once: 3 of 4).
+  EXPECT_GE(churn.alive, kThreads - 1);
+  EXPECT_LE(churn.alive, kThreads);
   // Ten times as many worker threads, yet at most one extra arena per
   // worker slot: exited threads' arenas are reused, not leaked.
   EXPECT_LE(churn.arenas, fixed.arenas + kThreads)
