@@ -362,8 +362,11 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
     // deadline filter stays: every RPC must end by its deadline, which the
     // drain on stop relies on (GRPC_ARG_MINIMAL_STACK would drop it).
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-    st->channels.push_back(grpc::CreateCustomChannel(
-        options_.target, grpc::InsecureChannelCredentials(), args));
+    st->channels.push_back(
+        options_.security != nullptr
+            ? options_.security->Channel(options_.target, args)
+            : grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(),
+                                        args));
     st->stubs.push_back(rsslab::v1::Load::NewStub(st->channels.back()));
     st->shards.push_back(std::make_unique<RunState::Shard>());
   }

@@ -33,6 +33,7 @@
 #include "loadgen/histogram.h"
 #include "proto/results.pb.h"
 #include "proto/scenario.pb.h"
+#include "server/auth/auth.h"
 
 namespace rsslab {
 
@@ -79,6 +80,8 @@ class LoadEngine {
     absl::Duration connect_timeout = absl::Seconds(5);
     // A send later than this behind its intended time counts as late.
     absl::Duration late_tolerance = absl::Milliseconds(1);
+    // TLS and bearer token for the channels (not owned; null = plaintext).
+    const Security* security = nullptr;
   };
 
   explicit LoadEngine(Options options);

@@ -345,6 +345,11 @@ int main(int argc, char** argv) {
     return Fail(kExitUsage, absl::StrFormat("--progress=%s: use auto, live, lines or none", progress_flag));
   }
 
+  // Credentials are read before the run directory exists: a bad file is a
+  // usage error with nothing written.
+  absl::StatusOr<rsslab::Security> security = rsslab::Security::FromFlags();
+  if (!security.ok()) return Fail(kExitUsage, std::string(security.status().message()));
+
   std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
     out = absl::StrCat("results/",
@@ -396,6 +401,7 @@ int main(int argc, char** argv) {
   ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
   ro.progress = progress;
+  ro.security = &*security;
   if (scenario->has_sweep()) return SweepMain(*scenario, ro, log->get(), &stop, out);
   rsslab::Runner runner(ro, log->get(), &stop, &summary);
   const absl::Status status = runner.Run(*scenario);

@@ -60,10 +60,17 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
         o.target = options_.target;
         o.max_errors = options_.max_errors;
         o.connect_timeout = options_.connect_timeout;
+        o.security = options_.security;
         return o;
       }()) {}
 
 Runner::~Runner() = default;
+
+std::shared_ptr<grpc::Channel> Runner::ControlChannel() const {
+  return options_.security != nullptr
+             ? options_.security->Channel(options_.control)
+             : grpc::CreateChannel(options_.control, grpc::InsecureChannelCredentials());
+}
 
 void Runner::Line(const std::string& text) {
   if (options_.progress == ProgressMode::kNone) return;
@@ -95,8 +102,7 @@ absl::Status Runner::Run(const Scenario& scenario) {
           "the scenario changes phases or takes snapshots but --control is "
           "empty");
     }
-    control_channel_ = grpc::CreateChannel(options_.control,
-                                           grpc::InsecureChannelCredentials());
+    control_channel_ = ControlChannel();
     if (!control_channel_->WaitForConnected(Deadline(options_.connect_timeout))) {
       return absl::UnavailableError(absl::StrFormat(
           "cannot reach the server's control service at %s within %s",
@@ -107,8 +113,7 @@ absl::Status Runner::Run(const Scenario& scenario) {
              !options_.control.empty()) {
     // Load-only scenario: the control service is optional, but the live
     // line shows the server's RSS when it answers (best effort, no wait).
-    control_channel_ = grpc::CreateChannel(options_.control,
-                                           grpc::InsecureChannelCredentials());
+    control_channel_ = ControlChannel();
     control_ = rsslab::v1::Control::NewStub(control_channel_);
   }
   Ctx ctx;

@@ -39,6 +39,8 @@ class Runner {
     rsslab::v1::Event tag;
     // Prefixes progress lines (e.g. "glibc/t4/r1 ").
     std::string line_prefix;
+    // TLS and bearer token for every channel (not owned; null = plaintext).
+    const Security* security = nullptr;
   };
 
   // `log`, `stop` and `summary` must outlive the runner; every appended
@@ -59,6 +61,7 @@ class Runner {
                        const std::string& label);
   absl::Status Append(rsslab::v1::Event e, const Ctx& ctx);
   void Line(const std::string& text);
+  std::shared_ptr<grpc::Channel> ControlChannel() const;
 
   Options options_;
   EventLog* log_;

@@ -101,7 +101,9 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
                                       const Scenario& scenario, EventLog* log,
                                       const StopFlag* stop) {
   const auto& sw = scenario.sweep();
-  auto channel = grpc::CreateChannel(options.agent, grpc::InsecureChannelCredentials());
+  auto channel = options.runner.security != nullptr
+                     ? options.runner.security->Channel(options.agent)
+                     : grpc::CreateChannel(options.agent, grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(Deadline(options.agent_connect_timeout))) {
     return absl::UnavailableError(absl::StrFormat(
         "cannot reach rsslab_agent at %s within %s (start it with "
