@@ -1,5 +1,6 @@
 #include "loadgen/results.h"
 
+#include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,9 +79,16 @@ absl::Status EventLog::Append(Event event) {
   const std::string line = EventToJson(event) + "\n";
   if (fwrite(line.data(), 1, line.size(), file_) != line.size() ||
       fflush(file_) != 0) {
+    const int err = errno;
+    // Drop the unwritten rest and cut off the partial record.
+    __fpurge(file_);
+    clearerr(file_);
+    if (ftruncate(fileno(file_), good_size_) == 0) fseeko(file_, good_size_, SEEK_SET);
+    --seq_;
     return absl::InternalError(
-        absl::StrFormat("cannot write %s: %s", path_, strerror(errno)));
+        absl::StrFormat("cannot write %s: %s", path_, strerror(err)));
   }
+  good_size_ += static_cast<off_t>(line.size());
   if (fsync_) fsync(fileno(file_));
   return absl::OkStatus();
 }

@@ -51,6 +51,9 @@ class EventLog {
   FILE* file_ ABSL_GUARDED_BY(mu_);
   const bool fsync_;
   uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // File size after the last complete record: a failed write (disk full,
+  // quota) is cut back to it, so the file stays valid line by line.
+  off_t good_size_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 std::string EventToJson(const rsslab::v1::Event& event);
