@@ -67,7 +67,7 @@ cc_library(
 def _system_libs_impl(rctx):
     py_pc = rctx.os.environ.get("RSSLAB_PYTHON_PC", _DEFAULT_PYTHON_PC)
     build = ['package(default_visibility = ["//visibility:public"])\n']
-    build.append(_lib(rctx, "grpc", ["grpc++", "protobuf"], ["-lgrpc++_reflection", "-lpthread"]))
+    build.append(_lib(rctx, "grpc", ["grpc++", "protobuf"], ["-lpthread"]))
     build.append(_lib(rctx, "python", [py_pc], ["-ldl", "-lm"]))
     build.append(_lib(rctx, "absl", [
         "absl_flags_parse",
