@@ -105,6 +105,10 @@ struct LoadEngine::RunState {
   struct Shard {
     absl::Mutex mu;
     Histogram hist ABSL_GUARDED_BY(mu);
+    // Since the last TakeInterval(): reset each interval, so a soak's
+    // per-interval latency costs one histogram per channel, not one per
+    // interval.
+    Histogram interval ABSL_GUARDED_BY(mu);
     std::array<uint64_t, kCodes> codes ABSL_GUARDED_BY(mu) = {};
   };
 
@@ -217,7 +221,10 @@ struct LoadEngine::RunState {
     if (!call->warm) {
       Shard& shard = *shards[call->channel];
       absl::MutexLock l(&shard.mu);
-      shard.hist.Record(static_cast<uint64_t>(std::max<int64_t>(0, end - call->intended_ns)));
+      const uint64_t lat =
+          static_cast<uint64_t>(std::max<int64_t>(0, end - call->intended_ns));
+      shard.hist.Record(lat);
+      shard.interval.Record(lat);
       shard.codes[code >= 0 && code < kCodes ? code : 2]++;
     }
     if (!s.ok()) {
@@ -327,6 +334,22 @@ LiveProgress LoadEngine::Progress() const {
   const int64_t now = MonoNs();
   p.elapsed_s = start < now ? (now - start) / 1e9 : 0;
   return p;
+}
+
+rsslab::v1::Latency LoadEngine::TakeInterval() {
+  std::shared_ptr<RunState> st;
+  {
+    absl::MutexLock l(&mu_);
+    st = current_;
+  }
+  if (st == nullptr) return {};
+  Histogram h;
+  for (auto& s : st->shards) {
+    absl::MutexLock l(&s->mu);
+    h.Merge(s->interval);
+    s->interval.Reset();
+  }
+  return h.LatencyMicros();
 }
 
 LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,

@@ -95,6 +95,9 @@ class LoadEngine {
 
   // Thread-safe; for the live progress line.
   LiveProgress Progress() const;
+  // Thread-safe: latency of the measured requests completed since the
+  // previous call (count 0 when no step runs), then resets that window.
+  rsslab::v1::Latency TakeInterval();
 
   struct RunState;  // shared with in-flight callbacks
 

@@ -4,6 +4,7 @@
 //   rsslab_loadgen --scenario=my.txtpb
 //   rsslab_loadgen --requests=100000 --concurrency=64 --channels=4   (one load step)
 //   rsslab_loadgen --rate=2000 --arrival=poisson --duration=30s      (open loop)
+//   rsslab_loadgen --builtin=soak --duration=4h   (cycles + watch stream)
 //   rsslab_loadgen report RUN_DIR [RUN_DIR...]   (rebuild summaries from events.jsonl)
 //   rsslab_loadgen --builtin=sweep --agent=HOST:PORT [--profiles=glibc,jemalloc]
 //       [--threads_list=1,4] [--repeats=N] [--scale=0.1]   (seed 000's matrix)
@@ -41,7 +42,7 @@ ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load ser
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
           "Server control address (Control service); empty for load-only runs.");
 ABSL_FLAG(std::string, scenario, "", "Scenario file (protobuf text format, proto/scenario.proto).");
-ABSL_FLAG(std::string, builtin, "", "Built-in scenario: seed (seed 000 exactly), quick (smoke cycle) or sweep (seed 000's matrix, needs --agent).");
+ABSL_FLAG(std::string, builtin, "", "Built-in scenario: seed (seed 000 exactly), quick (smoke cycle), sweep (seed 000's matrix, needs --agent) or soak (cycles for --duration, e.g. --duration=4h).");
 ABSL_FLAG(std::string, print_builtin, "", "Print a built-in scenario's text and exit.");
 ABSL_FLAG(double, scale, 0, "Multiply every step's request count by this (default 1).");
 ABSL_FLAG(std::string, out, "", "Run directory (default results/<UTC time>-<scenario>/).");
@@ -51,7 +52,7 @@ ABSL_FLAG(double, rate, 0, "Open loop: requests per second (excludes --concurren
 ABSL_FLAG(std::string, arrival, "", "Open loop arrivals: constant (default) or poisson.");
 ABSL_FLAG(uint32_t, max_outstanding, 0, "Open loop: cap on RPCs in flight (default 10000); sends held back count as late.");
 ABSL_FLAG(uint64_t, requests, 0, "Measured requests per load step (excludes --duration).");
-ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(), "Measured time per load step, e.g. 30s (excludes --requests).");
+ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(), "Measured time per load step, e.g. 30s (excludes --requests); for a soak, the soak's length, e.g. 4h.");
 ABSL_FLAG(absl::Duration, warmup, absl::ZeroDuration(), "Warm-up time per load step, excluded from the statistics.");
 ABSL_FLAG(uint64_t, warmup_requests, 0, "Warm-up requests per load step, excluded from the statistics.");
 ABSL_FLAG(uint32_t, deadline_ms, 0, "Per-RPC deadline in ms (default 10000).");
@@ -95,6 +96,27 @@ void SweepReport(const std::string& dir) {
   if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", std::string(s.message()).c_str());
 }
 
+// The per-cycle table and, when the server went away, when and what it
+// looked like last.
+void PrintSoak(const rsslab::SoakSummary& k) {
+  for (const auto& c : k.cycles) printf("%s\n", rsslab::SoakCycleLine(c).c_str());
+  printf("soak: %zu cycles, %d flagged, %llu watch records\n", k.cycles.size(),
+         k.flagged, static_cast<unsigned long long>(k.watch_records));
+  if (k.server_lost) {
+    const auto& st = k.last_snapshot.status();
+    printf("soak: SERVER LOST at %s: %s; last snapshot at %s: rss %.1f MiB, %d threads, %d arenas\n",
+           absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", absl::FromUnixNanos(k.lost_unix_nanos),
+                            absl::UTCTimeZone()).c_str(),
+           k.lost_error.c_str(),
+           k.last_snapshot_unix_nanos == 0
+               ? "-"
+               : absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(k.last_snapshot_unix_nanos),
+                                  absl::UTCTimeZone()).c_str(),
+           st.rss_bytes() / 1048576.0, st.threads(), k.last_snapshot.memory_map().arena_count());
+  }
+  fflush(stdout);
+}
+
 int Report(const std::vector<std::string>& dirs) {
   std::vector<rsslab::RunSummary> runs;
   std::vector<std::string> run_dirs;
@@ -119,6 +141,10 @@ int Report(const std::vector<std::string>& dirs) {
     for (const auto& e : *events) b.Add(e);
     if (auto s = rsslab::WriteSummary(d, b.summary()); !s.ok()) {
       return Fail(kExitFailed, std::string(s.message()));
+    }
+    if (b.summary().soak.enabled) {
+      PrintSoak(b.summary().soak);
+      SweepReport(d);  // rss_over_time.png, post_idle_per_cycle.png
     }
     runs.push_back(b.summary());
     run_dirs.push_back(d);
@@ -309,6 +335,11 @@ int main(int argc, char** argv) {
                 "--requests / --duration for a single load step (see --help)");
   }
   if (!scenario.ok()) return Fail(kExitUsage, std::string(scenario.status().message()));
+  if (scenario->has_soak() && flags->duration_s() > 0) {
+    // A soak's --duration is its length (hours), not each step's.
+    rsslab::ApplySoakDuration(&*scenario, flags->duration_s());
+    flags->clear_duration_s();
+  }
   const bool overrides = !absl::GetFlag(FLAGS_profiles).empty() ||
                          !absl::GetFlag(FLAGS_threads_list).empty() ||
                          absl::GetFlag(FLAGS_repeats) != 0;
@@ -416,6 +447,10 @@ int main(int argc, char** argv) {
   absl::Status ss = rsslab::WriteSummary(out, summary.summary());
 
   printf("%s", rsslab::SummaryTable({summary.summary()}, {out}).c_str());
+  if (summary.summary().soak.enabled) {
+    PrintSoak(summary.summary().soak);
+    SweepReport(out);  // plots, when python3 + matplotlib are here
+  }
   printf("run directory: %s\n", out.c_str());
   fflush(stdout);
   if (!ws.ok()) return Fail(kExitFailed, std::string(ws.message()));

@@ -147,9 +147,19 @@ void SummaryBuilder::Add(const Event& e) {
     case Event::kHeader:
       s_.scenario = e.header().scenario_name();
       s_.target = e.header().target();
+      if (e.header().scenario().has_soak()) {
+        const auto& soak = e.header().scenario().soak();
+        s_.soak.enabled = true;
+        if (soak.growth_threshold_mb() > 0) {
+          s_.soak.threshold_mb = soak.growth_threshold_mb();
+        }
+        s_.soak.watch_interval_s = soak.watch_interval_s();
+      }
       break;
     case Event::kSnapshot:
-      AddSnapshot(e.loadgen_phase(), e.snapshot());
+      // A watch record is not the end of a phase: it counts for the
+      // maxima only.
+      AddSnapshot(e.label() == "watch" ? "" : e.loadgen_phase(), e.snapshot());
       break;
     case Event::kPhase:
       // trim's "before" is not an "after trim" figure, but counts for HWM.
@@ -179,7 +189,234 @@ void SummaryBuilder::Add(const Event& e) {
     default:
       break;
   }
+  if (s_.soak.enabled) AddSoak(e);
 }
+
+SoakCycle& SummaryBuilder::Cycle(int cycle, int64_t at) {
+  auto& v = s_.soak.cycles;
+  auto it = std::lower_bound(
+      v.begin(), v.end(), cycle,
+      [](const SoakCycle& c, int n) { return c.cycle < n; });
+  if (it == v.end() || it->cycle != cycle) {
+    SoakCycle c;
+    c.cycle = cycle;
+    c.start_unix_nanos = at;
+    it = v.insert(it, c);
+  }
+  it->end_unix_nanos = std::max(it->end_unix_nanos, at);
+  return *it;
+}
+
+void SummaryBuilder::AddSoak(const Event& e) {
+  SoakSummary& k = s_.soak;
+  const int64_t at = e.unix_nanos();
+  auto seen = [&](const rsslab::v1::Snapshot& snap) {
+    k.last_snapshot = snap;
+    k.last_snapshot_unix_nanos = at;
+  };
+  const std::string& phase = e.loadgen_phase();
+  switch (e.record_case()) {
+    case Event::kSnapshot: {
+      seen(e.snapshot());
+      if (e.label() == "watch") {
+        ++k.watch_records;
+        if (e.interval_latency().count() > 0) {
+          const double p99 = e.interval_latency().p99_us();
+          if (k.first_interval_p99_us < 0) k.first_interval_p99_us = p99;
+          k.last_interval_p99_us = p99;
+          k.max_interval_p99_us = std::max(k.max_interval_p99_us, p99);
+        }
+        return;
+      }
+      SoakCycle& c = Cycle(e.cycle(), at);
+      if (!phase.empty()) c.rss[phase] = e.snapshot().status().rss_bytes();
+      // Only a snapshot step in idle is "post-idle": the idle set_phase
+      // record is taken as idle begins.
+      if (phase == "idle") {
+        c.post_idle_rss = e.snapshot().status().rss_bytes();
+        c.threads = e.snapshot().status().threads();
+        c.arenas = e.snapshot().memory_map().arena_count();
+      }
+      break;
+    }
+    case Event::kPhase: {
+      seen(e.phase().snapshot());
+      SoakCycle& c = Cycle(e.cycle(), at);
+      // Later records of the phase overwrite this: the last is its end.
+      if (!phase.empty()) c.rss[phase] = e.phase().snapshot().status().rss_bytes();
+      break;
+    }
+    case Event::kTrim: {
+      seen(e.trim().after());
+      SoakCycle& c = Cycle(e.cycle(), at);
+      if (!phase.empty()) c.rss[phase] = e.trim().after().status().rss_bytes();
+      break;
+    }
+    case Event::kLoad: {
+      SoakCycle& c = Cycle(e.cycle(), at);
+      c.requests += e.load().requests_ok() + e.load().requests_failed();
+      c.load_seconds += e.load().elapsed_s();
+      if (hist_cycle_ != e.cycle()) {
+        cycle_hist_.Reset();
+        hist_cycle_ = e.cycle();
+      }
+      auto h = Histogram::FromProto(e.load().histogram());
+      if (h.ok()) cycle_hist_.Merge(*h);
+      c.p99_us = cycle_hist_.Percentile(99) / 1e3;
+      break;
+    }
+    case Event::kServerLost:
+      k.server_lost = true;
+      k.lost_unix_nanos = e.server_lost().unix_nanos();
+      k.lost_error = e.server_lost().error();
+      if (e.server_lost().has_last_snapshot() &&
+          e.server_lost().last_snapshot_unix_nanos() >= k.last_snapshot_unix_nanos) {
+        k.last_snapshot = e.server_lost().last_snapshot();
+        k.last_snapshot_unix_nanos = e.server_lost().last_snapshot_unix_nanos();
+      }
+      return;
+    default:
+      return;
+  }
+  ComputeSoakGrowth(k.threshold_mb, &k.cycles);
+  k.flagged = 0;
+  for (const auto& c : k.cycles) k.flagged += c.flagged ? 1 : 0;
+}
+
+void ComputeSoakGrowth(double threshold_mb, std::vector<SoakCycle>* cycles) {
+  const SoakCycle* first = nullptr;
+  const SoakCycle* prev = nullptr;
+  const double threshold = threshold_mb * 1048576.0;
+  for (SoakCycle& c : *cycles) {
+    c.has_prev = false;
+    c.growth_prev = c.growth_first = 0;
+    c.thread_change = c.arena_change = 0;
+    c.flagged = false;
+    c.flag_reason.clear();
+    if (c.post_idle_rss < 0) continue;  // cut short: nothing to compare
+    if (first != nullptr) c.growth_first = c.post_idle_rss - first->post_idle_rss;
+    if (prev != nullptr) {
+      c.has_prev = true;
+      c.growth_prev = c.post_idle_rss - prev->post_idle_rss;
+      c.thread_change = c.threads - prev->threads;
+      c.arena_change = c.arenas - prev->arenas;
+      std::vector<std::string> why;
+      if (c.growth_prev > threshold) {
+        why.push_back(absl::StrFormat("post-idle rss +%.1f MiB > %.1f MiB",
+                                      c.growth_prev / 1048576.0, threshold_mb));
+      }
+      if (c.thread_change > 0) {
+        why.push_back(absl::StrFormat("threads +%d", c.thread_change));
+      }
+      c.flagged = !why.empty();
+      c.flag_reason = absl::StrJoin(why, ", ");
+    }
+    prev = &c;
+    if (first == nullptr) first = &c;
+  }
+}
+
+namespace {
+std::string PhaseRss(const SoakCycle& c, const char* phase) {
+  auto it = c.rss.find(phase);
+  return it == c.rss.end() ? "-" : Mib(it->second);
+}
+std::string Delta(int64_t bytes) { return absl::StrFormat("%+.1f", bytes / 1048576.0); }
+double CycleQps(const SoakCycle& c) {
+  return c.load_seconds > 0 ? c.requests / c.load_seconds : 0;
+}
+}  // namespace
+
+std::string SoakCycleLine(const SoakCycle& c) {
+  std::string out = absl::StrFormat(
+      "cycle %d: rss fill/shrink/idle/trim %s/%s/%s/%s MiB", c.cycle + 1,
+      PhaseRss(c, "fill"), PhaseRss(c, "shrink"), PhaseRss(c, "idle"),
+      PhaseRss(c, "trim"));
+  if (c.post_idle_rss >= 0) {
+    absl::StrAppendFormat(&out, "; post-idle %s vs prev, %s vs first",
+                          c.has_prev ? Delta(c.growth_prev) : "-",
+                          Delta(c.growth_first));
+    absl::StrAppendFormat(&out, "; threads %d (%+d), arenas %d (%+d)", c.threads,
+                          c.thread_change, c.arenas, c.arena_change);
+  }
+  absl::StrAppendFormat(&out, "; %.0f qps, p99 %.2f ms", CycleQps(c), c.p99_us / 1000);
+  if (c.flagged) absl::StrAppend(&out, "  FLAGGED: ", c.flag_reason);
+  return out;
+}
+
+std::string SoakCyclesCsv(const SoakSummary& s) {
+  std::string out =
+      "cycle,rss_fill_mib,rss_shrink_mib,rss_idle_mib,rss_trim_mib,"
+      "growth_prev_mib,growth_first_mib,threads,thread_change,arenas,"
+      "arena_change,qps,p99_ms,flagged,flag_reason\n";
+  for (const auto& c : s.cycles) {
+    const bool idle = c.post_idle_rss >= 0;
+    absl::StrAppendFormat(
+        &out, "%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.0f,%s,%s,\"%s\"\n", c.cycle + 1,
+        PhaseRss(c, "fill"), PhaseRss(c, "shrink"), PhaseRss(c, "idle"),
+        PhaseRss(c, "trim"), c.has_prev ? Delta(c.growth_prev) : "-",
+        idle ? Delta(c.growth_first) : "-",
+        idle ? absl::StrCat(c.threads) : "-",
+        c.has_prev ? absl::StrCat(c.thread_change) : "-",
+        idle ? absl::StrCat(c.arenas) : "-",
+        c.has_prev ? absl::StrCat(c.arena_change) : "-", CycleQps(c),
+        Ms(c.p99_us), c.flagged ? "yes" : "no", c.flag_reason);
+  }
+  return out;
+}
+
+namespace {
+std::string Utc(int64_t nanos) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", absl::FromUnixNanos(nanos),
+                          absl::UTCTimeZone());
+}
+
+std::string SoakMarkdown(const SoakSummary& k) {
+  std::string md = "## Soak: per cycle\n\n";
+  absl::StrAppendFormat(
+      &md,
+      "%d cycles, %d flagged (post-idle RSS growth over %.1f MiB since the "
+      "previous cycle, or more threads); %d watch records.\n\n",
+      k.cycles.size(), k.flagged, k.threshold_mb, k.watch_records);
+  if (k.server_lost) {
+    absl::StrAppend(&md, "**SERVER LOST** at ", Utc(k.lost_unix_nanos), ": ",
+                    k.lost_error, "\n\n");
+  }
+  if (k.last_snapshot_unix_nanos != 0) {
+    const auto& st = k.last_snapshot.status();
+    absl::StrAppendFormat(
+        &md, "Last snapshot%s at %s: rss %s MiB, anon %s MiB, %d threads, %d arenas.\n\n",
+        k.server_lost ? " before the server was lost" : "",
+        Utc(k.last_snapshot_unix_nanos), Mib(st.rss_bytes()), Mib(st.anon_bytes()),
+        st.threads(), k.last_snapshot.memory_map().arena_count());
+  }
+  if (k.first_interval_p99_us >= 0) {
+    absl::StrAppendFormat(&md,
+                          "p99 per watch interval: first %s ms, last %s ms, worst %s ms.\n\n",
+                          Ms(k.first_interval_p99_us), Ms(k.last_interval_p99_us),
+                          Ms(k.max_interval_p99_us));
+  }
+  md += "| cycle | fill MiB | shrink MiB | idle MiB | trim MiB | Δ prev MiB | "
+        "Δ first MiB | threads (Δ) | arenas (Δ) | qps | p99 ms | flag |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& c : k.cycles) {
+    const bool idle = c.post_idle_rss >= 0;
+    absl::StrAppendFormat(
+        &md, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s |\n",
+        c.cycle + 1, PhaseRss(c, "fill"), PhaseRss(c, "shrink"),
+        PhaseRss(c, "idle"), PhaseRss(c, "trim"),
+        c.has_prev ? Delta(c.growth_prev) : "-", idle ? Delta(c.growth_first) : "-",
+        idle ? absl::StrFormat("%d (%+d)", c.threads, c.thread_change) : "-",
+        idle ? absl::StrFormat("%d (%+d)", c.arenas, c.arena_change) : "-",
+        CycleQps(c), Ms(c.p99_us),
+        c.flagged ? "**FLAGGED**: " + c.flag_reason : "");
+  }
+  md += "\nRSS at the end of each phase of the cycle; Δ figures compare the "
+        "post-idle RSS (after gc.collect()) with the previous and the first "
+        "cycle; threads and arenas at the post-idle snapshot.\n\n";
+  return md;
+}
+}  // namespace
 
 std::vector<std::string> SummaryColumns() {
   return {"scenario",       "completed",     "workers",     "allocator",
@@ -230,6 +467,7 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
                     f.error(), "\n");
   }
   if (!s.failed_steps.empty()) md += "\n";
+  if (s.soak.enabled) md += SoakMarkdown(s.soak);
   md += "## Memory after each phase (seed 000 style)\n\n";
   const auto cols = SummaryColumns();
   absl::StrAppend(&md, "| ", absl::StrJoin(cols, " | "), " |\n|");
@@ -295,7 +533,12 @@ absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s) {
       !st.ok()) {
     return st;
   }
-  return WriteFile(absl::StrCat(run_dir, "/summary.csv"), SummaryCsv(s, run_dir));
+  if (auto st = WriteFile(absl::StrCat(run_dir, "/summary.csv"), SummaryCsv(s, run_dir));
+      !st.ok()) {
+    return st;
+  }
+  if (!s.soak.enabled) return absl::OkStatus();
+  return WriteFile(absl::StrCat(run_dir, "/soak_cycles.csv"), SoakCyclesCsv(s.soak));
 }
 
 std::string SummaryTable(const std::vector<RunSummary>& runs,

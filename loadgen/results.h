@@ -62,6 +62,61 @@ std::string EventToJson(const rsslab::v1::Event& event);
 absl::StatusOr<std::vector<rsslab::v1::Event>> ReadEvents(
     const std::string& dir, int* skipped);
 
+// Soak: a cycle whose post-idle RSS grew more than this (MiB) since the
+// previous cycle is flagged, when the scenario's soak block sets none.
+inline constexpr double kDefaultGrowthThresholdMb = 8;
+
+// One soak cycle (one pass of the repeat step), from its phase records.
+struct SoakCycle {
+  int cycle = 0;  // 0-based, as in Event.cycle
+  int64_t start_unix_nanos = 0;
+  int64_t end_unix_nanos = 0;
+  // RSS at the end of each phase (fill, shrink, idle, trim), bytes.
+  std::map<std::string, int64_t> rss;
+  int64_t post_idle_rss = -1;  // -1: the cycle never reached idle's snapshot
+  int threads = -1;            // at the post-idle snapshot
+  int arenas = -1;
+  // Filled by ComputeSoakGrowth; valid when has_prev / has_first.
+  bool has_prev = false;
+  int64_t growth_prev = 0;   // post-idle RSS minus the previous cycle's
+  int64_t growth_first = 0;  // minus the first cycle's
+  int thread_change = 0;
+  int arena_change = 0;
+  uint64_t requests = 0;
+  double load_seconds = 0;
+  double p99_us = 0;  // over the cycle's load steps, merged
+  bool flagged = false;
+  std::string flag_reason;
+};
+
+struct SoakSummary {
+  bool enabled = false;
+  double threshold_mb = kDefaultGrowthThresholdMb;
+  double watch_interval_s = 0;
+  std::vector<SoakCycle> cycles;
+  uint64_t watch_records = 0;
+  int flagged = 0;
+  // Per-interval p99 drift, from the watch records' interval_latency.
+  double first_interval_p99_us = -1;
+  double last_interval_p99_us = -1;
+  double max_interval_p99_us = -1;
+  // The server went away mid-soak (a server_lost record).
+  bool server_lost = false;
+  int64_t lost_unix_nanos = 0;
+  std::string lost_error;
+  // The last snapshot of any kind (watch or phase) before the end.
+  rsslab::v1::Snapshot last_snapshot;
+  int64_t last_snapshot_unix_nanos = 0;
+};
+
+// Fills growth, changes and flags of `cycles` (ordered by cycle). A cycle
+// is flagged when its post-idle RSS grew more than threshold_mb over the
+// previous cycle's, or its thread count grew: both are what a leak looks
+// like, where the first cycle's figures are only the warm-up.
+void ComputeSoakGrowth(double threshold_mb, std::vector<SoakCycle>* cycles);
+// "cycle 3: post-idle rss 120.1 MiB (+1.2 vs prev, +3.4 vs first), ..."
+std::string SoakCycleLine(const SoakCycle& c);
+
 // What the summary shows for one run.
 struct RunSummary {
   std::string scenario;
@@ -83,6 +138,7 @@ struct RunSummary {
   uint64_t failed = 0;
   double load_seconds = 0;
   std::vector<rsslab::v1::StepRecord> failed_steps;
+  SoakSummary soak;  // enabled for scenarios with a soak block
 };
 
 class SummaryBuilder {
@@ -92,7 +148,13 @@ class SummaryBuilder {
 
  private:
   void AddSnapshot(const std::string& phase, const rsslab::v1::Snapshot& snap);
+  void AddSoak(const rsslab::v1::Event& e);
+  SoakCycle& Cycle(int cycle, int64_t at);
   RunSummary s_;
+  // Only the open cycle's latency is kept as a histogram (fixed memory);
+  // closed cycles keep their p99.
+  int hist_cycle_ = -1;
+  Histogram cycle_hist_;
 };
 
 // The seed-000 table's columns, in order (CSV header and Markdown table).
@@ -102,7 +164,9 @@ std::vector<std::string> SummaryRow(const RunSummary& s);
 std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir);
 std::string SummaryCsv(const RunSummary& s, const std::string& run_dir);
 // Writes run_dir/summary.md and run_dir/summary.csv.
+// For a soak also run_dir/soak_cycles.csv (one row per cycle).
 absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s);
+std::string SoakCyclesCsv(const SoakSummary& s);
 // A short fixed-width table for a terminal.
 std::string SummaryTable(const std::vector<RunSummary>& runs,
                          const std::vector<std::string>& labels);

@@ -3,6 +3,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -82,17 +84,118 @@ void Runner::Line(const std::string& text) {
   fflush(stderr);
 }
 
+void Runner::SetState(const Ctx& ctx) {
+  absl::MutexLock l(&mu_);
+  cur_phase_ = ctx.phase;
+  cur_cycle_ = ctx.cycle;
+}
+
 absl::Status Runner::Append(Event e, const Ctx& ctx) {
   e.set_loadgen_phase(ctx.phase);
   e.set_cycle(ctx.cycle);
+  return AppendLocked(std::move(e));
+}
+
+absl::Status Runner::AppendLocked(Event e) {
   if (!options_.tag.cell().empty()) {
     e.set_cell(options_.tag.cell());
     e.set_profile(options_.tag.profile());
     e.set_threads(options_.tag.threads());
     e.set_repeat(options_.tag.repeat());
   }
+  absl::MutexLock l(&mu_);
   if (summary_ != nullptr) summary_->Add(e);
   return log_->Append(std::move(e));
+}
+
+void Runner::StartWatch(const Scenario& scenario) {
+  const double interval = scenario.soak().watch_interval_s() > 0
+                              ? scenario.soak().watch_interval_s()
+                              : kDefaultWatchIntervalS;
+  watch_ctx_ = std::make_unique<grpc::ClientContext>();
+  watch_stopping_ = false;
+  watch_ = std::thread([this, interval] { WatchLoop(interval); });
+}
+
+void Runner::StopWatch() {
+  if (!watch_.joinable()) return;
+  watch_stopping_ = true;
+  watch_ctx_->TryCancel();
+  watch_.join();
+}
+
+void Runner::WatchLoop(double interval_s) {
+  rsslab::v1::WatchRequest req;
+  req.set_interval_ms(std::max<int64_t>(1, std::llround(interval_s * 1000)));
+  // No gc: a gc.collect() every few seconds would change the memory the
+  // soak is watching.
+  req.set_gc(false);
+  std::unique_ptr<grpc::ClientReader<rsslab::v1::Snapshot>> reader =
+      control_->WatchSnapshots(watch_ctx_.get(), req);
+  rsslab::v1::Snapshot snap;
+  rsslab::v1::Snapshot last;
+  int64_t last_at = 0;
+  while (reader->Read(&snap)) {
+    Event e;
+    e.set_label("watch");
+    const rsslab::v1::Latency lat = engine_.TakeInterval();
+    if (lat.count() > 0) *e.mutable_interval_latency() = lat;
+    last_at = absl::ToUnixNanos(absl::Now());
+    e.set_unix_nanos(last_at);
+    *e.mutable_snapshot() = snap;
+    {
+      absl::MutexLock l(&mu_);
+      e.set_loadgen_phase(cur_phase_);
+      e.set_cycle(cur_cycle_);
+      if (lat.count() > 0) step_intervals_.push_back(lat);
+    }
+    last = std::move(snap);
+    snap.Clear();
+    // A failed write is reported by the main thread's next append too;
+    // the watch keeps going so a transient failure loses one record.
+    (void)AppendLocked(std::move(e));
+  }
+  const grpc::Status st = reader->Finish();
+  if (watch_stopping_) return;  // we cancelled it: the run is over
+  // The stream ended on the server's side: it died or shut down. Record
+  // when, and the last thing seen, before the main thread notices.
+  Event e;
+  auto* lost = e.mutable_server_lost();
+  const int64_t now = absl::ToUnixNanos(absl::Now());
+  lost->set_unix_nanos(now);
+  lost->set_error(st.ok() ? "the server ended the watch stream"
+                          : StatusText(st));
+  if (last_at != 0) {
+    *lost->mutable_last_snapshot() = last;
+    lost->set_last_snapshot_unix_nanos(last_at);
+  }
+  e.set_label("server_lost");
+  {
+    absl::MutexLock l(&mu_);
+    e.set_loadgen_phase(cur_phase_);
+    e.set_cycle(cur_cycle_);
+  }
+  (void)AppendLocked(std::move(e));
+  Line(absl::StrFormat(
+      "[soak] SERVER LOST at %s: %s; last watch snapshot %s",
+      absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(now), absl::UTCTimeZone()),
+      lost->error(),
+      last_at == 0 ? std::string("none")
+                   : absl::StrFormat("rss %.1f MiB, %d threads",
+                                     last.status().rss_bytes() / 1048576.0,
+                                     last.status().threads())));
+}
+
+void Runner::CycleLine(int cycle) {
+  std::string text;
+  {
+    absl::MutexLock l(&mu_);
+    if (summary_ == nullptr) return;
+    for (const SoakCycle& c : summary_->summary().soak.cycles) {
+      if (c.cycle == cycle) text = SoakCycleLine(c);
+    }
+  }
+  if (!text.empty()) Line(absl::StrCat("[soak] ", text));
 }
 
 absl::Status Runner::Run(const Scenario& scenario) {
@@ -117,7 +220,15 @@ absl::Status Runner::Run(const Scenario& scenario) {
     control_ = rsslab::v1::Control::NewStub(control_channel_);
   }
   Ctx ctx;
-  return RunSteps(scenario.step(), scenario, ctx, "");
+  if (scenario.has_soak()) {
+    if (control_ == nullptr) {
+      return absl::InvalidArgumentError("a soak needs --control (it watches snapshots)");
+    }
+    StartWatch(scenario);
+  }
+  absl::Status s = RunSteps(scenario.step(), scenario, ctx, "");
+  StopWatch();
+  return s;
 }
 
 absl::Status Runner::RunSteps(
@@ -164,6 +275,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
         break;
       }
       ctx.phase = req.phase();
+      SetState(ctx);
       *rec.mutable_phase() = resp;
       status = Append(rec, ctx);
       detail = absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
@@ -289,10 +401,19 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
           }
         });
       }
+      {
+        absl::MutexLock l(&mu_);
+        step_intervals_.clear();
+      }
       LoadResult r = engine_.Run(*spec, name, stop_);
       done.Notify();
       if (live.joinable()) live.join();
       *rec.mutable_load() = r.summary;
+      {
+        absl::MutexLock l(&mu_);
+        for (auto& i : step_intervals_) *rec.mutable_load()->add_intervals() = i;
+        step_intervals_.clear();
+      }
       absl::Status ws = Append(rec, ctx);
       status = r.status.ok() ? ws : r.status;
       const auto& l = r.summary.latency();
@@ -316,11 +437,14 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
       for (uint32_t c = 0; rep.times() == 0 || c < rep.times(); ++c) {
         if (absl::Now() >= until) break;
         ctx.cycle = static_cast<int>(c);
+        SetState(ctx);
         status = RunSteps(rep.step(), scenario, ctx,
                           absl::StrFormat("%s cycle %d: ", label, c + 1));
         if (!status.ok()) break;
+        if (scenario.has_soak()) CycleLine(ctx.cycle);
       }
       ctx.cycle = outer_cycle;
+      SetState(ctx);
       break;
     }
     default:

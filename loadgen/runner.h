@@ -11,10 +11,15 @@
 #ifndef RSSLAB_LOADGEN_RUNNER_H_
 #define RSSLAB_LOADGEN_RUNNER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
 #include "loadgen/results.h"
@@ -60,6 +65,13 @@ class Runner {
                        const rsslab::v1::Scenario& scenario, Ctx& ctx,
                        const std::string& label);
   absl::Status Append(rsslab::v1::Event e, const Ctx& ctx);
+  // Soak: records WatchSnapshots on its own thread until StopWatch().
+  void StartWatch(const rsslab::v1::Scenario& scenario);
+  void StopWatch();
+  void WatchLoop(double interval_s);
+  absl::Status AppendLocked(rsslab::v1::Event e) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetState(const Ctx& ctx) ABSL_LOCKS_EXCLUDED(mu_);
+  void CycleLine(int cycle) ABSL_LOCKS_EXCLUDED(mu_);
   void Line(const std::string& text);
   std::shared_ptr<grpc::Channel> ControlChannel() const;
 
@@ -70,6 +82,19 @@ class Runner {
   LoadEngine engine_;
   std::shared_ptr<grpc::Channel> control_channel_;
   std::unique_ptr<rsslab::v1::Control::Stub> control_;
+
+  // The main thread and the watch thread both append: the summary builder
+  // is not thread-safe, and watch records are stamped with the phase and
+  // cycle the main thread is in.
+  absl::Mutex mu_;
+  std::string cur_phase_ ABSL_GUARDED_BY(mu_);
+  int cur_cycle_ ABSL_GUARDED_BY(mu_) = 0;
+  // Interval latencies taken during the running load step (its summary's
+  // `intervals`); bounded by the step's length / the watch interval.
+  std::vector<rsslab::v1::Latency> step_intervals_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<grpc::ClientContext> watch_ctx_;
+  std::atomic<bool> watch_stopping_{false};
+  std::thread watch_;
 };
 
 }  // namespace rsslab

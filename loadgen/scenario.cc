@@ -77,6 +77,31 @@ step { name: "after_idle" snapshot { gc: true } }
 step { name: "trim" set_phase { phase: "trim" gc: true } }
 )pb";
 
+// Issue 5's soak: seed 000's cycle at a fifth of its size, repeated for
+// --duration (which sets the repeat's duration_s), with the server watched
+// every 5 s throughout.
+constexpr absl::string_view kSoakText = R"pb(
+name: "soak"
+description: "Soak: fill (20,000 requests, cache 100 MiB), shrink (cache 10 MiB, 10,000), idle 12 s, trim, repeated for --duration (default 1 h); a snapshot after each phase tagged with its cycle, WatchSnapshots every 5 s; a cycle whose post-idle RSS grows more than 8 MiB or whose thread count grows is flagged."
+soak { watch_interval_s: 5 growth_threshold_mb: 8 }
+step {
+  name: "soak"
+  repeat {
+    duration_s: 3600
+    step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
+    step { name: "fill" load { requests: 20000 } }
+    step { name: "after_fill" snapshot { gc: true } }
+    step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
+    step { name: "shrink" load { requests: 10000 } }
+    step { name: "after_shrink" snapshot { gc: true } }
+    step { name: "idle" set_phase { phase: "idle" } }
+    step { name: "idle" wait { seconds: 12 } }
+    step { name: "after_idle" snapshot { gc: true } }
+    step { name: "trim" set_phase { phase: "trim" gc: true } }
+  }
+}
+)pb";
+
 class Collector : public ::google::protobuf::io::ErrorCollector {
  public:
   explicit Collector(absl::string_view origin) : origin_(origin) {}
@@ -351,10 +376,22 @@ absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
     }
   }
   if (sc.has_soak()) {
-    errors.push_back(absl::StrCat(
-        top.At(sc, "soak"),
-        ": soak settings are not supported by this loadgen yet (issue 5); "
-        "use repeat for cycles"));
+    const auto& k = sc.soak();
+    const Where kw = top.Nested(sc, "soak", -1, "soak");
+    if (k.watch_interval_s() < 0 || !std::isfinite(k.watch_interval_s()) ||
+        (k.watch_interval_s() > 0 && k.watch_interval_s() < 0.01)) {
+      errors.push_back(absl::StrCat(kw.At(k, "watch_interval_s"),
+                                    ": watch_interval_s must be at least 0.01 s "
+                                    "(0 = every 5 s)"));
+    }
+    if (k.growth_threshold_mb() < 0 || !std::isfinite(k.growth_threshold_mb())) {
+      errors.push_back(absl::StrCat(kw.At(k, "growth_threshold_mb"),
+                                    ": growth_threshold_mb must be positive"));
+    }
+    if (sc.has_sweep()) {
+      errors.push_back(absl::StrCat(kw.At(k, ""),
+                                    ": a scenario is a soak or a sweep, not both"));
+    }
   }
   if (sc.has_load_defaults()) {
     CheckLayerAt(sc.load_defaults(),
@@ -502,12 +539,15 @@ absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path,
   return ParseAndCheck(ss.str(), path, flags);
 }
 
-std::vector<std::string> BuiltinNames() { return {"seed", "quick", "sweep"}; }
+std::vector<std::string> BuiltinNames() {
+  return {"seed", "quick", "sweep", "soak"};
+}
 
 absl::StatusOr<std::string> BuiltinText(absl::string_view name) {
   if (name == "seed") return std::string(kSeedText);
   if (name == "quick") return std::string(kQuickText);
   if (name == "sweep") return std::string(kSweepText);
+  if (name == "soak") return std::string(kSoakText);
   return absl::InvalidArgumentError(
       absl::StrFormat("unknown builtin scenario \"%s\" (known: %s)", name,
                       absl::StrJoin(BuiltinNames(), ", ")));
@@ -530,7 +570,17 @@ Scenario AdHocScenario() {
   return sc;
 }
 
+void ApplySoakDuration(Scenario* scenario, double seconds) {
+  for (Step& s : *scenario->mutable_step()) {
+    if (s.has_repeat()) {
+      s.mutable_repeat()->set_duration_s(seconds);
+      s.mutable_repeat()->set_times(0);
+    }
+  }
+}
+
 bool NeedsControl(const Scenario& scenario) {
+  if (scenario.has_soak()) return true;  // the watch stream
   for (const Step& s : scenario.step()) {
     if (UsesControl(s)) return true;
   }

@@ -32,6 +32,8 @@ inline constexpr uint32_t kDefaultConcurrency = 64;
 inline constexpr uint32_t kDefaultChannels = 4;
 inline constexpr uint32_t kDefaultDeadlineMs = 10000;
 inline constexpr uint32_t kDefaultMaxOutstanding = 10000;
+// Soak: WatchSnapshots interval when the scenario's soak block sets none.
+inline constexpr double kDefaultWatchIntervalS = 5;
 
 // The phases the server's SetPhase accepts.
 bool IsKnownPhase(absl::string_view phase);
@@ -68,6 +70,10 @@ absl::StatusOr<rsslab::v1::LoadSpec> ResolveLoad(
     const rsslab::v1::LoadSpec& flags);
 
 // Whether any step needs the Control service (phases, snapshots, trims).
+// Soak: --duration is the soak's length: every top-level repeat step runs
+// for `seconds` (times cleared), not the length of each load step.
+void ApplySoakDuration(rsslab::v1::Scenario* scenario, double seconds);
+
 bool NeedsControl(const rsslab::v1::Scenario& scenario);
 
 }  // namespace rsslab
