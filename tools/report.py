@@ -6,6 +6,8 @@
                                        # "What to do" section of summary.md
     tools/report.py RUN_DIR --csv OUT  # also the summary table as CSV (the
                                        # same bytes as the loadgen's summary.csv)
+    tools/report.py SOAK_RUN_DIR       # a soak: rss_over_time.png and
+                                       # post_idle_per_cycle.png
 
 Seed 000's figure: resident memory against worker threads per allocator
 profile, under load (left panel there, rss_under_load.png here) and after the
@@ -393,6 +395,130 @@ def plot(s, run_dir):
     return paths
 
 
+PHASE_COLORS = {"fill": "#fde0c5", "shrink": "#d5e8d4", "idle": "#dae8fc",
+                "trim": "#e1d5e7", "start": "#eeeeee"}
+
+
+def is_soak(events):
+    for e in events:
+        if "header" in e:
+            return "soak" in e["header"].get("scenario", {})
+    return False
+
+
+def soak_series(events):
+    """Watch records over time, phase bands and post-idle RSS per cycle."""
+    t0 = None
+    for e in events:
+        if "header" in e:
+            t0 = num(e["header"], "start_unix_nanos")
+    watch = []
+    bands = []  # [phase, start_s, end_s]
+    post_idle = {}  # cycle (1-based) -> MiB
+    lost_at = None
+    for e in events:
+        t = num(e, "unix_nanos")
+        if t0 is None or t0 == 0:
+            t0 = t
+        ts = (t - t0) / 1e9
+        if "server_lost" in e:
+            lost_at = (num(e["server_lost"], "unix_nanos") - t0) / 1e9
+        sn = e.get("snapshot")
+        if sn is None:
+            continue
+        st = sn.get("status", {})
+        if e.get("label") == "watch":
+            lat = e.get("interval_latency")
+            watch.append({
+                "t": ts,
+                "rss": num(st, "rss_bytes") / MIB,
+                "anon": num(st, "anon_bytes") / MIB,
+                "arena": num(sn.get("memory_map", {}), "arena_rss_bytes") / MIB,
+                "threads": num(st, "threads"),
+                "p99": num(lat, "p99_us") / 1000 if lat else None,
+            })
+            phase = e.get("loadgen_phase", "")
+            if bands and bands[-1][0] == phase:
+                bands[-1][2] = ts
+            else:
+                if bands:
+                    bands[-1][2] = ts
+                bands.append([phase, ts, ts])
+        elif e.get("loadgen_phase") == "idle":
+            post_idle[int(num(e, "cycle")) + 1] = num(st, "rss_bytes") / MIB
+    return watch, bands, post_idle, lost_at
+
+
+def plot_soak(events, run_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    watch, bands, post_idle, lost_at = soak_series(events)
+    paths = []
+    fig, (ax, axt, axl) = plt.subplots(3, 1, figsize=(11, 8), sharex=True,
+                                       gridspec_kw={"height_ratios": [3, 1, 1]})
+    t = [w["t"] for w in watch]
+    ax.plot(t, [w["rss"] for w in watch], label="RSS")
+    ax.plot(t, [w["anon"] for w in watch], label="anon")
+    ax.plot(t, [w["arena"] for w in watch], label="arena RSS")
+    axt.plot(t, [w["threads"] for w in watch], color="black", label="threads")
+    lt = [w["t"] for w in watch if w["p99"] is not None]
+    axl.plot(lt, [w["p99"] for w in watch if w["p99"] is not None], ".-",
+             color="tab:red", label="p99 per interval")
+    seen = set()
+    for phase, a, b in bands:
+        for x in (ax, axt, axl):
+            x.axvspan(a, b, color=PHASE_COLORS.get(phase, "#ffffff"), lw=0,
+                      label=None if phase in seen or x is not ax or not phase
+                      else phase)
+        seen.add(phase)
+    if lost_at is not None:
+        for x in (ax, axt, axl):
+            x.axvline(lost_at, color="red", ls="--")
+        ax.text(lost_at, ax.get_ylim()[1], " server lost", color="red",
+                va="top")
+    ax.set_ylabel("MiB")
+    ax.set_title("Soak: server memory over time (watch records, phase bands)")
+    ax.legend(loc="upper left", fontsize="small", ncol=2)
+    axt.set_ylabel("threads")
+    axl.set_ylabel("p99 ms")
+    axl.set_xlabel("seconds since the run began")
+    fig.tight_layout()
+    path = os.path.join(run_dir, "rss_over_time.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    paths.append(path)
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    cycles = sorted(post_idle)
+    ax.plot(cycles, [post_idle[c] for c in cycles], "o-")
+    ax.set_xlabel("cycle")
+    ax.set_ylabel("post-idle RSS (MiB)")
+    ax.set_title("Soak: RSS after each cycle's idle (after gc.collect())")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = os.path.join(run_dir, "post_idle_per_cycle.png")
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    paths.append(path)
+    return paths
+
+
+def soak_main(events, args):
+    if args.no_plots:
+        return 0
+    try:
+        paths = plot_soak(events, args.run_dir)
+    except ImportError as e:
+        print("report.py: no plots (%s); install python3-matplotlib and rerun: %s %s"
+              % (e, sys.argv[0], args.run_dir), file=sys.stderr)
+        return 3
+    for p in paths:
+        print("report.py: plot %s" % p)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run_dir", help="a sweep's run directory (holds events.jsonl)")
@@ -404,6 +530,8 @@ def main():
     except OSError as e:
         print("report.py: %s" % e, file=sys.stderr)
         return 1
+    if is_soak(events):
+        return soak_main(events, args)
     s = build(events)
     if not s["cells"]:
         print("report.py: %s holds no sweep cells" % args.run_dir, file=sys.stderr)
