@@ -114,11 +114,19 @@ void Runner::StartWatch(const Scenario& scenario) {
                               : kDefaultWatchIntervalS;
   watch_ctx_ = std::make_unique<grpc::ClientContext>();
   watch_stopping_ = false;
+  watch_interval_s_ = interval;
+  watch_ended_ = std::make_unique<absl::Notification>();
   watch_ = std::thread([this, interval] { WatchLoop(interval); });
 }
 
-void Runner::StopWatch() {
+void Runner::StopWatch(bool failed) {
   if (!watch_.joinable()) return;
+  if (failed) {
+    // A dead server ends the stream within moments (the connection drops);
+    // a live one keeps streaming, so this costs one interval at most.
+    watch_ended_->WaitForNotificationWithTimeout(
+        absl::Seconds(watch_interval_s_) + absl::Seconds(2));
+  }
   watch_stopping_ = true;
   watch_ctx_->TryCancel();
   watch_.join();
@@ -156,7 +164,10 @@ void Runner::WatchLoop(double interval_s) {
     (void)AppendLocked(std::move(e));
   }
   const grpc::Status st = reader->Finish();
-  if (watch_stopping_) return;  // we cancelled it: the run is over
+  watch_ended_->Notify();
+  // We cancelled it: the run is over. (A stream that broke for another
+  // reason meanwhile is still a lost server.)
+  if (watch_stopping_ && st.error_code() == grpc::StatusCode::CANCELLED) return;
   // The stream ended on the server's side: it died or shut down. Record
   // when, and the last thing seen, before the main thread notices.
   Event e;
@@ -227,7 +238,7 @@ absl::Status Runner::Run(const Scenario& scenario) {
     StartWatch(scenario);
   }
   absl::Status s = RunSteps(scenario.step(), scenario, ctx, "");
-  StopWatch();
+  StopWatch(!s.ok() && !absl::IsCancelled(s));
   return s;
 }
 

@@ -20,6 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
 #include "loadgen/results.h"
@@ -67,7 +68,9 @@ class Runner {
   absl::Status Append(rsslab::v1::Event e, const Ctx& ctx);
   // Soak: records WatchSnapshots on its own thread until StopWatch().
   void StartWatch(const rsslab::v1::Scenario& scenario);
-  void StopWatch();
+  // `failed`: the run ended on an error, perhaps because the server died;
+  // give the stream a moment to end by itself so the loss is recorded.
+  void StopWatch(bool failed);
   void WatchLoop(double interval_s);
   absl::Status AppendLocked(rsslab::v1::Event e) ABSL_LOCKS_EXCLUDED(mu_);
   void SetState(const Ctx& ctx) ABSL_LOCKS_EXCLUDED(mu_);
@@ -94,6 +97,8 @@ class Runner {
   std::vector<rsslab::v1::Latency> step_intervals_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<grpc::ClientContext> watch_ctx_;
   std::atomic<bool> watch_stopping_{false};
+  double watch_interval_s_ = 0;
+  std::unique_ptr<absl::Notification> watch_ended_;
   std::thread watch_;
 };
 

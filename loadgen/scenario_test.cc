@@ -59,7 +59,7 @@ TEST(ScenarioTest, QuickBuiltinAndUnknownBuiltin) {
   auto bad = BuiltinScenario("sede", NoFlags());
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(std::string(bad.status().message()),
-              HasSubstr("unknown builtin scenario \"sede\" (known: seed, quick, sweep)"));
+              HasSubstr("unknown builtin scenario \"sede\" (known: seed, quick, sweep, soak)"));
 }
 
 TEST(ScenarioTest, SyntaxErrorsNameFileLineAndColumn) {
@@ -212,6 +212,37 @@ TEST(ScenarioTest, AdHocScenarioTakesEverythingFromFlags) {
   auto r = ResolveLoad(sc.step(0).load(), sc.load_defaults(), flags);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->requests(), 7u);
+}
+
+}  // namespace
+}  // namespace rsslab
+
+namespace rsslab {
+namespace {
+
+TEST(SoakScenario, BuiltinCyclesUntilDurationAndDurationFlagSetsTheLength) {
+  auto sc = BuiltinScenario("soak", rsslab::v1::LoadSpec());
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  ASSERT_TRUE(sc->has_soak());
+  EXPECT_EQ(sc->soak().watch_interval_s(), 5);
+  ASSERT_EQ(sc->step_size(), 1);
+  ASSERT_TRUE(sc->step(0).has_repeat());
+  EXPECT_EQ(sc->step(0).repeat().step(1).load().requests(), 20000u);
+  EXPECT_EQ(sc->step(0).repeat().step(4).load().requests(), 10000u);
+  EXPECT_TRUE(NeedsControl(*sc));
+  ApplySoakDuration(&*sc, 4 * 3600);
+  EXPECT_EQ(sc->step(0).repeat().duration_s(), 4 * 3600);
+  EXPECT_EQ(sc->step(0).repeat().times(), 0u);
+}
+
+TEST(SoakScenario, BadSoakSettingsNameTheirLine) {
+  auto sc = ParseScenario(
+      "name: \"s\"\nsoak {\n  watch_interval_s: -1\n}\n"
+      "step { wait { seconds: 1 } }\n",
+      "s.txtpb", rsslab::v1::LoadSpec());
+  ASSERT_FALSE(sc.ok());
+  EXPECT_THAT(std::string(sc.status().message()),
+              ::testing::HasSubstr("s.txtpb:3: soak: watch_interval_s must be"));
 }
 
 }  // namespace
