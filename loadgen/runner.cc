@@ -186,15 +186,17 @@ void Runner::WatchLoop(double interval_s) {
     e.set_loadgen_phase(cur_phase_);
     e.set_cycle(cur_cycle_);
   }
-  (void)AppendLocked(std::move(e));
-  Line(absl::StrFormat(
+  // Made before the append: `lost` points into `e`, which is moved.
+  const std::string text = absl::StrFormat(
       "[soak] SERVER LOST at %s: %s; last watch snapshot %s",
       absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(now), absl::UTCTimeZone()),
       lost->error(),
       last_at == 0 ? std::string("none")
                    : absl::StrFormat("rss %.1f MiB, %d threads",
                                      last.status().rss_bytes() / 1048576.0,
-                                     last.status().threads())));
+                                     last.status().threads()));
+  (void)AppendLocked(std::move(e));
+  Line(text);
 }
 
 void Runner::CycleLine(int cycle) {

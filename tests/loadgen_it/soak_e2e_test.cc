@@ -1,0 +1,265 @@
+// The soak end to end against a real rsslab_server: a few short cycles
+// with a fast watch stream (records, per-cycle growth table, plots, report
+// rebuilding it), and a server killed mid-soak (non-zero exit, the loss
+// reported with its time and the last snapshot, records intact).
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "proto/results.pb.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::testing::ServerProcess;
+using ::rsslab::v1::Event;
+using ::testing::HasSubstr;
+
+std::string Tmp(const std::string& name) {
+  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
+}
+
+std::string Loadgen() { return ServerProcess::Runfile("loadgen/rsslab_loadgen"); }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<Event> Events(const std::string& dir) {
+  std::ifstream in(dir + "/events.jsonl");
+  std::vector<Event> out;
+  std::string line;
+  while (std::getline(in, line)) {
+    Event e;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(line, &e).ok()) << line;
+    out.push_back(e);
+  }
+  return out;
+}
+
+std::unique_ptr<ServerProcess> StartServer() {
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("server/rsslab_server");
+  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=2"};
+  auto s = ServerProcess::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+// The built-in soak's cycle, small enough for a test: fill long enough
+// (~0.5 s) that watch intervals fall inside load steps.
+std::string SoakFile() {
+  const std::string path = Tmp("soak.txtpb");
+  std::ofstream(path) << R"pb(
+name: "soak"
+soak { watch_interval_s: 0.2 growth_threshold_mb: 8 }
+step { name: "soak" repeat { duration_s: 3600
+  step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
+  step { name: "fill" load { requests: 1000 } }
+  step { name: "after_fill" snapshot { gc: true } }
+  step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
+  step { name: "shrink" load { requests: 300 } }
+  step { name: "after_shrink" snapshot { gc: true } }
+  step { name: "idle" set_phase { phase: "idle" } }
+  step { name: "idle" wait { seconds: 0.2 } }
+  step { name: "after_idle" snapshot { gc: true } }
+  step { name: "trim" set_phase { phase: "trim" gc: true } }
+} }
+)pb";
+  return path;
+}
+
+std::vector<std::string> Args(const ServerProcess& s, const std::string& out,
+                              const std::string& duration) {
+  return {"--target=" + s.data_address(), "--control=" + s.control_address(),
+          "--scenario=" + SoakFile(), "--duration=" + duration,
+          "--progress=lines", "--out=" + out,
+          "--report_tool=" + ServerProcess::Runfile("tools/report.py")};
+}
+
+void ExpectPng(const std::string& path) {
+  const std::string png = ReadFile(path);
+  ASSERT_GT(png.size(), 1000u) << path;
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << path;
+}
+
+std::vector<std::vector<std::string>> CsvRows(const std::string& path) {
+  std::vector<std::vector<std::string>> rows;
+  for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty())) {
+    rows.push_back(absl::StrSplit(line, ','));
+  }
+  return rows;
+}
+
+TEST(SoakE2E, ShortSoakRecordsWatchCyclesGrowthAndPlots) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const std::string out = Tmp("soak_ok");
+  auto r = ServerProcess::Run(Loadgen(), Args(*server, out, "2500ms"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("[soak] cycle 1:"));
+  EXPECT_THAT(r.err, HasSubstr("[soak] cycle 2:"));
+  EXPECT_THAT(r.out, HasSubstr("soak: "));
+
+  const auto ev = Events(out);
+  int watch = 0, with_latency = 0, max_cycle = 0, load_intervals = 0;
+  for (const auto& e : ev) {
+    if (e.has_snapshot() && e.label() == "watch") {
+      ++watch;
+      EXPECT_GT(e.snapshot().status().rss_bytes(), 0);
+      if (e.interval_latency().count() > 0) ++with_latency;
+    }
+    if (e.has_load()) load_intervals += e.load().intervals_size();
+    max_cycle = std::max(max_cycle, e.cycle());
+    EXPECT_FALSE(e.has_server_lost());
+  }
+  // 2.5 s at 0.2 s: about 12; a loaded machine may deliver fewer.
+  EXPECT_GE(watch, 5);
+  EXPECT_GE(with_latency, 1);
+  EXPECT_GE(load_intervals, 1);
+  EXPECT_GE(max_cycle, 1);  // at least two cycles, cut by --duration
+  ASSERT_TRUE(ev.back().has_footer());
+  EXPECT_TRUE(ev.back().footer().completed());
+
+  // Per-cycle rows: the second compares with the first.
+  const auto rows = CsvRows(out + "/soak_cycles.csv");
+  ASSERT_GE(rows.size(), 3u);
+  ASSERT_EQ(rows[0][5], "growth_prev_mib");
+  EXPECT_EQ(rows[1][5], "-");
+  EXPECT_NE(rows[2][5], "-");
+  EXPECT_NE(rows[2][3], "-");  // post-idle RSS
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("## Soak: per cycle"));
+  ExpectPng(out + "/rss_over_time.png");
+  ExpectPng(out + "/post_idle_per_cycle.png");
+
+  // `report` rebuilds the same table from events.jsonl alone.
+  const std::string csv = ReadFile(out + "/soak_cycles.csv");
+  unlink((out + "/soak_cycles.csv").c_str());
+  unlink((out + "/rss_over_time.png").c_str());
+  auto rep = ServerProcess::Run(
+      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("tools/report.py"), "report", out});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_EQ(ReadFile(out + "/soak_cycles.csv"), csv);
+  ExpectPng(out + "/rss_over_time.png");
+  EXPECT_EQ(server->Stop(), 0);
+}
+
+// The loadgen as a background child, for killing the server under it.
+class Child {
+ public:
+  Child(const std::string& bin, const std::vector<std::string>& args)
+      : err_path_(Tmp("soak_child.err")) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 2);
+      int fo = open(Tmp("soak_child.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fo, 1);
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(bin.c_str()));
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+  }
+  ~Child() {
+    if (!reaped_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  // The loadgen's own progress line is the readiness signal.
+  bool WaitForStderr(const std::string& text, absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    while (absl::Now() < end) {
+      if (Stderr().find(text) != std::string::npos) return true;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return false;
+  }
+  int Wait(absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    int st = 0;
+    while (absl::Now() < end) {
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        reaped_ = true;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return -1;
+  }
+  std::string Stderr() const { return ReadFile(err_path_); }
+
+ private:
+  std::string err_path_;
+  pid_t pid_ = -1;
+  bool reaped_ = false;
+};
+
+TEST(SoakE2E, ServerKilledMidSoakIsReportedWithTimeAndLastSnapshot) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const std::string out = Tmp("soak_killed");
+  auto args = Args(*server, out, "10m");
+  args.push_back("--connect_timeout=2s");
+  args.push_back("--deadline_ms=3000");
+  Child lg(Loadgen(), args);
+  ASSERT_TRUE(lg.WaitForStderr("[soak] cycle 1:", absl::Seconds(30))) << lg.Stderr();
+  const absl::Time killed = absl::Now();
+  ASSERT_EQ(kill(server->pid(), SIGKILL), 0);
+  EXPECT_EQ(lg.Wait(absl::Seconds(30)), 1) << lg.Stderr();
+  EXPECT_THAT(lg.Stderr(), HasSubstr("SERVER LOST"));
+  EXPECT_THAT(ReadFile(Tmp("soak_child.out")), HasSubstr("soak: SERVER LOST at"));
+
+  const auto ev = Events(out);
+  const Event* lost = nullptr;
+  int watch = 0;
+  for (const auto& e : ev) {
+    if (e.has_server_lost()) lost = &e;
+    if (e.has_snapshot() && e.label() == "watch") ++watch;
+  }
+  EXPECT_GE(watch, 1);
+  ASSERT_NE(lost, nullptr);
+  const absl::Time at = absl::FromUnixNanos(lost->server_lost().unix_nanos());
+  EXPECT_GE(at, killed - absl::Seconds(1));
+  EXPECT_LE(at, killed + absl::Seconds(10));
+  ASSERT_TRUE(lost->server_lost().has_last_snapshot());
+  EXPECT_GT(lost->server_lost().last_snapshot().status().rss_bytes(), 0);
+  EXPECT_LE(absl::FromUnixNanos(lost->server_lost().last_snapshot_unix_nanos()), at);
+  ASSERT_TRUE(ev.back().has_footer());
+  EXPECT_FALSE(ev.back().footer().completed());
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("SERVER LOST"));
+
+  // From events.jsonl alone: the finished cycle's row and the loss.
+  unlink((out + "/soak_cycles.csv").c_str());
+  unlink((out + "/summary.md").c_str());
+  auto rep = ServerProcess::Run(
+      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("tools/report.py"), "report", out});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_THAT(rep.out, HasSubstr("SERVER LOST"));
+  const auto rows = CsvRows(out + "/soak_cycles.csv");
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows[1][0], "1");
+  EXPECT_NE(rows[1][3], "-");
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("Last snapshot before the server was lost"));
+  ExpectPng(out + "/rss_over_time.png");
+}
+
+}  // namespace
+}  // namespace rsslab
