@@ -477,6 +477,15 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
     absl::MutexLock l(&mu_);
     current_.reset();
   }
+  {
+    Histogram tail;
+    for (auto& sh : st->shards) {
+      absl::MutexLock l(&sh->mu);
+      tail.Merge(sh->interval);
+      sh->interval.Reset();
+    }
+    if (tail.count() > 0) result.tail_interval = tail.LatencyMicros();
+  }
 
   result.histogram = st->Merged();
   std::array<uint64_t, kCodes> codes = {};

@@ -66,6 +66,9 @@ struct LiveProgress {
 struct LoadResult {
   rsslab::v1::LoadSummary summary;
   Histogram histogram;
+  // Latency since the last TakeInterval() when the step ended (the part of
+  // the last interval no watch record took).
+  rsslab::v1::Latency tail_interval;
   // OK, or why the step failed: unreachable, errors over --max_errors,
   // CANCELLED when interrupted.
   absl::Status status;

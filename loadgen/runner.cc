@@ -426,6 +426,11 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
         absl::MutexLock l(&mu_);
         for (auto& i : step_intervals_) *rec.mutable_load()->add_intervals() = i;
         step_intervals_.clear();
+        // Only for soaks (a watch took the earlier ones): a plain run's
+        // total is its only interval.
+        if (watch_.joinable() && r.tail_interval.count() > 0) {
+          *rec.mutable_load()->add_intervals() = r.tail_interval;
+        }
       }
       absl::Status ws = Append(rec, ctx);
       status = r.status.ok() ? ws : r.status;

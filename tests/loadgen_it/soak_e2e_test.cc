@@ -205,6 +205,11 @@ class Child {
     return -1;
   }
   std::string Stderr() const { return ReadFile(err_path_); }
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+  }
 
  private:
   std::string err_path_;
@@ -259,6 +264,41 @@ TEST(SoakE2E, ServerKilledMidSoakIsReportedWithTimeAndLastSnapshot) {
   EXPECT_NE(rows[1][3], "-");
   EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("Last snapshot before the server was lost"));
   ExpectPng(out + "/rss_over_time.png");
+}
+
+TEST(SoakE2E, LoadgenKilledMidSoakKeepsEveryRecordAndReportRebuildsTheTable) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const std::string out = Tmp("soak_lg_killed");
+  Child lg(Loadgen(), Args(*server, out, "10m"));
+  ASSERT_TRUE(lg.WaitForStderr("[soak] cycle 2:", absl::Seconds(30))) << lg.Stderr();
+  lg.Kill();
+  // A record can exceed stdio's buffer (two write()s), so SIGKILL may tear
+  // the last line; only that one may fail to parse.
+  std::vector<Event> ev;
+  std::vector<std::string> lines =
+      absl::StrSplit(ReadFile(out + "/events.jsonl"), '\n', absl::SkipEmpty());
+  for (size_t i = 0; i < lines.size(); ++i) {
+    Event e;
+    const bool ok = google::protobuf::util::JsonStringToMessage(lines[i], &e).ok();
+    EXPECT_TRUE(ok || i + 1 == lines.size()) << lines[i];
+    if (ok) ev.push_back(e);
+  }
+  ASSERT_FALSE(ev.empty());
+  EXPECT_FALSE(ev.back().has_footer());
+  int watch = 0;
+  for (const auto& e : ev) watch += e.has_snapshot() && e.label() == "watch";
+  EXPECT_GE(watch, 1);
+  auto rep = ServerProcess::Run(
+      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("tools/report.py"), "report", out});
+  ASSERT_EQ(rep.exit_code, 0) << rep.err;
+  EXPECT_THAT(rep.out, HasSubstr("cycle 2: "));
+  const auto rows = CsvRows(out + "/soak_cycles.csv");
+  ASSERT_GE(rows.size(), 3u);
+  EXPECT_NE(rows[2][5], "-");  // cycle 2's growth against cycle 1
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("INCOMPLETE"));
+  ExpectPng(out + "/post_idle_per_cycle.png");
+  EXPECT_EQ(server->Stop(), 0);
 }
 
 }  // namespace
