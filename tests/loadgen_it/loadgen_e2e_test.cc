@@ -18,20 +18,20 @@
 #include "gtest/gtest.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/results.pb.h"
+#include "tests/loadgen_it/loadgen_testing.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
 namespace {
 
+using ::rsslab::testing::Child;
+using ::rsslab::testing::Events;
+using ::rsslab::testing::Loadgen;
+using ::rsslab::testing::ReadFile;
 using ::rsslab::testing::ServerProcess;
+using ::rsslab::testing::Tmp;
 using ::rsslab::v1::Event;
 using ::testing::HasSubstr;
-
-std::string Tmp(const std::string& name) {
-  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-}
-
-std::string Loadgen() { return ServerProcess::Runfile("loadgen/rsslab_loadgen"); }
 
 std::unique_ptr<ServerProcess> StartServer(int threads,
                                            const std::string& handler = "") {
@@ -51,87 +51,12 @@ std::vector<std::string> Addr(const ServerProcess& s) {
   return {"--target=" + s.data_address(), "--control=" + s.control_address()};
 }
 
-std::vector<Event> Events(const std::string& dir) {
-  std::ifstream in(dir + "/events.jsonl");
-  std::vector<Event> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    Event e;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(line, &e).ok()) << line;
-    out.push_back(e);
-  }
-  return out;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 const Event* FindLoad(const std::vector<Event>& ev) {
   for (const auto& e : ev) {
     if (e.has_load()) return &e;
   }
   return nullptr;
 }
-
-// The loadgen as a background child, for signalling it mid-run.
-class Child {
- public:
-  Child(const std::string& bin, const std::vector<std::string>& args)
-      : err_path_(Tmp(absl::StrCat("child", getpid(), "_", counter_++, ".err"))) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 2);
-      int null = open("/dev/null", O_WRONLY);
-      dup2(null, 1);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(bin.c_str()));
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(bin.c_str(), argv.data());
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (!reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Polls the child's stderr for `text` (a log line is the readiness signal).
-  bool WaitForStderr(const std::string& text, absl::Duration timeout) {
-    const absl::Time end = absl::Now() + timeout;
-    while (absl::Now() < end) {
-      if (ReadFile(err_path_).find(text) != std::string::npos) return true;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
-  }
-  int Wait(absl::Duration timeout) {
-    const absl::Time end = absl::Now() + timeout;
-    int st = 0;
-    while (absl::Now() < end) {
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        reaped_ = true;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return -1;
-  }
-  pid_t pid() const { return pid_; }
-  std::string Stderr() const { return ReadFile(err_path_); }
-
- private:
-  static inline int counter_ = 0;
-  std::string err_path_;
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-};
 
 TEST(LoadgenE2E, SeedAtTinyScaleRecordsEveryPhaseAndFillsTheSummary) {
   auto server = StartServer(2);

@@ -17,39 +17,20 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/results.pb.h"
+#include "tests/loadgen_it/loadgen_testing.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
 namespace {
 
+using ::rsslab::testing::Child;
+using ::rsslab::testing::Events;
+using ::rsslab::testing::Loadgen;
+using ::rsslab::testing::ReadFile;
 using ::rsslab::testing::ServerProcess;
+using ::rsslab::testing::Tmp;
 using ::rsslab::v1::Event;
 using ::testing::HasSubstr;
-
-std::string Tmp(const std::string& name) {
-  return absl::StrCat(getenv("TEST_TMPDIR"), "/", name);
-}
-
-std::string Loadgen() { return ServerProcess::Runfile("loadgen/rsslab_loadgen"); }
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-std::vector<Event> Events(const std::string& dir) {
-  std::ifstream in(dir + "/events.jsonl");
-  std::vector<Event> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    Event e;
-    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(line, &e).ok()) << line;
-    out.push_back(e);
-  }
-  return out;
-}
 
 std::unique_ptr<ServerProcess> StartServer() {
   ServerProcess::Options o;
@@ -158,65 +139,6 @@ TEST(SoakE2E, ShortSoakRecordsWatchCyclesGrowthAndPlots) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
-// The loadgen as a background child, for killing the server under it.
-class Child {
- public:
-  Child(const std::string& bin, const std::vector<std::string>& args)
-      : err_path_(Tmp("soak_child.err")) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 2);
-      int fo = open(Tmp("soak_child.out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fo, 1);
-      std::vector<char*> argv;
-      argv.push_back(const_cast<char*>(bin.c_str()));
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execv(bin.c_str(), argv.data());
-      _exit(127);
-    }
-  }
-  ~Child() {
-    if (!reaped_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  // The loadgen's own progress line is the readiness signal.
-  bool WaitForStderr(const std::string& text, absl::Duration timeout) {
-    const absl::Time end = absl::Now() + timeout;
-    while (absl::Now() < end) {
-      if (Stderr().find(text) != std::string::npos) return true;
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return false;
-  }
-  int Wait(absl::Duration timeout) {
-    const absl::Time end = absl::Now() + timeout;
-    int st = 0;
-    while (absl::Now() < end) {
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        reaped_ = true;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
-    return -1;
-  }
-  std::string Stderr() const { return ReadFile(err_path_); }
-  void Kill() {
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    reaped_ = true;
-  }
-
- private:
-  std::string err_path_;
-  pid_t pid_ = -1;
-  bool reaped_ = false;
-};
-
 TEST(SoakE2E, ServerKilledMidSoakIsReportedWithTimeAndLastSnapshot) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
@@ -230,7 +152,7 @@ TEST(SoakE2E, ServerKilledMidSoakIsReportedWithTimeAndLastSnapshot) {
   ASSERT_EQ(kill(server->pid(), SIGKILL), 0);
   EXPECT_EQ(lg.Wait(absl::Seconds(30)), 1) << lg.Stderr();
   EXPECT_THAT(lg.Stderr(), HasSubstr("SERVER LOST"));
-  EXPECT_THAT(ReadFile(Tmp("soak_child.out")), HasSubstr("soak: SERVER LOST at"));
+  EXPECT_THAT(lg.Stdout(), HasSubstr("soak: SERVER LOST at"));
 
   const auto ev = Events(out);
   const Event* lost = nullptr;
