@@ -7,14 +7,21 @@
 #   bench/loadgen_vs_h2load.sh            # after ./rsslab build
 #   N=50000 C=64 CH=4 THREADS=4 ROUNDS=5 bench/loadgen_vs_h2load.sh
 #   SERVER=/path/rsslab_server LOADGEN=/path/rsslab_loadgen bench/...
+#   PIN=1 bench/loadgen_vs_h2load.sh      # server on CPU 0, client on CPU 1
 #
 # Fairness: both tools get the same load shape (C requests in flight over CH
 # HTTP/2 connections: h2load -c CH -m C/CH), the same request count, one
-# unmeasured warm-up run each against the same server first, neither is
-# pinned, and rounds are interleaved with the order alternating, so a burst
+# unmeasured warm-up run each against the same server first, and rounds are interleaved with the order alternating, so a burst
 # of background load hits both. The server's thread count is fixed. Client
 # CPU is user+sys of the whole client process (/usr/bin/time), divided by
 # every request it sent (the loadgen's warm-up requests included).
+#
+# PIN=0 (default): nothing is pinned, so client and server share both cores
+# and every microsecond the client spends is taken from the server.
+# PIN=1: the server runs on CPU 0 and the client on CPU 1 (taskset), the
+# shape of the real deployment (loadgen and server on different machines):
+# it asks whether the client can saturate the server, not which client is
+# cheaper to run beside it.
 #
 # h2load counts any HTTP 200 as success, gRPC errors included; the server's
 # request counter is not needed here because the no-op handler never fails,
@@ -23,7 +30,13 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 N=${N:-40000}; C=${C:-64}; CH=${CH:-4}; THREADS=${THREADS:-4}; ROUNDS=${ROUNDS:-3}
-WARM=${WARM:-1000}
+WARM=${WARM:-1000}; PIN=${PIN:-0}
+if [ "$PIN" = 1 ]; then
+  (( $(nproc) >= 2 )) || { echo "bench: PIN=1 needs 2 cores" >&2; exit 1; }
+  SRV_PIN=(taskset -c 0); CLI_PIN=(taskset -c 1)
+else
+  SRV_PIN=(); CLI_PIN=()
+fi
 SERVER=${SERVER:-$ROOT/bin/rsslab_server}; LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
 command -v h2load >/dev/null || { echo "bench: h2load missing (apt-get install nghttp2-client)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
@@ -35,7 +48,7 @@ trap '[ -n "$SERVER_PID" ] && kill -TERM $SERVER_PID 2>/dev/null; wait 2>/dev/nu
 echo "machine: $(nproc) cores ($(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -1)), kernel $(uname -r), $(ldd --version | head -1 | sed 's/^ldd //'), $(h2load --version | head -1)"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-"$SERVER" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$THREADS" \
+"${SRV_PIN[@]}" "$SERVER" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$THREADS" \
   --handler="$ROOT/tests/handlers/noop.py" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
 for i in $(seq 1 600); do
@@ -58,7 +71,7 @@ server_cpu() {
 run_h2load() {
   local n=$1 s0 s1
   s0=$(server_cpu)
-  /usr/bin/time -f '%U %S' -o "$WORK/h2load.time" \
+  "${CLI_PIN[@]}" /usr/bin/time -f '%U %S' -o "$WORK/h2load.time" \
     h2load -n "$n" -c "$CH" -m $(( (C + CH - 1) / CH )) \
     -H 'content-type: application/grpc' -H 'te: trailers' -d "$WORK/req.bin" \
     "http://$DATA/rsslab.v1.Load/Handle" >"$WORK/h2load.txt" 2>&1
@@ -71,7 +84,7 @@ run_loadgen() {
   local n=$1 s0 s1
   rm -rf "$WORK/lg"
   s0=$(server_cpu)
-  /usr/bin/time -f '%U %S' -o "$WORK/lg.time" \
+  "${CLI_PIN[@]}" /usr/bin/time -f '%U %S' -o "$WORK/lg.time" \
     "$LOADGEN" --target="$DATA" --control= --requests="$n" --concurrency="$C" --channels="$CH" \
     --warmup_requests="$WARM" --progress=none --out="$WORK/lg" >/dev/null
   s1=$(server_cpu)
@@ -83,6 +96,7 @@ run_loadgen() {
 # Warm the server (imports, caches, allocator) with each tool once.
 run_loadgen 5000 >/dev/null
 run_h2load 5000 >/dev/null
+echo "pinning: PIN=$PIN$([ "$PIN" = 1 ] && echo ' (server CPU 0, client CPU 1)')"
 echo "server: threads=$THREADS, handler=noop; $N requests per run, $C in flight over $CH connections, loadgen warm-up $WARM requests"
 printf '%-6s %-8s %10s %16s %16s\n' round tool req/s client_us/req server_us/req
 : >"$WORK/rounds"
