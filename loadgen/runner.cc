@@ -62,6 +62,7 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
         o.target = options_.target;
         o.max_errors = options_.max_errors;
         o.connect_timeout = options_.connect_timeout;
+        o.client_threads = options_.client_threads;
         o.security = options_.security;
         return o;
       }()) {}

@@ -38,6 +38,7 @@ class Runner {
     rsslab::v1::LoadSpec flags;  // the command line's load layer
     uint64_t max_errors = 0;
     absl::Duration connect_timeout = absl::Seconds(5);
+    int client_threads = 0;  // LoadEngine::Options::client_threads
     absl::Duration control_timeout = absl::Seconds(60);
     ProgressMode progress = ProgressMode::kLines;
     // Sweep cell tag (cell, profile, threads, repeat) stamped on every
