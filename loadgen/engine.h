@@ -31,6 +31,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "loadgen/histogram.h"
+#include "loadgen/loadgen_metrics.h"
+#include "loadgen/status_code.h"
 #include "proto/results.pb.h"
 #include "proto/scenario.pb.h"
 #include "server/auth/auth.h"
@@ -85,6 +87,9 @@ class LoadEngine {
     absl::Duration late_tolerance = absl::Milliseconds(1);
     // TLS and bearer token for the channels (not owned; null = plaintext).
     const Security* security = nullptr;
+    // --metrics_listen: every RPC is counted here too (not owned; may be
+    // null).
+    LoadgenMetrics* metrics = nullptr;
   };
 
   explicit LoadEngine(Options options);
@@ -109,9 +114,6 @@ class LoadEngine {
   mutable absl::Mutex mu_;
   std::shared_ptr<RunState> current_ ABSL_GUARDED_BY(mu_);
 };
-
-// "OK", "UNAVAILABLE", ... for a grpc::StatusCode value.
-std::string StatusCodeName(int code);
 
 }  // namespace rsslab
 

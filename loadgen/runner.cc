@@ -63,6 +63,7 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
         o.max_errors = options_.max_errors;
         o.connect_timeout = options_.connect_timeout;
         o.security = options_.security;
+        o.metrics = options_.metrics;
         return o;
       }()) {}
 
@@ -82,6 +83,10 @@ void Runner::Line(const std::string& text) {
     fprintf(stderr, "%s%s\n", options_.line_prefix.c_str(), text.c_str());
   }
   fflush(stderr);
+}
+
+void Runner::Saw(const rsslab::v1::Snapshot& snap) {
+  if (options_.metrics != nullptr) options_.metrics->ServerSnapshot(snap);
 }
 
 void Runner::SetState(const Ctx& ctx) {
@@ -157,6 +162,7 @@ void Runner::WatchLoop(double interval_s) {
       e.set_cycle(cur_cycle_);
       if (lat.count() > 0) step_intervals_.push_back(lat);
     }
+    Saw(snap);
     last = std::move(snap);
     snap.Clear();
     // A failed write is reported by the main thread's next append too;
@@ -268,6 +274,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
   std::string detail;
   Event rec;
   rec.set_label(name);
+  if (options_.metrics != nullptr) options_.metrics->StepStarted(label, name, kind, ctx.cycle);
 
   switch (step.kind_case()) {
     case Step::kSetPhase: {
@@ -289,6 +296,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
       }
       ctx.phase = req.phase();
       SetState(ctx);
+      Saw(resp.snapshot());
       *rec.mutable_phase() = resp;
       status = Append(rec, ctx);
       detail = absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
@@ -312,6 +320,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
             "GetSnapshot at %s failed: %s", options_.control, StatusText(gs)));
         break;
       }
+      Saw(snap);
       *rec.mutable_snapshot() = snap;
       status = Append(rec, ctx);
       detail = absl::StrFormat("rss %.1f MiB, hwm %.1f MiB, %d threads, %d arenas",
@@ -333,6 +342,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
             "Trim at %s failed: %s", options_.control, StatusText(gs)));
         break;
       }
+      Saw(resp.after());
       *rec.mutable_trim() = resp;
       status = Append(rec, ctx);
       detail = absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0);
@@ -379,6 +389,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
               cc.set_deadline(Deadline(absl::Seconds(1)));
               rsslab::v1::Snapshot snap;
               if (control_->GetSnapshot(&cc, req, &snap).ok()) {
+                Saw(snap);
                 rss_mib = snap.status().rss_bytes() / 1048576.0;
               }
               last_rss_at = absl::Now();
@@ -477,6 +488,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
   sr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
   sr->set_ok(status.ok());
   if (!status.ok()) sr->set_error(std::string(status.message()));
+  if (options_.metrics != nullptr) options_.metrics->StepEnded(status.ok());
   srec.set_label(name);
   absl::Status ws = Append(srec, ctx);
   Line(absl::StrFormat("[%s] %s: %s %s%s", label, name, kind,
