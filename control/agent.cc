@@ -42,6 +42,7 @@ const FlagRule kFlags[] = {
     {"max_cache_limit_mb", FlagRule::kInt, 0, 1 << 20},
     {"thread_mode", FlagRule::kChoice, 0, 0, "fixed,churn"},
     {"churn_every", FlagRule::kInt, 1, 1000000000},
+    {"churn_overlap_ms", FlagRule::kInt, 0, 3600000},
     {"stuck_after_ms", FlagRule::kInt, 1, 3600000},
     {"max_watch_streams", FlagRule::kInt, 1, 1024},
     {"shutdown_grace_ms", FlagRule::kInt, 0, 600000},

@@ -75,9 +75,12 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s) {
                                               s.gc_duration_us())
                             : "");
   const auto& w = s.workers();
-  absl::StrAppendFormat(&out, "workers  %d %s  alive %d  busy %d  stuck %d  started %d  queue %d\n",
+  absl::StrAppendFormat(&out, "workers  %d %s  alive %d  busy %d  stuck %d  started %d  queue %d%s\n",
                         w.configured(), w.thread_mode(), w.alive(), w.busy(), w.stuck(),
-                        w.threads_started(), w.queue_depth());
+                        w.threads_started(), w.queue_depth(),
+                        w.thread_mode() == "churn"
+                            ? absl::StrFormat("  lingering %d", w.lingering())
+                            : "");
   std::string names;
   for (const auto& t : s.thread_names()) absl::StrAppend(&names, " ", t.comm(), "x", t.count());
   absl::StrAppend(&out, "threads ", names, "\n");

@@ -24,7 +24,7 @@ using ::rsslab::v1::HandleRequest;
 using ::rsslab::v1::HandleResponse;
 using ::rsslab::v1::LoadSpec;
 
-constexpr int kCodes = 17;  // grpc::StatusCode OK..UNAUTHENTICATED
+constexpr int kCodes = kStatusCodes;
 
 int64_t MonoNs() {
   timespec ts;
@@ -71,18 +71,6 @@ void AtomicMin(std::atomic<int64_t>& a, int64_t v) {
 
 }  // namespace
 
-std::string StatusCodeName(int code) {
-  static constexpr const char* kNames[kCodes] = {
-      "OK",           "CANCELLED",         "UNKNOWN",
-      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-      "ALREADY_EXISTS",   "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED",       "OUT_OF_RANGE",
-      "UNIMPLEMENTED",    "INTERNAL",          "UNAVAILABLE",
-      "DATA_LOSS",        "UNAUTHENTICATED"};
-  if (code >= 0 && code < kCodes) return kNames[code];
-  return absl::StrFormat("CODE_%d", code);
-}
-
 struct LoadEngine::RunState {
   // One RPC slot. Closed loop: a completion re-arms its own slot for the
   // next request, so the request (with its params and payload), the response
@@ -115,6 +103,7 @@ struct LoadEngine::RunState {
 
   LoadSpec spec;
   uint64_t max_errors = 0;
+  LoadgenMetrics* metrics = nullptr;  // not owned; may be null
   std::string payload;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<rsslab::v1::Load::Stub>> stubs;
@@ -206,6 +195,7 @@ struct LoadEngine::RunState {
       AtomicMin(measure_start_ns, intended_ns);
     }
     in_flight.fetch_add(1);
+    if (metrics != nullptr) metrics->OnSend();
     if (*call == nullptr) {
       *call = new Call;
       (*call)->req = request_template;
@@ -240,6 +230,10 @@ struct LoadEngine::RunState {
         too_many_errors = true;
         stopping = true;
       }
+    }
+    if (metrics != nullptr) {
+      metrics->OnDone(code, absl::Nanoseconds(std::max<int64_t>(0, end - call->intended_ns)),
+                      call->warm);
     }
     if (call->warm) {
       warm_done.fetch_add(1);
@@ -367,6 +361,7 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
   auto st = std::make_shared<RunState>();
   st->spec = spec;
   st->max_errors = options_.max_errors;
+  st->metrics = options_.metrics;
   st->open_loop = spec.rate() > 0;
   st->payload.assign(spec.payload_bytes(), 'x');
   if (!st->payload.empty()) st->request_template.set_payload(st->payload);

@@ -31,6 +31,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "loadgen/histogram.h"
+#include "loadgen/loadgen_metrics.h"
+#include "loadgen/status_code.h"
 #include "proto/results.pb.h"
 #include "proto/scenario.pb.h"
 #include "server/auth/auth.h"
@@ -91,6 +93,9 @@ class LoadEngine {
     // by ~15% QPS and one thread by 4x (a lone thread waits in Next()
     // while its channels' I/O waits on it).
     int client_threads = 0;
+    // --metrics_listen: every RPC is counted here too (not owned; may be
+    // null).
+    LoadgenMetrics* metrics = nullptr;
   };
 
   explicit LoadEngine(Options options);
@@ -115,9 +120,6 @@ class LoadEngine {
   mutable absl::Mutex mu_;
   std::shared_ptr<RunState> current_ ABSL_GUARDED_BY(mu_);
 };
-
-// "OK", "UNAVAILABLE", ... for a grpc::StatusCode value.
-std::string StatusCodeName(int code);
 
 }  // namespace rsslab
 

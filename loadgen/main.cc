@@ -32,11 +32,13 @@
 #include "absl/time/time.h"
 #include "server/handler_params.h"
 #include "loadgen/engine.h"
+#include "loadgen/loadgen_metrics.h"
 #include "loadgen/results.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
 #include "loadgen/sweep.h"
 #include "loadgen/sweep_summary.h"
+#include "server/metrics/http_server.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
@@ -71,6 +73,13 @@ ABSL_FLAG(std::string, agent, "",
 ABSL_FLAG(std::string, profiles, "", "Sweeps: profiles to run, comma-separated (replaces the scenario's).");
 ABSL_FLAG(std::string, threads_list, "", "Sweeps: worker thread counts, comma-separated, e.g. 1,4,16,64.");
 ABSL_FLAG(int, repeats, 0, "Sweeps: repeats per profile x threads (replaces the scenario's).");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve this run's progress as Prometheus metrics (HTTP GET /metrics) at HOST:PORT; a "
+          "bare PORT means 127.0.0.1:PORT. Off when empty. No authentication: keep it on "
+          "loopback or a network only the scraper reaches.");
+ABSL_FLAG(absl::Duration, metrics_hold, absl::ZeroDuration(),
+          "With --metrics_listen: after the run, keep serving the final values this long (e.g. "
+          "60s, one scrape interval or more) so a scraper sees them; Ctrl-C ends it early.");
 ABSL_FLAG(std::string, report_tool, "",
           "Sweeps: tools/report.py to run at the end (default: found next to this binary).");
 
@@ -386,6 +395,31 @@ int main(int argc, char** argv) {
   absl::StatusOr<rsslab::Security> security = rsslab::Security::FromFlags();
   if (!security.ok()) return Fail(kExitUsage, std::string(security.status().message()));
 
+  // The metrics port is opened before the run directory exists: a taken
+  // port is a usage error with nothing written or sent.
+  rsslab::LoadgenMetrics metrics;
+  std::unique_ptr<rsslab::metrics::MetricsHttpServer> metrics_http;
+  const std::string metrics_addr =
+      rsslab::metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
+  if (absl::GetFlag(FLAGS_metrics_hold) < absl::ZeroDuration()) {
+    return Fail(kExitUsage, "--metrics_hold must not be negative");
+  }
+  if (absl::GetFlag(FLAGS_metrics_hold) > absl::ZeroDuration() && metrics_addr.empty()) {
+    return Fail(kExitUsage, "--metrics_hold needs --metrics_listen");
+  }
+  if (!metrics_addr.empty()) {
+    rsslab::metrics::MetricsHttpServer::Options mo;
+    mo.thread_name = "lg-metrics";
+    auto m = rsslab::metrics::MetricsHttpServer::Start(
+        metrics_addr, [&metrics] { return metrics.Text(); }, mo);
+    if (!m.ok()) {
+      return Fail(kExitUsage, absl::StrCat(m.status().message(), " (--metrics_listen)"));
+    }
+    metrics_http = std::move(*m);
+    fprintf(stderr, "rsslab_loadgen: metrics at http://%s/metrics\n",
+            metrics_http->address().c_str());
+  }
+
   std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) {
     out = absl::StrCat("results/",
@@ -439,9 +473,11 @@ int main(int argc, char** argv) {
   ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
   ro.progress = progress;
   ro.security = &*security;
+  if (metrics_http != nullptr) ro.metrics = &metrics;
   if (scenario->has_sweep()) return SweepMain(*scenario, ro, log->get(), &stop, out);
   rsslab::Runner runner(ro, log->get(), &stop, &summary);
   const absl::Status status = runner.Run(*scenario);
+  metrics.RunEnded(status.ok());
 
   rsslab::v1::Event footer;
   footer.mutable_footer()->set_completed(status.ok());
@@ -459,6 +495,13 @@ int main(int argc, char** argv) {
   }
   printf("run directory: %s\n", out.c_str());
   fflush(stdout);
+  const absl::Duration hold = absl::GetFlag(FLAGS_metrics_hold);
+  if (metrics_http != nullptr && hold > absl::ZeroDuration() && !stop.stopped()) {
+    fprintf(stderr, "rsslab_loadgen: run over; serving the final metrics at %s for %s (Ctrl-C ends it)\n",
+            metrics_http->address().c_str(), absl::FormatDuration(hold).c_str());
+    stop.WaitFor(hold);
+  }
+  if (metrics_http != nullptr) metrics_http->Stop();
   if (!ws.ok()) return Fail(kExitFailed, std::string(ws.message()));
   if (!ss.ok()) return Fail(kExitFailed, std::string(ss.message()));
   if (absl::IsCancelled(status)) {

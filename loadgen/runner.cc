@@ -64,6 +64,7 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
         o.connect_timeout = options_.connect_timeout;
         o.client_threads = options_.client_threads;
         o.security = options_.security;
+        o.metrics = options_.metrics;
         return o;
       }()) {}
 
@@ -83,6 +84,10 @@ void Runner::Line(const std::string& text) {
     fprintf(stderr, "%s%s\n", options_.line_prefix.c_str(), text.c_str());
   }
   fflush(stderr);
+}
+
+void Runner::Saw(const rsslab::v1::Snapshot& snap) {
+  if (options_.metrics != nullptr) options_.metrics->ServerSnapshot(snap);
 }
 
 void Runner::SetState(const Ctx& ctx) {
@@ -158,6 +163,7 @@ void Runner::WatchLoop(double interval_s) {
       e.set_cycle(cur_cycle_);
       if (lat.count() > 0) step_intervals_.push_back(lat);
     }
+    Saw(snap);
     last = std::move(snap);
     snap.Clear();
     // A failed write is reported by the main thread's next append too;
@@ -269,6 +275,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
   std::string detail;
   Event rec;
   rec.set_label(name);
+  if (options_.metrics != nullptr) options_.metrics->StepStarted(label, name, kind, ctx.cycle);
 
   switch (step.kind_case()) {
     case Step::kSetPhase: {
@@ -290,6 +297,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
       }
       ctx.phase = req.phase();
       SetState(ctx);
+      Saw(resp.snapshot());
       *rec.mutable_phase() = resp;
       status = Append(rec, ctx);
       detail = absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
@@ -313,6 +321,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
             "GetSnapshot at %s failed: %s", options_.control, StatusText(gs)));
         break;
       }
+      Saw(snap);
       *rec.mutable_snapshot() = snap;
       status = Append(rec, ctx);
       detail = absl::StrFormat("rss %.1f MiB, hwm %.1f MiB, %d threads, %d arenas",
@@ -334,6 +343,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
             "Trim at %s failed: %s", options_.control, StatusText(gs)));
         break;
       }
+      Saw(resp.after());
       *rec.mutable_trim() = resp;
       status = Append(rec, ctx);
       detail = absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0);
@@ -380,6 +390,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
               cc.set_deadline(Deadline(absl::Seconds(1)));
               rsslab::v1::Snapshot snap;
               if (control_->GetSnapshot(&cc, req, &snap).ok()) {
+                Saw(snap);
                 rss_mib = snap.status().rss_bytes() / 1048576.0;
               }
               last_rss_at = absl::Now();
@@ -478,6 +489,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
   sr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
   sr->set_ok(status.ok());
   if (!status.ok()) sr->set_error(std::string(status.message()));
+  if (options_.metrics != nullptr) options_.metrics->StepEnded(status.ok());
   srec.set_label(name);
   absl::Status ws = Append(srec, ctx);
   Line(absl::StrFormat("[%s] %s: %s %s%s", label, name, kind,

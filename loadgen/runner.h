@@ -48,6 +48,8 @@ class Runner {
     std::string line_prefix;
     // TLS and bearer token for every channel (not owned; null = plaintext).
     const Security* security = nullptr;
+    // --metrics_listen: progress for Prometheus (not owned; may be null).
+    LoadgenMetrics* metrics = nullptr;
   };
 
   // `log`, `stop` and `summary` must outlive the runner; every appended
@@ -77,6 +79,8 @@ class Runner {
   void SetState(const Ctx& ctx) ABSL_LOCKS_EXCLUDED(mu_);
   void CycleLine(int cycle) ABSL_LOCKS_EXCLUDED(mu_);
   void Line(const std::string& text);
+  // Feeds the last server RSS seen to --metrics_listen.
+  void Saw(const rsslab::v1::Snapshot& snap);
   std::shared_ptr<grpc::Channel> ControlChannel() const;
 
   Options options_;

@@ -33,6 +33,12 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   if (options.thread_mode == "churn" && options.churn_every < 1) {
     return absl::InvalidArgumentError("--thread_mode=churn needs --churn_every >= 1");
   }
+  if (options.churn_overlap < absl::ZeroDuration() ||
+      options.churn_overlap > absl::Hours(1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--churn_overlap_ms must be between 0 and 3600000, got ",
+                     absl::ToInt64Milliseconds(options.churn_overlap)));
+  }
   if (access(options.handler_path.c_str(), R_OK) != 0) {
     return absl::NotFoundError(
         absl::StrCat("handler file ", options.handler_path, " is missing or unreadable"));
@@ -51,6 +57,7 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   w.threads = options.threads;
   w.name_prefix = "rsslab-w";
   w.churn_every = options.thread_mode == "churn" ? options.churn_every : 0;
+  w.churn_overlap = options.churn_overlap;
   w.on_thread_start = [runtime](int) { runtime->AttachThread(); };
   w.on_thread_exit = [runtime](int) { runtime->DetachThread(); };
   core->workers_ = std::make_unique<WorkerPool>(w);
@@ -273,6 +280,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   w->set_alive(ws.alive);
   w->set_busy(ws.busy);
   w->set_threads_started(ws.threads_started);
+  w->set_lingering(ws.lingering);
   w->set_queue_depth(ws.queue_depth);
   int stuck = 0;
   for (const WorkerInfo& wi : ws.workers) {
@@ -310,6 +318,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_handler(options_.handler_path);
   cfg->set_thread_mode(options_.thread_mode);
   cfg->set_churn_every(options_.churn_every);
+  cfg->set_churn_overlap_ms(absl::ToInt64Milliseconds(options_.churn_overlap));
   cfg->set_data_address(options_.data_address);
   cfg->set_control_address(options_.control_address);
   cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));

@@ -53,6 +53,9 @@ class ServerCore {
     // requests.
     std::string thread_mode = "fixed";
     int churn_every = 0;
+    // Churn: a replaced thread stays alive this long after its successor
+    // started, so both hold an arena (seed 002's overlapping executors).
+    absl::Duration churn_overlap = absl::ZeroDuration();
     // A worker busy longer than this is reported as stuck.
     absl::Duration stuck_after = absl::Seconds(5);
     // Shown in snapshots.

@@ -43,6 +43,10 @@ ABSL_FLAG(int64_t, cache_limit_mb, 100, "Initial cache limit in MiB.");
 ABSL_FLAG(int64_t, max_cache_limit_mb, 0, "Largest cache limit a client may set, MiB (default: MemTotal).");
 ABSL_FLAG(std::string, thread_mode, "fixed", "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
 ABSL_FLAG(int, churn_every, 100, "Requests per worker thread in --thread_mode=churn.");
+ABSL_FLAG(int, churn_overlap_ms, 1000,
+          "--thread_mode=churn: a replaced worker thread stays alive (idle) this long after its "
+          "successor started serving, as executor threads do; 0 = the successor starts after "
+          "it exited (glibc then reuses its arena).");
 ABSL_FLAG(int, stuck_after_ms, 5000, "A worker busy this long is reported as stuck in snapshots.");
 ABSL_FLAG(int64_t, max_message_mb, 16, "Largest request or response message, MiB.");
 ABSL_FLAG(int, max_watch_streams, 16, "Concurrent WatchSnapshots streams allowed.");
@@ -165,6 +169,7 @@ int Main(int argc, char** argv) {
   o.cache_limit_bytes = cache_mb << 20;
   o.thread_mode = absl::GetFlag(FLAGS_thread_mode);
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
+  o.churn_overlap = absl::Milliseconds(absl::GetFlag(FLAGS_churn_overlap_ms));
   o.stuck_after = absl::Milliseconds(absl::GetFlag(FLAGS_stuck_after_ms));
   absl::StatusOr<AutoTrimOptions::Mode> auto_mode = ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
   if (!auto_mode.ok()) Die(std::string(auto_mode.status().message()));

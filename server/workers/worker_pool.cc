@@ -23,15 +23,28 @@ void WorkerPool::Start() {
   if (started_) return;
   started_ = true;
   slots_.resize(options_.threads);
-  for (int i = 0; i < options_.threads; ++i) SpawnLocked(i);
+  for (int i = 0; i < options_.threads; ++i) SpawnLocked(i, /*overlap=*/false);
 }
 
-void WorkerPool::SpawnLocked(int slot) {
+std::vector<std::thread> WorkerPool::SpawnLocked(int slot, bool overlap) {
   Slot& s = slots_[slot];
-  // The new thread joins the one it replaces, so nobody else has to.
-  std::thread predecessor = std::move(s.thread);
+  // Without overlap the new thread joins the one it replaces before doing
+  // anything, so nobody else has to; with overlap the old one is in
+  // retired_ already.
+  std::thread predecessor;
+  if (!overlap) predecessor = std::move(s.thread);
   ++threads_started_;
   s.thread = std::thread(&WorkerPool::Run, this, slot, std::move(predecessor));
+  std::vector<std::thread> done;
+  for (auto it = retired_.begin(); it != retired_.end();) {
+    if (it->done) {
+      done.push_back(std::move(it->thread));
+      it = retired_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return done;
 }
 
 bool WorkerPool::Submit(Task task) {
@@ -62,6 +75,9 @@ void WorkerPool::Run(int slot, std::thread predecessor) {
   const int tid = static_cast<int>(syscall(SYS_gettid));
   if (options_.on_thread_start) options_.on_thread_start(slot);
   uint64_t served_here = 0;
+  bool replaced = false;
+  bool linger = false;
+  std::list<Retired>::iterator retired;
   {
     absl::MutexLock lock(&mu_);
     slots_[slot].tid = tid;
@@ -94,24 +110,46 @@ void WorkerPool::Run(int slot, std::thread predecessor) {
     }
     task(slot);
     ++served_here;
-    absl::MutexLock lock(&mu_);
-    Slot& s = slots_[slot];
-    s.busy = false;
-    ++s.served;
-    if (options_.churn_every > 0 && served_here >= static_cast<uint64_t>(options_.churn_every) &&
-        !stopping_) {
-      // Hand the slot (and its pending broadcasts) to a fresh OS thread.
-      ++s.generation;
-      s.alive = false;
-      SpawnLocked(slot);
-      break;
+    std::vector<std::thread> reap;
+    {
+      absl::MutexLock lock(&mu_);
+      Slot& s = slots_[slot];
+      s.busy = false;
+      ++s.served;
+      if (options_.churn_every > 0 &&
+          served_here >= static_cast<uint64_t>(options_.churn_every) && !stopping_) {
+        // Hand the slot (and its pending broadcasts) to a fresh OS thread.
+        ++s.generation;
+        s.alive = false;
+        replaced = true;
+        linger = options_.churn_overlap > absl::ZeroDuration() &&
+                 lingering_ < options_.max_lingering;
+        if (linger) {
+          retired = retired_.emplace(retired_.end());
+          retired->thread = std::move(s.thread);
+          ++lingering_;
+        }
+        reap = SpawnLocked(slot, linger);
+      }
     }
+    // Threads that finished lingering: done, so these joins are short.
+    for (std::thread& t : reap) t.join();
+    if (replaced) break;
+  }
+  if (linger) {
+    // Alive and idle, like an executor thread nobody shut down yet: the
+    // thread keeps its arena while its successor allocates. Stop() ends
+    // the wait early.
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.churn_overlap);
+    --lingering_;
   }
   if (options_.on_thread_exit) options_.on_thread_exit(slot);
   absl::MutexLock lock(&mu_);
+  if (linger) retired->done = true;
   // A replacement may already have marked itself alive; only a final exit
   // (on Stop) clears the flag.
-  if (stopping_) slots_[slot].alive = false;
+  if (stopping_ && !replaced) slots_[slot].alive = false;
 }
 
 std::vector<WorkerRun> WorkerPool::RunOnEachWorker(std::function<void(int)> fn,
@@ -146,10 +184,15 @@ void WorkerPool::Stop() {
     // No replacements are spawned once stopping_ is set, so each slot's
     // current thread is its last (and joins its predecessors).
     for (Slot& s : slots_) threads.push_back(std::move(s.thread));
+    // Lingering threads wake on stopping_; their entries stay until they
+    // are joined (each marks its own done on the way out).
+    for (Retired& r : retired_) threads.push_back(std::move(r.thread));
   }
   for (std::thread& t : threads) {
     if (t.joinable()) t.join();
   }
+  absl::MutexLock lock(&mu_);
+  retired_.clear();
 }
 
 WorkerPoolStats WorkerPool::Stats() const {
@@ -157,6 +200,7 @@ WorkerPoolStats WorkerPool::Stats() const {
   WorkerPoolStats st;
   st.configured = options_.threads;
   st.threads_started = threads_started_;
+  st.lingering = lingering_;
   st.queue_depth = static_cast<int64_t>(queue_.size());
   absl::Time now = absl::Now();
   for (size_t i = 0; i < slots_.size(); ++i) {

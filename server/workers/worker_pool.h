@@ -6,7 +6,13 @@
 // reached between tasks with RunOnEachWorker() (the per-thread trim needs
 // that: some allocators only release a thread's cache from that thread).
 // With `churn_every` > 0 a worker's OS thread is replaced by a fresh one
-// after that many tasks, reproducing thread churn (seed 002).
+// after that many tasks, reproducing thread churn (seed 002). With
+// `churn_overlap` > 0 the replaced thread stays alive (idle, still attached
+// to its glibc arena) for that long after its successor started serving,
+// as executor threads and per-request threads do in real services; glibc
+// then cannot hand the successor the old thread's arena and creates new
+// ones up to its cap. Without overlap the successor joins its predecessor
+// before its first allocation and inherits the freed arena.
 //
 // Example:
 //   WorkerPoolOptions options;
@@ -25,6 +31,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -43,6 +50,13 @@ struct WorkerPoolOptions {
   std::string name_prefix = "rsslab-w";
   // > 0: replace a worker's OS thread after this many tasks (thread churn).
   int churn_every = 0;
+  // Churn: how long a replaced thread lingers after its successor starts.
+  // Zero: the successor starts only after the predecessor exited.
+  absl::Duration churn_overlap = absl::ZeroDuration();
+  // Churn: at most this many replaced threads linger at once; past it a
+  // replacement waits for its predecessor to exit (bounds the threads a
+  // fast churn can pile up).
+  int max_lingering = 256;
   // Run first and last on every OS thread the pool starts (replacements
   // included), on that thread.
   std::function<void(int worker)> on_thread_start;
@@ -63,6 +77,8 @@ struct WorkerPoolStats {
   int configured = 0;
   int alive = 0;
   int busy = 0;
+  // Replaced threads still alive (churn overlap).
+  int lingering = 0;
   uint64_t threads_started = 0;
   int64_t queue_depth = 0;
   std::vector<WorkerInfo> workers;
@@ -116,7 +132,18 @@ class WorkerPool {
     uint32_t generation = 0;
   };
 
-  void SpawnLocked(int slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A replaced thread lingering (or exiting) on its own; joined once done,
+  // by the next replacement or by Stop().
+  struct Retired {
+    std::thread thread;
+    bool done = false;
+  };
+
+  // `overlap`: the current thread keeps running (it lingers) and goes to
+  // retired_; otherwise the new thread joins it before starting. Returns
+  // retired threads that are done, for the caller to join unlocked.
+  std::vector<std::thread> SpawnLocked(int slot, bool overlap)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Run(int slot, std::thread predecessor);
   void RunBroadcast(int slot, const std::shared_ptr<Broadcast>& b);
 
@@ -128,6 +155,8 @@ class WorkerPool {
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t threads_started_ ABSL_GUARDED_BY(mu_) = 0;
+  std::list<Retired> retired_ ABSL_GUARDED_BY(mu_);
+  int lingering_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace rsslab

@@ -144,6 +144,78 @@ TEST(WorkerPoolTest, ChurnReplacesThreads) {
   EXPECT_EQ(starts.load(), exits.load());
 }
 
+int CountWithPrefix(const std::multiset<std::string>& names, const std::string& prefix) {
+  int n = 0;
+  for (const std::string& name : names) n += name.rfind(prefix, 0) == 0 ? 1 : 0;
+  return n;
+}
+
+// Runs `n` tasks one after another (each waits for the previous), so with
+// churn_every=1 every task runs on a fresh thread.
+void RunSerially(WorkerPool& pool, int n, std::set<int>* tids) {
+  for (int i = 0; i < n; ++i) {
+    absl::Notification ran;
+    pool.Submit([&](int) {
+      tids->insert(Tid());
+      ran.Notify();
+    });
+    ASSERT_TRUE(ran.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  }
+}
+
+TEST(WorkerPoolTest, ChurnOverlapKeepsReplacedThreadsAliveWhileSuccessorsServe) {
+  WorkerPoolOptions o;
+  o.threads = 2;
+  o.name_prefix = "ovl-w";
+  o.churn_every = 1;
+  // Far longer than the test: only Stop() can end the linger, so a Stop()
+  // that failed to wake lingering threads would hang the test.
+  o.churn_overlap = absl::Hours(1);
+  std::atomic<int> starts{0}, exits{0};
+  o.on_thread_start = [&](int) { starts.fetch_add(1); };
+  o.on_thread_exit = [&](int) { exits.fetch_add(1); };
+  WorkerPool pool(o);
+  pool.Start();
+  std::set<int> tids;
+  RunSerially(pool, 10, &tids);
+  EXPECT_EQ(tids.size(), 10u);
+  // Each task's thread was replaced after it and lingers: 10 replaced
+  // threads plus the 2 current ones are alive at once.
+  absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (pool.Stats().lingering < 10 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(pool.Stats().lingering, 10);
+  EXPECT_EQ(CountWithPrefix(ThreadNames(), "ovl-w"), 12);
+  EXPECT_EQ(exits.load(), 0);
+  pool.Stop();
+  EXPECT_EQ(pool.Stats().lingering, 0);
+  EXPECT_EQ(starts.load(), exits.load());
+  EXPECT_EQ(CountWithPrefix(ThreadNames(), "ovl-w"), 0);
+}
+
+TEST(WorkerPoolTest, MaxLingeringBoundsTheThreadsAChurnPilesUp) {
+  WorkerPoolOptions o;
+  o.threads = 2;
+  o.name_prefix = "cap-w";
+  o.churn_every = 1;
+  o.churn_overlap = absl::Hours(1);
+  o.max_lingering = 3;
+  WorkerPool pool(o);
+  pool.Start();
+  std::set<int> tids;
+  RunSerially(pool, 10, &tids);
+  EXPECT_EQ(tids.size(), 10u);
+  // Past the cap a replacement waits for its predecessor to exit instead.
+  absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (CountWithPrefix(ThreadNames(), "cap-w") > 2 + 3 && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(pool.Stats().lingering, 3);
+  EXPECT_EQ(CountWithPrefix(ThreadNames(), "cap-w"), 2 + 3);
+  pool.Stop();
+}
+
 TEST(WorkerPoolTest, FixedModeNeverReplaces) {
   WorkerPoolOptions o;
   o.threads = 2;
