@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -518,6 +519,35 @@ TEST(AgentRestart, TwoAgentsOnOneStateDirAreRefused) {
                                                    first->pid(), ")")));
 }
 
+
+TEST(AgentRestart, ServerOfALaunchCutShortByTheAgentsDeathIsStopped) {
+  const std::string dir = TmpPath("state-midlaunch");
+  auto first = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  grpc::Status launch_status;
+  std::thread launching([&] { launch_status = first->Launch("glibc", "slow_import"); });
+  // The record is written at spawn, before the (60 s) import finishes.
+  absl::StatusOr<v1::AgentState> st;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    st = agent_state::Read(dir + "/servers.json");
+    if (st.ok() && st->servers_size() == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(st.ok() && st->servers_size() == 1);
+  const pid_t pid = st->servers(0).server().pid();
+  EXPECT_EQ(st->servers(0).server().data_address(), "");  // not ready yet
+  first->Kill();
+  launching.join();
+  EXPECT_FALSE(launch_status.ok());
+  ASSERT_FALSE(ProcessEnded(pid));  // orphaned, still importing
+
+  auto second = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  v1::ListResponse list = second->List();
+  ASSERT_EQ(list.servers_size(), 1);
+  EXPECT_FALSE(list.servers(0).running());
+  EXPECT_THAT(list.servers(0).lost(), HasSubstr("never reported ready"));
+  EXPECT_TRUE(WaitEnded(pid, absl::Seconds(10)));
+}
 
 }  // namespace
 }  // namespace rsslab
