@@ -421,7 +421,7 @@ int main(int argc, char** argv) {
     if (before->empty()) {
       return Fail(kExitUsage, absl::StrCat("--resume: ", out, "/events.jsonl holds no record"));
     }
-    if (auto s = rsslab::CheckResumable(before->front(), *scenario); !s.ok()) {
+    if (auto s = rsslab::CheckResumable(before->front(), *scenario, *flags); !s.ok()) {
       return Fail(kExitUsage, absl::StrCat("--resume --out=", out, ": ", s.message()));
     }
     done_cells = rsslab::SuccessfulCells(*before);
@@ -479,6 +479,7 @@ int main(int argc, char** argv) {
   h->set_control(absl::GetFlag(FLAGS_control));
   h->set_loadgen_version("rsslab_loadgen 0.1");
   h->set_hostname(Hostname());
+  *h->mutable_flags() = *flags;
   if (scenario->has_sweep()) {
     h->set_agent(absl::GetFlag(FLAGS_agent));
     h->clear_target();

@@ -106,7 +106,8 @@ std::set<std::string> SuccessfulCells(const std::vector<Event>& events) {
   return done;
 }
 
-absl::Status CheckResumable(const Event& header, const Scenario& now) {
+absl::Status CheckResumable(const Event& header, const Scenario& now,
+                            const rsslab::v1::LoadSpec& flags_now) {
   if (!header.has_header() || !header.header().scenario().has_sweep()) {
     return absl::FailedPreconditionError(
         "its events.jsonl does not start with a sweep's header record: only a sweep can be "
@@ -127,6 +128,18 @@ absl::Status CheckResumable(const Event& header, const Scenario& now) {
         "the steps or load flags differ from the interrupted run's (%s); resume with the "
         "command line that started it (its header's argv: %s)",
         FirstLine(diff), absl::StrJoin(header.header().argv(), " ")));
+  }
+  // Flags were recorded from this loadgen on; an older header has none.
+  if (header.header().has_flags()) {
+    google::protobuf::util::MessageDifferencer fd;
+    std::string fdiff;
+    fd.ReportDifferencesToString(&fdiff);
+    if (!fd.Compare(header.header().flags(), flags_now)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the load flags differ from the interrupted run's (%s); resume with the command line "
+          "that started it (its header's argv: %s)",
+          FirstLine(fdiff), absl::StrJoin(header.header().argv(), " ")));
+    }
   }
   return absl::OkStatus();
 }

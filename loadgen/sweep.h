@@ -62,9 +62,10 @@ std::string CellId(const std::string& profile, int threads, int repeat);
 std::set<std::string> SuccessfulCells(const std::vector<rsslab::v1::Event>& events);
 
 // Why an interrupted run's header cannot be resumed with `now` (the
-// scenario after flags and overrides): the matrix or the steps differ. OK
-// when they match.
-absl::Status CheckResumable(const rsslab::v1::Event& header, const rsslab::v1::Scenario& now);
+// scenario after overrides) and `flags_now` (the load flags): the matrix,
+// the steps or the flags differ. OK when they match.
+absl::Status CheckResumable(const rsslab::v1::Event& header, const rsslab::v1::Scenario& now,
+                            const rsslab::v1::LoadSpec& flags_now);
 
 // Runs every cell. An error status means the sweep could not run at all
 // (agent unreachable, a profile it does not know); cell failures are in the

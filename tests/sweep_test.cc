@@ -337,6 +337,13 @@ TEST(SweepTest, KilledSweepResumesWithoutRerunningFinishedCells) {
   ServerProcess::Result mismatch = Loadgen(other);
   EXPECT_EQ(mismatch.exit_code, 2) << mismatch.err;
   EXPECT_THAT(mismatch.err, HasSubstr("the sweep matrix differs from the interrupted run's"));
+  other = args;
+  other.push_back("--resume");
+  other.push_back("--scale=2");
+  mismatch = Loadgen(other);
+  EXPECT_EQ(mismatch.exit_code, 2) << mismatch.err;
+  EXPECT_THAT(mismatch.err, HasSubstr("the load flags differ from the interrupted run's"));
+  EXPECT_THAT(mismatch.err, HasSubstr("scale"));
   EXPECT_EQ(ReadFile(out + "/events.jsonl"), killed);
 
   std::vector<std::string> resume = args;
