@@ -94,9 +94,16 @@ int Main(int argc, char** argv) {
   if (dirs.empty()) {
     // bin/rsslab_server -> server/handlers; Bazel: the binary's runfiles.
     const std::string bin = DirName(o.server_binary);
+    // Under `bazel test` the server's own runfiles tree may not be built yet
+    // (it is, as a top-level target, sometimes only after the test ran); the
+    // test's runfiles hold the handlers whenever the server is its data.
+    const char* runfiles = getenv("RUNFILES_DIR");
+    const std::string from_env =
+        runfiles != nullptr && *runfiles == '/' ? absl::StrCat(runfiles, "/rsslab/server/handlers") : "";
     for (const std::string& c : {bin + "/../server/handlers",
                                  bin + "/rsslab_server.runfiles/rsslab/server/handlers",
-                                 bin + "/../../../server/handlers"}) {
+                                 bin + "/../../../server/handlers", from_env}) {
+      if (c.empty()) continue;
       if (!RealPath(c).empty()) {
         dirs = RealPath(c);
         break;
