@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "control/agent_state.h"
 #include "control/profiles.h"
 #include "server/handler_params.h"
 #include "server/listen.h"
@@ -129,10 +130,49 @@ grpc::Status ToGrpc(const absl::Status& s) {
 
 int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
 
+constexpr absl::string_view kReadyPrefix = "rsslab_server ready ";
+
+// Looks for the server's ready line in its log from *offset on (the start of
+// a line), and moves *offset past the complete lines read. The server's
+// stdout goes straight to its log file, not through a pipe to the agent: a
+// pipe would break when the agent dies, and a server writing to it after
+// that would get SIGPIPE.
+bool FindReadyLine(const std::string& path, off_t* offset, std::string* line) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  std::string text;
+  char buf[8192];
+  ssize_t n;
+  // Bounded: the ready line comes right after start-up; a server that logs
+  // megabytes before it is not ready anyway.
+  while (text.size() < (4 << 20) &&
+         (n = pread(fd, buf, sizeof(buf), *offset + static_cast<off_t>(text.size()))) > 0) {
+    text.append(buf, n);
+  }
+  close(fd);
+  size_t start = 0;
+  while (true) {
+    const size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) break;
+    absl::string_view l(text.data() + start, nl - start);
+    start = nl + 1;
+    if (absl::StartsWith(l, kReadyPrefix)) {
+      *line = std::string(l);
+      *offset += static_cast<off_t>(start);
+      return true;
+    }
+  }
+  *offset += static_cast<off_t>(start);
+  return false;
+}
+
+constexpr char kUnknownExit[] = "ended (adopted from an earlier agent: exit status unknown)";
+
 }  // namespace
 
 AgentService::AgentService(Options options) : options_(std::move(options)) {
   reaper_ = std::thread([this] { ReaperLoop(); });
+  watcher_ = std::thread([this] { WatchAdopted(); });
 }
 
 AgentService::~AgentService() {
@@ -140,8 +180,10 @@ AgentService::~AgentService() {
   {
     absl::MutexLock l(&mu_);
     shutting_down_ = true;
+    stop_watcher_ = true;
   }
   reaper_.join();
+  watcher_.join();
 }
 
 std::string AgentService::AllowedFlagsHelp() {
@@ -238,6 +280,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   profiles::Env env = profiles::BuildLaunchEnv(*profile, base);
 
   auto run = std::make_shared<Run>();
+  off_t ready_offset = 0;
   {
     absl::MutexLock l(&mu_);
     if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "agent is shutting down");
@@ -267,33 +310,31 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
                                       " env: ", absl::StrJoin(shown_env, " "), "\n");
     ssize_t ignored = write(log_fd, header.data(), header.size());
     (void)ignored;
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) {
-      close(log_fd);
-      return grpc::Status(grpc::StatusCode::INTERNAL, "pipe2 failed");
-    }
+    ready_offset = static_cast<off_t>(header.size());
     launch::SpawnOptions so;
     so.binary = options_.server_binary;
     so.args = args;
     so.env = profiles::EnvStrings(env);
-    so.stdout_fd = out[1];
+    // stdout and stderr both to the log (one O_APPEND description): the
+    // server outlives the agent if the agent crashes, and then has no pipe
+    // to break. The ready line is read back from the log.
+    so.stdout_fd = log_fd;
     so.stderr_fd = log_fd;
     // Forked under mu_, so the reaper cannot see this pid before it is in
     // by_pid_. The child counts from before fork: a child whose exec fails
     // still has to be reaped (the reaper drops unknown pids).
     ++live_children_;
     absl::StatusOr<pid_t> pid = launch::Spawn(so);
-    close(out[1]);
+    close(log_fd);
     if (!pid.ok()) {
       if (pid.status().code() != absl::StatusCode::kFailedPrecondition) --live_children_;  // no child
-      close(out[0]);
-      close(log_fd);
       return ToGrpc(pid.status());
     }
     run->pid = *pid;
-    run->pump = std::make_unique<launch::OutputPump>(out[0], log_fd, /*own_sink=*/true,
-                                                     "rsslab_server ready ",
-                                                     /*withhold_ready=*/false);
+    run->args = args;
+    // Our unreaped child: this pid cannot have been reused yet.
+    absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(*pid);
+    run->start_ticks = st.ok() ? st->start_ticks : 0;
     v1::ServerProcess& info = run->info;
     info.set_id(id);
     info.set_pid(*pid);
@@ -306,11 +347,31 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     info.set_label(req->label());
     runs_[id] = run;
     by_pid_[*pid] = run;
+    // Recorded before it is ready: an agent that dies during the launch
+    // leaves a record, and the next one stops the half-launched server.
+    SaveStateLocked();
   }
 
-  launch::OutputPump::Result r = run->pump->WaitReady(options_.ready_timeout);
-  if (r.state == launch::OutputPump::kEof) {
-    AwaitExit(run, absl::Seconds(30));
+  std::string ready_line;
+  bool died = false;
+  const absl::Time ready_deadline = absl::Now() + options_.ready_timeout;
+  while (true) {
+    bool exited;
+    {
+      absl::MutexLock l(&mu_);
+      exited = run->exited;
+    }
+    // Read after `exited`: a line written before the exit is seen.
+    if (FindReadyLine(run->info.log_path(), &ready_offset, &ready_line)) break;
+    if (exited) {
+      died = true;
+      break;
+    }
+    if (absl::Now() >= ready_deadline) break;
+    absl::MutexLock l(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&run->exited), absl::Milliseconds(20));
+  }
+  if (died) {
     absl::MutexLock l(&mu_);
     const v1::ServerProcess& info = run->info;
     std::string tail = launch::LogTail(info.log_path());
@@ -318,14 +379,14 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     return grpc::Status(grpc::StatusCode::ABORTED,
                         absl::StrCat("server ", info.id(), " (profile ", info.profile(),
                                      ") exited before it was ready: ",
-                                     info.exit().empty() ? "still running with stdout closed" : info.exit(),
+                                     info.exit(),
                                      "; log ", info.log_path(), ", last lines:\n", tail));
   }
-  if (r.state != launch::OutputPump::kReady) {
+  if (ready_line.empty()) {
     return FailLaunch(run, grpc::StatusCode::DEADLINE_EXCEEDED,
                       absl::StrCat("not ready after ", absl::FormatDuration(options_.ready_timeout)));
   }
-  absl::StatusOr<launch::ReadyLine> ready = launch::ParseReadyLine(r.line);
+  absl::StatusOr<launch::ReadyLine> ready = launch::ParseReadyLine(ready_line);
   if (!ready.ok()) return FailLaunch(run, grpc::StatusCode::INTERNAL, std::string(ready.status().message()));
   absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(run->pid, *profile);
   if (!v.ok()) return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(v.status().message()));
@@ -347,6 +408,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     e->set_name(name);
     e->set_value(value);
   }
+  SaveStateLocked();
   *resp->mutable_server() = info;
   return grpc::Status::OK;
 }
@@ -355,7 +417,7 @@ grpc::Status AgentService::FailLaunch(const std::shared_ptr<Run>& run, grpc::Sta
                                       const std::string& why) {
   {
     absl::MutexLock l(&mu_);
-    if (!run->exited) kill(run->pid, SIGKILL);
+    SignalLocked(*run, SIGKILL);
   }
   AwaitExit(run, absl::Seconds(30));
   absl::MutexLock l(&mu_);
@@ -376,13 +438,13 @@ void AgentService::Terminate(const std::shared_ptr<Run>& run, absl::Duration gra
     // zombie), never a recycled one.
     absl::MutexLock l(&mu_);
     if (run->exited) return;
-    kill(run->pid, SIGTERM);
+    SignalLocked(*run, SIGTERM);
   }
   if (AwaitExit(run, grace)) return;
   {
     absl::MutexLock l(&mu_);
     if (run->exited) return;
-    kill(run->pid, SIGKILL);
+    SignalLocked(*run, SIGKILL);
   }
   AwaitExit(run, absl::Seconds(30));
 }
@@ -411,7 +473,6 @@ grpc::Status AgentService::Stop(grpc::ServerContext* ctx, const rsslab::v1::Stop
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace_ms must be in [0, 600000]");
   }
   Terminate(run, absl::Milliseconds(req->grace_ms() == 0 ? 5000 : req->grace_ms()));
-  run->pump->WaitEof(absl::Seconds(5));  // the last stdout lines into the log
   absl::MutexLock l(&mu_);
   if (!run->exited) {
     return grpc::Status(grpc::StatusCode::INTERNAL,
@@ -453,7 +514,7 @@ void AgentService::StopAll(absl::Duration grace) {
     shutting_down_ = true;  // no launches from now on
     for (const auto& kv : runs_) {
       if (!kv.second->exited) {
-        kill(kv.second->pid, SIGTERM);
+        SignalLocked(*kv.second, SIGTERM);
         running.push_back(kv.second);
       }
     }
@@ -495,7 +556,140 @@ void AgentService::ReaperLoop() {
     run.info.set_term_signal(WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     run.info.set_ended_unix_nanos(NowNanos());
     by_pid_.erase(it);
+    SaveStateLocked();
   }
+}
+
+void AgentService::SignalLocked(const Run& run, int sig) {
+  if (run.exited) return;
+  if (run.adopted) {
+    // Not our child: between our last look and now it may have died and its
+    // pid been reused. The start time tells.
+    absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(run.pid);
+    if (!st.ok() || st->start_ticks != run.start_ticks) return;
+  }
+  kill(run.pid, sig);
+}
+
+void AgentService::MarkAdoptedEnded(Run* run, const std::string& how) {
+  run->exited = true;
+  run->info.set_running(false);
+  run->info.set_exit(how);
+  run->info.set_exit_code(-1);
+  run->info.set_ended_unix_nanos(NowNanos());
+  fprintf(stderr, "rsslab_agent: adopted server %s (pid %d) %s\n", run->info.id().c_str(),
+          run->pid, how.c_str());
+  SaveStateLocked();
+}
+
+void AgentService::WatchAdopted() {
+  absl::MutexLock l(&mu_);
+  while (!stop_watcher_) {
+    for (auto& [id, run] : runs_) {
+      if (!run->adopted || run->exited) continue;
+      absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(run->pid);
+      // Gone, a zombie (its new parent has not reaped it yet), or the pid
+      // reused: it has ended either way.
+      if (!st.ok() || st->start_ticks != run->start_ticks || st->state == 'Z') {
+        MarkAdoptedEnded(run.get(), kUnknownExit);
+      }
+    }
+    // Often enough for Stop's SIGTERM-then-wait to return promptly.
+    mu_.AwaitWithTimeout(absl::Condition(&stop_watcher_), absl::Milliseconds(100));
+  }
+}
+
+void AgentService::SaveStateLocked() {
+  if (options_.state_file.empty()) return;
+  v1::AgentState state;
+  state.set_agent_pid(getpid());
+  state.set_written_unix_nanos(NowNanos());
+  state.set_next_id(next_id_);
+  for (const auto& [id, run] : runs_) {
+    if (run->exited) continue;
+    v1::AgentStateServer* s = state.add_servers();
+    *s->mutable_server() = run->info;
+    s->mutable_server()->clear_log_tail();
+    s->mutable_server()->clear_adopted();
+    s->set_start_ticks(run->start_ticks);
+    s->set_server_binary(options_.server_binary);
+    for (const std::string& a : run->args) s->add_args(a);
+  }
+  absl::Status w = agent_state::Write(options_.state_file, state);
+  if (!w.ok() && !state_error_logged_) {
+    fprintf(stderr, "rsslab_agent: WARNING: %s; a restarted agent will not find its servers\n",
+            std::string(w.message()).c_str());
+  }
+  state_error_logged_ = !w.ok();
+}
+
+void AgentService::AdoptFromState(std::vector<std::string>* log) {
+  if (options_.state_file.empty()) return;
+  absl::StatusOr<v1::AgentState> state = agent_state::Read(options_.state_file);
+  absl::MutexLock l(&mu_);
+  if (absl::IsNotFound(state.status())) {
+    SaveStateLocked();
+    return;
+  }
+  if (!state.ok()) {
+    // Refusing to start would leave a service that restarts in a loop;
+    // starting over the file would lose the evidence. Set it aside.
+    const std::string aside = absl::StrCat(
+        options_.state_file, ".corrupt-",
+        absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone()));
+    const bool moved = rename(options_.state_file.c_str(), aside.c_str()) == 0;
+    log->push_back(absl::StrCat(
+        "WARNING: ", state.status().message(), "; ",
+        moved ? absl::StrCat("moved to ", aside) : absl::StrCat("could not move it: ", strerror(errno)),
+        "; servers it listed are not adopted (look for them with: pgrep -f ",
+        options_.server_binary, ")"));
+    SaveStateLocked();
+    return;
+  }
+  next_id_ = std::max(next_id_, state->next_id());
+  for (const v1::AgentStateServer& rec : state->servers()) {
+    const v1::ServerProcess& was = rec.server();
+    // Ids are sNNNN-...: keep new ones clear of every recorded one.
+    int n = 0;
+    if (was.id().size() > 5 && absl::SimpleAtoi(was.id().substr(1, 4), &n)) {
+      next_id_ = std::max(next_id_, n + 1);
+    }
+    if (runs_.count(was.id()) != 0) continue;  // a duplicate record
+    auto run = std::make_shared<Run>();
+    run->info = was;
+    run->pid = was.pid();
+    run->start_ticks = rec.start_ticks();
+    run->args.assign(rec.args().begin(), rec.args().end());
+    run->adopted = true;
+    run->info.set_adopted(true);
+    std::string why = agent_state::WhyNotAlive(rec, options_.server_binary);
+    if (why.empty() && was.data_address().empty()) {
+      // The earlier agent died during this launch: nobody was told its
+      // addresses, so nobody is using it. Stop it rather than keep it.
+      kill(run->pid, SIGKILL);
+      why = absl::StrCat("the earlier agent died while launching it (pid ", run->pid,
+                         " was never reported ready); killed it");
+    }
+    if (!why.empty()) {
+      run->exited = true;
+      run->info.set_running(false);
+      run->info.set_lost(why);
+      run->info.set_exit(absl::StrCat("lost: ", why));
+      run->info.set_exit_code(-1);
+      run->info.set_log_tail(launch::LogTail(was.log_path()));
+      log->push_back(absl::StrCat("lost server ", was.id(), " (profile ", was.profile(),
+                                  ", pid ", was.pid(), "): ", why, "; log ", was.log_path(),
+                                  "; dropped from the state file"));
+    } else {
+      run->info.set_running(true);
+      log->push_back(absl::StrCat("adopted server ", was.id(), " (profile ", was.profile(),
+                                  ", pid ", was.pid(), ", data=", was.data_address(),
+                                  " control=", was.control_address(), ") from ",
+                                  options_.state_file));
+    }
+    runs_[was.id()] = run;
+  }
+  SaveStateLocked();
 }
 
 }  // namespace rsslab

@@ -32,9 +32,6 @@
 #include <thread>
 #include <vector>
 
-#include "server/auth/auth.h"
-#include <vector>
-
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -42,6 +39,7 @@
 #include "control/profiles_launch.h"
 #include "proto/agent.grpc.pb.h"
 #include "proto/profile.pb.h"
+#include "server/auth/auth.h"
 
 namespace rsslab {
 
@@ -67,6 +65,10 @@ class AgentService final : public rsslab::v1::Agent::Service {
     // --auth_token_file / --tls_* files), so its servers are as protected
     // as the agent itself.
     std::vector<std::string> server_security_args;
+    // STATE_DIR/servers.json (agent_state.h): every launched server is
+    // recorded there, and servers an earlier agent left running are adopted
+    // from it. Empty: nothing is recorded.
+    std::string state_file;
   };
 
   explicit AgentService(Options options);
@@ -84,6 +86,14 @@ class AgentService final : public rsslab::v1::Agent::Service {
   // SIGTERM to every running server, SIGKILL after `grace`.
   void StopAll(absl::Duration grace);
 
+  // Reads options.state_file (call once, before serving): each recorded
+  // server that still runs (same pid, start time and binary) is adopted;
+  // the others are reported once as lost and dropped. One line per server
+  // for the agent's log in *log. A state file that does not parse is moved
+  // aside to servers.json.corrupt-TIME and named in a warning line: the
+  // agent starts either way.
+  void AdoptFromState(std::vector<std::string>* log);
+
   // The allowlisted server flags and what each accepts (for usage text).
   static std::string AllowedFlagsHelp();
 
@@ -92,7 +102,11 @@ class AgentService final : public rsslab::v1::Agent::Service {
     rsslab::v1::ServerProcess info;
     pid_t pid = -1;
     bool exited = false;
-    std::unique_ptr<launch::OutputPump> pump;
+    // Started by an earlier agent: not our child, so its death is seen by
+    // polling /proc (WatchAdopted), never by waitpid.
+    bool adopted = false;
+    uint64_t start_ticks = 0;
+    std::vector<std::string> args;
   };
 
   // Checks a request and builds the server's arguments; INVALID_ARGUMENT or
@@ -100,6 +114,16 @@ class AgentService final : public rsslab::v1::Agent::Service {
   absl::Status BuildArgs(const rsslab::v1::LaunchRequest& req, const rsslab::v1::Profile** profile,
                          std::vector<std::string>* args, std::string* handler);
   void ReaperLoop();
+  // Notices adopted servers' deaths (/proc polling) until the destructor.
+  void WatchAdopted();
+  // Marks an adopted run ended (not our child: no exit status).
+  void MarkAdoptedEnded(Run* run, const std::string& how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A signal to a run: only while it is still that process (children are
+  // ours until reaped; an adopted pid is checked against its start time).
+  void SignalLocked(const Run& run, int sig) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rewrites the state file with every running server; a failure is logged
+  // (the servers are fine; only a restart would miss them).
+  void SaveStateLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits until the run has been reaped, up to `timeout`; true if it was.
   bool AwaitExit(const std::shared_ptr<Run>& run, absl::Duration timeout);
   // SIGTERM, SIGKILL after grace; returns once reaped (or SIGKILL failed).
@@ -115,7 +139,10 @@ class AgentService final : public rsslab::v1::Agent::Service {
   int next_id_ ABSL_GUARDED_BY(mu_) = 1;
   int live_children_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_watcher_ ABSL_GUARDED_BY(mu_) = false;
+  bool state_error_logged_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
+  std::thread watcher_;
 };
 
 }  // namespace rsslab

@@ -7,7 +7,9 @@
 // Prints one line on stdout when ready:
 //   rsslab_agent ready listen=HOST:PORT pid=PID
 // On SIGTERM/SIGINT it stops every server it started (SIGTERM, SIGKILL after
-// --stop_grace_ms) and exits 0.
+// --stop_grace_ms) and exits 0. Killed or crashed instead, it leaves its
+// servers running, recorded in --state_dir, and the next agent started on
+// that directory adopts them (or reports them lost).
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "control/agent.h"
+#include "control/agent_state.h"
 #include "control/profiles.h"
 #include "grpcpp/grpcpp.h"
 #include "server/auth/auth.h"
@@ -44,6 +47,12 @@ ABSL_FLAG(std::string, server_host, "",
           "addresses can be dialled from the load generator's machine.");
 ABSL_FLAG(int, ready_timeout_s, 60, "How long a server may take to print its ready line.");
 ABSL_FLAG(int, stop_grace_ms, 5000, "On agent shutdown: SIGTERM, then SIGKILL after this.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Where the agent records the servers it runs (servers.json), so that an agent "
+          "restarted after a crash adopts the servers still running. Default with a fixed "
+          "--listen port: $XDG_RUNTIME_DIR/rsslab_agent-PORT, or /tmp/rsslab_agent-UID-PORT; "
+          "with port 0: none (a restarted agent would have another address anyway). "
+          "'none': record nothing.");
 
 namespace rsslab {
 namespace {
@@ -85,9 +94,16 @@ int Main(int argc, char** argv) {
   if (dirs.empty()) {
     // bin/rsslab_server -> server/handlers; Bazel: the binary's runfiles.
     const std::string bin = DirName(o.server_binary);
+    // Under `bazel test` the server's own runfiles tree may not be built yet
+    // (it is, as a top-level target, sometimes only after the test ran); the
+    // test's runfiles hold the handlers whenever the server is its data.
+    const char* runfiles = getenv("RUNFILES_DIR");
+    const std::string from_env =
+        runfiles != nullptr && *runfiles == '/' ? absl::StrCat(runfiles, "/rsslab/server/handlers") : "";
     for (const std::string& c : {bin + "/../server/handlers",
                                  bin + "/rsslab_server.runfiles/rsslab/server/handlers",
-                                 bin + "/../../../server/handlers"}) {
+                                 bin + "/../../../server/handlers", from_env}) {
+      if (c.empty()) continue;
       if (!RealPath(c).empty()) {
         dirs = RealPath(c);
         break;
@@ -131,6 +147,25 @@ int Main(int argc, char** argv) {
   absl::Status bindable = CheckBindable(listen);
   if (!bindable.ok()) Die(absl::StrCat(bindable.message(), " (--listen)"));
 
+  std::string state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (state_dir.empty() && hp->port != 0) {
+    // Per user and per port: two agents of one user on one machine listen on
+    // different ports, so they never share (and adopt each other's) servers.
+    const char* run = getenv("XDG_RUNTIME_DIR");
+    state_dir = run != nullptr && *run == '/'
+                    ? absl::StrCat(run, "/rsslab_agent-", hp->port)
+                    : absl::StrCat("/tmp/rsslab_agent-", geteuid(), "-", hp->port);
+  }
+  if (state_dir == "none") state_dir.clear();
+  int state_lock = -1;
+  if (!state_dir.empty()) {
+    if (absl::Status s = agent_state::PrepareDir(state_dir); !s.ok()) Die(std::string(s.message()));
+    absl::StatusOr<int> lock = agent_state::LockDir(state_dir);
+    if (!lock.ok()) Die(std::string(lock.status().message()));
+    state_lock = *lock;  // held until exit
+    o.state_file = absl::StrCat(RealPath(state_dir), "/", agent_state::kStateFile);
+  }
+
   // Stop signals only through sigwait below; blocked before gRPC starts its
   // threads so they inherit the mask. Children get a clean mask (Spawn).
   sigset_t stop;
@@ -141,6 +176,9 @@ int Main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
 
   auto agent = std::make_unique<AgentService>(o);
+  std::vector<std::string> adopted;
+  agent->AdoptFromState(&adopted);
+  for (const std::string& line : adopted) fprintf(stderr, "rsslab_agent: %s\n", line.c_str());
   grpc::ServerBuilder b;
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
@@ -148,8 +186,9 @@ int Main(int argc, char** argv) {
   b.RegisterService(agent.get());
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr || port == 0) Die(absl::StrCat("cannot listen on ", listen));
-  fprintf(stderr, "rsslab_agent: server %s, %d profiles, handlers in %s, logs in %s\n",
-          o.server_binary.c_str(), o.profiles.profile_size(), dirs.c_str(), o.log_dir.c_str());
+  fprintf(stderr, "rsslab_agent: server %s, %d profiles, handlers in %s, logs in %s, state %s\n",
+          o.server_binary.c_str(), o.profiles.profile_size(), dirs.c_str(), o.log_dir.c_str(),
+          o.state_file.empty() ? "not recorded (--state_dir)" : o.state_file.c_str());
   printf("rsslab_agent ready listen=%s pid=%d\n", JoinHostPort(hp->host, port).c_str(), getpid());
   fflush(stdout);
 
@@ -160,6 +199,7 @@ int Main(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   agent.reset();
   fprintf(stderr, "rsslab_agent: stopped\n");
+  if (state_lock >= 0) close(state_lock);
   return 0;
 }
 

@@ -8,13 +8,17 @@
 //   rsslab_loadgen report RUN_DIR [RUN_DIR...]   (rebuild summaries from events.jsonl)
 //   rsslab_loadgen --builtin=sweep --agent=HOST:PORT [--profiles=glibc,jemalloc]
 //       [--threads_list=1,4] [--repeats=N] [--scale=0.1]   (seed 000's matrix)
+//   rsslab_loadgen ... the same sweep command ... --out=DIR --resume
+//       (continue a sweep that was killed: only the cells not yet done run)
 //
 // Exit status: 0 when every step succeeded, 1 when a step or the run
 // failed, 2 for bad input (nothing was sent), 130 when interrupted.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +84,10 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(absl::Duration, metrics_hold, absl::ZeroDuration(),
           "With --metrics_listen: after the run, keep serving the final values this long (e.g. "
           "60s, one scrape interval or more) so a scraper sees them; Ctrl-C ends it early.");
+ABSL_FLAG(bool, resume, false,
+          "Sweeps: continue the interrupted sweep in --out=DIR: same matrix and steps "
+          "(checked against its header), cells with a successful result are kept, the rest "
+          "run, the summary covers all of them.");
 ABSL_FLAG(std::string, report_tool, "",
           "Sweeps: tools/report.py to run at the end (default: found next to this binary).");
 
@@ -233,10 +241,12 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
 // Runs every cell, writes the footer and the sweep's summary, runs the report
 // tool. Exit status 1 if any cell failed: the table has holes.
 int SweepMain(const rsslab::v1::Scenario& scenario, const rsslab::Runner::Options& ro,
-              rsslab::EventLog* log, const rsslab::StopFlag* stop, const std::string& out) {
+              rsslab::EventLog* log, const rsslab::StopFlag* stop, const std::string& out,
+              const std::set<std::string>& done_cells) {
   rsslab::SweepOptions so;
   so.agent = absl::GetFlag(FLAGS_agent);
   so.runner = ro;
+  so.done_cells = done_cells;
   const absl::Time start = absl::Now();
   absl::StatusOr<rsslab::SweepOutcome> r = rsslab::RunSweep(so, scenario, log, stop);
   rsslab::v1::Event footer;
@@ -395,6 +405,16 @@ int main(int argc, char** argv) {
   absl::StatusOr<rsslab::Security> security = rsslab::Security::FromFlags();
   if (!security.ok()) return Fail(kExitUsage, std::string(security.status().message()));
 
+  const bool resume = absl::GetFlag(FLAGS_resume);
+  if (resume && !scenario->has_sweep()) {
+    return Fail(kExitUsage,
+                "--resume continues an interrupted sweep (--builtin=sweep or a scenario with a "
+                "sweep block); other runs start afresh in a new --out");
+  }
+  if (resume && absl::GetFlag(FLAGS_out).empty()) {
+    return Fail(kExitUsage, "--resume continues the sweep in --out=DIR: give the interrupted run's --out");
+  }
+
   // The metrics port is opened before the run directory exists: a taken
   // port is a usage error with nothing written or sent.
   rsslab::LoadgenMetrics metrics;
@@ -426,7 +446,32 @@ int main(int argc, char** argv) {
                        absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone()),
                        "-", scenario->name().empty() ? "run" : scenario->name());
   }
-  auto log = rsslab::EventLog::Create(out, absl::GetFlag(FLAGS_fsync));
+  // --resume: checked against the interrupted run's header before anything
+  // is written; then its torn last line (if any) is cut and records append.
+  std::set<std::string> done_cells;
+  uint64_t torn_bytes = 0;
+  absl::StatusOr<std::unique_ptr<rsslab::EventLog>> log;
+  if (resume) {
+    int unreadable = 0;
+    auto before = rsslab::ReadEvents(out, &unreadable);
+    if (!before.ok()) {
+      return Fail(kExitUsage, absl::StrCat("--resume: ", before.status().message(),
+                                           ": no interrupted run in --out=", out));
+    }
+    if (before->empty()) {
+      return Fail(kExitUsage, absl::StrCat("--resume: ", out, "/events.jsonl holds no record"));
+    }
+    if (auto s = rsslab::CheckResumable(before->front(), *scenario, *flags); !s.ok()) {
+      return Fail(kExitUsage, absl::StrCat("--resume --out=", out, ": ", s.message()));
+    }
+    done_cells = rsslab::SuccessfulCells(*before);
+    log = rsslab::EventLog::Reopen(out, absl::GetFlag(FLAGS_fsync), &torn_bytes);
+  } else {
+    if (auto s = rsslab::CheckRunDirEmpty(out); !s.ok()) {
+      return Fail(kExitUsage, std::string(s.message()));
+    }
+    log = rsslab::EventLog::Create(out, absl::GetFlag(FLAGS_fsync));
+  }
   if (!log.ok()) return Fail(kExitFailed, std::string(log.status().message()));
 
   rsslab::StopFlag stop;
@@ -445,6 +490,25 @@ int main(int argc, char** argv) {
   }).detach();
 
   rsslab::SummaryBuilder summary;
+  if (resume) {
+    rsslab::v1::Event ev;
+    auto* rs = ev.mutable_resumed();
+    for (const auto& a : args) rs->add_argv(a);
+    rs->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+    for (const std::string& c : done_cells) rs->add_kept_cells(c);
+    rs->set_torn_bytes(torn_bytes);
+    rs->set_agent(absl::GetFlag(FLAGS_agent));
+    rs->set_hostname(Hostname());
+    if (auto s = (*log)->Append(ev); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
+    const auto& sw = scenario->sweep();
+    const int total = std::max<int>(1, static_cast<int>(sw.repeats())) * sw.threads_size() * sw.profiles_size();
+    fprintf(stderr,
+            "rsslab_loadgen: resuming %s: %zu of %d cells already done (kept), %d to run%s\n",
+            out.c_str(), done_cells.size(), total, total - static_cast<int>(done_cells.size()),
+            torn_bytes > 0
+                ? absl::StrFormat("; cut a torn last line of %d bytes", torn_bytes).c_str()
+                : "");
+  }
   rsslab::v1::Event header;
   auto* h = header.mutable_header();
   h->set_scenario_name(scenario->name());
@@ -455,13 +519,16 @@ int main(int argc, char** argv) {
   h->set_control(absl::GetFlag(FLAGS_control));
   h->set_loadgen_version("rsslab_loadgen 0.1");
   h->set_hostname(Hostname());
+  *h->mutable_flags() = *flags;
   if (scenario->has_sweep()) {
     h->set_agent(absl::GetFlag(FLAGS_agent));
     h->clear_target();
     h->clear_control();
   }
   summary.Add(header);
-  if (auto s = (*log)->Append(header); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
+  if (!resume) {
+    if (auto s = (*log)->Append(header); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
+  }
 
   rsslab::Runner::Options ro;
   ro.target = absl::GetFlag(FLAGS_target);
@@ -474,7 +541,7 @@ int main(int argc, char** argv) {
   ro.progress = progress;
   ro.security = &*security;
   if (metrics_http != nullptr) ro.metrics = &metrics;
-  if (scenario->has_sweep()) return SweepMain(*scenario, ro, log->get(), &stop, out);
+  if (scenario->has_sweep()) return SweepMain(*scenario, ro, log->get(), &stop, out, done_cells);
   rsslab::Runner runner(ro, log->get(), &stop, &summary);
   const absl::Status status = runner.Run(*scenario);
   metrics.RunEnded(status.ok());

@@ -1,5 +1,7 @@
 #include "loadgen/results.h"
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,6 +67,88 @@ absl::StatusOr<std::unique_ptr<EventLog>> EventLog::Create(
         "cannot create %s: %s (choose another --out)", path, strerror(errno)));
   }
   return std::unique_ptr<EventLog>(new EventLog(path, f, fsync));
+}
+
+absl::StatusOr<std::unique_ptr<EventLog>> EventLog::Reopen(
+    const std::string& dir, bool fsync, uint64_t* torn_bytes) {
+  const std::string path = absl::StrCat(dir, "/events.jsonl");
+  int fd = open(path.c_str(), O_RDWR | O_APPEND | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::NotFoundError(
+        absl::StrFormat("cannot open %s: %s", path, strerror(errno)));
+  }
+  std::string text;
+  char buf[1 << 16];
+  ssize_t n;
+  while ((n = pread(fd, buf, sizeof(buf), static_cast<off_t>(text.size()))) > 0) {
+    text.append(buf, n);
+  }
+  if (n < 0) {
+    const int e = errno;
+    close(fd);
+    return absl::InternalError(absl::StrFormat("cannot read %s: %s", path, strerror(e)));
+  }
+  const size_t keep = text.empty() || text.back() == '\n' ? text.size()
+                      : text.rfind('\n') == std::string::npos ? 0
+                                                               : text.rfind('\n') + 1;
+  *torn_bytes = text.size() - keep;
+  if (keep < text.size()) {
+    if (ftruncate(fd, static_cast<off_t>(keep)) != 0) {
+      const int e = errno;
+      close(fd);
+      return absl::InternalError(
+          absl::StrFormat("cannot cut the torn last line of %s: %s", path, strerror(e)));
+    }
+    text.resize(keep);
+  }
+  uint64_t last_seq = 0;
+  google::protobuf::util::JsonParseOptions o;
+  o.ignore_unknown_fields = true;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    Event e;
+    if (google::protobuf::util::JsonStringToMessage(std::string(line), &e, o).ok()) {
+      last_seq = std::max<uint64_t>(last_seq, e.seq());
+    }
+  }
+  FILE* f = fdopen(fd, "a");
+  if (f == nullptr) {
+    const int e = errno;
+    close(fd);
+    return absl::InternalError(absl::StrFormat("cannot open %s: %s", path, strerror(e)));
+  }
+  auto log = std::unique_ptr<EventLog>(new EventLog(path, f, fsync));
+  absl::MutexLock l(&log->mu_);
+  log->seq_ = last_seq;
+  log->good_size_ = static_cast<off_t>(keep);
+  return log;
+}
+
+absl::Status CheckRunDirEmpty(const std::string& dir) {
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    if (errno == ENOENT) return absl::OkStatus();
+    if (errno == ENOTDIR) {
+      return absl::FailedPreconditionError(
+          absl::StrFormat("--out=%s is a file, not a run directory", dir));
+    }
+    return absl::OkStatus();  // MakeDirs reports anything else
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  closedir(d);
+  if (names.empty()) return absl::OkStatus();
+  std::sort(names.begin(), names.end());
+  if (names.size() > 4) {
+    names.resize(4);
+    names.push_back("...");
+  }
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "--out=%s already holds a run (%s); a run never writes over another: choose another "
+      "--out, or add --resume to continue an interrupted sweep there",
+      dir, absl::StrJoin(names, ", ")));
 }
 
 EventLog::~EventLog() {

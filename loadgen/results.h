@@ -36,6 +36,12 @@ class EventLog {
   // so a run never appends to another run's records.
   static absl::StatusOr<std::unique_ptr<EventLog>> Create(
       const std::string& dir, bool fsync);
+  // Opens dir/events.jsonl of an interrupted run to append to it (--resume):
+  // a torn last line (a record cut short by a kill: no final '\n') is cut
+  // off first, its size in *torn_bytes, and numbering continues after the
+  // last record's seq. Every complete line is kept as it is.
+  static absl::StatusOr<std::unique_ptr<EventLog>> Reopen(
+      const std::string& dir, bool fsync, uint64_t* torn_bytes);
   ~EventLog();
 
   // Stamps seq and (if unset) unix_nanos, writes one line and flushes it.
@@ -55,6 +61,10 @@ class EventLog {
   // quota) is cut back to it, so the file stays valid line by line.
   off_t good_size_ ABSL_GUARDED_BY(mu_) = 0;
 };
+
+// OK when `dir` does not exist or is empty; FAILED_PRECONDITION naming what
+// is there otherwise: a new run never writes into another run's directory.
+absl::Status CheckRunDirEmpty(const std::string& dir);
 
 std::string EventToJson(const rsslab::v1::Event& event);
 // Reads dir/events.jsonl; a line that does not parse (a write cut short by

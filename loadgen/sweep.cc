@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/agent.grpc.pb.h"
 
@@ -97,6 +98,52 @@ absl::Status ApplySweepOverrides(Scenario* scenario, const std::string& profiles
   return absl::OkStatus();
 }
 
+std::set<std::string> SuccessfulCells(const std::vector<Event>& events) {
+  std::set<std::string> done;
+  for (const Event& e : events) {
+    if (e.has_cell_result() && e.cell_result().ok() && !e.cell().empty()) done.insert(e.cell());
+  }
+  return done;
+}
+
+absl::Status CheckResumable(const Event& header, const Scenario& now,
+                            const rsslab::v1::LoadSpec& flags_now) {
+  if (!header.has_header() || !header.header().scenario().has_sweep()) {
+    return absl::FailedPreconditionError(
+        "its events.jsonl does not start with a sweep's header record: only a sweep can be "
+        "resumed");
+  }
+  const Scenario& was = header.header().scenario();
+  if (!google::protobuf::util::MessageDifferencer::Equals(was.sweep(), now.sweep())) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the sweep matrix differs from the interrupted run's: it ran { %s }, this command asks "
+        "for { %s }; resume with the same --profiles, --threads_list, --repeats and scenario",
+        was.sweep().ShortDebugString(), now.sweep().ShortDebugString()));
+  }
+  google::protobuf::util::MessageDifferencer d;
+  std::string diff;
+  d.ReportDifferencesToString(&diff);
+  if (!d.Compare(was, now)) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the steps or load flags differ from the interrupted run's (%s); resume with the "
+        "command line that started it (its header's argv: %s)",
+        FirstLine(diff), absl::StrJoin(header.header().argv(), " ")));
+  }
+  // Flags were recorded from this loadgen on; an older header has none.
+  if (header.header().has_flags()) {
+    google::protobuf::util::MessageDifferencer fd;
+    std::string fdiff;
+    fd.ReportDifferencesToString(&fdiff);
+    if (!fd.Compare(header.header().flags(), flags_now)) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "the load flags differ from the interrupted run's (%s); resume with the command line "
+          "that started it (its header's argv: %s)",
+          FirstLine(fdiff), absl::StrJoin(header.header().argv(), " ")));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
                                       const Scenario& scenario, EventLog* log,
                                       const StopFlag* stop) {
@@ -135,6 +182,7 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
   }
 
   SweepOutcome out;
+  int index = 0;
   const int repeats = std::max<int>(1, sw.repeats());
   const int total = repeats * sw.threads_size() * sw.profiles_size();
   // Repeats outermost, profiles innermost: each repeat sweeps the whole
@@ -147,8 +195,13 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
           out.interrupted = true;
           return out;
         }
-        ++out.cells;
+        ++index;
         const std::string cell = CellId(profile, threads, r);
+        if (options.done_cells.count(cell) != 0) {
+          ++out.skipped;
+          continue;
+        }
+        ++out.cells;
         Event tag;
         tag.set_cell(cell);
         tag.set_profile(profile);
@@ -157,7 +210,7 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
         Event result = tag;
         auto* cr = result.mutable_cell_result();
         cr->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
-        const std::string head = absl::StrFormat("sweep [%d/%d] %s", out.cells, total, cell);
+        const std::string head = absl::StrFormat("sweep [%d/%d] %s", index, total, cell);
 
         rsslab::v1::LaunchRequest lr;
         lr.set_profile(profile);

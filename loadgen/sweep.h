@@ -16,6 +16,7 @@
 #ifndef RSSLAB_LOADGEN_SWEEP_H_
 #define RSSLAB_LOADGEN_SWEEP_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -35,11 +36,15 @@ struct SweepOptions {
   absl::Duration launch_timeout = absl::Seconds(120);
   absl::Duration agent_connect_timeout = absl::Seconds(10);
   int stop_grace_ms = 5000;
+  // --resume: cells (CellId) that already have a successful cell_result in
+  // the run directory; they are not run again.
+  std::set<std::string> done_cells;
 };
 
 struct SweepOutcome {
   int cells = 0;
   int failed = 0;
+  int skipped = 0;  // in done_cells
   bool interrupted = false;
 };
 
@@ -51,6 +56,16 @@ absl::Status ApplySweepOverrides(rsslab::v1::Scenario* scenario,
 
 // The cell id used in records: "PROFILE/tTHREADS/rREPEAT" (repeat 1-based).
 std::string CellId(const std::string& profile, int threads, int repeat);
+
+// Cell ids with a successful cell_result among `events` (what --resume
+// keeps).
+std::set<std::string> SuccessfulCells(const std::vector<rsslab::v1::Event>& events);
+
+// Why an interrupted run's header cannot be resumed with `now` (the
+// scenario after overrides) and `flags_now` (the load flags): the matrix,
+// the steps or the flags differ. OK when they match.
+absl::Status CheckResumable(const rsslab::v1::Event& header, const rsslab::v1::Scenario& now,
+                            const rsslab::v1::LoadSpec& flags_now);
 
 // Runs every cell. An error status means the sweep could not run at all
 // (agent unreachable, a profile it does not know); cell failures are in the

@@ -105,6 +105,20 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       }
       continue;
     }
+    if (e.has_resumed()) {
+      // The resumed run reruns every cell without a successful result:
+      // whatever such a cell recorded before is superseded.
+      for (auto& [id, st] : cells) {
+        if (st.c.ok) continue;
+        CellState fresh;
+        fresh.c.cell = st.c.cell;
+        fresh.c.profile = st.c.profile;
+        fresh.c.threads = st.c.threads;
+        fresh.c.repeat = st.c.repeat;
+        st = fresh;
+      }
+      continue;
+    }
     if (e.has_footer()) {
       s.has_footer = true;
       s.completed = e.footer().completed();

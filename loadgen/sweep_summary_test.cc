@@ -172,5 +172,32 @@ TEST(SweepSummaryTest, OrdinaryRunIsNotASweep) {
   EXPECT_FALSE(IsSweepRun({h}));
 }
 
+// A --resume rerun: the killed attempt's records of an unfinished cell (here
+// a huge VmHWM) are superseded by the rerun's; finished cells are untouched.
+TEST(SweepSummaryTest, ResumedRecordSupersedesUnfinishedCellsOnly) {
+  std::vector<Event> ev;
+  Event h;
+  h.mutable_header()->mutable_scenario()->mutable_sweep()->add_profiles("glibc");
+  ev.push_back(h);
+  AddCell(&ev, "glibc", 1, 1, 120, 110, 110, 30, 25, 1000, 2000);
+  Event partial = Tagged("glibc", 2, 1, "fill");
+  partial.mutable_snapshot()->mutable_status()->set_hwm_bytes(static_cast<int64_t>(900 * kMiB));
+  ev.push_back(partial);  // then the loadgen was killed
+  std::vector<Event> without = ev;
+  Event r;
+  r.mutable_resumed()->add_kept_cells("glibc/t1/r1");
+  ev.push_back(r);
+  AddCell(&ev, "glibc", 2, 1, 130, 115, 114, 32, 27, 1200, 3000);
+  AddCell(&without, "glibc", 2, 1, 130, 115, 114, 32, 27, 1200, 3000);
+
+  SweepSummary s = BuildSweepSummary(ev);
+  ASSERT_EQ(s.cells.size(), 2u);
+  EXPECT_EQ(s.cells[0].value[kHwm], 130 * kMiB);  // kept, from before the resume
+  EXPECT_EQ(s.cells[1].value[kHwm], 140 * kMiB);  // the rerun's own, not 900
+  EXPECT_EQ(s.failed_cells, 0);
+  // Without the marker the stale record would leak in: the test can fail.
+  EXPECT_EQ(BuildSweepSummary(without).cells[1].value[kHwm], 900 * kMiB);
+}
+
 }  // namespace
 }  // namespace rsslab

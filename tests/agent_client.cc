@@ -5,6 +5,8 @@
 //     -> "id=ID data=HOST:PORT control=HOST:PORT pid=PID"
 //   agent_client --agent=10.231.0.1:50060 stop ID
 //     -> "exit=..."
+//   agent_client --agent=10.231.0.1:50060 list
+//     -> "id=ID pid=PID running=1 adopted=0 exit=" per server
 // Credentials as every rsslab client: --auth_token_file, --tls_ca, ...
 // Exit status 0 on success, 1 with the RPC error on stderr.
 
@@ -61,6 +63,20 @@ int main(int argc, char** argv) {
     printf("exit=%s\n", resp.server().exit().c_str());
     return 0;
   }
-  fprintf(stderr, "usage: agent_client --agent=H:P launch PROFILE THREADS | stop ID\n");
+  if (pos.size() == 2 && std::string(pos[1]) == "list") {
+    rsslab::v1::ListResponse resp;
+    grpc::Status s = stub->List(&ctx, rsslab::v1::ListRequest(), &resp);
+    if (!s.ok()) {
+      fprintf(stderr, "list: %s\n", s.error_message().c_str());
+      return 1;
+    }
+    for (const auto& p : resp.servers()) {
+      printf("id=%s pid=%d running=%d adopted=%d exit=%s%s\n", p.id().c_str(), p.pid(),
+             p.running(), p.adopted(), p.exit().c_str(),
+             p.lost().empty() ? "" : (" lost=" + p.lost()).c_str());
+    }
+    return 0;
+  }
+  fprintf(stderr, "usage: agent_client --agent=H:P launch PROFILE THREADS | stop ID | list\n");
   return 2;
 }

@@ -4,16 +4,19 @@
 // the exit; a crashing server is reported with its status and log tail;
 // max_servers holds.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "control/agent_state.h"
 #include "control/profiles.h"
 #include "control/profiles_launch.h"
 #include "gmock/gmock.h"
@@ -21,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "proto/agent.grpc.pb.h"
 #include "proto/control.grpc.pb.h"
+#include "proto/load.grpc.pb.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
@@ -34,10 +38,17 @@ std::string DirOf(const std::string& p) { return p.substr(0, p.find_last_of('/')
 // The agent binary as a child of the test, with its ready line awaited.
 class AgentProcess {
  public:
-  static std::unique_ptr<AgentProcess> Start(int max_servers, const std::string& extra_profiles = "") {
+  static std::unique_ptr<AgentProcess> Start(int max_servers, const std::string& extra_profiles = "",
+                                             const std::vector<std::string>& extra_args = {},
+                                             const std::string& stderr_path = "") {
     auto a = std::unique_ptr<AgentProcess>(new AgentProcess());
     const std::string tmp = getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp";
     a->log_dir_ = absl::StrCat(tmp, "/agent-logs-", max_servers);
+    int err_fd = -1;
+    if (!stderr_path.empty()) {
+      err_fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      EXPECT_GE(err_fd, 0) << stderr_path;
+    }
     int out[2];
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
     launch::SpawnOptions so;
@@ -49,15 +60,19 @@ class AgentProcess {
                "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")) +
                    "," + DirOf(ServerProcess::Runfile("tests/handlers/import_error.py")),
                "--log_dir=" + a->log_dir_, absl::StrCat("--max_servers=", max_servers)};
+    for (const std::string& e : extra_args) so.args.push_back(e);
     so.env = profiles::EnvStrings(profiles::CurrentEnviron());
     so.stdout_fd = out[1];
+    so.stderr_fd = err_fd;
     absl::StatusOr<pid_t> pid = launch::Spawn(so);
     close(out[1]);
+    if (err_fd >= 0) close(err_fd);
     EXPECT_TRUE(pid.ok()) << pid.status();
     a->pid_ = *pid;
     a->pump_ = std::make_unique<launch::OutputPump>(out[0], 2, false, "rsslab_agent ready ", false);
     launch::OutputPump::Result r = a->pump_->WaitReady(absl::Seconds(30));
-    EXPECT_EQ(r.state, launch::OutputPump::kReady);
+    a->ready_ = r.state == launch::OutputPump::kReady;
+    EXPECT_TRUE(a->ready_ || !stderr_path.empty());  // callers with stderr expect failures
     for (absl::string_view f : absl::StrSplit(r.line, ' ')) {
       if (absl::ConsumePrefix(&f, "listen=")) a->address_ = std::string(f);
     }
@@ -71,6 +86,16 @@ class AgentProcess {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+  }
+
+  bool ready() const { return ready_; }
+  pid_t pid() const { return pid_; }
+
+  // A crash: SIGKILL, nothing of the agent runs after it.
+  void Kill() {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+    exited_ = true;
   }
 
   // SIGTERM; the agent's exit status.
@@ -121,6 +146,7 @@ class AgentProcess {
  private:
   pid_t pid_ = -1;
   bool exited_ = false;
+  bool ready_ = false;
   std::string address_, log_dir_;
   std::unique_ptr<launch::OutputPump> pump_;
   std::unique_ptr<v1::Agent::Stub> stub_;
@@ -292,6 +318,235 @@ TEST(AgentVerification, FailedVerificationKillsTheServer) {
   ASSERT_EQ(list.servers_size(), 1);
   EXPECT_FALSE(list.servers(0).running());
   EXPECT_EQ(list.servers(0).exit(), "killed by SIGKILL");
+}
+
+// --- An agent restarted while its servers run (--state_dir) ---------------
+
+std::string TmpPath(const std::string& name) {
+  return absl::StrCat(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp", "/", name);
+}
+
+std::string ReadAll(const std::string& path) {
+  std::string out;
+  FILE* f = fopen(path.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  fclose(f);
+  return out;
+}
+
+// Gone, or a zombie nobody has reaped yet (an orphan's reaper is not ours).
+bool ProcessEnded(pid_t pid) {
+  absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(pid);
+  return !st.ok() || st->state == 'Z';
+}
+
+bool WaitEnded(pid_t pid, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (ProcessEnded(pid)) return true;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return ProcessEnded(pid);
+}
+
+grpc::Status Handle(const std::string& data_address) {
+  auto stub = v1::Load::NewStub(grpc::CreateChannel(data_address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  v1::HandleRequest req;
+  req.set_id(7);
+  v1::HandleResponse resp;
+  return stub->Handle(&ctx, req, &resp);
+}
+
+std::vector<std::string> StateArgs(const std::string& dir) { return {"--state_dir=" + dir}; }
+
+TEST(AgentRestart, KilledAgentsServerIsAdoptedServesAndStops) {
+  const std::string dir = TmpPath("state-adopt");
+  auto first = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  v1::ServerProcess s;
+  // A handler that writes to stdout on every call: after the agent is gone
+  // that must not kill the server (no pipe to the dead agent, no SIGPIPE).
+  grpc::Status st = first->Launch("jemalloc", "chatty_stdout", {}, &s);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_TRUE(Handle(s.data_address()).ok());
+  first->Kill();
+
+  // The orphan keeps serving, stdout writes included.
+  for (int i = 0; i < 20; ++i) {
+    grpc::Status h = Handle(s.data_address());
+    ASSERT_TRUE(h.ok()) << h.error_message();
+  }
+  ASSERT_FALSE(ProcessEnded(s.pid()));
+  EXPECT_THAT(ReadAll(s.log_path()), HasSubstr("chatty_stdout: request"));
+
+  const std::string err = TmpPath("agent-adopt.stderr");
+  auto second = AgentProcess::Start(/*max_servers=*/1, "", StateArgs(dir), err);
+  ASSERT_TRUE(second->ready()) << ReadAll(err);
+  v1::ListResponse list = second->List();
+  ASSERT_EQ(list.servers_size(), 1);
+  const v1::ServerProcess& a = list.servers(0);
+  EXPECT_EQ(a.id(), s.id());
+  EXPECT_EQ(a.pid(), s.pid());
+  EXPECT_TRUE(a.adopted());
+  EXPECT_TRUE(a.running());
+  EXPECT_EQ(a.lost(), "");
+  EXPECT_EQ(a.control_address(), s.control_address());
+  EXPECT_EQ(a.profile(), "jemalloc");
+  EXPECT_THAT(ReadAll(err), HasSubstr("adopted server " + s.id()));
+  v1::Snapshot snap = GetSnapshot(a.control_address());
+  EXPECT_EQ(snap.pid(), s.pid());
+  EXPECT_EQ(snap.allocator(), "jemalloc");
+
+  // max_servers counts the adopted server; new ids do not collide with it.
+  grpc::Status full = second->Launch("glibc");
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << full.error_message();
+  EXPECT_THAT(full.error_message(), HasSubstr(s.id()));
+
+  v1::ServerProcess stopped;
+  st = second->Stop(s.id(), &stopped, /*grace_ms=*/10000);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_FALSE(stopped.running());
+  EXPECT_TRUE(stopped.adopted());
+  EXPECT_THAT(stopped.exit(), HasSubstr("exit status unknown"));
+  EXPECT_EQ(stopped.exit_code(), -1);
+  EXPECT_TRUE(ProcessEnded(s.pid()));
+  // SIGTERM, not SIGKILL: the server drained and said so in its log.
+  EXPECT_THAT(stopped.log_tail(), HasSubstr("rsslab_server: stopped"));
+
+  // The slot is free again, and the state file now lists only the new one.
+  v1::ServerProcess fresh;
+  st = second->Launch("glibc", "", {}, &fresh);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_NE(fresh.id(), s.id());
+  const std::string state = ReadAll(dir + "/servers.json");
+  EXPECT_THAT(state, HasSubstr(fresh.id()));
+  EXPECT_THAT(state, ::testing::Not(HasSubstr(s.id())));
+  // A clean stop still stops everything and leaves an empty record.
+  EXPECT_EQ(second->Terminate(), 0);
+  EXPECT_TRUE(ProcessEnded(fresh.pid()));
+  EXPECT_THAT(ReadAll(dir + "/servers.json"), ::testing::Not(HasSubstr(fresh.id())));
+}
+
+TEST(AgentRestart, AdoptedServerThatDiesIsNoticed) {
+  const std::string dir = TmpPath("state-dies");
+  auto first = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  v1::ServerProcess s;
+  ASSERT_TRUE(first->Launch("glibc", "", {}, &s).ok());
+  first->Kill();
+  auto second = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  ASSERT_TRUE(second->List().servers(0).running());
+  ASSERT_EQ(kill(s.pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitEnded(s.pid(), absl::Seconds(10)));
+  v1::ServerProcess p;
+  for (int i = 0; i < 100; ++i) {  // the agent polls /proc every 100 ms
+    p = second->List().servers(0);
+    if (!p.running()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_FALSE(p.running());
+  EXPECT_THAT(p.exit(), HasSubstr("exit status unknown"));
+  EXPECT_THAT(ReadAll(dir + "/servers.json"), ::testing::Not(HasSubstr(s.id())));
+}
+
+TEST(AgentRestart, ServerKilledWhileNoAgentRanIsReportedLostOnce) {
+  const std::string dir = TmpPath("state-lost");
+  auto first = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  v1::ServerProcess s;
+  ASSERT_TRUE(first->Launch("glibc", "", {}, &s).ok());
+  first->Kill();
+  ASSERT_EQ(kill(s.pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitEnded(s.pid(), absl::Seconds(10)));
+
+  const std::string err = TmpPath("agent-lost.stderr");
+  auto second = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir), err);
+  ASSERT_TRUE(second->ready()) << ReadAll(err);
+  v1::ListResponse list = second->List();
+  ASSERT_EQ(list.servers_size(), 1);
+  const v1::ServerProcess& p = list.servers(0);
+  EXPECT_EQ(p.id(), s.id());
+  EXPECT_FALSE(p.running());
+  EXPECT_THAT(p.lost(), HasSubstr(absl::StrCat("pid ", s.pid())));
+  EXPECT_THAT(p.exit(), HasSubstr("lost: "));
+  EXPECT_THAT(ReadAll(err), HasSubstr("lost server " + s.id()));
+  // Stop on it says how it ended instead of signalling anything.
+  v1::ServerProcess stopped;
+  ASSERT_TRUE(second->Stop(s.id(), &stopped).ok());
+  EXPECT_FALSE(stopped.lost().empty());
+  // Reported once: dropped from the state file, unknown to the next agent.
+  EXPECT_EQ(second->Terminate(), 0);
+  auto third = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  EXPECT_EQ(third->List().servers_size(), 0);
+}
+
+TEST(AgentRestart, CorruptStateFileIsSetAsideWithOneWarning) {
+  const std::string dir = TmpPath("state-corrupt");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0);
+  FILE* f = fopen((dir + "/servers.json").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("{\"servers\": [{\"server\": {\"id\": \"s0001-glibc-t2\", \"pid\": 12", f);  // torn
+  fclose(f);
+  const std::string err = TmpPath("agent-corrupt.stderr");
+  auto agent = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir), err);
+  ASSERT_TRUE(agent->ready()) << ReadAll(err);
+  const std::string log = ReadAll(err);
+  std::vector<std::string> warnings;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (absl::StrContains(line, "WARNING")) warnings.emplace_back(line);
+  }
+  ASSERT_EQ(warnings.size(), 1u) << log;
+  EXPECT_THAT(warnings[0], HasSubstr("servers.json is unreadable"));
+  EXPECT_THAT(warnings[0], HasSubstr("moved to " + dir + "/servers.json.corrupt-"));
+  const std::string aside = warnings[0].substr(warnings[0].find("moved to ") + 9);
+  EXPECT_THAT(ReadAll(aside.substr(0, aside.find(';'))), HasSubstr("s0001-glibc-t2"));
+  EXPECT_EQ(agent->List().servers_size(), 0);
+  v1::ServerProcess s;
+  ASSERT_TRUE(agent->Launch("glibc", "", {}, &s).ok());  // and it works
+  EXPECT_THAT(ReadAll(dir + "/servers.json"), HasSubstr(s.id()));
+}
+
+TEST(AgentRestart, TwoAgentsOnOneStateDirAreRefused) {
+  const std::string dir = TmpPath("state-two");
+  auto first = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  const std::string err = TmpPath("agent-two.stderr");
+  auto second = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir), err);
+  EXPECT_FALSE(second->ready());
+  EXPECT_EQ(second->Terminate(), 2);
+  EXPECT_THAT(ReadAll(err), HasSubstr(absl::StrCat("is in use by another rsslab_agent (pid ",
+                                                   first->pid(), ")")));
+}
+
+
+TEST(AgentRestart, ServerOfALaunchCutShortByTheAgentsDeathIsStopped) {
+  const std::string dir = TmpPath("state-midlaunch");
+  auto first = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  grpc::Status launch_status;
+  std::thread launching([&] { launch_status = first->Launch("glibc", "slow_import"); });
+  // The record is written at spawn, before the (60 s) import finishes.
+  absl::StatusOr<v1::AgentState> st;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    st = agent_state::Read(dir + "/servers.json");
+    if (st.ok() && st->servers_size() == 1) break;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(st.ok() && st->servers_size() == 1);
+  const pid_t pid = st->servers(0).server().pid();
+  EXPECT_EQ(st->servers(0).server().data_address(), "");  // not ready yet
+  first->Kill();
+  launching.join();
+  EXPECT_FALSE(launch_status.ok());
+  ASSERT_FALSE(ProcessEnded(pid));  // orphaned, still importing
+
+  auto second = AgentProcess::Start(/*max_servers=*/2, "", StateArgs(dir));
+  v1::ListResponse list = second->List();
+  ASSERT_EQ(list.servers_size(), 1);
+  EXPECT_FALSE(list.servers(0).running());
+  EXPECT_THAT(list.servers(0).lost(), HasSubstr("never reported ready"));
+  EXPECT_TRUE(WaitEnded(pid, absl::Seconds(10)));
 }
 
 }  // namespace

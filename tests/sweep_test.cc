@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -282,6 +283,122 @@ TEST(SweepTest, SweepWithoutAgentIsAUsageError) {
   ServerProcess::Result r2 = Loadgen({"--builtin=seed", "--repeats=3"});
   EXPECT_EQ(r2.exit_code, 2);
   EXPECT_THAT(r2.err, HasSubstr("shape a sweep"));
+}
+
+// A loadgen killed mid-sweep (SIGKILL, after the first cell finished): a
+// rerun with --resume keeps every record, runs only the cells not done, and
+// the table covers all of them. Without --resume the directory is refused.
+TEST(SweepTest, KilledSweepResumesWithoutRerunningFinishedCells) {
+  Agent agent;
+  const std::string scenario = Tmp("resume.txtpb");
+  WriteFile(scenario, TinyScenario(
+                          "sweep { profiles: [\"glibc\", \"jemalloc\"] threads: [1, 2] repeats: 1 }"));
+  const std::string out = Tmp("resume-run");
+  const std::vector<std::string> args = {
+      "--scenario=" + scenario, "--agent=" + agent.address(), "--out=" + out,
+      "--report_tool=" + ServerProcess::Runfile("tools/report.py"), "--progress=lines"};
+
+  // The first run, killed as soon as one cell has its result.
+  launch::SpawnOptions so;
+  so.binary = ServerProcess::Runfile("loadgen/rsslab_loadgen");
+  so.args = args;
+  so.env = profiles::EnvStrings(profiles::CurrentEnviron());
+  so.new_process_group = false;
+  absl::StatusOr<pid_t> pid = launch::Spawn(so);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (!absl::StrContains(ReadFile(out + "/events.jsonl"), "\"cell_result\"") &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  kill(*pid, SIGKILL);
+  waitpid(*pid, nullptr, 0);
+  std::map<std::string, uint64_t> done;  // cell -> seq of its cell_result
+  for (const Event& e : Events(out)) {
+    if (e.has_cell_result() && e.cell_result().ok()) done[e.cell()] = e.seq();
+    EXPECT_FALSE(e.has_footer());  // killed: no footer
+  }
+  ASSERT_GE(done.size(), 1u);
+  ASSERT_LT(done.size(), 4u) << "the sweep finished before the kill";
+  // As if the kill had cut a record short.
+  const std::string torn = "{\"seq\":\"999\",\"cell\":\"jemalloc/t2/r1\",\"snap";
+  { std::ofstream(out + "/events.jsonl", std::ios::app) << torn; }
+  const std::string killed = ReadFile(out + "/events.jsonl");
+
+  // Without --resume: refused, nothing written.
+  ServerProcess::Result again = Loadgen(args);
+  EXPECT_EQ(again.exit_code, 2) << again.err;
+  EXPECT_THAT(again.err, HasSubstr("already holds a run"));
+  EXPECT_THAT(again.err, HasSubstr("--resume"));
+  // --resume with another matrix: refused, nothing written.
+  std::vector<std::string> other = args;
+  other.push_back("--resume");
+  other.push_back("--threads_list=1");
+  ServerProcess::Result mismatch = Loadgen(other);
+  EXPECT_EQ(mismatch.exit_code, 2) << mismatch.err;
+  EXPECT_THAT(mismatch.err, HasSubstr("the sweep matrix differs from the interrupted run's"));
+  other = args;
+  other.push_back("--resume");
+  other.push_back("--scale=2");
+  mismatch = Loadgen(other);
+  EXPECT_EQ(mismatch.exit_code, 2) << mismatch.err;
+  EXPECT_THAT(mismatch.err, HasSubstr("the load flags differ from the interrupted run's"));
+  EXPECT_THAT(mismatch.err, HasSubstr("scale"));
+  EXPECT_EQ(ReadFile(out + "/events.jsonl"), killed);
+
+  std::vector<std::string> resume = args;
+  resume.push_back("--resume");
+  ServerProcess::Result r = Loadgen(resume);
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("resuming ", out, ": ", done.size(),
+                                            " of 4 cells already done (kept)")));
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("cut a torn last line of ", torn.size(), " bytes")));
+  EXPECT_THAT(r.out, HasSubstr("4 cells, 0 failed"));
+
+  // Every line parses (Events checks each), the first run's complete lines
+  // are all still there, and numbering goes on.
+  const std::string text = ReadFile(out + "/events.jsonl");
+  EXPECT_EQ(text.substr(0, killed.size() - torn.size()), killed.substr(0, killed.size() - torn.size()));
+  std::vector<Event> ev = Events(out);
+  uint64_t last_seq = 0;
+  int resumed = 0;
+  std::map<std::string, int> results;
+  for (const Event& e : ev) {
+    EXPECT_GT(e.seq(), last_seq);
+    last_seq = e.seq();
+    if (e.has_resumed()) {
+      ++resumed;
+      EXPECT_EQ(e.resumed().kept_cells_size(), static_cast<int>(done.size()));
+      EXPECT_EQ(e.resumed().torn_bytes(), torn.size());
+    }
+    if (e.has_cell_result()) {
+      ASSERT_TRUE(e.cell_result().ok()) << e.cell() << ": " << e.cell_result().error();
+      ++results[e.cell()];
+      // A finished cell keeps its one result; it never ran again.
+      if (done.count(e.cell())) EXPECT_EQ(e.seq(), done[e.cell()]) << e.cell();
+    }
+    if (resumed > 0 && done.count(e.cell())) ADD_FAILURE() << "kept cell ran again: " << e.cell();
+  }
+  EXPECT_EQ(resumed, 1);
+  EXPECT_EQ(results.size(), 4u);
+  for (const auto& [cell, n] : results) EXPECT_EQ(n, 1) << cell;
+  EXPECT_TRUE(ev.back().has_footer() && ev.back().footer().completed());
+
+  // The table is complete, from all records; report.py agrees.
+  const std::string csv = ReadFile(out + "/summary.csv");
+  auto rows = Csv(csv);
+  ASSERT_EQ(rows.size(), 5u) << csv;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i][2], "1") << csv;  // one cell per row: the killed attempt is superseded
+    for (size_t c = 0; c < rows[i].size(); ++c) {
+      EXPECT_NE(rows[i][c], "-") << rows[0][c] << " missing for " << rows[i][0] << "/" << rows[i][1];
+    }
+  }
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("Status: **completed**"));
+  ServerProcess::Result py =
+      Python({ServerProcess::Runfile("tools/report.py"), out, "--csv", Tmp("resume-py.csv")});
+  ASSERT_EQ(py.exit_code, 0) << py.err;
+  EXPECT_EQ(ReadFile(Tmp("resume-py.csv")), csv);
 }
 
 }  // namespace

@@ -108,6 +108,9 @@ class Agent {
           "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
           "--profiles=" + ServerProcess::Runfile("control/profiles.textproto"),
           "--log_dir=" + log_dir, std::string("--max_servers=2"),
+          // Its own state dir: the default for a fixed port is under the
+          // shared /tmp, where concurrent runs of this test would collide.
+          "--state_dir=" + log_dir + "-state",
           // Listening beyond loopback needs protection (issue 6); the agent
           // hands the same token to the servers it starts.
           "--auth_token_file=" + token_file}) {

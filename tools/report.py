@@ -80,6 +80,12 @@ def read_events(run_dir):
     return events
 
 
+def fresh_cell(cell, profile, threads, repeat):
+    return {"cell": cell, "profile": profile, "threads": threads, "repeat": repeat,
+            "ok": False, "has_result": False, "rss": {}, "hwm": -1.0, "trim": None,
+            "value": [-1.0] * len(METRICS), "allocator": "", "error": "", "exit": ""}
+
+
 def build(events):
     """The sweep summary: scenario, cells (run order) and rows."""
     s = {"scenario": "", "agent": "", "completed": False, "cells": [], "rows": []}
@@ -96,15 +102,20 @@ def build(events):
         if "footer" in e:
             s["completed"] = bool(e["footer"].get("completed", False))
             continue
+        if "resumed" in e:
+            # A --resume rerun: cells without a successful result run again
+            # after this record, so what they recorded before is superseded.
+            for c, st in list(cells.items()):
+                if not st["ok"]:
+                    cells[c] = fresh_cell(c, st["profile"], st["threads"], st["repeat"])
+            continue
         cell = e.get("cell", "")
         if not cell:
             continue
         st = cells.get(cell)
         if st is None:
-            st = {"cell": cell, "profile": e.get("profile", ""), "threads": int(e.get("threads", 0)),
-                  "repeat": int(e.get("repeat", 0)), "ok": False, "has_result": False,
-                  "rss": {}, "hwm": -1.0, "trim": None, "value": [-1.0] * len(METRICS),
-                  "allocator": "", "error": "", "exit": ""}
+            st = fresh_cell(cell, e.get("profile", ""), int(e.get("threads", 0)),
+                            int(e.get("repeat", 0)))
             cells[cell] = st
             order.append(cell)
         phase = e.get("loadgen_phase", "")

@@ -8,6 +8,7 @@
 #   RSSLAB_SWEEP_SCALE=1 RSSLAB_SWEEP_REPEATS=5 tools/sweep.sh   # seed 000 in full
 #   RSSLAB_SWEEP_PROFILES=glibc,mimalloc-purge0 RSSLAB_SWEEP_THREADS=1,64 tools/sweep.sh
 #   tools/sweep.sh --concurrency=32                  # extra args go to the loadgen
+#   RSSLAB_SWEEP_OUT=results/sweep-X tools/sweep.sh --resume   # continue a killed sweep (same matrix)
 #
 # Defaults: 7 profiles x threads 1,4,16,64 x 1 repeat at --scale=0.2 (19,200 +
 # 9,600 requests and the 12 s idle per cell): about 22 minutes on 2 cores.
@@ -27,8 +28,16 @@ die() { echo "sweep: $*" >&2; exit 1; }
 for b in rsslab_agent rsslab_server rsslab_loadgen; do
   [ -x "$BIN/$b" ] || die "$BIN/$b missing (run ./rsslab build)"
 done
-[ ! -e "$OUT/events.jsonl" ] || die "$OUT already holds a run; set RSSLAB_SWEEP_OUT"
+RESUME=0
+for a in "$@"; do [ "$a" = "--resume" ] && RESUME=1; done
+if [ "$RESUME" = 0 ]; then
+  [ ! -e "$OUT/run/events.jsonl" ] || die "$OUT already holds a run; set RSSLAB_SWEEP_OUT, or pass --resume to continue it"
+fi
 mkdir -p "$OUT"
+# A resumed sweep starts a new agent: its logs go beside the first agent's,
+# never over them (cell records point at those log files).
+TAG=""
+[ ! -e "$OUT/agent.out" ] || TAG="-$(date -u +%Y%m%dT%H%M%SZ)"
 
 AGENT_PID=""
 cleanup() {
@@ -43,16 +52,16 @@ trap cleanup EXIT
 # serves; wait for that line, not for a fixed time.
 "$BIN/rsslab_agent" --listen=127.0.0.1:0 --server_binary="$BIN/rsslab_server" \
   --profiles="$ROOT/control/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
-  --log_dir="$OUT/agent-logs" >"$OUT/agent.out" 2>"$OUT/agent.err" &
+  --log_dir="$OUT/agent-logs$TAG" >"$OUT/agent$TAG.out" 2>"$OUT/agent$TAG.err" &
 AGENT_PID=$!
 AGENT=""
 for _ in $(seq 1 300); do
-  AGENT=$(sed -n 's/^rsslab_agent ready listen=\([^ ]*\) .*/\1/p' "$OUT/agent.out" 2>/dev/null)
+  AGENT=$(sed -n 's/^rsslab_agent ready listen=\([^ ]*\) .*/\1/p' "$OUT/agent$TAG.out" 2>/dev/null)
   [ -n "$AGENT" ] && break
-  kill -0 "$AGENT_PID" 2>/dev/null || { cat "$OUT/agent.err" >&2; die "agent exited before ready"; }
+  kill -0 "$AGENT_PID" 2>/dev/null || { cat "$OUT/agent$TAG.err" >&2; die "agent exited before ready"; }
   sleep 0.1
 done
-[ -n "$AGENT" ] || die "agent not ready after 30 s (see $OUT/agent.err)"
+[ -n "$AGENT" ] || die "agent not ready after 30 s (see $OUT/agent$TAG.err)"
 
 START=$(date +%s)
 echo "sweep: agent $AGENT; profiles $PROFILES; threads $THREADS; repeats $REPEATS; scale $SCALE" >&2
