@@ -94,7 +94,11 @@ run_seed() {  # round kind
   printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" "$r" "$kind" seed "$qps" "$p99" "$fill" "$shrink" "$idle"
 }
 for r in $(seq 1 "$ROUNDS"); do
-  for kind in $KINDS; do
+  order=$KINDS
+  # Even rounds run the servers in reverse order, so a burst of background
+  # load does not always hit the same one.
+  [ $((r % 2)) -eq 0 ] && order=$(echo "$KINDS" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for kind in $order; do
     for w in $WORKLOADS; do "run_$w" "$r" "$kind"; done
   done
 done
