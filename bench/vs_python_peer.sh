@@ -7,6 +7,10 @@
 #
 #   bench/vs_python_peer.sh                      # THREADS=4 ROUNDS=2
 #   THREADS=16 ROUNDS=3 NOOP_REQUESTS=40000 bench/vs_python_peer.sh
+#   WORKLOADS=seed ROUNDS=4 bench/vs_python_peer.sh             # seed workload only
+#   BEFORE=/tmp/rsslab_server.old WORKLOADS=seed bench/vs_python_peer.sh
+#       # adds a third server per round, "before" (another rsslab_server
+#       # binary), to compare a change against the same peer in one run
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
@@ -15,6 +19,14 @@ ROUNDS=${ROUNDS:-2}
 NOOP_REQUESTS=${NOOP_REQUESTS:-20000}
 SEED_SCALE=${SEED_SCALE:-0.1}
 CONC=${CONC:-64}
+WORKLOADS=${WORKLOADS:-noop seed}
+BEFORE=${BEFORE:-}
+for w in $WORKLOADS; do
+  case $w in noop|seed) ;; *) echo "vs_python_peer.sh: WORKLOADS takes noop and/or seed, got '$w'" >&2; exit 2 ;; esac
+done
+[ -z "$BEFORE" ] || [ -x "$BEFORE" ] || { echo "vs_python_peer.sh: BEFORE=$BEFORE is not an executable" >&2; exit 2; }
+KINDS="rsslab python"
+[ -n "$BEFORE" ] && KINDS="before rsslab python"
 OUT=$(mktemp -d /tmp/rsslab-peer-XXXXXX)
 SPID=""
 trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true' EXIT
@@ -22,8 +34,10 @@ trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true' EXIT
 start() {  # kind handler dir -> sets SPID DATA CTL
   local kind=$1 handler=$2 dir=$3
   mkdir -p "$dir"
-  if [ "$kind" = rsslab ]; then
-    "$ROOT/bin/rsslab_server" --threads="$THREADS" --handler="$handler" \
+  if [ "$kind" != python ]; then
+    local bin="$ROOT/bin/rsslab_server"
+    [ "$kind" = before ] && bin=$BEFORE
+    "$bin" --threads="$THREADS" --handler="$handler" \
       --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 >"$dir/out" 2>"$dir/err" &
   else
     /usr/bin/python3 "$ROOT/bench/peer/peer_server.py" --threads="$THREADS" --handler="$handler" \
@@ -57,26 +71,35 @@ PY
 }
 
 echo "machine: $(nproc) cores, $(uname -r), $(ldd --version | head -1 | sed 's/.*) //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "threads=$THREADS concurrency=$CONC noop_requests=$NOOP_REQUESTS seed_scale=$SEED_SCALE rounds=$ROUNDS"
+echo "servers=$KINDS workloads=$WORKLOADS threads=$THREADS concurrency=$CONC noop_requests=$NOOP_REQUESTS seed_scale=$SEED_SCALE rounds=$ROUNDS"
 printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" round server load qps p99_ms rss_fill_mib rss_shrink_mib idle_mib
+run_noop() {  # round kind
+  local r=$1 kind=$2 d=$OUT/r$1-$2-noop idle qps p99
+  start "$kind" "$ROOT/server/handlers/noop.py" "$d"
+  idle=$(rss_mib "$SPID")
+  "$ROOT/bin/rsslab_loadgen" --target="$DATA" --control= --requests="$NOOP_REQUESTS" \
+    --warmup_requests=2000 --concurrency="$CONC" --channels=4 --progress=none --out="$d/run" >/dev/null
+  stop
+  read -r qps p99 _ _ < <(summ "$d/run/events.jsonl")
+  printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" "$r" "$kind" noop "$qps" "$p99" - - "$idle"
+}
+run_seed() {  # round kind
+  local r=$1 kind=$2 d=$OUT/r$1-$2-seed idle qps p99 fill shrink
+  start "$kind" "$ROOT/server/handlers/web_worker.py" "$d"
+  idle=$(rss_mib "$SPID")
+  "$ROOT/bin/rsslab_loadgen" --target="$DATA" --control="$CTL" --builtin=seed --scale="$SEED_SCALE" \
+    --concurrency="$CONC" --channels=4 --progress=none --out="$d/run" >/dev/null
+  stop
+  read -r qps p99 fill shrink < <(summ "$d/run/events.jsonl")
+  printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" "$r" "$kind" seed "$qps" "$p99" "$fill" "$shrink" "$idle"
+}
 for r in $(seq 1 "$ROUNDS"); do
-  for kind in rsslab python; do
-    d=$OUT/r$r-$kind-noop
-    start "$kind" "$ROOT/server/handlers/noop.py" "$d"
-    idle=$(rss_mib "$SPID")
-    "$ROOT/bin/rsslab_loadgen" --target="$DATA" --control= --requests="$NOOP_REQUESTS" \
-      --warmup_requests=2000 --concurrency="$CONC" --channels=4 --progress=none --out="$d/run" >/dev/null
-    stop
-    read -r qps p99 _ _ < <(summ "$d/run/events.jsonl")
-    printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" "$r" "$kind" noop "$qps" "$p99" - - "$idle"
-    d=$OUT/r$r-$kind-seed
-    start "$kind" "$ROOT/server/handlers/web_worker.py" "$d"
-    idle=$(rss_mib "$SPID")
-    "$ROOT/bin/rsslab_loadgen" --target="$DATA" --control="$CTL" --builtin=seed --scale="$SEED_SCALE" \
-      --concurrency="$CONC" --channels=4 --progress=none --out="$d/run" >/dev/null
-    stop
-    read -r qps p99 fill shrink < <(summ "$d/run/events.jsonl")
-    printf "%-5s %-7s %-6s %9s %8s %12s %14s %10s\n" "$r" "$kind" seed "$qps" "$p99" "$fill" "$shrink" "$idle"
+  order=$KINDS
+  # Even rounds run the servers in reverse order, so a burst of background
+  # load does not always hit the same one.
+  [ $((r % 2)) -eq 0 ] && order=$(echo "$KINDS" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for kind in $order; do
+    for w in $WORKLOADS; do "run_$w" "$r" "$kind"; done
   done
 done
 echo "raw runs: $OUT"

@@ -147,31 +147,60 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
     absl::MutexLock lock(&inflight_mu_);
     --inflight_;
   };
-  absl::Time queued = absl::Now();
-  PythonRuntime* rt = runtime_.get();
-  PhaseState* phase = &phase_;
-  metrics::LatencyHistogram* latency = &handler_latency_;
-  bool ok = workers_->Submit([=, done = done,
-                              cancelled = std::move(cancelled)](int worker) {
-    if (cancelled && cancelled()) {
-      done(absl::CancelledError("client cancelled before a worker was free"));
-      return;
-    }
-    absl::Time start = absl::Now();
-    absl::Status s;
+  {
+    absl::MutexLock lock(&pending_mu_);
+    pending_.push_back(Pending{request, response, std::move(cancelled), std::move(done),
+                               absl::Now()});
+  }
+  // Each pool task serves one pending request, but only picks it once it
+  // holds the interpreter (ServeOldest): which worker wins the GIL is up to
+  // the OS, so a request bound to a worker before the GIL could wait out
+  // several switch intervals while later ones were served (a GIL convoy;
+  // docs/BENCHMARKS.md, "Seed p99"). Picked under the GIL, requests run in
+  // arrival order whoever wins.
+  bool ok = workers_->Submit([this](int worker) { ServeOldest(worker); });
+  if (!ok) {
+    Pending p;
     {
-      PythonRuntime::Scope scope;
-      s = rt->Handle(*request, worker, response);
+      absl::MutexLock lock(&pending_mu_);
+      // The newest entry, this call's or a later one's: Stop() has begun, so
+      // every later Submit fails too and takes one entry each.
+      p = std::move(pending_.back());
+      pending_.pop_back();
     }
-    absl::Time end = absl::Now();
-    response->set_worker(worker);
-    response->set_handler_us(absl::ToInt64Microseconds(end - start));
-    latency->Observe(end - start);
-    response->set_queue_us(absl::ToInt64Microseconds(start - queued));
-    phase->CountServed(!s.ok());
-    done(s);
-  });
-  if (!ok) done(absl::UnavailableError("server is shutting down"));
+    p.done(absl::UnavailableError("server is shutting down"));
+  }
+}
+
+void ServerCore::ServeOldest(int worker) {
+  Pending p;
+  absl::Time start;
+  absl::Status s;
+  bool cancelled = false;
+  {
+    PythonRuntime::Scope scope;
+    {
+      absl::MutexLock lock(&pending_mu_);
+      // One task per request was submitted, so there is always one here.
+      p = std::move(pending_.front());
+      pending_.pop_front();
+    }
+    start = absl::Now();
+    cancelled = p.cancelled && p.cancelled();
+    if (!cancelled) s = runtime_->Handle(*p.request, worker, p.response);
+  }
+  if (cancelled) {
+    p.done(absl::CancelledError("client cancelled before a worker was free"));
+    return;
+  }
+  absl::Time end = absl::Now();
+  p.response->set_worker(worker);
+  p.response->set_handler_us(absl::ToInt64Microseconds(end - start));
+  handler_latency_.Observe(end - start);
+  p.response->set_queue_us(absl::ToInt64Microseconds(start - p.queued));
+  phase_.CountServed(!s.ok());
+  // After the GIL is released: answering (gRPC's write) needs no Python.
+  p.done(s);
 }
 
 absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,

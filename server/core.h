@@ -16,6 +16,7 @@
 #define RSSLAB_SERVER_CORE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -104,6 +105,17 @@ class ServerCore {
   // Runs `fn` on the control-side Python thread and waits: gRPC's threads
   // never run Python themselves.
   void RunPython(const std::function<void(PythonRuntime&)>& fn);
+  // A worker's task: takes the GIL, then the oldest pending request, runs
+  // the handler, releases the GIL and answers.
+  void ServeOldest(int worker);
+
+  struct Pending {
+    const rsslab::v1::HandleRequest* request = nullptr;
+    rsslab::v1::HandleResponse* response = nullptr;
+    std::function<bool()> cancelled;
+    Done done;
+    absl::Time queued;
+  };
 
   Options options_;
   const absl::Time start_;
@@ -124,6 +136,9 @@ class ServerCore {
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(inflight_mu_) = false;
   bool shut_down_ = false;
+  // Requests accepted and not yet picked by a worker, oldest first.
+  absl::Mutex pending_mu_;
+  std::deque<Pending> pending_ ABSL_GUARDED_BY(pending_mu_);
 };
 
 }  // namespace rsslab
