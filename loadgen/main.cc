@@ -288,6 +288,14 @@ int SweepMain(const rsslab::v1::Scenario& scenario, const rsslab::Runner::Option
   return 0;
 }
 
+// A soak's length: its (first) repeat step's duration.
+double SoakDurationS(const rsslab::v1::Scenario& scenario) {
+  for (const auto& step : scenario.step()) {
+    if (step.has_repeat() && step.repeat().duration_s() > 0) return step.repeat().duration_s();
+  }
+  return 0;
+}
+
 std::string Hostname() {
   char buf[256] = {0};
   gethostname(buf, sizeof(buf) - 1);
@@ -406,13 +414,13 @@ int main(int argc, char** argv) {
   if (!security.ok()) return Fail(kExitUsage, std::string(security.status().message()));
 
   const bool resume = absl::GetFlag(FLAGS_resume);
-  if (resume && !scenario->has_sweep()) {
+  if (resume && !scenario->has_sweep() && !scenario->has_soak()) {
     return Fail(kExitUsage,
-                "--resume continues an interrupted sweep (--builtin=sweep or a scenario with a "
-                "sweep block); other runs start afresh in a new --out");
+                "--resume continues an interrupted sweep or soak (--builtin=sweep|soak or a "
+                "scenario with a sweep or soak block); other runs start afresh in a new --out");
   }
   if (resume && absl::GetFlag(FLAGS_out).empty()) {
-    return Fail(kExitUsage, "--resume continues the sweep in --out=DIR: give the interrupted run's --out");
+    return Fail(kExitUsage, "--resume continues the run in --out=DIR: give the interrupted run's --out");
   }
 
   // The metrics port is opened before the run directory exists: a taken
@@ -449,6 +457,7 @@ int main(int argc, char** argv) {
   // --resume: checked against the interrupted run's header before anything
   // is written; then its torn last line (if any) is cut and records append.
   std::set<std::string> done_cells;
+  rsslab::SoakResume soak_resume;
   uint64_t torn_bytes = 0;
   absl::StatusOr<std::unique_ptr<rsslab::EventLog>> log;
   if (resume) {
@@ -465,6 +474,7 @@ int main(int argc, char** argv) {
       return Fail(kExitUsage, absl::StrCat("--resume --out=", out, ": ", s.message()));
     }
     done_cells = rsslab::SuccessfulCells(*before);
+    if (scenario->has_soak()) soak_resume = rsslab::SoakResumePoint(*before);
     log = rsslab::EventLog::Reopen(out, absl::GetFlag(FLAGS_fsync), &torn_bytes);
   } else {
     if (auto s = rsslab::CheckRunDirEmpty(out); !s.ok()) {
@@ -500,6 +510,26 @@ int main(int argc, char** argv) {
     rs->set_agent(absl::GetFlag(FLAGS_agent));
     rs->set_hostname(Hostname());
     if (auto s = (*log)->Append(ev); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
+  }
+  if (resume && scenario->has_soak()) {
+    // The summary covers the whole soak: what ran before, then this part.
+    int unreadable = 0;
+    auto before = rsslab::ReadEvents(out, &unreadable);
+    if (before.ok()) {
+      for (const auto& e : *before) summary.Add(e);
+    }
+    fprintf(stderr,
+            "rsslab_loadgen: resuming the soak in %s: %d cycle(s) recorded, continuing at cycle %d "
+            "until %s (the first start + its duration)%s\n",
+            out.c_str(), soak_resume.first_cycle, soak_resume.first_cycle + 1,
+            absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                             soak_resume.started + absl::Seconds(SoakDurationS(*scenario)),
+                             absl::UTCTimeZone())
+                .c_str(),
+            torn_bytes > 0
+                ? absl::StrFormat("; cut a torn last line of %d bytes", torn_bytes).c_str()
+                : "");
+  } else if (resume) {
     const auto& sw = scenario->sweep();
     const int total = std::max<int>(1, static_cast<int>(sw.repeats())) * sw.threads_size() * sw.profiles_size();
     fprintf(stderr,
@@ -525,7 +555,7 @@ int main(int argc, char** argv) {
     h->clear_target();
     h->clear_control();
   }
-  summary.Add(header);
+  if (!(resume && scenario->has_soak())) summary.Add(header);
   if (!resume) {
     if (auto s = (*log)->Append(header); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
   }
@@ -541,6 +571,10 @@ int main(int argc, char** argv) {
   ro.progress = progress;
   ro.security = &*security;
   if (metrics_http != nullptr) ro.metrics = &metrics;
+  if (resume && scenario->has_soak()) {
+    ro.first_cycle = soak_resume.first_cycle;
+    ro.repeat_started = soak_resume.started;
+  }
   if (scenario->has_sweep()) return SweepMain(*scenario, ro, log->get(), &stop, out, done_cells);
   rsslab::Runner runner(ro, log->get(), &stop, &summary);
   const absl::Status status = runner.Run(*scenario);

@@ -460,11 +460,17 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
     }
     case Step::kRepeat: {
       const auto& rep = step.repeat();
+      const absl::Time from =
+          options_.repeat_started != absl::InfinitePast() ? options_.repeat_started : start;
       const absl::Time until = rep.duration_s() > 0
-                                   ? start + absl::Seconds(rep.duration_s())
+                                   ? from + absl::Seconds(rep.duration_s())
                                    : absl::InfiniteFuture();
       const int outer_cycle = ctx.cycle;
-      for (uint32_t c = 0; rep.times() == 0 || c < rep.times(); ++c) {
+      // Records after the loop (its own step record, late watch records)
+      // belong to no cycle: the phase goes back to what it was too.
+      const std::string outer_phase = ctx.phase;
+      for (uint32_t c = static_cast<uint32_t>(options_.first_cycle);
+           rep.times() == 0 || c < rep.times(); ++c) {
         if (absl::Now() >= until) break;
         ctx.cycle = static_cast<int>(c);
         SetState(ctx);
@@ -474,6 +480,7 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
         if (scenario.has_soak()) CycleLine(ctx.cycle);
       }
       ctx.cycle = outer_cycle;
+      ctx.phase = outer_phase;
       SetState(ctx);
       break;
     }

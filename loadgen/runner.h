@@ -50,6 +50,11 @@ class Runner {
     const Security* security = nullptr;
     // --metrics_listen: progress for Prometheus (not owned; may be null).
     LoadgenMetrics* metrics = nullptr;
+    // A resumed soak (--resume): repeat steps number their cycles from
+    // `first_cycle` and end `duration_s` after `repeat_started` (the
+    // interrupted run's start), not after this run's.
+    int first_cycle = 0;
+    absl::Time repeat_started = absl::InfinitePast();
   };
 
   // `log`, `stop` and `summary` must outlive the runner; every appended

@@ -108,10 +108,17 @@ std::set<std::string> SuccessfulCells(const std::vector<Event>& events) {
 
 absl::Status CheckResumable(const Event& header, const Scenario& now,
                             const rsslab::v1::LoadSpec& flags_now) {
-  if (!header.has_header() || !header.header().scenario().has_sweep()) {
+  if (!header.has_header() || (!header.header().scenario().has_sweep() &&
+                                !header.header().scenario().has_soak())) {
     return absl::FailedPreconditionError(
-        "its events.jsonl does not start with a sweep's header record: only a sweep can be "
-        "resumed");
+        "its events.jsonl does not start with a sweep's or a soak's header record: only those "
+        "can be resumed");
+  }
+  if (header.header().scenario().has_soak() != now.has_soak()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the interrupted run is %s, this command is %s",
+        header.header().scenario().has_soak() ? "a soak" : "a sweep",
+        now.has_soak() ? "a soak" : "a sweep"));
   }
   const Scenario& was = header.header().scenario();
   if (!google::protobuf::util::MessageDifferencer::Equals(was.sweep(), now.sweep())) {
@@ -142,6 +149,23 @@ absl::Status CheckResumable(const Event& header, const Scenario& now,
     }
   }
   return absl::OkStatus();
+}
+
+SoakResume SoakResumePoint(const std::vector<Event>& events) {
+  SoakResume r;
+  bool in_cycles = false;
+  int last = 0;
+  for (const Event& e : events) {
+    if (e.has_header()) r.started = absl::FromUnixNanos(e.header().start_unix_nanos());
+    // Records inside the repeat carry the loadgen phase; cycle 0 is the
+    // proto default, so the phase is what says a cycle began.
+    if (!e.loadgen_phase().empty()) {
+      in_cycles = true;
+      last = std::max(last, e.cycle());
+    }
+  }
+  r.first_cycle = in_cycles ? last + 1 : 0;
+  return r;
 }
 
 absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,

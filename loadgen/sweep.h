@@ -61,9 +61,19 @@ std::string CellId(const std::string& profile, int threads, int repeat);
 // keeps).
 std::set<std::string> SuccessfulCells(const std::vector<rsslab::v1::Event>& events);
 
-// Why an interrupted run's header cannot be resumed with `now` (the
-// scenario after overrides) and `flags_now` (the load flags): the matrix,
-// the steps or the flags differ. OK when they match.
+// Where a resumed soak picks up: the cycle after the last one any record
+// belongs to (an interrupted cycle is not finished: its records stay, the
+// next number starts afresh), and when the interrupted run started (its
+// --duration counts from there).
+struct SoakResume {
+  int first_cycle = 0;
+  absl::Time started = absl::InfinitePast();
+};
+SoakResume SoakResumePoint(const std::vector<rsslab::v1::Event>& events);
+
+// Why an interrupted run's header (a sweep's or a soak's) cannot be resumed
+// with `now` (the scenario after overrides) and `flags_now` (the load
+// flags): the matrix, the steps or the flags differ. OK when they match.
 absl::Status CheckResumable(const rsslab::v1::Event& header, const rsslab::v1::Scenario& now,
                             const rsslab::v1::LoadSpec& flags_now);
 

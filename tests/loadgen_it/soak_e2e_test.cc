@@ -223,5 +223,78 @@ TEST(SoakE2E, LoadgenKilledMidSoakKeepsEveryRecordAndReportRebuildsTheTable) {
   EXPECT_EQ(server->Stop(), 0);
 }
 
+TEST(SoakE2E, KilledSoakResumesIntoTheSameRunAndItsClock) {
+  auto server = StartServer();
+  ASSERT_NE(server, nullptr);
+  const std::string out = Tmp("soak_resumed");
+  const absl::Time started = absl::Now();
+  {
+    Child lg(Loadgen(), Args(*server, out, "12s"));
+    ASSERT_TRUE(lg.WaitForStderr("[soak] cycle 2:", absl::Seconds(30))) << lg.Stderr();
+    lg.Kill();
+  }
+  int before_cycle = 0;
+  size_t before_records = 0;
+  {
+    // Every complete line of the killed run (a torn last one aside).
+    std::vector<std::string> lines =
+        absl::StrSplit(ReadFile(out + "/events.jsonl"), '\n', absl::SkipEmpty());
+    for (const auto& line : lines) {
+      Event e;
+      if (!google::protobuf::util::JsonStringToMessage(line, &e).ok()) continue;
+      ++before_records;
+      if (!e.loadgen_phase().empty()) before_cycle = std::max(before_cycle, e.cycle());
+    }
+  }
+  // Without --resume the run directory is refused, untouched.
+  auto refused = ServerProcess::Run(Loadgen(), Args(*server, out, "12s"));
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  // A changed --duration is another soak: refused too.
+  auto args = Args(*server, out, "13s");
+  args.push_back("--resume");
+  auto other = ServerProcess::Run(Loadgen(), args);
+  EXPECT_EQ(other.exit_code, 2) << other.err;
+  EXPECT_THAT(other.err, HasSubstr("differ"));
+
+  args = Args(*server, out, "12s");
+  args.push_back("--resume");
+  auto r = ServerProcess::Run(Loadgen(), args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("resuming the soak"));
+  // The soak's clock is the first start's: 12 s from then, not from now.
+  EXPECT_LT(absl::Now() - started, absl::Seconds(12) + absl::Seconds(25));
+
+  const auto ev = Events(out);  // every line parses now (a torn one was cut)
+  ASSERT_GT(ev.size(), before_records);
+  int headers = 0, resumed = 0, max_cycle = 0;
+  bool after_resume_cycle_seen = false, seen_resumed = false;
+  for (const auto& e : ev) {
+    headers += e.has_header();
+    if (e.has_resumed()) {
+      ++resumed;
+      seen_resumed = true;
+    }
+    if (!e.loadgen_phase().empty()) {
+      max_cycle = std::max(max_cycle, e.cycle());
+      // Records after the resume belong to new cycles only.
+      if (seen_resumed) {
+        EXPECT_GT(e.cycle(), before_cycle);
+        after_resume_cycle_seen = true;
+      }
+    }
+  }
+  EXPECT_EQ(headers, 1);
+  EXPECT_EQ(resumed, 1);
+  EXPECT_TRUE(after_resume_cycle_seen);
+  ASSERT_TRUE(ev.back().has_footer());
+  EXPECT_TRUE(ev.back().footer().completed());
+  // One table for the whole soak: the killed run's cycles and the new ones.
+  const auto rows = CsvRows(out + "/soak_cycles.csv");
+  ASSERT_GE(rows.size(), 3u);
+  EXPECT_EQ(rows[1][0], "1");
+  EXPECT_EQ(rows.back()[0], absl::StrCat(max_cycle + 1));
+  EXPECT_EQ(server->Stop(), 0);
+}
+
 }  // namespace
 }  // namespace rsslab
