@@ -78,6 +78,11 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s) {
   absl::StrAppendFormat(&out, "workers  %d %s  alive %d  busy %d  stuck %d  started %d  queue %d\n",
                         w.configured(), w.thread_mode(), w.alive(), w.busy(), w.stuck(),
                         w.threads_started(), w.queue_depth());
+  // A benchmark dispatch mode never runs the handler: say so loudly.
+  const std::string& d = s.config().dispatch();
+  if (!d.empty() && d != "python") {
+    absl::StrAppend(&out, "dispatch ", d, " (benchmark mode: the handler is not called)\n");
+  }
   std::string names;
   for (const auto& t : s.thread_names()) absl::StrAppend(&names, " ", t.comm(), "x", t.count());
   absl::StrAppend(&out, "threads ", names, "\n");
