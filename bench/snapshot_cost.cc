@@ -16,6 +16,7 @@
 // malloc traffic counted. Prints key=value lines.
 
 #include <malloc.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -132,6 +133,30 @@ int64_t StatusKb(const char* key) {
   return v;
 }
 
+// CPU time of the whole process: the snapshot runs on the calling thread
+// and the Python control thread while the workers sit idle, so this is the
+// snapshot's CPU, unlike wall time unaffected by other processes' load.
+double ProcessCpuMs() {
+  timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) / 1e6;
+}
+
+// Whether a malloc of `kib` KiB is served by mmap now, i.e. glibc's mmap
+// threshold is still below it. Freeing a large mmapped chunk raises the
+// process-wide mmap threshold to that chunk's size (and the trim threshold
+// to twice that), so a snapshot that malloc'd and freed a 1 MiB buffer
+// would change how the measured process allocates from then on. The probe's
+// own free raises the threshold to just above `kib`, so each probe must ask
+// for more than the one before.
+bool LargeMallocIsMmapped(size_t kib) {
+  size_t before = mallinfo2().hblks;
+  void* volatile p = __libc_malloc(kib << 10);
+  bool mmapped = mallinfo2().hblks > before;
+  __libc_free(p);
+  return mmapped;
+}
+
 int Main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   rsslab::ServerCore::Options o;
@@ -142,6 +167,8 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "snapshot_cost: %s\n", std::string(core.status().message()).c_str());
     return 1;
   }
+  // Before anything takes a snapshot (SetPhase takes one).
+  const bool mmapped_before = LargeMallocIsMmapped(200);
   rsslab::v1::SetPhaseRequest fill;
   fill.set_phase("fill");
   fill.set_gc(false);
@@ -173,10 +200,11 @@ int Main(int argc, char** argv) {
   // descriptors, Python's cached attribute lookups) are not per snapshot.
   rsslab::v1::Snapshot first;
   (*core)->TakeSnapshot(so, &first);
+  const bool mmapped_after_first = LargeMallocIsMmapped(300);
   const int64_t rss_before = StatusKb("VmRSS:");
   const int64_t anon_before = StatusKb("RssAnon:");
   const int64_t heap_before = static_cast<int64_t>(mallinfo2().arena);
-  std::vector<double> ms;
+  std::vector<double> ms, cpu_ms;
   std::vector<int64_t> bytes, calls;
   int64_t max_net = 0, max_largest = 0;
   for (int i = 0; i < k; ++i) {
@@ -187,9 +215,11 @@ int Main(int argc, char** argv) {
     g_largest = 0;
     auto snap = std::make_unique<rsslab::v1::Snapshot>();
     g_counting = true;
+    double c0 = ProcessCpuMs();
     absl::Time t0 = absl::Now();
     (*core)->TakeSnapshot(so, snap.get());
     absl::Duration took = absl::Now() - t0;
+    cpu_ms.push_back(ProcessCpuMs() - c0);
     // GetSnapshot serialises the message and frees it: its destruction is
     // inside the window, so net bytes are what a snapshot leaves behind.
     snap.reset();
@@ -203,6 +233,7 @@ int Main(int argc, char** argv) {
   const int64_t rss_after = StatusKb("VmRSS:");
   const int64_t anon_after = StatusKb("RssAnon:");
   const int64_t heap_after = static_cast<int64_t>(mallinfo2().arena);
+  const bool mmapped_after = LargeMallocIsMmapped(400);
 
   auto mean = [](const auto& v) {
     double s = 0;
@@ -218,6 +249,10 @@ int Main(int argc, char** argv) {
   printf("snapshots=%d gc=%d\n", k, so.gc ? 1 : 0);
   printf("time_ms_mean=%.3f\n", mean(ms));
   printf("time_ms_max=%.3f\n", *std::max_element(ms.begin(), ms.end()));
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  printf("time_ms_median=%.3f\n", sorted[sorted.size() / 2]);
+  printf("cpu_ms_mean=%.3f\n", mean(cpu_ms));
   printf("malloc_bytes_mean=%.0f\n", mean(bytes));
   printf("malloc_bytes_max=%ld\n", static_cast<long>(*std::max_element(bytes.begin(), bytes.end())));
   printf("malloc_calls_mean=%.1f\n", mean(calls));
@@ -227,6 +262,11 @@ int Main(int argc, char** argv) {
   printf("rss_kb_after=%ld\n", static_cast<long>(rss_after));
   printf("rss_kb_change=%ld\n", static_cast<long>(rss_after - rss_before));
   printf("rss_anon_kb_change=%ld\n", static_cast<long>(anon_after - anon_before));
+  // 1 = still served by mmap: glibc's thresholds were not raised (by the
+  // first snapshot, or by the measured ones); the handler's own large
+  // allocations (web_worker) raise them too.
+  printf("large_malloc_mmapped_before_first_measured=%d/%d/%d\n", mmapped_before ? 1 : 0,
+         mmapped_after_first ? 1 : 0, mmapped_after ? 1 : 0);
   printf("main_arena_kb_change=%ld\n", static_cast<long>((heap_after - heap_before) / 1024));
   (*core)->Shutdown();
   return 0;
