@@ -53,8 +53,11 @@ for t in threads:
     b, rss = float(kv["malloc_bytes_mean"]), int(kv["rss_kb_change"])
     verdict = ""
     if t == "64":
-        verdict = "\n  goals at 64 threads: time < 10 ms: %s (CPU %.2f ms, wall median %.2f ms); < 64 KiB: %s" % (
-            "met" if min(cpu, med) < 10 else "NOT met", cpu, med, "met" if b < 64 * 1024 else "NOT met")
+        # CPU time is the snapshot's own cost; wall time adds whatever else
+        # runs on the machine (the load average is printed above).
+        verdict = "\n  goals at 64 threads: < 10 ms of CPU: %s (%.2f ms; wall median %.2f ms %s); < 64 KiB: %s" % (
+            "met" if cpu < 10 else "NOT met", cpu, med, "also < 10" if med < 10 else "under load",
+            "met" if b < 64 * 1024 else "NOT met")
     print("threads %-3s: CPU %.2f ms, wall mean %.2f / median %.2f / max %s ms, %.1f KiB malloc'd in %s calls, RSS %+d KiB over all snapshots%s"
           % (t, cpu, ms, med, kv["time_ms_max"], b / 1024, kv["malloc_calls_mean"], rss, verdict))
 PY
