@@ -81,6 +81,11 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s) {
                         w.thread_mode() == "churn"
                             ? absl::StrFormat("  lingering %d", w.lingering())
                             : "");
+  // A benchmark dispatch mode never runs the handler: say so loudly.
+  const std::string& d = s.config().dispatch();
+  if (!d.empty() && d != "python") {
+    absl::StrAppend(&out, "dispatch ", d, " (benchmark mode: the handler is not called)\n");
+  }
   std::string names;
   for (const auto& t : s.thread_names()) absl::StrAppend(&names, " ", t.comm(), "x", t.count());
   absl::StrAppend(&out, "threads ", names, "\n");

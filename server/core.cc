@@ -92,6 +92,26 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
 
 ServerCore::~ServerCore() { Shutdown(); }
 
+absl::StatusOr<ServerCore::Options::Dispatch> ServerCore::ParseDispatch(const std::string& name) {
+  if (name == "python") return Options::Dispatch::kPython;
+  if (name == "pool") return Options::Dispatch::kPool;
+  if (name == "inline") return Options::Dispatch::kInline;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--dispatch must be python, pool or inline, got '", name, "'"));
+}
+
+const char* ServerCore::DispatchName(Options::Dispatch d) {
+  switch (d) {
+    case Options::Dispatch::kPool:
+      return "pool";
+    case Options::Dispatch::kInline:
+      return "inline";
+    case Options::Dispatch::kPython:
+      break;
+  }
+  return "python";
+}
+
 void ServerCore::SampleForAutoTrim(AutoTrimSample* s) {
   s->requests = phase_.Counters().served;
   s->rss_bytes = StatmRssBytes();
@@ -141,6 +161,16 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
     }
     ++inflight_;
   }
+  if (options_.dispatch == Options::Dispatch::kInline) {
+    // Benchmark mode: what gRPC alone costs (plus the phase and in-flight
+    // bookkeeping every mode pays).
+    response->set_id(request->id());
+    phase_.CountServed(false);
+    done(absl::OkStatus());
+    absl::MutexLock lock(&inflight_mu_);
+    --inflight_;
+    return;
+  }
   // Answered exactly once, whichever way the call ends.
   done = [this, done = std::move(done)](const absl::Status& s) {
     done(s);
@@ -177,17 +207,21 @@ void ServerCore::ServeOldest(int worker) {
   absl::Time start;
   absl::Status s;
   bool cancelled = false;
-  {
-    PythonRuntime::Scope scope;
-    {
-      absl::MutexLock lock(&pending_mu_);
-      // One task per request was submitted, so there is always one here.
-      p = std::move(pending_.front());
-      pending_.pop_front();
-    }
+  auto take = [&] {
+    absl::MutexLock lock(&pending_mu_);
+    // One task per request was submitted, so there is always one here.
+    p = std::move(pending_.front());
+    pending_.pop_front();
     start = absl::Now();
     cancelled = p.cancelled && p.cancelled();
+  };
+  if (options_.dispatch == Options::Dispatch::kPython) {
+    PythonRuntime::Scope scope;
+    take();
     if (!cancelled) s = runtime_->Handle(*p.request, worker, p.response);
+  } else {
+    take();  // --dispatch=pool: no GIL, no handler
+    if (!cancelled) p.response->set_id(p.request->id());
   }
   if (cancelled) {
     p.done(absl::CancelledError("client cancelled before a worker was free"));
@@ -283,11 +317,9 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   const alloc::Allocator& a = alloc::Allocator::Get();
   out->set_allocator(a.name());
   out->set_allocator_library(a.library());
-  absl::StatusOr<std::map<std::string, std::string>> env = procfs::ReadEnviron(0);
+  absl::StatusOr<std::map<std::string, std::string>> env = procfs::ReadAllocatorEnv(0);
   if (env.ok()) {
-    for (const auto& kv : procfs::AllocatorEnv(*env)) {
-      (*out->mutable_allocator_env())[kv.first] = kv.second;
-    }
+    for (const auto& kv : *env) (*out->mutable_allocator_env())[kv.first] = kv.second;
   }
   a.FillStats(out->mutable_allocator_stats());
 
@@ -351,6 +383,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_data_address(options_.data_address);
   cfg->set_control_address(options_.control_address);
   cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));
+  cfg->set_dispatch(DispatchName(options_.dispatch));
   out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
 }
 

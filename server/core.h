@@ -64,7 +64,19 @@ class ServerCore {
     std::string control_address;
     // --auto_trim and its knobs (off by default).
     AutoTrimOptions auto_trim;
+    // A benchmark knob (bench/dispatch_cost.sh), never for real serving:
+    // where a Load call is answered. kPython runs the handler on a worker
+    // (the product); kPool hands the call to a worker, which answers without
+    // entering Python (no GIL, no handler call); kInline answers in the gRPC
+    // callback without the pool. Their CPU differences split the per-request
+    // cost into gRPC, the worker hand-off, and the GIL + Python call.
+    enum class Dispatch { kPython, kPool, kInline };
+    Dispatch dispatch = Dispatch::kPython;
   };
+
+  // "python" | "pool" | "inline" <-> Options::Dispatch.
+  static absl::StatusOr<Options::Dispatch> ParseDispatch(const std::string& name);
+  static const char* DispatchName(Options::Dispatch d);
 
   struct SnapshotOptions {
     bool gc = false;

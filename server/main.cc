@@ -63,6 +63,10 @@ ABSL_FLAG(int, auto_trim_min_spacing_s, 10, "Never auto trim within this many se
 ABSL_FLAG(std::string, metrics_listen, "",
           "Serve Prometheus metrics (HTTP GET /metrics) at HOST:PORT; a bare PORT means "
           "127.0.0.1:PORT. Off when empty.");
+ABSL_FLAG(std::string, dispatch, "python",
+          "Benchmark knob (bench/dispatch_cost.sh), not for serving: python runs the handler; "
+          "pool answers on a worker without entering Python; inline answers in the gRPC "
+          "callback without the worker pool.");
 ABSL_FLAG(int, shutdown_grace_ms, 10000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
 
 namespace rsslab {
@@ -171,6 +175,10 @@ int Main(int argc, char** argv) {
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
   o.churn_overlap = absl::Milliseconds(absl::GetFlag(FLAGS_churn_overlap_ms));
   o.stuck_after = absl::Milliseconds(absl::GetFlag(FLAGS_stuck_after_ms));
+  absl::StatusOr<ServerCore::Options::Dispatch> dispatch =
+      ServerCore::ParseDispatch(absl::GetFlag(FLAGS_dispatch));
+  if (!dispatch.ok()) Die(std::string(dispatch.status().message()));
+  o.dispatch = *dispatch;
   absl::StatusOr<AutoTrimOptions::Mode> auto_mode = ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
   if (!auto_mode.ok()) Die(std::string(auto_mode.status().message()));
   o.auto_trim.mode = *auto_mode;

@@ -79,10 +79,14 @@ const Allocator& Allocator::Get() {
 }
 
 Allocator::Allocator() {
-  absl::StatusOr<std::string> maps = procfs::ReadProcFile(0, "maps");
+  // Outside the heap: a 128 KiB std::string here is served by mmap and,
+  // freed, raises glibc's mmap and trim thresholds for the whole process.
+  // This runs on the first snapshot, so it would change how the process
+  // being measured allocates from then on.
+  absl::StatusOr<procfs::MappedText> maps = procfs::MappedText::Read(0, "maps");
   procfs::MappedAllocator mapped;
   if (maps.ok()) {
-    mapped = procfs::DetectAllocator(*maps);
+    mapped = procfs::DetectAllocator(maps->view());
   } else {
     mapped.name = "glibc";
     missing_ = absl::StrCat("maps unreadable: ", maps.status().message());

@@ -1,13 +1,16 @@
 #include "server/procfs/procfs.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -26,6 +29,37 @@ std::string ProcPath(int pid, absl::string_view name) {
   if (pid == 0) return absl::StrCat("/proc/self/", name);
   return absl::StrCat("/proc/", pid, "/", name);
 }
+
+// The same path in a caller's buffer: building it must not malloc either.
+void ProcPathInto(int pid, absl::string_view name, char* buf, size_t size) {
+  if (pid == 0) {
+    snprintf(buf, size, "/proc/self/%.*s", static_cast<int>(name.size()), name.data());
+  } else {
+    snprintf(buf, size, "/proc/%d/%.*s", pid, static_cast<int>(name.size()), name.data());
+  }
+}
+
+// std::allocator over mmap/munmap, for the smaps classifier's per-mapping
+// array (~100 bytes a mapping, ~600 mappings at 64 threads): like the text,
+// kept out of the heap being measured.
+template <typename T>
+struct MmapAllocator {
+  using value_type = T;
+  MmapAllocator() = default;
+  template <typename U>
+  MmapAllocator(const MmapAllocator<U>&) {}  // NOLINT(runtime/explicit)
+  T* allocate(size_t n) {
+    void* p = mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) { munmap(p, n * sizeof(T)); }
+  template <typename U>
+  bool operator==(const MmapAllocator<U>&) const { return true; }
+  template <typename U>
+  bool operator!=(const MmapAllocator<U>&) const { return false; }
+};
 
 // First guess of a file's size: procfs reports st_size 0, so guessing well
 // means one allocation instead of a chain of doublings.
@@ -136,9 +170,11 @@ int KindByName(const Vma& v) {
   return kFile;
 }
 
+using VmaVector = std::vector<Vma, MmapAllocator<Vma>>;
+
 // Classifies anonymous mappings, which needs their neighbours (see header).
-void ClassifyAnonymous(std::vector<Vma>* vmas) {
-  std::vector<Vma>& v = *vmas;
+void ClassifyAnonymous(VmaVector* vmas) {
+  VmaVector& v = *vmas;
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i].kind != kUnclassified) continue;
     if (v[i].perms == "rw-p" && v[i].start % kGlibcHeapMaxSize == 0) {
@@ -198,6 +234,71 @@ absl::StatusOr<std::string> ReadProcFile(int pid, absl::string_view name) {
   return out;
 }
 
+absl::StatusOr<MappedText> MappedText::Read(int pid, absl::string_view name) {
+  char path[128];
+  ProcPathInto(pid, name, path, sizeof(path));
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("open ", path));
+  // Generous virtual reservation (procfs reports st_size 0); only the
+  // pages read into are ever touched, and mremap grows it if needed.
+  MappedText t;
+  size_t want = std::max<size_t>(InitialCapacity(name) * 4, 64 << 10);
+  void* p = mmap(nullptr, want, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    int err = errno;
+    close(fd);
+    return absl::ErrnoToStatus(err, "mmap");
+  }
+  t.data_ = static_cast<char*>(p);
+  t.mapped_ = want;
+  while (true) {
+    if (t.size_ == t.mapped_) {
+      void* q = mremap(t.data_, t.mapped_, t.mapped_ * 2, MREMAP_MAYMOVE);
+      if (q == MAP_FAILED) {
+        int err = errno;
+        close(fd);
+        return absl::ErrnoToStatus(err, "mremap");
+      }
+      t.data_ = static_cast<char*>(q);
+      t.mapped_ *= 2;
+    }
+    ssize_t n = read(fd, t.data_ + t.size_, t.mapped_ - t.size_);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      close(fd);
+      return absl::ErrnoToStatus(err, absl::StrCat("read ", path));
+    }
+    if (n == 0) break;
+    t.size_ += static_cast<size_t>(n);
+  }
+  close(fd);
+  return t;
+}
+
+MappedText::~MappedText() {
+  if (data_ != nullptr) munmap(data_, mapped_);
+}
+
+MappedText::MappedText(MappedText&& other) noexcept
+    : data_(other.data_), size_(other.size_), mapped_(other.mapped_) {
+  other.data_ = nullptr;
+  other.size_ = other.mapped_ = 0;
+}
+
+MappedText& MappedText::operator=(MappedText&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) munmap(data_, mapped_);
+    data_ = other.data_;
+    size_ = other.size_;
+    mapped_ = other.mapped_;
+    other.data_ = nullptr;
+    other.size_ = other.mapped_ = 0;
+  }
+  return *this;
+}
+
 absl::Status ParseStatus(absl::string_view text, rsslab::v1::ProcStatus* out) {
   bool saw_rss = false;
   while (!text.empty()) {
@@ -244,9 +345,9 @@ absl::Status ParseStatus(absl::string_view text, rsslab::v1::ProcStatus* out) {
 }
 
 absl::Status ReadStatus(int pid, rsslab::v1::ProcStatus* out) {
-  absl::StatusOr<std::string> text = ReadProcFile(pid, "status");
+  absl::StatusOr<MappedText> text = MappedText::Read(pid, "status");
   if (!text.ok()) return text.status();
-  return ParseStatus(*text, out);
+  return ParseStatus(text->view(), out);
 }
 
 void ClassifySmaps(absl::string_view smaps, int detail_top_n,
@@ -260,7 +361,7 @@ void ClassifySmaps(absl::string_view smaps, int detail_top_n,
     if (nl == absl::string_view::npos) break;
     pos = nl + 1;
   }
-  std::vector<Vma> vmas;
+  VmaVector vmas;
   vmas.reserve(headers);
 
   absl::string_view text = smaps;
@@ -331,7 +432,7 @@ void ClassifySmaps(absl::string_view smaps, int detail_top_n,
 
   if (detail_top_n > 0 && !vmas.empty()) {
     size_t n = std::min(static_cast<size_t>(detail_top_n), vmas.size());
-    std::vector<const Vma*> order;
+    std::vector<const Vma*, MmapAllocator<const Vma*>> order;
     order.reserve(vmas.size());
     for (const Vma& v : vmas) order.push_back(&v);
     // Ties by address, so the order is stable across identical inputs.
@@ -354,9 +455,9 @@ void ClassifySmaps(absl::string_view smaps, int detail_top_n,
 }
 
 absl::Status ReadSmaps(int pid, int detail_top_n, rsslab::v1::MemoryMap* out) {
-  absl::StatusOr<std::string> text = ReadProcFile(pid, "smaps");
+  absl::StatusOr<MappedText> text = MappedText::Read(pid, "smaps");
   if (!text.ok()) return text.status();
-  ClassifySmaps(*text, detail_top_n, out);
+  ClassifySmaps(text->view(), detail_top_n, out);
   return absl::OkStatus();
 }
 
@@ -417,8 +518,11 @@ bool IsMapped(absl::string_view maps_text, absl::string_view substring) {
   return hit;
 }
 
-std::map<std::string, std::string> ParseEnviron(absl::string_view text) {
-  std::map<std::string, std::string> env;
+namespace {
+
+// Calls fn(key, value) for each NAME=value entry of environ text.
+template <typename Fn>
+void ForEachEnvEntry(absl::string_view text, Fn fn) {
   while (!text.empty()) {
     size_t nul = text.find('\0');
     absl::string_view entry = text.substr(0, nul);
@@ -428,8 +532,31 @@ std::map<std::string, std::string> ParseEnviron(absl::string_view text) {
     absl::string_view key = entry.substr(0, eq);
     absl::string_view value =
         eq == absl::string_view::npos ? absl::string_view() : entry.substr(eq + 1);
-    env.emplace(std::string(key), std::string(value));  // first one wins
+    fn(key, value);
   }
+}
+
+bool IsAllocatorVariable(absl::string_view key) {
+  static constexpr const char* kExact[] = {"LD_PRELOAD", "GLIBC_TUNABLES",
+                                           "JE_MALLOC_CONF", "_RJEM_MALLOC_CONF"};
+  static constexpr const char* kPrefixes[] = {"MALLOC_", "MIMALLOC_", "TCMALLOC_",
+                                              "PYTHONMALLOC"};
+  for (const char* e : kExact) {
+    if (key == e) return true;
+  }
+  for (const char* p : kPrefixes) {
+    if (absl::StartsWith(key, p)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> ParseEnviron(absl::string_view text) {
+  std::map<std::string, std::string> env;
+  ForEachEnvEntry(text, [&](absl::string_view key, absl::string_view value) {
+    env.emplace(std::string(key), std::string(value));  // first one wins
+  });
   return env;
 }
 
@@ -441,43 +568,63 @@ absl::StatusOr<std::map<std::string, std::string>> ReadEnviron(int pid) {
 
 std::map<std::string, std::string> AllocatorEnv(
     const std::map<std::string, std::string>& env) {
-  static constexpr const char* kExact[] = {"LD_PRELOAD", "GLIBC_TUNABLES",
-                                           "JE_MALLOC_CONF", "_RJEM_MALLOC_CONF"};
-  static constexpr const char* kPrefixes[] = {"MALLOC_", "MIMALLOC_", "TCMALLOC_",
-                                              "PYTHONMALLOC"};
   std::map<std::string, std::string> kept;
   for (const auto& [key, value] : env) {
-    bool keep = false;
-    for (const char* e : kExact) keep = keep || key == e;
-    for (const char* p : kPrefixes) keep = keep || absl::StartsWith(key, p);
-    if (keep) kept.emplace(key, value);
+    if (IsAllocatorVariable(key)) kept.emplace(key, value);
   }
+  return kept;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ReadAllocatorEnv(int pid) {
+  absl::StatusOr<MappedText> text = MappedText::Read(pid, "environ");
+  if (!text.ok()) return text.status();
+  std::map<std::string, std::string> kept;
+  ForEachEnvEntry(text->view(), [&](absl::string_view key, absl::string_view value) {
+    if (IsAllocatorVariable(key)) kept.emplace(std::string(key), std::string(value));
+  });
   return kept;
 }
 
 absl::Status ThreadCensus(
     int pid, google::protobuf::RepeatedPtrField<rsslab::v1::ThreadName>* out) {
-  const std::string dir = ProcPath(pid, "task");
-  DIR* d = opendir(dir.c_str());
-  if (d == nullptr) {
-    return absl::ErrnoToStatus(errno, absl::StrCat("opendir ", dir));
+  // getdents64 into a stack buffer and openat() relative to the directory:
+  // opendir would malloc a 32 KiB buffer, and path strings more.
+  char dir[64];
+  ProcPathInto(pid, "task", dir, sizeof(dir));
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) {
+    return absl::ErrnoToStatus(errno, absl::StrCat("open ", dir));
   }
+  // Distinct comm names are few (15 in a 64-worker server: workers are
+  // counted per name); a comm is at most 15 bytes, inside std::string's
+  // small buffer, so each name costs one map node.
   std::map<std::string, int32_t> counts;
-  std::string path;
+  alignas(8) char buf[4096];
+  char rel[64];
   char comm[64];
-  while (struct dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    path = absl::StrCat(dir, "/", e->d_name, "/comm");
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;  // the thread exited meanwhile
-    ssize_t n = read(fd, comm, sizeof(comm));
-    close(fd);
-    if (n <= 0) continue;
-    absl::string_view name(comm, static_cast<size_t>(n));
-    absl::ConsumeSuffix(&name, "\n");
-    ++counts[std::string(name)];
+  while (true) {
+    long n = syscall(SYS_getdents64, dfd, buf, sizeof(buf));  // NOLINT(runtime/int)
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {  // NOLINT(runtime/int)
+      // struct linux_dirent64: d_ino(8) d_off(8) d_reclen(2) d_type(1) d_name
+      unsigned short reclen;  // NOLINT(runtime/int)
+      memcpy(&reclen, buf + off + 16, sizeof(reclen));
+      const char* name = buf + off + 19;
+      off += reclen;
+      if (name[0] == '.') continue;
+      snprintf(rel, sizeof(rel), "%s/comm", name);
+      int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC);
+      if (fd < 0) continue;  // the thread exited meanwhile
+      ssize_t got = read(fd, comm, sizeof(comm));
+      close(fd);
+      if (got <= 0) continue;
+      absl::string_view c(comm, static_cast<size_t>(got));
+      absl::ConsumeSuffix(&c, "\n");
+      ++counts[std::string(c)];
+    }
   }
-  closedir(d);
+  close(dfd);
   std::vector<std::pair<std::string, int32_t>> sorted(counts.begin(),
                                                       counts.end());
   std::stable_sort(sorted.begin(), sorted.end(),

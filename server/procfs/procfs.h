@@ -21,11 +21,12 @@
 // works for any other pid the caller may read (same user or root; environ
 // needs ptrace-read permission).
 //
-// Reading is done with open/read(2) into one std::string whose capacity is
-// sized for the file up front (smaps of a 64-thread process is >1 MB; such a
-// buffer is served by mmap, not by a malloc arena), and the parsers work on
-// string_views into it, so taking a snapshot disturbs the heap it measures
-// as little as possible.
+// The readers a snapshot uses (status, smaps, environ, the thread census)
+// read with open/read(2) into private anonymous memory (MappedText), never
+// the malloc heap, and parse string_views into it: smaps of a 64-thread
+// process is ~0.6 MB, and a heap buffer that size would grow the heap being
+// measured or, once freed from mmap, raise glibc's dynamic mmap threshold.
+// bench/snapshot_cost.sh measures what a snapshot still allocates.
 #ifndef RSSLAB_SERVER_PROCFS_PROCFS_H_
 #define RSSLAB_SERVER_PROCFS_PROCFS_H_
 
@@ -53,6 +54,27 @@ inline constexpr uint64_t kMaxGuardSize = 1ull << 20;
 // Returns the contents of /proc/<pid>/<name> (/proc/self/<name> for pid 0).
 // `name` may contain slashes ("task/123/comm").
 absl::StatusOr<std::string> ReadProcFile(int pid, absl::string_view name);
+
+// The same contents in private anonymous memory (mmap, outside malloc),
+// unmapped when the MappedText goes. Pages are only touched as written.
+//   absl::StatusOr<MappedText> t = MappedText::Read(0, "smaps");
+//   ClassifySmaps(t->view(), 0, &map);
+class MappedText {
+ public:
+  static absl::StatusOr<MappedText> Read(int pid, absl::string_view name);
+  MappedText() = default;
+  ~MappedText();
+  MappedText(MappedText&& other) noexcept;
+  MappedText& operator=(MappedText&& other) noexcept;
+  MappedText(const MappedText&) = delete;
+  MappedText& operator=(const MappedText&) = delete;
+  absl::string_view view() const { return absl::string_view(data_, size_); }
+
+ private:
+  char* data_ = nullptr;
+  size_t size_ = 0;
+  size_t mapped_ = 0;
+};
 
 // Parses /proc/<pid>/status text. Sizes are converted from kB to bytes.
 // Fields absent from `text` are left at 0; an error if there is no VmRSS
@@ -119,6 +141,10 @@ absl::StatusOr<std::map<std::string, std::string>> ReadEnviron(int pid);
 // TCMALLOC_*, PYTHONMALLOC*.
 std::map<std::string, std::string> AllocatorEnv(
     const std::map<std::string, std::string>& env);
+
+// AllocatorEnv(ReadEnviron(pid)) without building the whole environment:
+// only the kept variables are copied out of the (mmapped) text.
+absl::StatusOr<std::map<std::string, std::string>> ReadAllocatorEnv(int pid);
 
 // Counts threads per /proc/<pid>/task/*/comm, sorted by count descending,
 // then name. Threads that exit while being counted are skipped.

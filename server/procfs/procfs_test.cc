@@ -326,7 +326,24 @@ TEST(LiveTest, EnvironAndMaps) {
   EXPECT_EQ(DetectAllocator(*maps).name, "glibc");
 
   EXPECT_FALSE(ReadProcFile(0, "no-such-file").ok());
+  EXPECT_EQ(MappedText::Read(0, "no-such-file").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ReadStatus(999999999, nullptr).code(), absl::StatusCode::kNotFound);
+}
+
+// The mmapped reader the snapshot uses returns what the heap one does.
+TEST(LiveTest, MappedTextMatchesReadProcFile) {
+  auto heap = ReadProcFile(0, "environ");
+  auto mapped = MappedText::Read(0, "environ");
+  ASSERT_TRUE(heap.ok() && mapped.ok());
+  EXPECT_EQ(mapped->view(), *heap);
+  EXPECT_GT(mapped->view().size(), 0u);
+  MappedText moved = *std::move(mapped);
+  EXPECT_EQ(moved.view(), *heap);
+
+  auto env = ReadEnviron(0);
+  auto kept = ReadAllocatorEnv(0);
+  ASSERT_TRUE(env.ok() && kept.ok());
+  EXPECT_EQ(*kept, AllocatorEnv(*env));
 }
 
 }  // namespace
