@@ -91,6 +91,8 @@ class ServerCore {
   // Time in the handler per request (what response.handler_us reports),
   // for the Prometheus histogram; recorded lock-free by the workers.
   const metrics::LatencyHistogram& handler_latency() const { return handler_latency_; }
+  // Trim totals for the Prometheus counters.
+  const Trimmer& trimmer() const { return *trimmer_; }
 
   // Drains and joins the workers, then finalizes Python. Call once, on the
   // thread that called Create().

@@ -55,6 +55,11 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
           thread_call = rel.call;
         },
         worker_timeout_);
+    absl::Time t1 = absl::Now();
+    alloc::Allocator::Release after = a.ReleaseAfterThreads();
+    r.set_after_threads_duration_us(absl::ToInt64Microseconds(absl::Now() - t1));
+    r.set_after_threads_call(after.call);
+    r.set_after_threads_return(after.ret);
     r.set_per_thread_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
     {
       absl::MutexLock l(&call_mu);
@@ -82,6 +87,11 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   has_last_ = true;
   ++count_;
   if (absl::StartsWith(trigger, "auto")) ++auto_count_;
+  TriggerTotals& t = totals_[trigger];
+  ++t.count;
+  t.freed_bytes += static_cast<uint64_t>(std::max<int64_t>(0, r.freed_bytes()));
+  t.duration += absl::Microseconds(r.trim_duration_us() + r.per_thread_duration_us());
+  t.worker_pause += absl::Microseconds(r.max_worker_pause_us());
   recent_.push_back(r);
   if (recent_.size() > kRecent) recent_.pop_front();
   return r;
@@ -105,6 +115,11 @@ std::vector<rsslab::v1::TrimResult> Trimmer::recent() const {
 uint64_t Trimmer::auto_count() const {
   absl::MutexLock lock(&mu_);
   return auto_count_;
+}
+
+std::map<std::string, Trimmer::TriggerTotals> Trimmer::totals() const {
+  absl::MutexLock lock(&mu_);
+  return totals_;
 }
 
 uint64_t Trimmer::count() const {

@@ -334,11 +334,8 @@ Allocator::Release Allocator::ReleaseGlobal() const {
 Allocator::Release Allocator::ReleaseThisThread() const {
   if (name_ == "jemalloc") {
     if (mallctl_ == nullptr) return {"none (mallctl not found)", -1};
-    int ret = mallctl_("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
-    int purge = JemallocPurge();
-    return {absl::StrCat("mallctl(thread.tcache.flush)+mallctl(",
-                         kJemallocPurgeAll, ")"),
-            ret != 0 ? ret : purge};
+    return {"mallctl(thread.tcache.flush)",
+            mallctl_("thread.tcache.flush", nullptr, nullptr, nullptr, 0)};
   }
   if (name_ == "mimalloc") {
     if (mi_collect_ == nullptr) return {"none (mi_collect not found)", -1};
@@ -346,13 +343,26 @@ Allocator::Release Allocator::ReleaseThisThread() const {
     return {"mi_collect(true)", 0};
   }
   if (name_ == "tcmalloc") {
-    if (tc_mark_idle_ == nullptr || tc_release_free_ == nullptr) {
+    if (tc_mark_idle_ == nullptr) {
       return {"none (MallocExtension_MarkThreadIdle not found)", -1};
     }
     tc_mark_idle_();
+    return {"MallocExtension_MarkThreadIdle()", 0};
+  }
+  return {"none", 0};
+}
+
+Allocator::Release Allocator::ReleaseAfterThreads() const {
+  if (name_ == "jemalloc") {
+    if (mallctl_ == nullptr) return {"none (mallctl not found)", -1};
+    return {absl::StrCat("mallctl(", kJemallocPurgeAll, ")"), JemallocPurge()};
+  }
+  if (name_ == "tcmalloc") {
+    if (tc_release_free_ == nullptr) {
+      return {"none (MallocExtension_ReleaseFreeMemory not found)", -1};
+    }
     tc_release_free_();
-    return {"MallocExtension_MarkThreadIdle()+MallocExtension_ReleaseFreeMemory()",
-            0};
+    return {"MallocExtension_ReleaseFreeMemory()", 0};
   }
   return {"none", 0};
 }

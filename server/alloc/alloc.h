@@ -88,16 +88,29 @@ class Allocator {
   //   tcmalloc MallocExtension_ReleaseFreeMemory()
   Release ReleaseGlobal() const;
 
-  // Run ON each worker thread: releases what only that thread can.
+  // Run ON each worker thread: releases what only that thread can. Cheap
+  // on purpose (a worker serves nothing meanwhile); anything process-wide
+  // is left to ReleaseAfterThreads(), run once after the pass.
   //   glibc    nothing ("none"): malloc_trim(0) already walks every arena,
   //            and glibc's per-thread tcache (at most 7 chunks <= 1 KiB per
   //            size) has no flush call; running malloc_trim on every worker
   //            would just take every arena lock N times.
-  //   jemalloc mallctl("thread.tcache.flush"), then arena purge
+  //   jemalloc mallctl("thread.tcache.flush"): the thread's cached objects
+  //            go back to their arenas' slabs (purged after the pass)
   //   mimalloc mi_collect(true), which acts on the calling thread's heap
-  //   tcmalloc MallocExtension_MarkThreadIdle() (returns the thread cache),
-  //            then MallocExtension_ReleaseFreeMemory()
+  //   tcmalloc MallocExtension_MarkThreadIdle() (returns the thread cache
+  //            to the central lists)
   Release ReleaseThisThread() const;
+
+  // Run once, on the trimming thread, after ReleaseThisThread() ran on every
+  // worker: returns what the flushed caches gave back to shared structures.
+  //   jemalloc mallctl("arena.4096.purge") (all arenas, dirty and muzzy)
+  //   tcmalloc MallocExtension_ReleaseFreeMemory()
+  //   glibc, mimalloc: nothing ("none"; mimalloc's release is per heap)
+  // Doing this once instead of on every worker keeps the pause per worker
+  // to the flush alone (64 arena purges at 64 workers cost each worker up
+  // to 18 ms; docs/TRIM.md).
+  Release ReleaseAfterThreads() const;
 
  private:
   Allocator();
