@@ -60,6 +60,8 @@ class ServerCore {
     std::string control_address;
     // --auto_trim and its knobs (off by default).
     AutoTrimOptions auto_trim;
+    // --trim_thread_stats: per-worker allocator figures around each release.
+    bool trim_thread_stats = false;
   };
 
   struct SnapshotOptions {

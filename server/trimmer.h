@@ -33,7 +33,11 @@ class Trimmer {
  public:
   // `workers` may be null (no per-thread pass). Per-worker waits are bounded
   // by `worker_timeout`: a stuck worker is reported, not waited for forever.
-  explicit Trimmer(WorkerPool* workers, absl::Duration worker_timeout = absl::Seconds(10));
+  // `thread_stats`: each worker also reads the allocator's per-thread
+  // figures right before and after its release (WorkerTrim.before/after;
+  // --trim_thread_stats), for explaining what a release could not return.
+  explicit Trimmer(WorkerPool* workers, absl::Duration worker_timeout = absl::Seconds(10),
+                   bool thread_stats = false);
 
   rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger);
 
@@ -62,6 +66,7 @@ class Trimmer {
  private:
   WorkerPool* const workers_;
   const absl::Duration worker_timeout_;
+  const bool thread_stats_;
   // One trim at a time: concurrent releases would only contend on the
   // allocator's locks and muddle the before/after figures.
   absl::Mutex run_mu_;

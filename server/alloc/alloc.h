@@ -28,7 +28,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "proto/snapshot.pb.h"
+
+// Types only; the functions are found with dlsym.
+#include <mimalloc.h>
 
 namespace rsslab {
 namespace alloc {
@@ -112,6 +116,26 @@ class Allocator {
   // to 18 ms; docs/TRIM.md).
   Release ReleaseAfterThreads() const;
 
+  // Some allocators return what a thread release freed only when the thread
+  // comes back later: mimalloc 2.0.x schedules the decommit of the spans
+  // that mi_collect freed (decommit_delay, 25 ms by default) and carries it
+  // out only when the owning thread next allocates a page in that segment
+  // (segment.c: mi_segments_page_alloc -> mi_segment_delayed_decommit); an
+  // idle worker never does. FollowUpDelay() > 0 asks the trimmer to wait
+  // that long after the per-thread pass and then run FollowUpThisThread()
+  // on every worker: for mimalloc one large (page-sized) mi_malloc + mi_free,
+  // which makes the thread allocate a page and so decommit its segment's
+  // expired spans. Zero (nothing to do) for the other allocators, and for
+  // mimalloc with decommit_delay 0 (already decommitted at free).
+  absl::Duration FollowUpDelay() const;
+  Release FollowUpThisThread() const;
+
+  // The allocator's figures for the calling thread (see ThreadAllocStats in
+  // proto/snapshot.proto): mimalloc's heap areas, jemalloc's thread arena.
+  // Fields the allocator cannot give are -1 (glibc and tcmalloc have no
+  // per-thread figures). Costs an epoch refresh on jemalloc.
+  void FillThreadStats(rsslab::v1::ThreadAllocStats* out) const;
+
  private:
   Allocator();
 
@@ -135,6 +159,10 @@ class Allocator {
   // mimalloc's own signature: long mi_option_get(mi_option_t).
   long (*mi_option_get_)(int) = nullptr;  // NOLINT(runtime/int)
   void (*mi_collect_)(bool) = nullptr;
+  mi_heap_t* (*mi_heap_get_default_)() = nullptr;
+  void* (*mi_malloc_)(size_t) = nullptr;
+  void (*mi_free_)(void*) = nullptr;
+  bool (*mi_heap_visit_blocks_)(const mi_heap_t*, bool, mi_block_visit_fun*, void*) = nullptr;
   // tcmalloc (gperftools' C API)
   int (*tc_get_numeric_)(const char*, size_t*) = nullptr;
   void (*tc_release_free_)() = nullptr;
