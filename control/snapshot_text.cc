@@ -94,6 +94,10 @@ std::string TrimText(const rsslab::v1::TrimResult& t) {
     int ran = 0;
     for (const auto& w : t.workers()) ran += w.ran();
     std::string call = t.thread_call();
+    if (!t.follow_up_call().empty()) {
+      absl::StrAppend(&call, ", after ", t.follow_up_delay_us() / 1000, "ms ",
+                      t.follow_up_call());
+    }
     if (!t.after_threads_call().empty() && t.after_threads_call() != "none") {
       absl::StrAppend(&call, " then ", t.after_threads_call());
     }
