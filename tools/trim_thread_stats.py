@@ -35,8 +35,11 @@ def find_trim(path):
             for v in o:
                 walk(v)
 
-    with open(path) as f:
-        text = f.read()
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError as e:
+        sys.exit("trim_thread_stats: cannot read %s: %s" % (path, e.strerror))
     try:
         walk(json.loads(text))
     except ValueError:
