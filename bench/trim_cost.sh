@@ -11,9 +11,12 @@
 #                on under steady load; it should not fire)
 # Before the measured step the cache is filled (FILL requests, 100 MiB cap)
 # and shrunk to 10 MiB so there is memory to give back.
-# Prints qps, p99, p99.9 (ms), trims done and their median/max duration.
+# Prints qps, p99, p99.9 (ms), trims done and their median/max duration and
+# the largest worker pause, and, against the same profile and thread count's
+# `none` cell of this run (run `none` first, as the default order does):
+# d_p99/d_p999 = p99/p99.9 change in %, d_qps = throughput change in %.
 #
-#   bench/trim_cost.sh                                    # all profiles, 1 and 64 threads
+#   bench/trim_cost.sh                                    # all 11 profiles, 1 and 64 threads
 #   PROFILES="glibc mimalloc" THREADS="1 64" RATE=300 DURATION=10s bench/trim_cost.sh
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
@@ -32,7 +35,7 @@ RPID=""; TPID=""
 trap '[ -n "$TPID" ] && kill "$TPID" 2>/dev/null; [ -n "$RPID" ] && kill "$RPID" 2>/dev/null || true' EXIT
 
 echo "# machine: $(nproc) cores; rate=$RATE/s duration=$DURATION trim every ${TRIM_EVERY}s; out=$OUT"
-printf "%-16s %4s %-11s %8s %8s %9s %6s %12s %12s %13s %7s\n" profile thr condition qps p99_ms p999_ms trims trim_med_ms trim_max_ms max_pause_ms failed
+printf "%-16s %4s %-10s %7s %8s %9s %5s %11s %11s %12s %6s %7s %7s %6s\n" profile thr condition qps p99_ms p999_ms trims trim_med_ms trim_max_ms max_pause_ms failed d_p99 d_p999 d_qps
 for p in $PROFILES; do
   for t in $THREADS; do
     for c in $CONDITIONS; do
@@ -70,9 +73,9 @@ for p in $PROFILES; do
       [ -n "$TPID" ] && { kill $TPID 2>/dev/null || true; wait $TPID 2>/dev/null || true; TPID=""; }
       "$BIN/rsslab_ctl" --control="$ctl" --json snapshot >"$d/final.json"
       kill -TERM $RPID; wait $RPID || true; RPID=""
-      python3 - "$d" "$p" "$t" "$c" <<'PY'
-import json, sys, statistics
-d, p, t, c = sys.argv[1:]
+      python3 - "$d" "$p" "$t" "$c" "$OUT/$p-$t-none/result.json" <<'PY'
+import json, os, sys, statistics
+d, p, t, c, ref_path = sys.argv[1:]
 load = None
 for line in open(d + "/run/events.jsonl"):
     e = json.loads(line)
@@ -97,10 +100,17 @@ def failed(l):
     sc = l.get("status_counts", {})
     if isinstance(sc, dict): return sum(int(v) for k, v in sc.items() if k not in ("OK", "0"))
     return sum(int(x.get("count", 0)) for x in sc if x.get("code", "OK") not in ("OK", 0))
-print("%-16s %4s %-11s %8.1f %8.2f %9.2f %6d %12.2f %12.2f %13.2f %7s" % (
-    p, t, c, load["qps"] if load else 0, lat.get("p99_us", 0) / 1e3, lat.get("p999_us", 0) / 1e3,
+res = {"qps": load["qps"] if load else 0, "p99_ms": lat.get("p99_us", 0) / 1e3,
+       "p999_ms": lat.get("p999_us", 0) / 1e3}
+json.dump(res, open(d + "/result.json", "w"))
+ref = json.load(open(ref_path)) if os.path.exists(ref_path) else None
+def delta(k):
+    if ref is None or not ref[k]: return "-"
+    return "%+.1f" % (100.0 * (res[k] / ref[k] - 1))
+print("%-16s %4s %-10s %7.1f %8.2f %9.2f %5d %11.2f %11.2f %12.2f %6s %7s %7s %6s" % (
+    p, t, c, res["qps"], res["p99_ms"], res["p999_ms"],
     len(durs), statistics.median(durs) if durs else 0, max(durs) if durs else 0,
-    max(pauses) if pauses else 0, failed(load)))
+    max(pauses) if pauses else 0, failed(load), delta("p99_ms"), delta("p999_ms"), delta("qps")))
 PY
     done
   done

@@ -12,12 +12,17 @@
 #   BIN=/tmp/mybin bench/trim_goals.sh               # binaries from elsewhere
 #   AUTO=off bench/trim_goals.sh                     # no auto trim: the trim step
 #                                                    # then shows global vs per-thread
+#   REPORT_ONLY=1 OUT=/tmp/dir bench/trim_goals.sh  # the table again from a finished run
+#   SERVER_FLAGS=--trim_thread_stats bench/trim_goals.sh   # extra server flags; with this
+#                                                    # one, tools/trim_thread_stats.py
+#                                                    # summarizes each worker's figures
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 BIN=${BIN:-$ROOT/bin}
 SCALE=${SCALE:-0.25}
 AUTO=${AUTO:-after_burst}
+read -r -a SERVER_FLAGS <<<"${SERVER_FLAGS:-}"
 THREADS=${THREADS:-"64 1"}
 PROFILES=${PROFILES:-$(sed -n 's/^  name: "\(.*\)"/\1/p' control/profiles.textproto)}
 OUT=${OUT:-$(mktemp -d /tmp/rsslab-trimgoals-XXXXXX)}
@@ -26,13 +31,15 @@ RPID=""
 trap '[ -n "$RPID" ] && kill "$RPID" 2>/dev/null || true' EXIT
 
 echo "# machine: $(nproc) cores, $(uname -r); seed --scale=$SCALE; --auto_trim=$AUTO; out=$OUT"
-printf "%-16s %4s %9s %8s %9s %6s %10s %10s %10s %6s %14s %14s\n" profile thr base_mib cache_mib idle_mib autos goal_b_x between_mib after_mib goal_a res_between_mib res_after_mib
+printf "%-16s %4s %9s %8s %9s %6s %10s %10s %10s %6s %14s %14s %9s %9s\n" profile thr base_mib cache_mib idle_mib autos goal_b_x between_mib after_mib goal_a res_between_mib res_after_mib anon_mib file_mib
 for t in $THREADS; do
   for p in $PROFILES; do
     d=$OUT/$p-$t; mkdir -p "$d"
+    if [ -z "${REPORT_ONLY:-}" ]; then
     "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/control/profiles.textproto" \
       --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
-      --control_listen=127.0.0.1:0 --auto_trim="$AUTO" >"$d/server.out" 2>"$d/server.err" &
+      --control_listen=127.0.0.1:0 --auto_trim="$AUTO" "${SERVER_FLAGS[@]}" \
+      >"$d/server.out" 2>"$d/server.err" &
     RPID=$!
     until grep -q 'ready' "$d/server.out" 2>/dev/null; do
       kill -0 $RPID 2>/dev/null || { cat "$d/server.err" >&2; exit 1; }
@@ -43,6 +50,7 @@ for t in $THREADS; do
     "$BIN/rsslab_loadgen" --target="$data" --control="$ctl" --builtin=seed --scale="$SCALE" \
       --progress=none --out="$d/run" >"$d/loadgen.out" 2>&1 || true
     kill -TERM $RPID; wait $RPID || true; RPID=""
+    fi
     python3 - "$d/run/events.jsonl" "$p" "$t" <<'PY'
 import json, sys
 M = 1 << 20
@@ -50,7 +58,9 @@ snaps, trim = {}, None
 def walk(o, path=""):
     global trim
     if isinstance(o, dict):
-        if "phase" in o and "status" in o and "config" in o:
+        # A trim step's response also carries the snapshot from just before
+        # the release ("before"): not the phase's figures.
+        if "phase" in o and "status" in o and "config" in o and path != "before":
             snaps[o["phase"]] = o
         if "rss_between_bytes" in o and o.get("trigger") == "phase":
             trim = o
@@ -71,9 +81,13 @@ bet = int(trim.get("rss_between_bytes", 0)) / M
 aft = int(trim.get("rss_after_bytes", 0)) / M
 rb = int(trim.get("allocator_resident_between", -1)) / M
 ra = int(trim.get("allocator_resident_after", -1)) / M
-print("%-16s %4s %9.1f %8.1f %9.1f %6d %10.2f %10.1f %10.1f %6s %14.1f %14.1f" % (
+# RssAnon / RssFile after the trim step: file-backed pages (libpython,
+# gRPC, the binary) count toward RSS but no allocator can return them.
+after = snaps.get("trim", {}).get("status", {})
+print("%-16s %4s %9.1f %8.1f %9.1f %6d %10.2f %10.1f %10.1f %6s %14.1f %14.1f %9.1f %9.1f" % (
     sys.argv[2], sys.argv[3], base, cache, rss_idle, autos, gb, bet, aft,
-    "ok" if aft and aft <= 40 else "MISS", rb, ra))
+    "ok" if aft and aft <= 40 else "MISS", rb, ra,
+    int(after.get("anon_bytes", 0)) / M, int(after.get("file_bytes", 0)) / M))
 PY
   done
 done

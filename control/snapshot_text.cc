@@ -101,8 +101,16 @@ std::string TrimText(const rsslab::v1::TrimResult& t) {
   if (t.per_thread()) {
     int ran = 0;
     for (const auto& w : t.workers()) ran += w.ran();
+    std::string call = t.thread_call();
+    if (!t.follow_up_call().empty()) {
+      absl::StrAppend(&call, ", after ", t.follow_up_delay_us() / 1000, "ms ",
+                      t.follow_up_call());
+    }
+    if (!t.after_threads_call().empty() && t.after_threads_call() != "none") {
+      absl::StrAppend(&call, " then ", t.after_threads_call());
+    }
     absl::StrAppendFormat(&out, "; per-thread %s on %d/%d workers: -> %s (freed %s) in %dus, max pause %dus",
-                          t.thread_call(), ran, t.workers_size(), Mib(t.rss_after_bytes()),
+                          call, ran, t.workers_size(), Mib(t.rss_after_bytes()),
                           Mib(t.per_thread_freed_bytes()), t.per_thread_duration_us(),
                           t.max_worker_pause_us());
   }

@@ -71,7 +71,8 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   core->py_control_ = std::make_unique<WorkerPool>(c);
   core->py_control_->Start();
 
-  core->trimmer_ = std::make_unique<Trimmer>(core->workers_.get());
+  core->trimmer_ = std::make_unique<Trimmer>(core->workers_.get(), absl::Seconds(10),
+                                             options.trim_thread_stats);
   if (options.auto_trim.mode != AutoTrimOptions::Mode::kOff) {
     absl::Status valid = ValidateAutoTrimOptions(options.auto_trim);
     if (!valid.ok()) return valid;

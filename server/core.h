@@ -72,6 +72,8 @@ class ServerCore {
     // cost into gRPC, the worker hand-off, and the GIL + Python call.
     enum class Dispatch { kPython, kPool, kInline };
     Dispatch dispatch = Dispatch::kPython;
+    // --trim_thread_stats: per-worker allocator figures around each release.
+    bool trim_thread_stats = false;
   };
 
   // "python" | "pool" | "inline" <-> Options::Dispatch.
@@ -107,6 +109,8 @@ class ServerCore {
   // Time in the handler per request (what response.handler_us reports),
   // for the Prometheus histogram; recorded lock-free by the workers.
   const metrics::LatencyHistogram& handler_latency() const { return handler_latency_; }
+  // Trim totals for the Prometheus counters.
+  const Trimmer& trimmer() const { return *trimmer_; }
 
   // Drains and joins the workers, then finalizes Python. Call once, on the
   // thread that called Create().

@@ -60,6 +60,9 @@ ABSL_FLAG(int, auto_trim_settle_ms, 2000,
 ABSL_FLAG(double, auto_trim_settle_fraction, 0.1, "after_burst: what counts as dropped load.");
 ABSL_FLAG(int, auto_trim_interval_s, 60, "interval: seconds between automatic trims.");
 ABSL_FLAG(int, auto_trim_min_spacing_s, 10, "Never auto trim within this many seconds of any trim.");
+ABSL_FLAG(bool, trim_thread_stats, false,
+          "Each worker reads the allocator's per-thread figures (mimalloc heap areas, jemalloc "
+          "thread arena) before and after its release; in the trim result's workers[].");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Serve Prometheus metrics (HTTP GET /metrics) at HOST:PORT; a bare PORT means "
           "127.0.0.1:PORT. Off when empty.");
@@ -187,6 +190,7 @@ int Main(int argc, char** argv) {
   o.auto_trim.settle_fraction = absl::GetFlag(FLAGS_auto_trim_settle_fraction);
   o.auto_trim.interval = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_interval_s));
   o.auto_trim.min_spacing = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
+  o.trim_thread_stats = absl::GetFlag(FLAGS_trim_thread_stats);
   if (absl::Status s = ValidateAutoTrimOptions(o.auto_trim); !s.ok()) Die(std::string(s.message()));
 
   const std::string data_addr = absl::GetFlag(FLAGS_listen);

@@ -1,8 +1,12 @@
 #include "server/trimmer.h"
 
 #include <algorithm>
+#include <map>
+#include <memory>
+#include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
 #include "server/alloc/alloc.h"
 #include "server/procfs/procfs.h"
 
@@ -17,8 +21,8 @@ int64_t RssNow() {
 
 }  // namespace
 
-Trimmer::Trimmer(WorkerPool* workers, absl::Duration worker_timeout)
-    : workers_(workers), worker_timeout_(worker_timeout) {}
+Trimmer::Trimmer(WorkerPool* workers, absl::Duration worker_timeout, bool thread_stats)
+    : workers_(workers), worker_timeout_(worker_timeout), thread_stats_(thread_stats) {}
 
 rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string& trigger) {
   absl::MutexLock run_lock(&run_mu_);
@@ -45,29 +49,74 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
 
   if (per_thread) {
     r.set_per_thread(true);
-    absl::Mutex call_mu;
-    std::string thread_call;
+    // Shared with the workers: one stuck past the timeout still runs the
+    // release later, and must find its state alive.
+    struct PassState {
+      absl::Mutex mu;
+      std::string call ABSL_GUARDED_BY(mu);
+      std::string follow_up_call ABSL_GUARDED_BY(mu);
+      std::map<int, std::pair<rsslab::v1::ThreadAllocStats, rsslab::v1::ThreadAllocStats>> stats
+          ABSL_GUARDED_BY(mu);
+    };
+    auto state = std::make_shared<PassState>();
+    const bool thread_stats = thread_stats_;
     absl::Time t0 = absl::Now();
     std::vector<WorkerRun> runs = workers_->RunOnEachWorker(
-        [&a, &call_mu, &thread_call](int) {
+        [&a, state, thread_stats](int worker) {
+          rsslab::v1::ThreadAllocStats before, after;
+          if (thread_stats) a.FillThreadStats(&before);
           alloc::Allocator::Release rel = a.ReleaseThisThread();
-          absl::MutexLock l(&call_mu);
-          thread_call = rel.call;
+          if (thread_stats) a.FillThreadStats(&after);
+          absl::MutexLock l(&state->mu);
+          state->call = rel.call;
+          if (thread_stats) state->stats[worker] = {before, after};
         },
         worker_timeout_);
-    r.set_per_thread_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
-    {
-      absl::MutexLock l(&call_mu);
-      r.set_thread_call(thread_call);
+    // mimalloc 2.0.x: what the collect freed is decommitted only when the
+    // thread allocates a page after the decommit delay (alloc.h).
+    const absl::Duration follow_up_delay = a.FollowUpDelay();
+    std::vector<WorkerRun> follow_up;
+    if (follow_up_delay > absl::ZeroDuration()) {
+      absl::SleepFor(follow_up_delay);
+      r.set_follow_up_delay_us(absl::ToInt64Microseconds(follow_up_delay));
+      follow_up = workers_->RunOnEachWorker(
+          [&a, state](int) {
+            alloc::Allocator::Release rel = a.FollowUpThisThread();
+            absl::MutexLock l(&state->mu);
+            state->follow_up_call = rel.call;
+          },
+          worker_timeout_);
     }
+    absl::Time t1 = absl::Now();
+    alloc::Allocator::Release after = a.ReleaseAfterThreads();
+    r.set_after_threads_duration_us(absl::ToInt64Microseconds(absl::Now() - t1));
+    r.set_after_threads_call(after.call);
+    r.set_after_threads_return(after.ret);
+    r.set_per_thread_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
+    absl::MutexLock l(&state->mu);
+    r.set_thread_call(state->call);
+    r.set_follow_up_call(state->follow_up_call);
     int64_t max_pause = 0;
     for (const WorkerRun& w : runs) {
       rsslab::v1::WorkerTrim* wt = r.add_workers();
       wt->set_worker(w.worker);
       wt->set_tid(w.tid);
-      wt->set_ran(w.ran);
-      wt->set_pause_us(absl::ToInt64Microseconds(w.pause));
-      if (!w.ran) wt->set_error("worker busy past the trim timeout (stuck?)");
+      absl::Duration pause = w.pause;
+      bool ran = w.ran;
+      const size_t i = static_cast<size_t>(&w - runs.data());
+      if (i < follow_up.size()) {
+        const WorkerRun& f = follow_up[i];
+        pause += f.pause;
+        ran = ran && f.ran;
+      }
+      wt->set_ran(ran);
+      wt->set_pause_us(absl::ToInt64Microseconds(pause));
+      if (!ran) wt->set_error("worker busy past the trim timeout (stuck?)");
+      auto it = state->stats.find(w.worker);
+      if (w.ran && it != state->stats.end()) {
+        *wt->mutable_before() = it->second.first;
+        *wt->mutable_after() = it->second.second;
+      }
       max_pause = std::max(max_pause, wt->pause_us());
     }
     r.set_max_worker_pause_us(max_pause);
@@ -82,6 +131,11 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   has_last_ = true;
   ++count_;
   if (absl::StartsWith(trigger, "auto")) ++auto_count_;
+  TriggerTotals& t = totals_[trigger];
+  ++t.count;
+  t.freed_bytes += static_cast<uint64_t>(std::max<int64_t>(0, r.freed_bytes()));
+  t.duration += absl::Microseconds(r.trim_duration_us() + r.per_thread_duration_us());
+  t.worker_pause += absl::Microseconds(r.max_worker_pause_us());
   recent_.push_back(r);
   if (recent_.size() > kRecent) recent_.pop_front();
   return r;
@@ -105,6 +159,11 @@ std::vector<rsslab::v1::TrimResult> Trimmer::recent() const {
 uint64_t Trimmer::auto_count() const {
   absl::MutexLock lock(&mu_);
   return auto_count_;
+}
+
+std::map<std::string, Trimmer::TriggerTotals> Trimmer::totals() const {
+  absl::MutexLock lock(&mu_);
+  return totals_;
 }
 
 uint64_t Trimmer::count() const {

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,11 @@ class Trimmer {
  public:
   // `workers` may be null (no per-thread pass). Per-worker waits are bounded
   // by `worker_timeout`: a stuck worker is reported, not waited for forever.
-  explicit Trimmer(WorkerPool* workers, absl::Duration worker_timeout = absl::Seconds(10));
+  // `thread_stats`: each worker also reads the allocator's per-thread
+  // figures right before and after its release (WorkerTrim.before/after;
+  // --trim_thread_stats), for explaining what a release could not return.
+  explicit Trimmer(WorkerPool* workers, absl::Duration worker_timeout = absl::Seconds(10),
+                   bool thread_stats = false);
 
   rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger);
 
@@ -44,9 +49,24 @@ class Trimmer {
   std::vector<rsslab::v1::TrimResult> recent() const;
   uint64_t auto_count() const;
 
+  // Running totals since start, per trigger ("manual", "phase",
+  // "auto_after_burst", "auto_interval"): what the Prometheus counters show
+  // (recent() keeps only the last kRecent trims).
+  struct TriggerTotals {
+    uint64_t count = 0;
+    // Sum of the positive freed_bytes (a trim under load can end with more
+    // RSS than it started with; a counter must not go down).
+    uint64_t freed_bytes = 0;
+    // Global release + per-thread pass.
+    absl::Duration duration;
+    absl::Duration worker_pause;  // sum of each trim's max worker pause
+  };
+  std::map<std::string, TriggerTotals> totals() const;
+
  private:
   WorkerPool* const workers_;
   const absl::Duration worker_timeout_;
+  const bool thread_stats_;
   // One trim at a time: concurrent releases would only contend on the
   // allocator's locks and muddle the before/after figures.
   absl::Mutex run_mu_;
@@ -56,6 +76,7 @@ class Trimmer {
   uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t auto_count_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<rsslab::v1::TrimResult> recent_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TriggerTotals> totals_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace rsslab

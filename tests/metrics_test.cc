@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -72,7 +73,7 @@ struct Clients {
   }
   // n requests over 4 client threads; `raise_every` > 0 makes every such
   // request raise in the handler. Returns the number that failed.
-  int Drive(int n, int raise_every = 0) {
+  int Drive(int n, int raise_every = 0, int store = 2000) {
     std::atomic<int> next{0}, failed{0};
     std::vector<std::thread> ts;
     for (int t = 0; t < 4; ++t) {
@@ -81,7 +82,7 @@ struct Clients {
           rsslab::v1::HandleRequest req;
           req.set_id(i);
           req.set_seed(i + 1);
-          (*req.mutable_params())["store"] = "2000";
+          (*req.mutable_params())["store"] = absl::StrCat(store);
           if (raise_every > 0 && i % raise_every == 0) (*req.mutable_params())["raise"] = "1";
           rsslab::v1::HandleResponse resp;
           grpc::ClientContext ctx;
@@ -145,7 +146,11 @@ TEST(MetricsTest, ScrapeAgreesWithControlSnapshot) {
   EXPECT_EQ(snap.trims_total(), 1u);
   EXPECT_EQ(m["rsslab_last_trim_freed_bytes"], snap.last_trim().freed_bytes());
   EXPECT_DOUBLE_EQ(m["rsslab_last_trim_duration_seconds"],
-                   snap.last_trim().trim_duration_us() / 1e6);
+                   (snap.last_trim().trim_duration_us() +
+                    snap.last_trim().per_thread_duration_us()) / 1e6);
+  EXPECT_EQ(m["rsslab_trims_by_trigger_total{trigger=\"phase\"}"], 1);
+  EXPECT_EQ(m["rsslab_trims_by_trigger_total{trigger=\"auto_after_burst\"}"], 0);
+  EXPECT_EQ(m["rsslab_auto_trims_total"], 0);
   EXPECT_EQ(m["rsslab_allocator_info{allocator=\"glibc\",library=\"" +
               snap.allocator_library() + "\"}"],
             1);
@@ -173,6 +178,88 @@ TEST(MetricsTest, ScrapeAgreesWithControlSnapshot) {
   }
   closedir(d);
   EXPECT_EQ(named, 1);
+  EXPECT_EQ(server->Stop(), 0) << server->Stderr();
+}
+
+// An automatic trim (no manual call) shows in the counters and gauges, and
+// they agree with the snapshot's recent_trims, trigger by trigger.
+TEST(MetricsTest, AutomaticTrimIsCountedAndAgreesWithRecentTrims) {
+  // after_burst with a short settle and no gap threshold: it fires once the
+  // burst below has stopped for 300 ms, then stays disarmed (no new burst),
+  // so nothing changes between the scrape and the snapshot.
+  auto server = StartServer({"--threads=4", "--metrics_listen=127.0.0.1:0",
+                             "--auto_trim=after_burst", "--auto_trim_gap_mb=0",
+                             "--auto_trim_settle_ms=300", "--auto_trim_min_spacing_s=1"});
+  ASSERT_NE(server, nullptr);
+  Clients c(server.get());
+  const std::string addr = server->metrics_address();
+  auto scrape = [&] {
+    std::string resp = Http(addr, "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n");
+    EXPECT_TRUE(absl::StartsWith(resp, "HTTP/1.1 200 OK\r\n")) << resp.substr(0, 200);
+    return ParseExposition(Body(resp));
+  };
+  std::map<std::string, double> before = scrape();
+  for (const char* t : {"manual", "phase", "auto_after_burst", "auto_interval"}) {
+    std::string key = absl::StrCat("rsslab_trims_by_trigger_total{trigger=\"", t, "\"}");
+    ASSERT_TRUE(before.count(key)) << key;  // every trigger has a series from the start
+    EXPECT_EQ(before[key], 0) << key;
+  }
+  EXPECT_FALSE(before.count("rsslab_last_trim_max_worker_pause_seconds"));
+
+  c.Phase("fill");
+  EXPECT_EQ(c.Drive(1500, 0, /*store=*/30000), 0);  // ~43 MiB cached
+  c.Phase("shrink");                                  // 10 MiB: evicts most
+  rsslab::v1::Snapshot snap;
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  do {
+    absl::SleepFor(absl::Milliseconds(200));
+    snap = c.Snapshot();
+  } while (snap.auto_trims_total() == 0 && absl::Now() < deadline);
+  ASSERT_EQ(snap.auto_trims_total(), 1u)
+      << "served " << snap.requests_served() << ", policy: " << snap.auto_trim().ShortDebugString();
+  {
+    rsslab::v1::TrimRequest req;  // and one manual trim after it
+    rsslab::v1::TrimResponse resp;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(c.control->Trim(&ctx, req, &resp).ok());
+  }
+
+  std::map<std::string, double> m = scrape();
+  snap = c.Snapshot();
+  ASSERT_EQ(snap.recent_trims_size(), 2);
+  EXPECT_EQ(snap.recent_trims(0).trigger(), "auto_after_burst");
+  EXPECT_EQ(snap.recent_trims(1).trigger(), "manual");
+  EXPECT_EQ(m["rsslab_trims_total"], 2);
+  EXPECT_EQ(m["rsslab_auto_trims_total"], snap.auto_trims_total());
+  std::map<std::string, double> count, freed, duration, pause;
+  for (const rsslab::v1::TrimResult& t : snap.recent_trims()) {
+    count[t.trigger()] += 1;
+    freed[t.trigger()] += std::max<int64_t>(0, t.freed_bytes());
+    duration[t.trigger()] += (t.trim_duration_us() + t.per_thread_duration_us()) / 1e6;
+    pause[t.trigger()] += t.max_worker_pause_us() / 1e6;
+    // The automatic trim reached every worker.
+    EXPECT_EQ(t.workers_size(), 4) << t.trigger();
+    for (const auto& w : t.workers()) EXPECT_TRUE(w.ran()) << t.trigger();
+  }
+  for (const char* t : {"manual", "phase", "auto_after_burst", "auto_interval"}) {
+    std::string label = absl::StrCat("{trigger=\"", t, "\"}");
+    EXPECT_EQ(m["rsslab_trims_by_trigger_total" + label], count[t]) << t;
+    EXPECT_EQ(m["rsslab_trim_freed_bytes_total" + label], freed[t]) << t;
+    EXPECT_NEAR(m["rsslab_trim_duration_seconds_total" + label], duration[t], 1e-9) << t;
+    EXPECT_NEAR(m["rsslab_trim_worker_pause_seconds_total" + label], pause[t], 1e-9) << t;
+  }
+  EXPECT_EQ(count["auto_after_burst"], 1);
+  EXPECT_GT(duration["auto_after_burst"], 0);
+  EXPECT_GT(freed["auto_after_burst"] + freed["manual"], 0);  // the shrink left memory to give back
+
+  const rsslab::v1::TrimResult& last = snap.last_trim();
+  EXPECT_EQ(m["rsslab_last_trim_info{trigger=\"manual\",allocator=\"glibc\"}"], 1);
+  EXPECT_EQ(m["rsslab_last_trim_freed_bytes"], last.freed_bytes());
+  EXPECT_DOUBLE_EQ(m["rsslab_last_trim_max_worker_pause_seconds"],
+                   last.max_worker_pause_us() / 1e6);
+  EXPECT_DOUBLE_EQ(m["rsslab_last_trim_duration_seconds"],
+                   (last.trim_duration_us() + last.per_thread_duration_us()) / 1e6);
+  EXPECT_DOUBLE_EQ(m["rsslab_last_trim_timestamp_seconds"], last.unix_nanos() / 1e9);
   EXPECT_EQ(server->Stop(), 0) << server->Stderr();
 }
 

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/types.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -118,6 +119,10 @@ Allocator::Allocator() {
     Resolve("mi_version", &mi_version_, &unresolved);
     Resolve("mi_option_get", &mi_option_get_, &unresolved);
     Resolve("mi_collect", &mi_collect_, &unresolved);
+    Resolve("mi_heap_get_default", &mi_heap_get_default_, &unresolved);
+    Resolve("mi_malloc", &mi_malloc_, &unresolved);
+    Resolve("mi_free", &mi_free_, &unresolved);
+    Resolve("mi_heap_visit_blocks", &mi_heap_visit_blocks_, &unresolved);
   } else if (name_ == "tcmalloc") {
     Resolve("MallocExtension_GetNumericProperty", &tc_get_numeric_, &unresolved);
     Resolve("MallocExtension_ReleaseFreeMemory", &tc_release_free_, &unresolved);
@@ -338,11 +343,8 @@ Allocator::Release Allocator::ReleaseGlobal() const {
 Allocator::Release Allocator::ReleaseThisThread() const {
   if (name_ == "jemalloc") {
     if (mallctl_ == nullptr) return {"none (mallctl not found)", -1};
-    int ret = mallctl_("thread.tcache.flush", nullptr, nullptr, nullptr, 0);
-    int purge = JemallocPurge();
-    return {absl::StrCat("mallctl(thread.tcache.flush)+mallctl(",
-                         kJemallocPurgeAll, ")"),
-            ret != 0 ? ret : purge};
+    return {"mallctl(thread.tcache.flush)",
+            mallctl_("thread.tcache.flush", nullptr, nullptr, nullptr, 0)};
   }
   if (name_ == "mimalloc") {
     if (mi_collect_ == nullptr) return {"none (mi_collect not found)", -1};
@@ -350,15 +352,119 @@ Allocator::Release Allocator::ReleaseThisThread() const {
     return {"mi_collect(true)", 0};
   }
   if (name_ == "tcmalloc") {
-    if (tc_mark_idle_ == nullptr || tc_release_free_ == nullptr) {
+    if (tc_mark_idle_ == nullptr) {
       return {"none (MallocExtension_MarkThreadIdle not found)", -1};
     }
     tc_mark_idle_();
-    tc_release_free_();
-    return {"MallocExtension_MarkThreadIdle()+MallocExtension_ReleaseFreeMemory()",
-            0};
+    return {"MallocExtension_MarkThreadIdle()", 0};
   }
   return {"none", 0};
+}
+
+Allocator::Release Allocator::ReleaseAfterThreads() const {
+  if (name_ == "jemalloc") {
+    if (mallctl_ == nullptr) return {"none (mallctl not found)", -1};
+    return {absl::StrCat("mallctl(", kJemallocPurgeAll, ")"), JemallocPurge()};
+  }
+  if (name_ == "tcmalloc") {
+    if (tc_release_free_ == nullptr) {
+      return {"none (MallocExtension_ReleaseFreeMemory not found)", -1};
+    }
+    tc_release_free_();
+    return {"MallocExtension_ReleaseFreeMemory()", 0};
+  }
+  return {"none", 0};
+}
+
+absl::Duration Allocator::FollowUpDelay() const {
+  if (name_ != "mimalloc" || mi_option_get_ == nullptr || mi_malloc_ == nullptr ||
+      mi_free_ == nullptr) {
+    return absl::ZeroDuration();
+  }
+  long delay = mi_option_get_(mi_option_decommit_delay);  // NOLINT(runtime/int)
+  if (delay <= 0) return absl::ZeroDuration();  // 0: decommitted at free; < 0: never
+  // Past the delay and the extension a later free may add, with a margin
+  // for the clock's granularity.
+  long extend = mi_option_get_(mi_option_decommit_extend_delay);  // NOLINT(runtime/int)
+  return absl::Milliseconds(delay + std::max(0L, extend) + 5);
+}
+
+Allocator::Release Allocator::FollowUpThisThread() const {
+  if (name_ != "mimalloc" || mi_malloc_ == nullptr || mi_free_ == nullptr) {
+    return {"none", 0};
+  }
+  // Larger than MI_MEDIUM_OBJ_SIZE_MAX (128 KiB): a large block always gets
+  // a fresh page of its own, so the allocation goes through the segment
+  // page allocator that runs the expired decommits. Through the dlsym'd
+  // pointers so the compiler cannot drop the pair.
+  constexpr size_t kLargeBlock = 256 << 10;
+  void* p = mi_malloc_(kLargeBlock);
+  mi_free_(p);
+  return {"mi_malloc(256 KiB)+mi_free", p == nullptr ? -1 : 0};
+}
+
+void Allocator::FillThreadStats(rsslab::v1::ThreadAllocStats* out) const {
+  out->set_heap_committed_bytes(-1);
+  out->set_heap_used_bytes(-1);
+  out->set_heap_pages(-1);
+  out->set_heap_reserved_bytes(-1);
+  out->set_arena(-1);
+  out->set_arena_active_bytes(-1);
+  out->set_arena_dirty_bytes(-1);
+  out->set_arena_muzzy_bytes(-1);
+  out->set_arena_resident_bytes(-1);
+  out->set_arena_tcache_bytes(-1);
+  out->set_thread_net_allocated_bytes(-1);
+  if (name_ == "mimalloc" && mi_heap_get_default_ != nullptr &&
+      mi_heap_visit_blocks_ != nullptr) {
+    struct Sums {
+      int64_t committed = 0, used = 0, pages = 0, reserved = 0;
+    } sums;
+    // Areas only (visit_all_blocks=false): one call per page, no block walk.
+    mi_heap_visit_blocks_(
+        mi_heap_get_default_(), false,
+        [](const mi_heap_t*, const mi_heap_area_t* area, void* block, size_t, void* arg) {
+          if (block == nullptr && area != nullptr) {
+            auto* s = static_cast<Sums*>(arg);
+            s->committed += static_cast<int64_t>(area->committed);
+            s->used += static_cast<int64_t>(area->used * area->block_size);
+            s->reserved += static_cast<int64_t>(area->reserved);
+            ++s->pages;
+          }
+          return true;
+        },
+        &sums);
+    out->set_heap_committed_bytes(sums.committed);
+    out->set_heap_used_bytes(sums.used);
+    out->set_heap_pages(sums.pages);
+    out->set_heap_reserved_bytes(sums.reserved);
+  } else if (name_ == "jemalloc" && mallctl_ != nullptr) {
+    unsigned arena = 0;
+    size_t len = sizeof(arena);
+    if (mallctl_("thread.arena", &arena, &len, nullptr, 0) != 0) return;
+    out->set_arena(static_cast<int32_t>(arena));
+    JemallocEpoch();
+    size_t page = 4096;
+    len = sizeof(page);
+    mallctl_("arenas.page", &page, &len, nullptr, 0);
+    auto get = [&](const char* field, bool pages) -> int64_t {
+      std::string key = absl::StrCat("stats.arenas.", arena, ".", field);
+      size_t v = 0, n = sizeof(v);
+      if (mallctl_(key.c_str(), &v, &n, nullptr, 0) != 0) return -1;
+      return static_cast<int64_t>(pages ? v * page : v);
+    };
+    out->set_arena_active_bytes(get("pactive", true));
+    out->set_arena_dirty_bytes(get("pdirty", true));
+    out->set_arena_muzzy_bytes(get("pmuzzy", true));
+    out->set_arena_resident_bytes(get("resident", false));
+    out->set_arena_tcache_bytes(get("tcache_bytes", false));
+    uint64_t allocated = 0, deallocated = 0;
+    size_t n1 = sizeof(allocated), n2 = sizeof(deallocated);
+    if (mallctl_("thread.allocated", &allocated, &n1, nullptr, 0) == 0 &&
+        mallctl_("thread.deallocated", &deallocated, &n2, nullptr, 0) == 0) {
+      out->set_thread_net_allocated_bytes(static_cast<int64_t>(allocated - deallocated));
+    }
+  }
 }
 
 absl::Status ReadMallocInfo(rsslab::v1::GlibcStats* out) {

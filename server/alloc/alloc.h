@@ -28,7 +28,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "proto/snapshot.pb.h"
+
+// Types only; the functions are found with dlsym.
+#include <mimalloc.h>
 
 namespace rsslab {
 namespace alloc {
@@ -88,16 +92,49 @@ class Allocator {
   //   tcmalloc MallocExtension_ReleaseFreeMemory()
   Release ReleaseGlobal() const;
 
-  // Run ON each worker thread: releases what only that thread can.
+  // Run ON each worker thread: releases what only that thread can. Cheap
+  // on purpose (a worker serves nothing meanwhile); anything process-wide
+  // is left to ReleaseAfterThreads(), run once after the pass.
   //   glibc    nothing ("none"): malloc_trim(0) already walks every arena,
   //            and glibc's per-thread tcache (at most 7 chunks <= 1 KiB per
   //            size) has no flush call; running malloc_trim on every worker
   //            would just take every arena lock N times.
-  //   jemalloc mallctl("thread.tcache.flush"), then arena purge
+  //   jemalloc mallctl("thread.tcache.flush"): the thread's cached objects
+  //            go back to their arenas' slabs (purged after the pass)
   //   mimalloc mi_collect(true), which acts on the calling thread's heap
-  //   tcmalloc MallocExtension_MarkThreadIdle() (returns the thread cache),
-  //            then MallocExtension_ReleaseFreeMemory()
+  //   tcmalloc MallocExtension_MarkThreadIdle() (returns the thread cache
+  //            to the central lists)
   Release ReleaseThisThread() const;
+
+  // Run once, on the trimming thread, after ReleaseThisThread() ran on every
+  // worker: returns what the flushed caches gave back to shared structures.
+  //   jemalloc mallctl("arena.4096.purge") (all arenas, dirty and muzzy)
+  //   tcmalloc MallocExtension_ReleaseFreeMemory()
+  //   glibc, mimalloc: nothing ("none"; mimalloc's release is per heap)
+  // Doing this once instead of on every worker keeps the pause per worker
+  // to the flush alone (64 arena purges at 64 workers cost each worker up
+  // to 18 ms; docs/TRIM.md).
+  Release ReleaseAfterThreads() const;
+
+  // Some allocators return what a thread release freed only when the thread
+  // comes back later: mimalloc 2.0.x schedules the decommit of the spans
+  // that mi_collect freed (decommit_delay, 25 ms by default) and carries it
+  // out only when the owning thread next allocates a page in that segment
+  // (segment.c: mi_segments_page_alloc -> mi_segment_delayed_decommit); an
+  // idle worker never does. FollowUpDelay() > 0 asks the trimmer to wait
+  // that long after the per-thread pass and then run FollowUpThisThread()
+  // on every worker: for mimalloc one large (page-sized) mi_malloc + mi_free,
+  // which makes the thread allocate a page and so decommit its segment's
+  // expired spans. Zero (nothing to do) for the other allocators, and for
+  // mimalloc with decommit_delay 0 (already decommitted at free).
+  absl::Duration FollowUpDelay() const;
+  Release FollowUpThisThread() const;
+
+  // The allocator's figures for the calling thread (see ThreadAllocStats in
+  // proto/snapshot.proto): mimalloc's heap areas, jemalloc's thread arena.
+  // Fields the allocator cannot give are -1 (glibc and tcmalloc have no
+  // per-thread figures). Costs an epoch refresh on jemalloc.
+  void FillThreadStats(rsslab::v1::ThreadAllocStats* out) const;
 
  private:
   Allocator();
@@ -122,6 +159,10 @@ class Allocator {
   // mimalloc's own signature: long mi_option_get(mi_option_t).
   long (*mi_option_get_)(int) = nullptr;  // NOLINT(runtime/int)
   void (*mi_collect_)(bool) = nullptr;
+  mi_heap_t* (*mi_heap_get_default_)() = nullptr;
+  void* (*mi_malloc_)(size_t) = nullptr;
+  void (*mi_free_)(void*) = nullptr;
+  bool (*mi_heap_visit_blocks_)(const mi_heap_t*, bool, mi_block_visit_fun*, void*) = nullptr;
   // tcmalloc (gperftools' C API)
   int (*tc_get_numeric_)(const char*, size_t*) = nullptr;
   void (*tc_release_free_)() = nullptr;

@@ -4,7 +4,8 @@
 // A worker thread allocates 64 MiB in 16 KiB blocks and frees all but every
 // 32nd (so the memory is fragmented: nothing a plain free() could return by
 // shrinking a heap top), then stays alive. The main thread runs the global
-// release; then the worker runs the per-thread release on its own heap. The
+// release; then the worker runs the per-thread release on its own heap, and
+// the main thread the allocator's once-after-all-threads release. The
 // RSS and the allocator's own resident figure are printed after each step as
 // key=value lines; stats_* lines are AllocatorStats in text format.
 #include <unistd.h>
@@ -91,6 +92,9 @@ int main(int argc, char** argv) {
   Report("after_global");
   release_thread.Notify();
   released_thread.WaitForNotification();
+  r = a.ReleaseAfterThreads();
+  std::printf("after_threads_call=%s\nafter_threads_ret=%d\n", r.call.c_str(), r.ret);
+  Report("after_threads");
   worker.join();
   Stats("end");
   for (char* p : kept) free(p);

@@ -125,10 +125,10 @@ void ExpectReleased(const ProbeRun& run, bool has_resident,
                     int64_t min_rss = kMinReleased) {
   EXPECT_GE(run.Int("rss_allocated") - run.Int("rss_after_free"), -4 * kMiB)
       << "the free alone should not grow RSS";
-  EXPECT_GE(run.Int("rss_after_free") - run.Int("rss_after_thread"), min_rss);
+  EXPECT_GE(run.Int("rss_after_free") - run.Int("rss_after_threads"), min_rss);
   if (has_resident) {
     EXPECT_GT(run.Int("resident_after_free"), 0);
-    EXPECT_GE(run.Int("resident_after_free") - run.Int("resident_after_thread"),
+    EXPECT_GE(run.Int("resident_after_free") - run.Int("resident_after_threads"),
               kMinReleased);
   } else {
     EXPECT_EQ(run.Int("resident_after_free"), -1);
@@ -150,6 +150,7 @@ TEST(AllocatorProbeTest, Glibc) {
   EXPECT_EQ(run.Get("global_call"), "malloc_trim(0)");
   EXPECT_EQ(run.Int("global_ret"), 1);
   EXPECT_EQ(run.Get("thread_call"), "none");
+  EXPECT_EQ(run.Get("after_threads_call"), "none");
   // malloc_trim(0) walks every arena: the global call alone released it.
   EXPECT_GE(run.Int("rss_after_free") - run.Int("rss_after_global"), kMinReleased);
   ExpectReleased(run, /*has_resident=*/false);
@@ -171,7 +172,11 @@ TEST(AllocatorProbeTest, Jemalloc) {
   EXPECT_EQ(s.resident_bytes(), s.jemalloc().resident());
   EXPECT_EQ(run.Get("global_call"), "mallctl(arena.4096.purge)");
   EXPECT_EQ(run.Int("global_ret"), 0);
+  // Each worker only flushes its tcache; the arenas are purged once after.
+  EXPECT_EQ(run.Get("thread_call"), "mallctl(thread.tcache.flush)");
   EXPECT_EQ(run.Int("thread_ret"), 0);
+  EXPECT_EQ(run.Get("after_threads_call"), "mallctl(arena.4096.purge)");
+  EXPECT_EQ(run.Int("after_threads_ret"), 0);
   ExpectReleased(run, /*has_resident=*/true);
 }
 
@@ -204,6 +209,7 @@ TEST(AllocatorProbeTest, Mimalloc) {
   EXPECT_EQ(s.resident_bytes(), s.mimalloc().current_commit());
   EXPECT_EQ(run.Get("global_call"), "mi_collect(true)");
   EXPECT_EQ(run.Get("thread_call"), "mi_collect(true)");
+  EXPECT_EQ(run.Get("after_threads_call"), "none");
   // Global (another thread's) collect: the worker's heap keeps its memory.
   EXPECT_LT(run.Int("resident_after_free") - run.Int("resident_after_global"),
             kMiB);
@@ -250,6 +256,8 @@ TEST(AllocatorProbeTest, Tcmalloc) {
   EXPECT_EQ(s.resident_bytes(), s.tcmalloc().heap_size() -
                                     s.tcmalloc().pageheap_unmapped_bytes());
   EXPECT_EQ(run.Get("global_call"), "MallocExtension_ReleaseFreeMemory()");
+  EXPECT_EQ(run.Get("thread_call"), "MallocExtension_MarkThreadIdle()");
+  EXPECT_EQ(run.Get("after_threads_call"), "MallocExtension_ReleaseFreeMemory()");
   ExpectReleased(run, /*has_resident=*/true);
 }
 

@@ -1,5 +1,6 @@
 #include "server/metrics/server_metrics.h"
 
+#include "absl/time/time.h"
 #include "server/metrics/exposition.h"
 
 namespace rsslab {
@@ -7,7 +8,8 @@ namespace metrics {
 
 std::string RenderServerMetrics(const rsslab::v1::Snapshot& s,
                                 const std::map<std::string, PhaseTotals>& by_phase,
-                                const LatencyHistogram::Counts& latency) {
+                                const LatencyHistogram::Counts& latency,
+                                const std::map<std::string, Trimmer::TriggerTotals>& trims) {
   Exposition e;
   const rsslab::v1::ProcStatus& st = s.status();
   e.Gauge("rsslab_process_resident_memory_bytes", "VmRSS of the server process.", st.rss_bytes());
@@ -80,13 +82,46 @@ std::string RenderServerMetrics(const rsslab::v1::Snapshot& s,
             w.threads_started());
 
   e.Counter("rsslab_trims_total", "Trims run (phase, manual and automatic).", s.trims_total());
+  e.Counter("rsslab_auto_trims_total", "Trims run by the automatic policy (--auto_trim).",
+            s.auto_trims_total());
+  // Every trigger always has a series (0 until it fires), so rate() and
+  // alerts work from the first scrape.
+  std::map<std::string, Trimmer::TriggerTotals> by_trigger = trims;
+  for (const char* t : {"manual", "phase", "auto_after_burst", "auto_interval"}) by_trigger[t];
+  for (const auto& [trigger, t] : by_trigger) {
+    e.Counter("rsslab_trims_by_trigger_total",
+              "Trims run, by trigger (manual, phase, auto_after_burst, auto_interval).", t.count,
+              {{"trigger", trigger}});
+  }
+  for (const auto& [trigger, t] : by_trigger) {
+    e.Counter("rsslab_trim_freed_bytes_total",
+              "RSS given back by trims (before - after, counted when positive), by trigger.",
+              t.freed_bytes, {{"trigger", trigger}});
+  }
+  for (const auto& [trigger, t] : by_trigger) {
+    e.Counter("rsslab_trim_duration_seconds_total",
+              "Time spent trimming (global release + per-thread pass), by trigger.",
+              absl::ToDoubleSeconds(t.duration), {{"trigger", trigger}});
+  }
+  for (const auto& [trigger, t] : by_trigger) {
+    e.Counter("rsslab_trim_worker_pause_seconds_total",
+              "Sum over trims of the longest time one worker spent in its release, by trigger.",
+              absl::ToDoubleSeconds(t.worker_pause), {{"trigger", trigger}});
+  }
   if (s.has_last_trim()) {
-    e.Gauge("rsslab_last_trim_duration_seconds", "Duration of the last trim.",
-            static_cast<double>(s.last_trim().trim_duration_us()) / 1e6);
+    const rsslab::v1::TrimResult& t = s.last_trim();
+    e.Gauge("rsslab_last_trim_info", "The last trim's trigger and allocator.", int64_t{1},
+            {{"trigger", t.trigger()}, {"allocator", t.allocator()}});
+    e.Gauge("rsslab_last_trim_duration_seconds",
+            "Duration of the last trim (global release + per-thread pass).",
+            static_cast<double>(t.trim_duration_us() + t.per_thread_duration_us()) / 1e6);
+    e.Gauge("rsslab_last_trim_max_worker_pause_seconds",
+            "Longest time one worker spent in the last trim's per-thread release.",
+            static_cast<double>(t.max_worker_pause_us()) / 1e6);
     e.Gauge("rsslab_last_trim_freed_bytes", "RSS the last trim gave back (before - after).",
-            s.last_trim().freed_bytes());
+            t.freed_bytes());
     e.Gauge("rsslab_last_trim_timestamp_seconds", "When the last trim ran (Unix time).",
-            static_cast<double>(s.last_trim().unix_nanos()) / 1e9);
+            static_cast<double>(t.unix_nanos()) / 1e9);
   }
   e.Gauge("rsslab_snapshot_duration_seconds", "Time this scrape's snapshot took.",
           static_cast<double>(s.snapshot_duration_us()) / 1e6);
@@ -94,9 +129,12 @@ std::string RenderServerMetrics(const rsslab::v1::Snapshot& s,
 }
 
 std::string ServerMetricsText(ServerCore* core) {
+  // Totals first: a trim finishing between the two reads shows in the
+  // snapshot's gauges one scrape before the counters, never the reverse.
+  std::map<std::string, Trimmer::TriggerTotals> trims = core->trimmer().totals();
   rsslab::v1::Snapshot snap;
   core->TakeSnapshot(ServerCore::SnapshotOptions{}, &snap);
-  return RenderServerMetrics(snap, core->phase().ByPhase(), core->handler_latency().Read());
+  return RenderServerMetrics(snap, core->phase().ByPhase(), core->handler_latency().Read(), trims);
 }
 
 }  // namespace metrics

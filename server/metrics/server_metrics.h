@@ -18,6 +18,7 @@
 #include "server/core.h"
 #include "server/metrics/latency_histogram.h"
 #include "server/phase_state.h"
+#include "server/trimmer.h"
 
 namespace rsslab {
 namespace metrics {
@@ -28,7 +29,8 @@ std::string ServerMetricsText(ServerCore* core);
 // The rendering alone (tested without a server).
 std::string RenderServerMetrics(const rsslab::v1::Snapshot& snap,
                                 const std::map<std::string, PhaseTotals>& by_phase,
-                                const LatencyHistogram::Counts& latency);
+                                const LatencyHistogram::Counts& latency,
+                                const std::map<std::string, Trimmer::TriggerTotals>& trims = {});
 
 }  // namespace metrics
 }  // namespace rsslab
