@@ -138,6 +138,16 @@ AutoTrimThread::~AutoTrimThread() { Stop(); }
 
 void AutoTrimThread::Start() {
   if (options_.mode == AutoTrimOptions::Mode::kOff || thread_.joinable()) return;
+  // A baseline sample now: if the thread's first tick came only after a
+  // whole burst (a starved thread on a busy machine), the rate would be
+  // measured from a sample taken after the burst and the burst never seen.
+  AutoTrimSample s;
+  hooks_.sample(&s);
+  s.now = absl::Now();
+  {
+    absl::MutexLock lock(&mu_);
+    last_ = policy_.Observe(s);
+  }
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "rsslab-trim");
     Loop();

@@ -1,5 +1,6 @@
 #include "server/auto_trim.h"
 
+#include <atomic>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -119,6 +120,32 @@ TEST(AutoTrimPolicy, OffNeverFires) {
   Driver d(AutoTrimOptions{});
   d.Run(10, 2000, 500 * kMiB);
   EXPECT_EQ(d.Run(60, 0, 500 * kMiB), 0);
+}
+
+// A burst that ends before the thread's first tick (a starved thread on a
+// busy machine) is still seen: Start() takes a baseline sample.
+TEST(AutoTrimThread, BurstBeforeTheFirstTickStillFires) {
+  AutoTrimOptions o = AfterBurst();
+  o.tick = absl::Milliseconds(300);
+  o.settle = absl::Milliseconds(300);
+  o.gap_bytes = 0;
+  o.min_spacing = absl::ZeroDuration();
+  std::atomic<uint64_t> requests{0};
+  std::atomic<int> trims{0};
+  AutoTrimThread::Hooks hooks;
+  hooks.sample = [&](AutoTrimSample* s) {
+    s->requests = requests.load();
+    s->rss_bytes = 200 * kMiB;
+    s->live_bytes = 100 * kMiB;
+  };
+  hooks.trim = [&](const std::string&) { trims.fetch_add(1); };
+  AutoTrimThread thread(o, hooks);
+  thread.Start();
+  requests = 5000;  // the whole burst, before the first tick
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (trims.load() == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  thread.Stop();
+  EXPECT_EQ(trims.load(), 1);
 }
 
 TEST(AutoTrimOptions, ParseAndValidate) {
