@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 ROUNDS=${ROUNDS:-2}
 REQUESTS=${REQUESTS:-1500}
 THREADS=${THREADS:-"4 16"}
@@ -27,13 +28,8 @@ run_cell() {  # alloc threads round -> "qps p99_ms"
     --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$t" \
     --handler="$ROOT/server/handlers/c_buffers.py" >"$dir/server.out" 2>"$dir/server.err" &
   SPID=$!
-  until grep -q '^rsslab_server ready' "$dir/server.out" 2>/dev/null; do
-    kill -0 $SPID 2>/dev/null || { cat "$dir/server.err" >&2; exit 1; }
-    sleep 0.05
-  done
-  local data ctl
-  data=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$dir/server.out")
-  ctl=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$dir/server.out")
+  wait_ready "$SPID" "$dir/server.out" "$dir/server.err"
+  local data=$DATA ctl=$CTLADDR
   # The allocator the server actually reports (from /proc/self/maps).
   local seen
   seen=$("$ROOT/bin/rsslab_ctl" --control="$ctl" snapshot --json | sed -n 's/.*"allocator":"\([a-z]*\)".*/\1/p')

@@ -17,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 SERVER=${SERVER:-$ROOT/bin/rsslab_server}
 LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
 THREADS=${THREADS:-4}
@@ -44,11 +45,8 @@ for m in "${MODES[@]}"; do
   taskset -c "$SERVER_CPU" "$SERVER" --threads="$THREADS" --handler="$HANDLER" --dispatch="$m" \
     --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 >"$d/out" 2>"$d/err" &
   PID[$m]=$!
-  until grep -q '^rsslab_server ready' "$d/out" 2>/dev/null; do
-    kill -0 "${PID[$m]}" 2>/dev/null || { cat "$d/err" >&2; exit 1; }
-    sleep 0.05
-  done
-  DATA[$m]=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$d/out")
+  wait_ready "${PID[$m]}" "$d/out" "$d/err"
+  DATA[$m]=$DATA
 done
 
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }  # utime + stime

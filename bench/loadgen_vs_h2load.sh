@@ -29,6 +29,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 N=${N:-40000}; C=${C:-64}; CH=${CH:-4}; THREADS=${THREADS:-4}; ROUNDS=${ROUNDS:-3}
 WARM=${WARM:-1000}; PIN=${PIN:-0}
 if [ "$PIN" = 1 ]; then
@@ -51,12 +52,7 @@ echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "${SRV_PIN[@]}" "$SERVER" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$THREADS" \
   --handler="$ROOT/tests/handlers/noop.py" >"$WORK/server.out" 2>"$WORK/server.err" &
 SERVER_PID=$!
-for i in $(seq 1 600); do
-  grep -q '^rsslab_server ready ' "$WORK/server.out" 2>/dev/null && break
-  kill -0 $SERVER_PID 2>/dev/null || { cat "$WORK/server.err"; exit 1; }
-  sleep 0.1
-done
-DATA=$(sed -n 's/.* data=\([^ ]*\).*/\1/p' "$WORK/server.out")
+wait_ready "$SERVER_PID" "$WORK/server.out" "$WORK/server.err"
 
 # An empty HandleRequest is 0 bytes: the gRPC frame is just the 5-byte prefix
 # (uncompressed flag + big-endian length 0).

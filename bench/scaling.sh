@@ -23,6 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 PARTS=${PARTS:-threads streams}
 THREADS_LIST=${THREADS_LIST:-1 4 16 64}
 ROUNDS=${ROUNDS:-1}
@@ -54,12 +55,7 @@ start() {  # dir server-flags... -> sets SPID DATA CTLADDR
   mkdir -p "$dir"
   "$SERVER" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 "$@" >"$dir/out" 2>"$dir/err" &
   SPID=$!
-  until grep -q '^rsslab_server ready' "$dir/out" 2>/dev/null; do
-    kill -0 "$SPID" 2>/dev/null || { cat "$dir/err" >&2; exit 1; }
-    sleep 0.05
-  done
-  DATA=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$dir/out")
-  CTLADDR=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$dir/out")
+  wait_ready "$SPID" "$dir/out" "$dir/err"
 }
 stop() { kill -TERM "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=""; }
 rss_kib() { awk '/VmRSS/ { print $2 }' "/proc/$1/status"; }

@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 BENCH=${BENCH:-$ROOT/.bazel/bin/bench/snapshot_cost}
 SERVER=${SERVER:-$ROOT/bin/rsslab_server}
 CTL=${CTL:-$ROOT/bin/rsslab_ctl}
@@ -67,12 +68,7 @@ start() {  # threads dir -> SPID DATA CTLADDR
   "$SERVER" --threads="$1" --handler="$HANDLER" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 \
     >"$2/out" 2>"$2/err" &
   SPID=$!
-  until grep -q '^rsslab_server ready' "$2/out" 2>/dev/null; do
-    kill -0 "$SPID" 2>/dev/null || { cat "$2/err" >&2; exit 1; }
-    sleep 0.05
-  done
-  DATA=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$2/out")
-  CTLADDR=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$2/out")
+  wait_ready "$SPID" "$2/out" "$2/err"
 }
 rss_kb() { awk '/VmRSS/ { print $2 }' "/proc/$1/status"; }
 durations() {  # JSON lines -> "mean_ms max_ms"

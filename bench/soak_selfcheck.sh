@@ -15,6 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 BIN=${BIN:-$ROOT/bin}
 MINUTES=${MINUTES:-20}
 RATE=${RATE:-300}
@@ -35,12 +36,8 @@ if [ -z "${ANALYZE:-}" ]; then
 "$BIN/rsslab_server" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$THREADS" \
   --handler="$ROOT/server/handlers/noop.py" >"$OUT/server.out" 2>"$OUT/server.err" &
 SPID=$!
-until grep -q '^rsslab_server ready' "$OUT/server.out" 2>/dev/null; do
-  kill -0 $SPID 2>/dev/null || { cat "$OUT/server.err" >&2; exit 1; }
-  sleep 0.05
-done
-DATA=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$OUT/server.out")
-CTL=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$OUT/server.out")
+wait_ready "$SPID" "$OUT/server.out" "$OUT/server.err"
+CTL=$CTLADDR
 
 # One load step for the whole run (plus 30 s of slack for the last samples);
 # open loop so the offered load is the same from start to end.

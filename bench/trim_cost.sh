@@ -21,6 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 BIN=${BIN:-$ROOT/bin}
 RATE=${RATE:-300}
 DURATION=${DURATION:-10s}
@@ -50,12 +51,8 @@ for p in $PROFILES; do
         --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
         --control_listen=127.0.0.1:0 "${extra[@]}" >"$d/server.out" 2>"$d/server.err" &
       RPID=$!
-      until grep -q 'ready' "$d/server.out" 2>/dev/null; do
-        kill -0 $RPID 2>/dev/null || { cat "$d/server.err" >&2; exit 1; }
-        sleep 0.05
-      done
-      data=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$d/server.out" | head -1)
-      ctl=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$d/server.out" | head -1)
+      wait_ready "$RPID" "$d/server.out" "$d/server.err" 'ready'
+      data=$DATA; ctl=$CTLADDR
       "$BIN/rsslab_ctl" --control="$ctl" phase fill >/dev/null
       "$BIN/rsslab_loadgen" --target="$data" --control= --requests="$FILL" --progress=none \
         --out="$d/fill" >/dev/null 2>&1

@@ -19,6 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 BIN=${BIN:-$ROOT/bin}
 SCALE=${SCALE:-0.25}
 AUTO=${AUTO:-after_burst}
@@ -41,12 +42,8 @@ for t in $THREADS; do
       --control_listen=127.0.0.1:0 --auto_trim="$AUTO" "${SERVER_FLAGS[@]}" \
       >"$d/server.out" 2>"$d/server.err" &
     RPID=$!
-    until grep -q 'ready' "$d/server.out" 2>/dev/null; do
-      kill -0 $RPID 2>/dev/null || { cat "$d/server.err" >&2; exit 1; }
-      sleep 0.05
-    done
-    data=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$d/server.out" | head -1)
-    ctl=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$d/server.out" | head -1)
+    wait_ready "$RPID" "$d/server.out" "$d/server.err" 'ready'
+    data=$DATA; ctl=$CTLADDR
     "$BIN/rsslab_loadgen" --target="$data" --control="$ctl" --builtin=seed --scale="$SCALE" \
       --progress=none --out="$d/run" >"$d/loadgen.out" 2>&1 || true
     kill -TERM $RPID; wait $RPID || true; RPID=""

@@ -14,6 +14,7 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
+. "$ROOT/bench/lib.sh"
 THREADS=${THREADS:-4}
 ROUNDS=${ROUNDS:-2}
 NOOP_REQUESTS=${NOOP_REQUESTS:-20000}
@@ -44,12 +45,8 @@ start() {  # kind handler dir -> sets SPID DATA CTL
       --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 >"$dir/out" 2>"$dir/err" &
   fi
   SPID=$!
-  until grep -q '^rsslab_server ready' "$dir/out" 2>/dev/null; do
-    kill -0 "$SPID" 2>/dev/null || { cat "$dir/err" >&2; exit 1; }
-    sleep 0.05
-  done
-  DATA=$(sed -n 's/.*data=\([^ ]*\).*/\1/p' "$dir/out")
-  CTL=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$dir/out")
+  wait_ready "$SPID" "$dir/out" "$dir/err"
+  CTL=$CTLADDR
 }
 stop() { kill -TERM "$SPID"; wait "$SPID" 2>/dev/null || true; SPID=""; }
 rss_mib() { awk '/VmRSS/ { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
