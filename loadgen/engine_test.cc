@@ -91,7 +91,7 @@ LoadSpec Closed(uint32_t concurrency, uint32_t channels, uint64_t requests) {
 }
 
 TEST_F(EngineTest, ClosedLoopCountsExactlyAndExcludesWarmup) {
-  LoadEngine engine(Opts());
+  LoadEngine engine(Opts());  // the callback API, the default
   LoadSpec s = Closed(8, 4, 500);
   s.set_warmup_requests(50);
   LoadResult r = engine.Run(s, "t", nullptr);
@@ -109,6 +109,21 @@ TEST_F(EngineTest, ClosedLoopCountsExactlyAndExcludesWarmup) {
   EXPECT_EQ(*ids.rbegin(), 549u);
   auto seeds = service_->seeds();
   EXPECT_EQ(seeds.size(), 550u);
+}
+
+// The completion-queue client (--client_api=cq) counts the same, over
+// several steps in one process (gRPC's shared callback queue and the
+// engine's pollers come and go between them).
+TEST_F(EngineTest, CompletionQueueClientCountsExactlyToo) {
+  for (bool callback : {false, true, false}) {
+    LoadEngine::Options o = Opts();
+    o.callback_api = callback;
+    LoadEngine engine(o);
+    LoadResult r = engine.Run(Closed(8, 4, 300), callback ? "callback" : "cq", nullptr);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_EQ(r.summary.requests_ok(), 300u);
+    EXPECT_EQ(r.histogram.count(), 300u);
+  }
 }
 
 TEST_F(EngineTest, ChannelsAreSeparateConnections) {

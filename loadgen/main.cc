@@ -67,6 +67,10 @@ ABSL_FLAG(std::string, params, "", "Handler params for every request, k=v,k=v.")
 ABSL_FLAG(uint32_t, payload_bytes, 0, "Payload bytes per request.");
 ABSL_FLAG(bool, return_body, false, "Ask the server to return bodies.");
 ABSL_FLAG(uint64_t, max_errors, 0, "A load step fails (and stops) once more RPCs than this failed.");
+ABSL_FLAG(std::string, client_api, "callback",
+          "Closed loop: gRPC client API driving the RPCs, callback (default: completions on gRPC's "
+          "threads, calls finished together leave in one write) or cq (completion queues on "
+          "--client_threads threads). The open loop always uses cq.");
 ABSL_FLAG(int, client_threads, 0, "Completion-queue threads driving the RPCs (default: one per channel, at most max(4, 2 x CPUs the loadgen may run on)).");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5), "How long to wait for the server to accept connections.");
 ABSL_FLAG(absl::Duration, control_timeout, absl::Seconds(60), "Deadline of each control RPC (phase, snapshot, trim).");
@@ -403,6 +407,10 @@ int main(int argc, char** argv) {
   } else {
     return Fail(kExitUsage, absl::StrFormat("--progress=%s: use auto, live, lines or none", progress_flag));
   }
+  if (absl::GetFlag(FLAGS_client_api) != "callback" && absl::GetFlag(FLAGS_client_api) != "cq") {
+    return Fail(kExitUsage, absl::StrFormat("--client_api=%s: use callback or cq",
+                                            absl::GetFlag(FLAGS_client_api)));
+  }
   if (absl::GetFlag(FLAGS_client_threads) < 0) {
     return Fail(kExitUsage, absl::StrFormat("--client_threads=%d: use 0 (one per CPU) or a positive count",
                                             absl::GetFlag(FLAGS_client_threads)));
@@ -567,6 +575,7 @@ int main(int argc, char** argv) {
   ro.max_errors = absl::GetFlag(FLAGS_max_errors);
   ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   ro.client_threads = absl::GetFlag(FLAGS_client_threads);
+  ro.callback_api = absl::GetFlag(FLAGS_client_api) == "callback";
   ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
   ro.progress = progress;
   ro.security = &*security;

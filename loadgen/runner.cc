@@ -63,6 +63,7 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
         o.max_errors = options_.max_errors;
         o.connect_timeout = options_.connect_timeout;
         o.client_threads = options_.client_threads;
+        o.callback_api = options_.callback_api;
         o.security = options_.security;
         o.metrics = options_.metrics;
         return o;

@@ -39,6 +39,7 @@ class Runner {
     uint64_t max_errors = 0;
     absl::Duration connect_timeout = absl::Seconds(5);
     int client_threads = 0;  // LoadEngine::Options::client_threads
+    bool callback_api = true;  // LoadEngine::Options::callback_api
     absl::Duration control_timeout = absl::Seconds(60);
     ProgressMode progress = ProgressMode::kLines;
     // Sweep cell tag (cell, profile, threads, repeat) stamped on every
