@@ -7,7 +7,8 @@
 #   bench/loadgen_vs_h2load.sh            # after ./rsslab build
 #   N=50000 C=64 CH=4 THREADS=4 ROUNDS=5 bench/loadgen_vs_h2load.sh
 #   SERVER=/path/rsslab_server LOADGEN=/path/rsslab_loadgen bench/...
-#   PIN=1 bench/loadgen_vs_h2load.sh      # server on CPU 0, client on CPU 1
+#   PIN=1 bench/loadgen_vs_h2load.sh      # only pinned: server on CPU 0, client on CPU 1
+#   PIN=0 bench/loadgen_vs_h2load.sh      # only shared: nothing pinned
 #
 # Fairness: both tools get the same load shape (C requests in flight over CH
 # HTTP/2 connections: h2load -c CH -m C/CH), the same request count, one
@@ -16,12 +17,13 @@
 # CPU is user+sys of the whole client process (/usr/bin/time), divided by
 # every request it sent (the loadgen's warm-up requests included).
 #
-# PIN=0 (default): nothing is pinned, so client and server share both cores
-# and every microsecond the client spends is taken from the server.
+# By default both shapes run, one after the other, each with its own ratio:
 # PIN=1: the server runs on CPU 0 and the client on CPU 1 (taskset), the
 # shape of the real deployment (loadgen and server on different machines):
 # it asks whether the client can saturate the server, not which client is
 # cheaper to run beside it.
+# PIN=0: nothing is pinned, so client and server share both cores and every
+# microsecond the client spends is taken from the server.
 #
 # h2load counts any HTTP 200 as success, gRPC errors included; the server's
 # request counter is not needed here because the no-op handler never fails,
@@ -31,7 +33,13 @@ cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
 N=${N:-40000}; C=${C:-64}; CH=${CH:-4}; THREADS=${THREADS:-4}; ROUNDS=${ROUNDS:-3}
-WARM=${WARM:-1000}; PIN=${PIN:-0}
+WARM=${WARM:-1000}
+if [ -z "${PIN:-}" ]; then
+  PIN=1 "$0" | tee /dev/stderr | sed -n 's/^best: /pinned (server CPU 0, client CPU 1): /p' >"${TMPDIR:-/tmp}/rsslab-h2-$$"
+  PIN=0 "$0" | tee /dev/stderr | sed -n 's/^best: /shared (nothing pinned):             /p' >>"${TMPDIR:-/tmp}/rsslab-h2-$$"
+  echo; cat "${TMPDIR:-/tmp}/rsslab-h2-$$"; rm -f "${TMPDIR:-/tmp}/rsslab-h2-$$"
+  exit 0
+fi
 if [ "$PIN" = 1 ]; then
   (( $(nproc) >= 2 )) || { echo "bench: PIN=1 needs 2 cores" >&2; exit 1; }
   SRV_PIN=(taskset -c 0); CLI_PIN=(taskset -c 1)
