@@ -79,9 +79,12 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
   // loadgen's CPU). Only the ClientContext is per RPC: gRPC forbids reusing
   // one, so it is re-emplaced in place (no heap allocation for it either).
   struct Call {
-    // Two, used in turn: under the callback API gRPC still holds a call's
-    // context while our callback runs, and the callback is where the next
-    // call is issued; the older one is retired then.
+    // Two, used in turn, so a context outlives its call by one completion:
+    // under the callback API the next call is issued from inside the
+    // previous call's callback, and gRPC does not document destroying a
+    // context there as safe. (A slot retired at a step's end is freed in
+    // its callback; that has held in every test, and gRPC's callback tag
+    // keeps its own reference to the call.)
     std::optional<grpc::ClientContext> ctxs[2];
     int cur = 0;
     grpc::ClientContext& ctx() { return *ctxs[cur]; }
