@@ -22,26 +22,38 @@ using ::rsslab::v1::Step;
 constexpr absl::string_view kPhases[] = {"fill", "shrink", "idle", "trim",
                                          "start"};
 
-// The seed 000 experiment, step for step (see ../shared/seeds/000_*.txt).
-// Load parameters are left to the flags so one built-in serves every setup.
-constexpr absl::string_view kSeedText = R"pb(
-name: "seed"
-description: "Seed 000: fill (96,000 requests, cache 100 MiB), shrink (cache 10 MiB, 48,000 requests), idle 12 s, trim; a snapshot after each phase, after gc.collect()."
+// Seed 000's cycle, which every built-in runs at its own sizes: fill (cache
+// 100 MiB), shrink (10 MiB), idle, trim, a snapshot after each after gc.
+std::string CycleSteps(int fill, int shrink, int idle_s) {
+  return absl::StrFormat(R"pb(
 step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
-step { name: "fill" load { requests: 96000 } }
+step { name: "fill" load { requests: %d } }
 step { name: "after_fill" snapshot { gc: true } }
 step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
-step { name: "shrink" load { requests: 48000 } }
+step { name: "shrink" load { requests: %d } }
 step { name: "after_shrink" snapshot { gc: true } }
 step { name: "idle" set_phase { phase: "idle" } }
-step { name: "idle" wait { seconds: 12 } }
+step { name: "idle" wait { seconds: %d } }
 step { name: "after_idle" snapshot { gc: true } }
 step { name: "trim" set_phase { phase: "trim" gc: true } }
-)pb";
+)pb",
+                         fill, shrink, idle_s);
+}
+
+// The seed 000 experiment, step for step (see ../shared/seeds/000_*.txt).
+// Load parameters are left to the flags so one built-in serves every setup.
+std::string SeedText() {
+  return absl::StrCat(R"pb(
+name: "seed"
+description: "Seed 000: fill (96,000 requests, cache 100 MiB), shrink (cache 10 MiB, 48,000 requests), idle 12 s, trim; a snapshot after each phase, after gc.collect()."
+)pb",
+                      CycleSteps(96000, 48000, 12));
+}
 
 // Seed 000's matrix: every cell a fresh server from rsslab_agent running the
 // seed steps. Profiles, threads and repeats can be overridden by flags.
-constexpr absl::string_view kSweepText = R"pb(
+std::string SweepText() {
+  return absl::StrCat(R"pb(
 name: "sweep"
 description: "Seed 000's matrix through rsslab_agent: allocator profiles x worker threads 1, 4, 16, 64 x 5 repeats, each cell a fresh server running fill (96,000 requests, cache 100 MiB), shrink (10 MiB, 48,000), idle 12 s, trim (global, then per thread)."
 sweep {
@@ -49,58 +61,31 @@ sweep {
   threads: [ 1, 4, 16, 64 ]
   repeats: 5
 }
-step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
-step { name: "fill" load { requests: 96000 } }
-step { name: "after_fill" snapshot { gc: true } }
-step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
-step { name: "shrink" load { requests: 48000 } }
-step { name: "after_shrink" snapshot { gc: true } }
-step { name: "idle" set_phase { phase: "idle" } }
-step { name: "idle" wait { seconds: 12 } }
-step { name: "after_idle" snapshot { gc: true } }
-step { name: "trim" set_phase { phase: "trim" gc: true } }
-)pb";
+)pb",
+                      CycleSteps(96000, 48000, 12));
+}
 
 // A short smoke cycle through every kind of step.
-constexpr absl::string_view kQuickText = R"pb(
+std::string QuickText() {
+  return absl::StrCat(R"pb(
 name: "quick"
 description: "Smoke cycle: fill 2,000 requests, shrink 1,000, idle 1 s, trim."
-step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
-step { name: "fill" load { requests: 2000 } }
-step { name: "after_fill" snapshot { gc: true } }
-step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
-step { name: "shrink" load { requests: 1000 } }
-step { name: "after_shrink" snapshot { gc: true } }
-step { name: "idle" set_phase { phase: "idle" } }
-step { name: "idle" wait { seconds: 1 } }
-step { name: "after_idle" snapshot { gc: true } }
-step { name: "trim" set_phase { phase: "trim" gc: true } }
-)pb";
+)pb",
+                      CycleSteps(2000, 1000, 1));
+}
 
 // Issue 5's soak: seed 000's cycle at a fifth of its size, repeated for
 // --duration (which sets the repeat's duration_s), with the server watched
 // every 5 s throughout.
-constexpr absl::string_view kSoakText = R"pb(
+std::string SoakText() {
+  return absl::StrCat(R"pb(
 name: "soak"
 description: "Soak: fill (20,000 requests, cache 100 MiB), shrink (cache 10 MiB, 10,000), idle 12 s, trim, repeated for --duration (default 1 h); a snapshot after each phase tagged with its cycle, WatchSnapshots every 5 s; a cycle whose post-idle RSS grows more than 8 MiB or whose thread count grows is flagged."
 soak { watch_interval_s: 5 growth_threshold_mb: 8 }
-step {
-  name: "soak"
-  repeat {
-    duration_s: 3600
-    step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
-    step { name: "fill" load { requests: 20000 } }
-    step { name: "after_fill" snapshot { gc: true } }
-    step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
-    step { name: "shrink" load { requests: 10000 } }
-    step { name: "after_shrink" snapshot { gc: true } }
-    step { name: "idle" set_phase { phase: "idle" } }
-    step { name: "idle" wait { seconds: 12 } }
-    step { name: "after_idle" snapshot { gc: true } }
-    step { name: "trim" set_phase { phase: "trim" gc: true } }
-  }
+step { name: "soak" repeat { duration_s: 3600
+)pb",
+                      CycleSteps(20000, 10000, 12), "} }\n");
 }
-)pb";
 
 class Collector : public ::google::protobuf::io::ErrorCollector {
  public:
@@ -544,10 +529,10 @@ std::vector<std::string> BuiltinNames() {
 }
 
 absl::StatusOr<std::string> BuiltinText(absl::string_view name) {
-  if (name == "seed") return std::string(kSeedText);
-  if (name == "quick") return std::string(kQuickText);
-  if (name == "sweep") return std::string(kSweepText);
-  if (name == "soak") return std::string(kSoakText);
+  if (name == "seed") return SeedText();
+  if (name == "quick") return QuickText();
+  if (name == "sweep") return SweepText();
+  if (name == "soak") return SoakText();
   return absl::InvalidArgumentError(
       absl::StrFormat("unknown builtin scenario \"%s\" (known: %s)", name,
                       absl::StrJoin(BuiltinNames(), ", ")));

@@ -40,12 +40,7 @@ using ::rsslab::testing::ParseExposition;
 using ::rsslab::testing::ServerProcess;
 
 std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra) {
-  ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("server/rsslab_server");
-  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
-            "--handler=" + ServerProcess::Runfile("tests/handlers/test_handler.py")};
-  o.args.insert(o.args.end(), extra.begin(), extra.end());
-  auto s = ServerProcess::Start(o);
+  auto s = ServerProcess::Start(ServerProcess::TestServer(std::move(extra)));
   EXPECT_TRUE(s.ok()) << s.status();
   return s.ok() ? std::move(*s) : nullptr;
 }

@@ -65,6 +65,15 @@ int DecodeStatus(int status) {
 
 }  // namespace
 
+ServerProcess::Options ServerProcess::TestServer(std::vector<std::string> extra) {
+  Options o;
+  o.binary = Runfile("server/rsslab_server");
+  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+            "--handler=" + Runfile("tests/handlers/test_handler.py")};
+  o.args.insert(o.args.end(), extra.begin(), extra.end());
+  return o;
+}
+
 std::string ServerProcess::Runfile(const std::string& path) {
   std::string error;
   std::unique_ptr<bazel::tools::cpp::runfiles::Runfiles> rf(

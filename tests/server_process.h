@@ -43,6 +43,10 @@ class ServerProcess {
   // relative), through the Bazel runfiles library.
   static std::string Runfile(const std::string& path);
 
+  // Options for rsslab_server on loopback ports with the test handler
+  // (tests/handlers/test_handler.py), plus `extra` flags.
+  static Options TestServer(std::vector<std::string> extra = {});
+
   // Starts the binary and waits for "rsslab_server ready ..." on stdout. If
   // the process exits first, the error carries its exit status and stderr.
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(const Options& options);
