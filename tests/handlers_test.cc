@@ -18,6 +18,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/load.grpc.pb.h"
+#include "tests/clients.h"
 #include "tests/server_process.h"
 #include "tests/thread_census.h"
 
@@ -42,13 +43,8 @@ std::unique_ptr<ServerProcess> StartServer(const std::string& handler, int threa
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-struct Clients {
-  explicit Clients(ServerProcess* s) {
-    load = rsslab::v1::Load::NewStub(
-        grpc::CreateChannel(s->data_address(), grpc::InsecureChannelCredentials()));
-    control = rsslab::v1::Control::NewStub(
-        grpc::CreateChannel(s->control_address(), grpc::InsecureChannelCredentials()));
-  }
+struct Clients : rsslab::testing::Clients {
+  using rsslab::testing::Clients::Clients;
   grpc::Status Handle(uint64_t seed, const std::map<std::string, std::string>& params,
                       rsslab::v1::HandleResponse* resp) {
     rsslab::v1::HandleRequest req;
@@ -59,16 +55,6 @@ struct Clients {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     return load->Handle(&ctx, req, resp);
   }
-  rsslab::v1::Snapshot Snapshot() {
-    rsslab::v1::SnapshotRequest req;
-    rsslab::v1::Snapshot snap;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    EXPECT_TRUE(control->GetSnapshot(&ctx, req, &snap).ok());
-    return snap;
-  }
-  std::unique_ptr<rsslab::v1::Load::Stub> load;
-  std::unique_ptr<rsslab::v1::Control::Stub> control;
 };
 
 int64_t ResultInt(const rsslab::v1::HandleResponse& r, const std::string& key) {

@@ -29,6 +29,7 @@
 #include "proto/control.grpc.pb.h"
 #include "proto/load.grpc.pb.h"
 #include "tests/scrape.h"
+#include "tests/clients.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
@@ -45,27 +46,8 @@ std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra) {
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-struct Clients {
-  explicit Clients(ServerProcess* s) {
-    load = rsslab::v1::Load::NewStub(
-        grpc::CreateChannel(s->data_address(), grpc::InsecureChannelCredentials()));
-    control = rsslab::v1::Control::NewStub(
-        grpc::CreateChannel(s->control_address(), grpc::InsecureChannelCredentials()));
-  }
-  void Phase(const std::string& phase) {
-    rsslab::v1::SetPhaseRequest req;
-    req.set_phase(phase);
-    rsslab::v1::SetPhaseResponse resp;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(control->SetPhase(&ctx, req, &resp).ok());
-  }
-  rsslab::v1::Snapshot Snapshot() {
-    rsslab::v1::SnapshotRequest req;
-    rsslab::v1::Snapshot snap;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(control->GetSnapshot(&ctx, req, &snap).ok());
-    return snap;
-  }
+struct Clients : rsslab::testing::Clients {
+  using rsslab::testing::Clients::Clients;
   // n requests over 4 client threads; `raise_every` > 0 makes every such
   // request raise in the handler. Returns the number that failed.
   int Drive(int n, int raise_every = 0, int store = 2000) {
@@ -89,8 +71,6 @@ struct Clients {
     for (auto& t : ts) t.join();
     return failed.load();
   }
-  std::unique_ptr<rsslab::v1::Load::Stub> load;
-  std::unique_ptr<rsslab::v1::Control::Stub> control;
 };
 
 TEST(MetricsTest, ScrapeAgreesWithControlSnapshot) {

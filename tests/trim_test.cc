@@ -21,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/load.grpc.pb.h"
+#include "tests/clients.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
@@ -42,13 +43,8 @@ std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra,
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-struct Clients {
-  explicit Clients(ServerProcess* s) {
-    load = rsslab::v1::Load::NewStub(
-        grpc::CreateChannel(s->data_address(), grpc::InsecureChannelCredentials()));
-    control = rsslab::v1::Control::NewStub(
-        grpc::CreateChannel(s->control_address(), grpc::InsecureChannelCredentials()));
-  }
+struct Clients : rsslab::testing::Clients {
+  using rsslab::testing::Clients::Clients;
   bool Handle(uint64_t seed) {
     rsslab::v1::HandleRequest req;
     req.set_id(seed);
@@ -58,21 +54,8 @@ struct Clients {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     return load->Handle(&ctx, req, &resp).ok();
   }
-  void Phase(const std::string& phase) {
-    rsslab::v1::SetPhaseRequest req;
-    req.set_phase(phase);
-    req.set_gc(false);
-    rsslab::v1::SetPhaseResponse resp;
-    grpc::ClientContext ctx;
-    ASSERT_TRUE(control->SetPhase(&ctx, req, &resp).ok()) << phase;
-  }
-  rsslab::v1::Snapshot Snapshot() {
-    rsslab::v1::SnapshotRequest req;
-    rsslab::v1::Snapshot snap;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(control->GetSnapshot(&ctx, req, &snap).ok());
-    return snap;
-  }
+  // No gc: the test controls what Python frees.
+  void Phase(const std::string& phase) { rsslab::testing::Clients::Phase(phase, /*gc=*/false); }
   rsslab::v1::TrimResult Trim(rsslab::v1::TrimMode mode, bool gc = false) {
     rsslab::v1::TrimRequest req;
     req.set_mode(mode);
@@ -98,8 +81,6 @@ struct Clients {
     for (auto& t : ts) t.join();
     return failed.load();
   }
-  std::unique_ptr<rsslab::v1::Load::Stub> load;
-  std::unique_ptr<rsslab::v1::Control::Stub> control;
 };
 
 // Every worker ran the release, once, on its own thread.
