@@ -32,6 +32,7 @@
 #include "grpcpp/grpcpp.h"
 #include "common/auth.h"
 #include "common/listen.h"
+#include "common/units.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50060", "Agent service address (port 0: pick one).");
 ABSL_FLAG(std::string, server_binary, "", "The rsslab_server binary: the only program this agent runs.");
@@ -77,6 +78,14 @@ int Main(int argc, char** argv) {
       "LaunchRequest.server_flags: ",
       AgentService::AllowedFlagsHelp()));
   absl::ParseCommandLine(argc, argv);
+
+  // Numbers first: a usage error must leave nothing behind (no --log_dir).
+  for (const absl::Status& s :
+       {CheckRange(absl::GetFlag(FLAGS_max_servers), "--max_servers", 1, 256),
+        CheckRange(absl::GetFlag(FLAGS_ready_timeout_s), "--ready_timeout_s", 1, 3600, " (s)"),
+        CheckRange(absl::GetFlag(FLAGS_stop_grace_ms), "--stop_grace_ms", 0, 600000, " (ms)")}) {
+    if (!s.ok()) Die(std::string(s.message()));
+  }
 
   AgentService::Options o;
   if (absl::GetFlag(FLAGS_server_binary).empty()) Die("--server_binary is required");
@@ -128,7 +137,6 @@ int Main(int argc, char** argv) {
     Die(absl::StrCat("--log_dir=", absl::GetFlag(FLAGS_log_dir), " is not a writable directory"));
   }
   o.max_servers = absl::GetFlag(FLAGS_max_servers);
-  if (o.max_servers < 1) Die("--max_servers must be at least 1");
   o.ready_timeout = absl::Seconds(absl::GetFlag(FLAGS_ready_timeout_s));
 
   const std::string listen = absl::GetFlag(FLAGS_listen);

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "common/files.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -514,14 +515,10 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view text,
 
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path,
                                           const LoadSpec& flags) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrFormat("cannot read scenario file %s", path));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseAndCheck(ss.str(), path, flags);
+  absl::StatusOr<std::string> text =
+      ReadFileBounded(path, kScenarioFileMaxBytes, "--scenario");
+  if (!text.ok()) return text.status();
+  return ParseAndCheck(*text, path, flags);
 }
 
 std::vector<std::string> BuiltinNames() {

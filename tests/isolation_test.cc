@@ -111,17 +111,22 @@ TEST(IsolationTest, SignalsEndAServerWhoseHandlerImportNeverReturns) {
   for (int sig : {SIGTERM, SIGINT}) {
     // Started by hand: it never prints its ready line.
     std::string bin = ServerProcess::Runfile("server/rsslab_server");
+    const std::string marker = absl::StrCat(getenv("TEST_TMPDIR"), "/importing-", sig);
+    unlink(marker.c_str());
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {
+      setenv("RSSLAB_TEST_MARKER", marker.c_str(), 1);
       execl(bin.c_str(), bin.c_str(), "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
             ("--handler=" + ServerProcess::Runfile("tests/handlers/hang_import.py")).c_str(),
             static_cast<char*>(nullptr));
       _exit(127);
     }
-    // The import starts after the interpreter is up; wait for the process to
-    // be in it (its Python thread exists), then signal.
-    absl::SleepFor(absl::Milliseconds(300));
+    // Signalled once the import has begun (the handler made the marker).
+    for (int i = 0; i < 1000 && access(marker.c_str(), F_OK) != 0; ++i) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_EQ(access(marker.c_str(), F_OK), 0) << "the handler's import never began";
     const absl::Time t0 = absl::Now();
     kill(pid, sig);
     int status = 0;
