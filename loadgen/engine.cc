@@ -480,6 +480,7 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
   }
   bool interrupted = false;
   uint64_t late = 0;
+  uint64_t not_sent = 0;
   int64_t max_lag = 0;
   if (!st->open_loop) {
     for (uint32_t i = 0; i < spec.concurrency(); ++i) {
@@ -511,6 +512,17 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
       while (st->in_flight.load() >= static_cast<int64_t>(spec.max_outstanding()) &&
              !st->stopping.load() && !(stop != nullptr && stop->stopped())) {
         absl::SleepFor(absl::Microseconds(100));
+      }
+      // The step's time is up: what is still due is not sent (counted), so
+      // an open loop ends at its duration whatever the rate (issue 14: a
+      // rate the client cannot reach used to send rate x duration however
+      // long that took).
+      if (MonoNs() >= st->measure_end_ns) {
+        const double left_s = (st->measure_end_ns - intended) / 1e9;
+        const double due = poisson ? 1 + left_s * spec.rate()
+                                   : std::ceil((st->measure_end_ns - t0) / 1e9 * spec.rate()) - i;
+        not_sent = due > 0 ? static_cast<uint64_t>(std::llround(due)) : 0;
+        break;
       }
       const int64_t lag = MonoNs() - intended;
       if (lag > late_ns) ++late;
@@ -559,6 +571,7 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
   sum.set_client_cpu_s(cpu);
   sum.set_requests_per_client_cpu_s(cpu > 0 ? done / cpu : 0);
   sum.set_behind_schedule(late);
+  sum.set_not_sent(not_sent);
   sum.set_max_schedule_lag_us(max_lag / 1e3);
   *sum.mutable_histogram() = result.histogram.ToProto();
   sum.set_interrupted(interrupted);

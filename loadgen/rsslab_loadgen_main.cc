@@ -36,8 +36,10 @@
 #include "absl/time/time.h"
 #include "common/handler_params.h"
 #include "loadgen/engine.h"
+#include "loadgen/flags_check.h"
 #include "loadgen/loadgen_metrics.h"
 #include "loadgen/results.h"
+#include "loadgen/resume_identity.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
 #include "loadgen/sweep.h"
@@ -237,6 +239,15 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
     for (const auto& [k, v] : *params) (*s.mutable_params())[k] = v;
   } else {
     errs.push_back(absl::StrCat("--params: ", params.status().message()));
+  }
+  // The same checks (and upper bounds) as a scenario's layers get.
+  for (const std::string& e : rsslab::CheckLoadLayer(s, "flags")) errs.push_back(e);
+  if (absl::Status p = rsslab::CheckProcessFlags(
+          {absl::GetFlag(FLAGS_client_threads), absl::GetFlag(FLAGS_connect_timeout),
+           absl::GetFlag(FLAGS_control_timeout), absl::GetFlag(FLAGS_metrics_hold),
+           absl::GetFlag(FLAGS_repeats)});
+      !p.ok()) {
+    errs.push_back(std::string(p.message()));
   }
   if (!errs.empty()) return absl::InvalidArgumentError(absl::StrJoin(errs, "\n"));
   return s;
@@ -479,6 +490,13 @@ int main(int argc, char** argv) {
       return Fail(kExitUsage, absl::StrCat("--resume: ", out, "/events.jsonl holds no record"));
     }
     if (auto s = rsslab::CheckResumable(before->front(), *scenario, *flags); !s.ok()) {
+      return Fail(kExitUsage, absl::StrCat("--resume --out=", out, ": ", s.message()));
+    }
+    if (auto s = rsslab::CheckResumeIdentity(
+            before->front().header(),
+            {scenario->has_sweep(), absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_control),
+             absl::GetFlag(FLAGS_agent)});
+        !s.ok()) {
       return Fail(kExitUsage, absl::StrCat("--resume --out=", out, ": ", s.message()));
     }
     done_cells = rsslab::SuccessfulCells(*before);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
+#include "common/units.h"
 #include "loadgen/scenario.h"
 
 namespace rsslab {
@@ -283,7 +284,8 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
       rsslab::v1::SetPhaseRequest req;
       req.set_phase(step.set_phase().phase());
       if (step.set_phase().has_cache_limit_mb()) {
-        req.set_cache_limit_bytes(step.set_phase().cache_limit_mb() << 20);
+        // Range-checked when the scenario was parsed (loadgen/flags_check).
+        req.set_cache_limit_bytes(step.set_phase().cache_limit_mb() * kMiB);
       }
       req.set_gc(step.set_phase().has_gc() ? step.set_phase().gc() : true);
       grpc::ClientContext cc;
@@ -456,6 +458,10 @@ absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
         absl::StrAppendFormat(&detail, ", %d late sends (max lag %.2f ms)",
                               r.summary.behind_schedule(),
                               r.summary.max_schedule_lag_us() / 1000);
+        if (r.summary.not_sent() > 0) {
+          absl::StrAppendFormat(&detail, ", %d not sent (due after the client fell behind)",
+                                r.summary.not_sent());
+        }
       }
       break;
     }
