@@ -30,6 +30,7 @@
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
 #include "grpcpp/grpcpp.h"
+#include "common/flags_parse.h"
 #include "common/auth.h"
 #include "common/listen.h"
 #include "common/units.h"
@@ -77,7 +78,7 @@ int Main(int argc, char** argv) {
       "(rsslab.v1.Agent) and verifies each launch in /proc.\nAllowed server flags in "
       "LaunchRequest.server_flags: ",
       AgentService::AllowedFlagsHelp()));
-  absl::ParseCommandLine(argc, argv);
+  ParseFlags(argc, argv);
 
   // Numbers first: a usage error must leave nothing behind (no --log_dir).
   for (const absl::Status& s :
@@ -86,6 +87,10 @@ int Main(int argc, char** argv) {
         CheckRange(absl::GetFlag(FLAGS_stop_grace_ms), "--stop_grace_ms", 0, 600000, " (ms)")}) {
     if (!s.ok()) Die(std::string(s.message()));
   }
+
+  // Credentials before anything is created (--log_dir below).
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) Die(std::string(security.status().message()));
 
   AgentService::Options o;
   if (absl::GetFlag(FLAGS_server_binary).empty()) Die("--server_binary is required");
@@ -143,8 +148,6 @@ int Main(int argc, char** argv) {
   absl::StatusOr<HostPort> hp = ParseHostPort(listen);
   if (!hp.ok()) Die(absl::StrCat(hp.status().message(), " (--listen)"));
   o.server_host = absl::GetFlag(FLAGS_server_host).empty() ? hp->host : absl::GetFlag(FLAGS_server_host);
-  absl::StatusOr<Security> security = Security::FromFlags();
-  if (!security.ok()) Die(std::string(security.status().message()));
   if (absl::Status s = security->CheckListen(listen, "listen"); !s.ok()) {
     Die(std::string(s.message()));
   }

@@ -21,6 +21,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
+#include "common/flags_parse.h"
 #include "common/auth.h"
 #include "common/units.h"
 
@@ -89,7 +90,7 @@ int Main(int argc, char** argv) {
       "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
       "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
       "  trim [--mode=default|global|per_thread]          release free memory now");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = ParseFlags(argc, argv);
   if (args.size() < 2) {
     fprintf(stderr, "rsslab_ctl: missing command (phase, snapshot, watch, trim); see --help\n");
     return 2;

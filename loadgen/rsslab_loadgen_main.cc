@@ -34,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/flags_parse.h"
 #include "common/handler_params.h"
 #include "loadgen/engine.h"
 #include "loadgen/flags_check.h"
@@ -340,7 +341,7 @@ int main(int argc, char** argv) {
       "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
       "  rsslab_loadgen --builtin=sweep --agent=H:P [--profiles=a,b --threads_list=1,4 --repeats=N]\n"
       "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl");
-  std::vector<char*> pos = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> pos = rsslab::ParseFlags(argc, argv);
   std::vector<std::string> args(argv, argv + argc);
 
   if (pos.size() >= 2 && std::string(pos[1]) == "report") {

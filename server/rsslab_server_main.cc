@@ -30,6 +30,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
+#include "common/flags_parse.h"
 #include "common/auth.h"
 #include "common/handler_params.h"
 #include "common/listen.h"
@@ -231,7 +232,7 @@ int Main(int argc, char** argv) {
       "rsslab_server: threaded gRPC server with an embedded CPython handler and a\n"
       "shared LRU cache; reports RSS, arenas and allocator stats over its Control service.\n"
       "Prints 'rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID' when ready.");
-  absl::ParseCommandLine(argc, argv);
+  ParseFlags(argc, argv);
 
   // Block the stop signals in every thread (gRPC's and Python's inherit the
   // mask); main waits for them with sigwait.
