@@ -31,6 +31,7 @@
 #include "agent/profiles.h"
 #include "grpcpp/grpcpp.h"
 #include "common/flags_parse.h"
+#include "common/protobuf_log.h"
 #include "common/auth.h"
 #include "common/listen.h"
 #include "common/units.h"
@@ -79,6 +80,7 @@ int Main(int argc, char** argv) {
       "LaunchRequest.server_flags: ",
       AgentService::AllowedFlagsHelp()));
   ParseFlags(argc, argv);
+  InstallRateLimitedProtobufLog("rsslab_agent");
 
   // Numbers first: a usage error must leave nothing behind (no --log_dir).
   for (const absl::Status& s :

@@ -31,6 +31,7 @@
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
 #include "common/flags_parse.h"
+#include "common/protobuf_log.h"
 #include "common/auth.h"
 #include "common/handler_params.h"
 #include "common/listen.h"
@@ -233,6 +234,7 @@ int Main(int argc, char** argv) {
       "shared LRU cache; reports RSS, arenas and allocator stats over its Control service.\n"
       "Prints 'rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID' when ready.");
   ParseFlags(argc, argv);
+  InstallRateLimitedProtobufLog("rsslab_server");
 
   // Block the stop signals in every thread (gRPC's and Python's inherit the
   // mask); main waits for them with sigwait.
