@@ -13,6 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "loadgen/scenario.h"
+#include "loadgen/summary_render.h"
 
 namespace rsslab {
 

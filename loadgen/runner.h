@@ -23,7 +23,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
-#include "loadgen/results.h"
+#include "loadgen/event_log.h"
+#include "loadgen/summary.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/scenario.pb.h"
 

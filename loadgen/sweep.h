@@ -24,7 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
-#include "loadgen/results.h"
+#include "loadgen/event_log.h"
 #include "loadgen/runner.h"
 #include "proto/scenario.pb.h"
 
