@@ -42,6 +42,8 @@
 #include "loadgen/summary_render.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
+#include "loadgen/report_tool.h"
+#include "loadgen/resume.h"
 #include "loadgen/sweep.h"
 #include "loadgen/sweep_summary.h"
 #include "common/metrics/http_server.h"
