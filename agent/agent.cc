@@ -382,17 +382,14 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     return FailLaunch(run, grpc::StatusCode::DEADLINE_EXCEEDED,
                       absl::StrCat("not ready after ", absl::FormatDuration(options_.ready_timeout)));
   }
-  absl::StatusOr<ReadyLine> ready = ParseReadyLine(ready_line);
-  if (!ready.ok()) return FailLaunch(run, grpc::StatusCode::INTERNAL, std::string(ready.status().message()));
-  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(run->pid, *profile);
-  if (!v.ok()) return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(v.status().message()));
-  absl::StatusOr<std::string> reported =
-      launch::ReportedAllocator(ready->control_address, absl::Seconds(10), options_.security);
-  if (!reported.ok()) {
-    return FailLaunch(run, grpc::StatusCode::UNAVAILABLE, std::string(reported.status().message()));
+  absl::StatusOr<launch::VerifiedLaunch> launched =
+      launch::VerifyLaunch(run->pid, *profile, ready_line, options_.security);
+  if (!launched.ok()) {
+    return FailLaunch(run, static_cast<grpc::StatusCode>(launched.status().code()),
+                      std::string(launched.status().message()));
   }
-  absl::Status cross = profiles::CheckReportedAllocator(*profile, *reported);
-  if (!cross.ok()) return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(cross.message()));
+  const ReadyLine* ready = &launched->ready;
+  const profiles::Verification* v = &launched->verification;
 
   absl::MutexLock l(&mu_);
   v1::ServerProcess& info = run->info;

@@ -171,15 +171,15 @@ int Main(int argc, char** argv) {
   if (r.state != launch::OutputPump::kReady) {
     kill_and_fail(absl::StrCat("server not ready after ", ready_timeout_s, " s; killed"));
   }
-  absl::StatusOr<ReadyLine> ready = ParseReadyLine(r.line);
-  if (!ready.ok()) kill_and_fail(std::string(ready.status().message()));
-  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(*pid, *profile);
-  if (!v.ok()) kill_and_fail(absl::StrCat("FAILED: ", v.status().message(), "; server killed"));
-  absl::StatusOr<std::string> reported =
-      launch::ReportedAllocator(ready->control_address, absl::Seconds(10));
-  absl::Status cross = reported.ok() ? profiles::CheckReportedAllocator(*profile, *reported)
-                                     : reported.status();
-  if (!cross.ok()) kill_and_fail(absl::StrCat("FAILED: ", cross.message(), "; server killed"));
+  absl::StatusOr<launch::VerifiedLaunch> launched =
+      launch::VerifyLaunch(*pid, *profile, r.line, /*security=*/nullptr);
+  if (!launched.ok()) {
+    if (launched.status().code() == absl::StatusCode::kInternal) {
+      kill_and_fail(std::string(launched.status().message()));
+    }
+    kill_and_fail(absl::StrCat("FAILED: ", launched.status().message(), "; server killed"));
+  }
+  const profiles::Verification* v = &launched->verification;
   std::vector<std::string> env;
   for (const auto& kv : v->env) env.push_back(absl::StrCat(kv.first, "=", kv.second));
   fprintf(stderr, "rsslab_run: profile '%s' verified in pid %d: allocator=%s%s%s%s%s\n",
