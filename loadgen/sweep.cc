@@ -34,10 +34,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 }
 
 void Progress(const Runner::Options& o, const std::string& text) {
-  if (o.progress == Runner::ProgressMode::kNone) return;
-  fprintf(stderr, "%s%s\n", o.progress == Runner::ProgressMode::kLive ? "\r\033[K" : "",
-          text.c_str());
-  fflush(stderr);
+  PrintProgressLine(o.progress, text);
 }
 
 std::string FirstLine(absl::string_view s) {
@@ -80,8 +77,8 @@ absl::Status ApplySweepOverrides(Scenario* scenario, const std::string& profiles
 }
 
 absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
-                                      const Scenario& scenario, EventLog* log,
-                                      const StopFlag* stop) {
+                                      const Scenario& scenario, const Plan& plan,
+                                      EventLog* log, const StopFlag* stop) {
   const auto& sw = scenario.sweep();
   auto channel = options.runner.security != nullptr
                      ? options.runner.security->Channel(options.agent)
@@ -194,7 +191,7 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
         absl::Status run_status;
         {
           Runner runner(ro, log, stop, /*summary=*/nullptr);
-          run_status = runner.Run(scenario);
+          run_status = runner.Run(plan);
         }
 
         rsslab::v1::StopResponse stopped;

@@ -7,7 +7,7 @@
 //   o.agent = "10.0.0.5:50060";
 //   o.runner = runner_options;          // load flags, timeouts, progress
 //   absl::StatusOr<rsslab::SweepOutcome> r =
-//       rsslab::RunSweep(o, scenario, log.get(), &stop);
+//       rsslab::RunSweep(o, scenario, plan, log.get(), &stop);
 //   // r->failed cells were recorded (exit status, log tail); the rest ran.
 //
 // A cell whose server fails to launch, crashes, or exits uncleanly is
@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
 #include "loadgen/event_log.h"
+#include "loadgen/plan.h"
 #include "loadgen/runner.h"
 #include "proto/scenario.pb.h"
 
@@ -60,9 +61,11 @@ std::string CellId(const std::string& profile, int threads, int repeat);
 // Runs every cell. An error status means the sweep could not run at all
 // (agent unreachable, a profile it does not know); cell failures are in the
 // outcome and the records.
+// `plan` is the scenario's steps, resolved (BuildPlan); every cell runs it.
 absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
                                       const rsslab::v1::Scenario& scenario,
-                                      EventLog* log, const StopFlag* stop);
+                                      const Plan& plan, EventLog* log,
+                                      const StopFlag* stop);
 
 }  // namespace rsslab
 
