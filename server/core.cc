@@ -8,10 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
-#include "server/alloc/alloc.h"
 #include "common/files.h"
+#include "common/phase.h"
 #include "common/procfs/procfs.h"
 #include "common/units.h"
+#include "server/alloc/alloc.h"
 #include "server/python/knobs.h"
 
 namespace rsslab {
@@ -269,13 +270,14 @@ void ServerCore::ServeOldest(int worker) {
 
 absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
                                   rsslab::v1::SetPhaseResponse* response) {
-  const std::string& phase = request.phase();
-  if (!PhaseState::IsKnown(phase)) {
+  const std::optional<v1::Phase> parsed = ParsePhase(request.phase());
+  if (!parsed) {
     // Quoted and cut: a 3 MB phase echoed back whole would exceed the
     // client's metadata limit and hide the INVALID_ARGUMENT.
-    return absl::InvalidArgumentError(absl::StrCat("unknown phase '", Quote(phase),
-                                                   "'; allowed: ", PhaseState::kAllowed));
+    return absl::InvalidArgumentError(absl::StrCat("unknown phase '", Quote(request.phase()),
+                                                   "'; allowed: ", AllowedPhases()));
   }
+  const v1::Phase phase = *parsed;
   if (absl::Status m = CheckTrimMode(request.trim_mode(), "trim_mode"); !m.ok()) return m;
   int64_t limit = -1;
   if (request.has_cache_limit_bytes()) {
@@ -285,9 +287,9 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
         !r.ok()) {
       return r;
     }
-  } else if (phase == "fill") {
+  } else if (phase == v1::PHASE_FILL) {
     limit = kDefaultFillCacheBytes;
-  } else if (phase == "shrink") {
+  } else if (phase == v1::PHASE_SHRINK) {
     limit = kDefaultShrinkCacheBytes;
   }
   const bool gc = request.has_gc() ? request.gc() : true;
@@ -300,7 +302,7 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
     RunPython([limit](PythonRuntime& rt) { rt.cache().Resize(limit); });
   }
   response->set_previous_phase(phase_.Set(phase));
-  if (phase == "trim") {
+  if (phase == v1::PHASE_TRIM) {
     TakeSnapshot(snap, response->mutable_before());
     *response->mutable_trim() = trimmer_->Run(request.trim_mode(), "phase");
     if (auto_trim_) auto_trim_->NoteTrim(absl::Now());

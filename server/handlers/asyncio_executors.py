@@ -56,6 +56,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from _knob import knob
+
 DEFAULTS = {
     "fix": 0,
     "fanout": 4,
@@ -64,6 +66,18 @@ DEFAULTS = {
     "work_ms": 5,
     "alloc_kb": 256,
     "cap": 4,
+}
+
+# Bounds the server enforces before handle() runs (INVALID_ARGUMENT outside):
+# at most 64 x 64 threads' worth of fetches and cleanups of 64 MiB each.
+KNOBS = {
+    "fix": (0, 1),
+    "fanout": (0, 64),
+    "fire": (0, 64),
+    "linger_ms": (0, 600000),
+    "work_ms": (0, 60000),
+    "alloc_kb": (0, 65536),
+    "cap": (1, 64),
 }
 
 # With fix=0 a cleanup that finishes after its loop closed cannot report
@@ -78,11 +92,7 @@ _PR_SET_NAME = 15
 
 
 def _knob(params, name):
-    value = params.get(name)
-    default = DEFAULTS[name]
-    if value is None:
-        return default
-    return type(default)(value)
+    return knob(params, name, DEFAULTS)
 
 
 def _name_thread(name):

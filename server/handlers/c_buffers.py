@@ -50,6 +50,8 @@ import random
 import time
 import zlib
 
+from _knob import knob
+
 DEFAULTS = {
     "events": 32,
     "min_kb": 1,
@@ -57,6 +59,17 @@ DEFAULTS = {
     "level": 1,
     "via": "ctypes",
     "store_p": 0.0,
+}
+
+# Bounds the server enforces before handle() runs (INVALID_ARGUMENT outside):
+# one request handles at most 10000 events of at most 64 MiB, one at a time.
+KNOBS = {
+    "events": (0, 10000),
+    "min_kb": (0, 65536),
+    "max_kb": (0, 65536),
+    "level": (0, 9),
+    "via": ("ctypes", "zlib"),
+    "store_p": (0.0, 1.0),
 }
 
 # libz through ctypes: a foreign call releases the GIL for its whole length.
@@ -70,11 +83,7 @@ _libz.uncompress.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulong),
 
 
 def _knob(params, name):
-    value = params.get(name)
-    default = DEFAULTS[name]
-    if value is None:
-        return default
-    return type(default)(value)
+    return knob(params, name, DEFAULTS)
 
 
 def _now_us():

@@ -1,6 +1,7 @@
 #include "server/python/runtime.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <functional>
 #include <utility>
 
@@ -253,6 +254,16 @@ absl::Status PythonRuntime::ReadKnobs(PyObject* module) {
         }
       }
       PyErr_Clear();
+    }
+  }
+  if (!knobs) {
+    Ref defaults(PyObject_GetAttrString(module, "DEFAULTS"));
+    if (!defaults) PyErr_Clear();
+    if (defaults) {
+      fprintf(stderr,
+              "rsslab_server: warning: handler %s declares DEFAULTS but no KNOBS: its knobs are "
+              "not bounded (docs/HANDLERS.md)\n",
+              handler_path_.c_str());
     }
   }
   if (absl::Status s = CheckParams(knobs_, default_params_); !s.ok()) {
