@@ -31,6 +31,8 @@ inline constexpr int64_t kProfilesFileMaxBytes = 1 << 20;   // allocator profile
 inline constexpr int64_t kScenarioFileMaxBytes = 4 << 20;   // loadgen scenarios
 inline constexpr int64_t kHandlerFileMaxBytes = 16 << 20;   // a handler .py
 inline constexpr int64_t kStateFileMaxBytes = 16 << 20;     // the agent's state file
+// A run's events.jsonl (`report`, --resume): read whole into memory.
+inline constexpr int64_t kEventsFileMaxBytes = int64_t{1} << 30;
 
 // The contents of `path`; `what` (a flag name or a description) starts
 // every error. NOT_FOUND when it cannot be opened, INVALID_ARGUMENT when it

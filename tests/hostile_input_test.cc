@@ -94,6 +94,16 @@ TEST(HostileInputTest, EveryFileFlagRefusesDevicesAndFifos) {
       }
     }
   }
+  // `report DIR` and --resume read DIR/events.jsonl.
+  const std::string dir = Tmp() + "/events-dev";
+  mkdir(dir.c_str(), 0700);
+  unlink((dir + "/events.jsonl").c_str());
+  ASSERT_EQ(symlink("/dev/zero", (dir + "/events.jsonl").c_str()), 0);
+  ServerProcess::Result rep = ServerProcess::Run(Bin("loadgen/rsslab_loadgen"), {"report", dir}, {},
+                                                 absl::Seconds(20));
+  EXPECT_NE(rep.exit_code, 0) << rep.err;
+  EXPECT_NE(rep.exit_code, -1) << "report read /dev/zero until killed";
+  EXPECT_TRUE(absl::StrContains(rep.err, "not a regular file")) << rep.err;
   // rsslab_run reads profiles through the same helper.
   ServerProcess::Result r = ServerProcess::Run(Bin("agent/rsslab_run"),
                                                {"--profiles=/dev/zero", "--list_profiles"});
@@ -346,6 +356,11 @@ TEST_F(RpcFields, NonUtf8ParamKeysAreInvalidArgumentWithAMessage) {
   EXPECT_TRUE(absl::StrContains(st.error_message(), "UTF-8")) << st.error_message();
   ExpectServing();
   EXPECT_LT(server_->Stderr().size(), 2000u) << server_->Stderr();
+  // rsslab_ctl pointed at the data port says so plainly.
+  ServerProcess::Result r = ServerProcess::Run(
+      Bin("control/rsslab_ctl"), {"--control=" + server_->data_address(), "snapshot"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "does not serve rsslab's Control service")) << r.err;
 }
 
 // ---------------------------------------------------------------- resume
