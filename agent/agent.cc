@@ -23,6 +23,7 @@
 #include "common/procfs/procfs.h"
 #include "common/grpc_status.h"
 #include "common/ready_line.h"
+#include "common/shipped.h"
 
 namespace rsslab {
 namespace {
@@ -217,7 +218,7 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
                                                    "] (0: the server's default of 4); got ",
                                                    req.threads()));
   }
-  std::string name = req.handler().empty() ? "web_worker" : req.handler();
+  std::string name = req.handler().empty() ? std::string(kDefaultHandlerName) : req.handler();
   if (!IsHandlerName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "handler '", name, "' must be a handler name such as web_worker ([A-Za-z0-9_]+), not a path"));
@@ -336,7 +337,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     info.set_pid(*pid);
     info.set_profile(profile->name());
     info.set_threads(threads);
-    info.set_handler(req->handler().empty() ? "web_worker" : req->handler());
+    info.set_handler(req->handler().empty() ? std::string(kDefaultHandlerName) : req->handler());
     info.set_log_path(log_path);
     info.set_running(true);
     info.set_started_unix_nanos(NowNanos());
