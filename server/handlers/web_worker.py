@@ -55,6 +55,8 @@ KNOBS = {
     "cap": (1, 8388608),
     "store_p": (0.0, 1.0),
     "dict_items": (0, 20000),
+    # The dict's shape knob (issue 18's flat | nested).
+    "dict_shape": ("flat", "nested"),
 }
 
 
