@@ -369,8 +369,9 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
     s.value[kFigVmHwm] = r.hwm_bytes;
     if (r.load_seconds > 0) s.value[kFigQps] = r.requests / r.load_seconds;
     if (r.latency.count() > 0) {
-      s.value[kFigP50] = r.latency.Percentile(50);
-      s.value[kFigP99] = r.latency.Percentile(99);
+      // The histogram records nanoseconds; figures are microseconds.
+      s.value[kFigP50] = r.latency.Percentile(50) / 1e3;
+      s.value[kFigP99] = r.latency.Percentile(99) / 1e3;
     }
     s.value[kFigThreads] = r.threads;
     s.value[kFigArenas] = r.arenas;
