@@ -557,7 +557,7 @@ std::string CompareText(const CompareResult& r) {
   std::string out = absl::StrFormat("base: %s\nnew:  %s\npairs: %s\n", r.base_path, r.new_path,
                                     r.pairing);
   absl::StrAppendFormat(&out,
-                        "test: two-sided Mann-Whitney U over the repeats (exact), alpha %g; "
+                        "test: two-sided Mann-Whitney U over the repeats (exact up to 60 values), alpha %g; "
                         "\"~\" = no significant change\n",
                         r.alpha);
   for (const PairResult& p : r.pairs) {
@@ -612,7 +612,7 @@ std::string CompareText(const CompareResult& r) {
 std::string CompareMarkdown(const CompareResult& r) {
   std::string md = absl::StrFormat(
       "# rsslab compare\n\nBase: `%s`  \nNew: `%s`  \nPairs: %s  \n"
-      "Test: two-sided Mann-Whitney U over the repeats (exact), alpha %g; \"~\" = no "
+      "Test: two-sided Mann-Whitney U over the repeats (exact up to 60 values), alpha %g; \"~\" = no "
       "significant change.\n",
       r.base_path, r.new_path, r.pairing, r.alpha);
   for (const PairResult& p : r.pairs) {
