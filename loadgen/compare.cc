@@ -15,7 +15,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "loadgen/results.h"
+#include "loadgen/event_log.h"
+#include "loadgen/summary.h"
 #include "loadgen/sweep_summary.h"
 
 namespace rsslab {

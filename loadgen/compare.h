@@ -14,7 +14,7 @@
 // (repeats of a single run). Sweep cells are grouped by profile x threads,
 // single runs by scenario x worker threads; each group's completed cells or
 // runs are its repeats. Every figure is read by the same readers as the
-// summaries (loadgen/results.h, loadgen/sweep_summary.h), so compare quotes
+// summaries (loadgen/summary.h, loadgen/sweep_summary.h), so compare quotes
 // the numbers summary.md shows. The statistics are in loadgen/mann_whitney.h.
 #ifndef RSSLAB_LOADGEN_COMPARE_H_
 #define RSSLAB_LOADGEN_COMPARE_H_

@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "loadgen/compare.h"
-#include "loadgen/sweep.h"
+#include "loadgen/report_tool.h"
 
 ABSL_FLAG(std::string, format, "text", "compare: output format, text or md (Markdown).");
 ABSL_FLAG(bool, json, false, "compare: print the comparison as one JSON object instead.");

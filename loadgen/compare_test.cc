@@ -13,7 +13,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
-#include "loadgen/results.h"
+#include "loadgen/event_log.h"
 
 namespace rsslab {
 namespace {
