@@ -118,12 +118,13 @@ std::string Refusal(const CompareSide& bs, const CompareGroup& b, const CompareS
   auto add = [&](const std::string& s) {
     if (said.insert(s).second) why.push_back(s);
   };
+  std::vector<std::string> unfilled;  // "1 of 4 base", per side
+  std::string example;
   for (const auto* side : {&b, &n}) {
     const CompareSide& owner = side == &b ? bs : ns;
-    int unfilled = 0;
-    std::string example;
+    int count = 0;
     for (const CompareSample& s : side->samples) {
-      if (s.fill_evictions == 0 && unfilled++ == 0) example = s.source;
+      if (s.fill_evictions == 0 && count++ == 0 && example.empty()) example = s.source;
       const CompareSetup& su = owner.setups[s.setup];
       const double sa = EffectiveScale(ref.header), sb = EffectiveScale(su.header);
       if (sa != sb) {
@@ -135,12 +136,16 @@ std::string Refusal(const CompareSide& bs, const CompareGroup& b, const CompareS
         add(absl::StrFormat("different scenario steps (%s; %s against %s)", d, ref.dir, su.dir));
       }
     }
-    if (unfilled > 0) {
-      add(absl::StrFormat(
-          "the cache never filled in %d of %d %s repeats (no eviction by the end of fill, e.g. "
-          "%s: not seed 000's conditions; raise --scale)",
-          unfilled, side->samples.size(), side == &b ? "base" : "new", example));
+    if (count > 0) {
+      unfilled.push_back(absl::StrFormat("%d of %d %s", count, side->samples.size(),
+                                         side == &b ? "base" : "new"));
     }
+  }
+  if (!unfilled.empty()) {
+    add(absl::StrFormat(
+        "the cache never filled in %s repeats (no eviction by the end of fill, e.g. %s: not "
+        "seed 000's conditions; raise --scale)",
+        absl::StrJoin(unfilled, " and "), example));
   }
   return absl::StrJoin(why, "; ");
 }
