@@ -68,15 +68,19 @@ void FindRunDirs(const std::string& dir, int depth, std::vector<std::string>* ou
 }
 
 CompareGroup& GroupFor(CompareSide* side, bool sweep, const std::string& name, int threads,
-                       const std::string& allocator) {
+                       const std::string& allocator, const std::string& env) {
   for (CompareGroup& g : side->groups) {
-    if (g.sweep == sweep && g.name == name && g.threads == threads) return g;
+    if (g.sweep == sweep && g.name == name && g.threads == threads &&
+        (sweep || (g.allocator == allocator && g.env == env))) {
+      return g;
+    }
   }
   CompareGroup g;
   g.sweep = sweep;
   g.name = name;
   g.threads = threads;
   g.allocator = allocator;
+  g.env = env;
   side->groups.push_back(g);
   return side->groups.back();
 }
@@ -175,7 +179,10 @@ std::vector<std::string> Differences(const CompareSide& bs, const CompareGroup& 
   *wb.mutable_server_flags() = hb.scenario().sweep().server_flags();
   *wn.mutable_server_flags() = hn.scenario().sweep().server_flags();
   diff("server flags", wb.ShortDebugString(), wn.ShortDebugString());
-  if (b.allocator != n.allocator && !b.sweep) diff("allocator", b.allocator, n.allocator);
+  if (!b.sweep) {
+    diff("allocator", b.allocator, n.allocator);
+    diff("allocator environment", b.env, n.env);
+  }
   return out;
 }
 
@@ -290,7 +297,10 @@ std::string CompareGroup::Label() const {
   if (sweep) return absl::StrFormat("%s x %d threads", name, threads);
   std::string l = name.empty() ? "run" : name;
   if (threads > 0) absl::StrAppendFormat(&l, ", %d workers", threads);
-  if (!allocator.empty()) absl::StrAppend(&l, " (", allocator, ")");
+  std::vector<std::string> setup;
+  if (!allocator.empty()) setup.push_back(allocator);
+  if (!env.empty()) setup.push_back(env);
+  if (!setup.empty()) absl::StrAppend(&l, " (", absl::StrJoin(setup, ", "), ")");
   return l;
 }
 
@@ -343,7 +353,7 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
         s.value[kFigThreads] = c.max_threads;
         s.value[kFigArenas] = c.max_arenas;
         s.fill_evictions = c.fill_evictions;
-        GroupFor(&side, true, c.profile, c.threads, c.allocator).samples.push_back(s);
+        GroupFor(&side, true, c.profile, c.threads, c.allocator, "").samples.push_back(s);
       }
       continue;
     }
@@ -385,7 +395,18 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
                                               it->second.has_cache()) {
       s.fill_evictions = static_cast<int64_t>(it->second.cache().evictions());
     }
-    GroupFor(&side, false, r.scenario, r.workers, r.allocator).samples.push_back(s);
+    // The allocator variables the server started with (the same in every
+    // snapshot of a run): runs with other settings are another group.
+    std::string env;
+    for (const auto& [phase, snap] : r.after_phase) {
+      std::map<std::string, std::string> sorted(snap.allocator_env().begin(),
+                                                snap.allocator_env().end());
+      std::vector<std::string> kv;
+      for (const auto& [k, v] : sorted) kv.push_back(absl::StrCat(k, "=", v));
+      env = absl::StrJoin(kv, " ");
+      break;
+    }
+    GroupFor(&side, false, r.scenario, r.workers, r.allocator, env).samples.push_back(s);
   }
   // A group exists only once it has a sample, so every group has one.
   return side;
@@ -477,12 +498,31 @@ absl::StatusOr<CompareResult> Compare(const CompareSide& base, const CompareSide
   }
   const bool sweep = *kb.begin();
   std::vector<std::pair<const CompareGroup*, const CompareGroup*>> pairs;
+  auto same_key = [](const CompareGroup& x, const CompareGroup& y) {
+    return x.name == y.name && x.threads == y.threads;
+  };
   for (const CompareGroup& b : base.groups) {
     for (const CompareGroup& n : neu.groups) {
-      if (b.name == n.name && b.threads == n.threads) pairs.push_back({&b, &n});
+      if (same_key(b, n) && b.allocator == n.allocator && b.env == n.env) {
+        pairs.push_back({&b, &n});
+      }
     }
   }
   r.pairing = sweep ? "by profile x threads" : "by scenario x workers";
+  if (pairs.empty() && !sweep) {
+    // Runs of one scenario x workers under another allocator setup (the
+    // usual before/after): paired when each side has one such group.
+    auto count = [&](const CompareSide& side, const CompareGroup& g) {
+      return std::count_if(side.groups.begin(), side.groups.end(),
+                           [&](const CompareGroup& x) { return same_key(x, g); });
+    };
+    for (const CompareGroup& b : base.groups) {
+      for (const CompareGroup& n : neu.groups) {
+        if (same_key(b, n) && count(base, b) == 1 && count(neu, n) == 1) pairs.push_back({&b, &n});
+      }
+    }
+    r.pairing = "by scenario x workers, across allocator setups";
+  }
   if (pairs.empty()) {
     std::set<std::string> nb, nn;
     for (const CompareGroup& g : base.groups) nb.insert(g.name);

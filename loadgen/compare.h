@@ -77,8 +77,12 @@ struct CompareGroup {
   std::string name;  // the profile (sweep) or the scenario (run)
   int threads = 0;   // worker threads (-1: not reported)
   std::string allocator;
+  // Single runs: the allocator variables the server started with
+  // ("MALLOC_ARENA_MAX=2"), part of the group's identity; empty for sweeps
+  // (the profile names the setup).
+  std::string env;
   std::vector<CompareSample> samples;
-  // "glibc x 64 threads" or "run seed, 4 workers".
+  // "glibc x 64 threads" or "seed, 4 workers (glibc, MALLOC_ARENA_MAX=2)".
   std::string Label() const;
 };
 

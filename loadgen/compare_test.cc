@@ -31,6 +31,7 @@ struct Cell {
   double qps = 1000;
   int threads_seen = 20;
   int64_t evictions = 50;
+  std::string arena_max;  // MALLOC_ARENA_MAX in the server's environment
 };
 
 Event Header(bool sweep, double scale, int fill_requests) {
@@ -72,6 +73,8 @@ void AddRecords(EventLog* log, const std::string& profile, int threads, int repe
     s->mutable_memory_map()->set_arena_count(8);
     s->mutable_config()->set_threads(threads);
     s->mutable_cache()->set_evictions(phase == "fill" ? c.evictions : c.evictions + 10);
+    s->set_allocator("glibc");
+    if (!c.arena_max.empty()) (*s->mutable_allocator_env())["MALLOC_ARENA_MAX"] = c.arena_max;
     tag(e, phase);
   };
   Event load;
@@ -276,12 +279,38 @@ TEST(CompareTest, RepeatedRunsInSubdirectoriesArePairedByScenario) {
   EXPECT_THAT(base->notes[0], HasSubstr("run4: left out (run incomplete: step 3 failed)"));
   auto r = CompareDirs(a, b);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(r->pairs[0].base_label, "seed, 4 workers");
-  EXPECT_EQ(r->pairs[0].new_label, "seed, 16 workers");
+  EXPECT_EQ(r->pairs[0].base_label, "seed, 4 workers (glibc)");
+  EXPECT_EQ(r->pairs[0].new_label, "seed, 16 workers (glibc)");
   EXPECT_EQ(r->pairing, "the one group on each side");
   EXPECT_TRUE(r->pairs[0].figure[kFigRssAfterIdle].significant);
   // QPS of a run is requests over load time, as in its summary.
   EXPECT_NEAR(r->pairs[0].figure[kFigQps].base_median, 1015, 1e-6);
+}
+
+TEST(CompareTest, RunsUnderAnotherAllocatorEnvironmentPairAcrossSetups) {
+  std::vector<Cell> arena2 = Idle({80, 81, 82, 83});
+  for (Cell& c : arena2) c.arena_max = "2";
+  const std::string a = Runs("env-a", 16, Idle({100, 101, 102, 103}));
+  const std::string b = Runs("env-b", 16, arena2);
+  auto r = CompareDirs(a, b);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->pairs.size(), 1u);
+  EXPECT_EQ(r->pairing, "by scenario x workers, across allocator setups");
+  EXPECT_EQ(r->pairs[0].new_label, "seed, 16 workers (glibc, MALLOC_ARENA_MAX=2)");
+  EXPECT_THAT(r->pairs[0].differences,
+              ::testing::Contains(HasSubstr("allocator environment: { (none) } -> { "
+                                            "MALLOC_ARENA_MAX=2 }")));
+  // Both setups in one directory are two groups, each paired with its own.
+  const std::string mixed = Runs("env-mixed", 16, Idle({100, 101, 102, 103}));
+  Runs("env-mixed/arena2", 16, arena2);
+  auto side = LoadCompareSide(mixed);
+  ASSERT_TRUE(side.ok());
+  EXPECT_EQ(side->groups.size(), 2u);
+  r = CompareDirs(mixed, mixed);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->pairs.size(), 2u);
+  EXPECT_EQ(r->pairs[1].base_label, r->pairs[1].new_label);
+  EXPECT_EQ(r->pairing, "by scenario x workers");
 }
 
 TEST(CompareTest, NothingToPairOrMixedKindsIsOneSentence) {
