@@ -307,11 +307,23 @@ std::string CompareGroup::Label() const {
 absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
   CompareSide side;
   side.path = path;
+  // DIR@NAME keeps only the profile (sweeps) or scenario (runs) NAME, so two
+  // setups of one sweep can be compared: SWEEP@glibc SWEEP@glibc-arena2.
+  std::string root = path, only;
+  if (const size_t at = path.rfind('@');
+      at != std::string::npos && path.find('/', at) == std::string::npos) {
+    root = path.substr(0, at);
+    only = path.substr(at + 1);
+    if (only.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: nothing after '@' (DIR@PROFILE, e.g. results/sweep@glibc)", path));
+    }
+  }
   std::vector<std::string> dirs;
-  FindRunDirs(std::string(absl::StripSuffix(path, "/")), 4, &dirs);
+  FindRunDirs(std::string(absl::StripSuffix(root, "/")), 4, &dirs);
   if (dirs.empty()) {
     return absl::NotFoundError(absl::StrFormat(
-        "%s: no events.jsonl in it or below it (give a run or sweep directory)", path));
+        "%s: no events.jsonl in it or below it (give a run or sweep directory)", root));
   }
   for (const std::string& dir : dirs) {
     int skipped = 0;
@@ -407,6 +419,19 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
       break;
     }
     GroupFor(&side, false, r.scenario, r.workers, r.allocator, env).samples.push_back(s);
+  }
+  if (!only.empty()) {
+    std::vector<std::string> names;
+    std::vector<CompareGroup> kept;
+    for (CompareGroup& g : side.groups) {
+      if (std::find(names.begin(), names.end(), g.name) == names.end()) names.push_back(g.name);
+      if (g.name == only) kept.push_back(std::move(g));
+    }
+    if (kept.empty()) {
+      return absl::NotFoundError(absl::StrFormat("%s: no completed %s in %s (it holds: %s)", path,
+                                                 only, root, absl::StrJoin(names, ", ")));
+    }
+    side.groups = std::move(kept);
   }
   // A group exists only once it has a sample, so every group has one.
   return side;

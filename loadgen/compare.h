@@ -100,8 +100,9 @@ struct CompareSide {
 };
 
 // Reads PATH/events.jsonl, or every events.jsonl below PATH (at most 4
-// levels down, at most kMaxCompareRuns run directories). NotFound when there
-// is none.
+// levels down, at most kMaxCompareRuns run directories). PATH@NAME keeps
+// only the profile (sweeps) or scenario (runs) NAME. NotFound when there is
+// none.
 inline constexpr int kMaxCompareRuns = 2000;
 absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path);
 

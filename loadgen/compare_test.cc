@@ -233,6 +233,29 @@ TEST(CompareTest, OneProfileASidePairsByThreads) {
   EXPECT_THAT(CompareText(*r), HasSubstr("better"));
 }
 
+TEST(CompareTest, AtProfileSelectsOneSetupOfASweep) {
+  // One sweep directory with two profiles: SWEEP@a against SWEEP@b.
+  const std::string dir = Tmp("two-profiles");
+  auto log = EventLog::Create(dir, false);
+  ASSERT_TRUE(log.ok());
+  ASSERT_TRUE((*log)->Append(Header(true, 0.5, 96000)).ok());
+  std::vector<Cell> glibc = Idle({100, 101, 102, 103}), arena2 = Idle({90, 91, 92, 93});
+  for (int i = 0; i < 4; ++i) {
+    AddRecords(log->get(), "glibc", 64, i + 1, glibc[i]);
+    AddRecords(log->get(), "glibc-arena2", 64, i + 1, arena2[i]);
+  }
+  Footer(log->get());
+  auto r = CompareDirs(dir + "@glibc", dir + "@glibc-arena2");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->pairs.size(), 1u);
+  EXPECT_EQ(r->pairs[0].new_label, "glibc-arena2 x 64 threads");
+  EXPECT_TRUE(r->pairs[0].figure[kFigRssAfterIdle].significant);
+  auto none = LoadCompareSide(dir + "@jemalloc");
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("no completed jemalloc in " + dir + " (it holds: glibc, glibc-arena2)"));
+}
+
 TEST(CompareTest, NotComparableIsRefusedUnlessForced) {
   const std::string a = Sweep("ref-a", "glibc", 4, Idle({100, 101, 102, 103}), 0.5);
   const std::string scale = Sweep("ref-scale", "glibc", 4, Idle({100, 101, 102, 103}), 0.2);
