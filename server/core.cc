@@ -9,7 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "server/alloc/alloc.h"
-#include "server/procfs/procfs.h"
+#include "common/procfs/procfs.h"
 
 namespace rsslab {
 

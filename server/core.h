@@ -29,7 +29,7 @@
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
 #include "server/auto_trim.h"
-#include "server/metrics/latency_histogram.h"
+#include "common/metrics/latency_histogram.h"
 #include "server/phase_state.h"
 #include "server/python/runtime.h"
 #include "server/trimmer.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "control/profiles.h"
+#include "agent/profiles.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/control.grpc.pb.h"
@@ -53,7 +53,7 @@ void Fill(const std::string& data) {
 
 TEST_P(AllocatorTrimTest, StatsPresentAndTrimAfterShrinkReleases) {
   absl::StatusOr<v1::ProfileSet> set =
-      profiles::LoadProfiles(ServerProcess::Runfile("control/profiles.textproto"));
+      profiles::LoadProfiles(ServerProcess::Runfile("agent/profiles.textproto"));
   ASSERT_TRUE(set.ok()) << set.status();
   const v1::Profile* p = profiles::FindProfile(*set, GetParam());
   ASSERT_NE(p, nullptr) << GetParam();

@@ -1,4 +1,4 @@
-// The profiles file and //control:profiles against real server processes:
+// The profiles file and //agent:profiles against real server processes:
 // every shipped profile launches and is verified in /proc (maps + environ)
 // and by the server's own snapshot; broken profiles and profiles that did
 // not reach the process are caught; rsslab_run (./rsslab serve) verifies and
@@ -11,8 +11,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "control/profiles.h"
-#include "control/profiles_launch.h"
+#include "agent/profiles.h"
+#include "agent/launcher.h"
 #include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -25,7 +25,7 @@ namespace {
 using ::rsslab::testing::ServerProcess;
 using ::testing::HasSubstr;
 
-std::string ShippedProfiles() { return ServerProcess::Runfile("control/profiles.textproto"); }
+std::string ShippedProfiles() { return ServerProcess::Runfile("agent/profiles.textproto"); }
 std::string ServerBinary() { return ServerProcess::Runfile("server/rsslab_server"); }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
@@ -245,7 +245,7 @@ TEST(ProfilesLaunch, NonexistentLibraryIsCaughtAfterStart) {
 // SIGTERM forwarded, exit code passed back.
 TEST(RsslabRun, StartsVerifiedServerAndForwardsStop) {
   ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("control/rsslab_run");
+  o.binary = ServerProcess::Runfile("agent/rsslab_run");
   o.args = {"--profile=tcmalloc-release", "--profiles=" + ShippedProfiles(),
             "--server_binary=" + ServerBinary(), "--threads=2", "--listen=127.0.0.1:0",
             "--control_listen=127.0.0.1:0"};
@@ -268,7 +268,7 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
       "never.textproto",
       "profile { name: \"never\" allocator: \"glibc\" expect_mapped: \"libnever-mapped\" }\n");
   ServerProcess::Result r = ServerProcess::Run(
-      ServerProcess::Runfile("control/rsslab_run"),
+      ServerProcess::Runfile("agent/rsslab_run"),
       {"--profile=never", "--profiles=" + file, "--server_binary=" + ServerBinary(),
        "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=1"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -279,12 +279,12 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
 
   std::string bad = WriteTemp("bad.textproto",
                               "profile { name: \"je\" preload: \"/usr/lib/libje-typo.so\" }\n");
-  r = ServerProcess::Run(ServerProcess::Runfile("control/rsslab_run"),
+  r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
                          {"--profile=je", "--profiles=" + bad, "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("profile 'je': preload library /usr/lib/libje-typo.so does not exist"));
 
-  r = ServerProcess::Run(ServerProcess::Runfile("control/rsslab_run"),
+  r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
                          {"--profile=jemalloc-typo", "--profiles=" + ShippedProfiles(),
                           "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);
