@@ -13,6 +13,10 @@ What is checked, and why:
   http(s) and mailto links are not fetched (the check runs offline).
 - An #anchor into a Markdown file names one of its headings, slugged the way
   GitHub renders them, so a moved or renamed section is caught.
+- Every Bazel label written as //package:target (or //package for the
+  target named after its directory) names a package that exists and a
+  target its BUILD file declares or a file in it, so a renamed or moved
+  target is caught. //... and placeholders in capitals are skipped.
 - The fenced block under the README's "## Layout" heading lists only paths
   that exist, and every top-level directory of the checkout (git-tracked
   when git can tell, else every directory but the generated ones), so the
@@ -33,6 +37,9 @@ LINK_RE = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 FENCE_RE = re.compile(r"^\s*(```|~~~)")
 CODE_SPAN_RE = re.compile(r"(`+)(.+?)\1")
+# A label starts a word (not "@repo//", not "http://host").
+LABEL_RE = re.compile(r"(?<![\w:/@])//([a-z0-9_][a-z0-9_/.-]*|)(?::([A-Za-z0-9_.+-]+))?")
+BUILD_NAME_RE = re.compile(r"\bname\s*=\s*\"([^\"]+)\"")
 HTML_ANCHOR_RE = re.compile(r"<a\s+(?:name|id)=\"([^\"]+)\"")
 
 
@@ -113,6 +120,48 @@ def check_links(root, md):
     return problems
 
 
+def targets_of(root, package, cache={}):
+    """The names a package's BUILD file declares, or None if there is no
+    such package."""
+    if package not in cache:
+        names = None
+        for build in ("BUILD.bazel", "BUILD"):
+            path = os.path.join(root, package, build)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    names = set(BUILD_NAME_RE.findall(f.read()))
+                break
+        cache[package] = names
+    return cache[package]
+
+
+def check_labels(root, md):
+    """Bazel labels anywhere in the file, code included: commands such as
+    `bazel test //tests:server_test` are where they matter most."""
+    problems = []
+    rel = os.path.relpath(md, root)
+    with open(md, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for n, line in enumerate(lines, 1):
+        for m in LABEL_RE.finditer(line):
+            package, target = m.group(1).rstrip("/."), m.group(2)
+            if package.endswith("...") or line[m.end():m.end() + 3] == "...":
+                continue
+            if target is None:
+                if not package:
+                    continue  # a bare "//"
+                target = package.rsplit("/", 1)[-1]
+            label = "//%s:%s" % (package, target)
+            names = targets_of(root, package)
+            if names is None:
+                problems.append("%s:%d: %s: no package %s (no BUILD file)" %
+                                (rel, n, m.group(0), package or "//"))
+            elif target not in names and not os.path.exists(os.path.join(root, package, target)):
+                problems.append("%s:%d: %s: %s declares no target %s" %
+                                (rel, n, m.group(0), os.path.join(package, "BUILD.bazel"), label))
+    return problems
+
+
 def top_level_dirs(root):
     """The checkout's top-level directories: git-tracked ones when git can
     tell (so an untracked scratch directory does not fail the check), else
@@ -190,13 +239,14 @@ def main(argv):
     problems = []
     for md in files:
         problems += check_links(root, md)
+        problems += check_labels(root, md)
     problems += check_layout(root, readme)
     for p in problems:
         print(p)
     if problems:
         print("check_doc_links: %d problem(s) in %d file(s) under %s" % (len(problems), len(files), root))
         return 1
-    print("check_doc_links: %d files, every link resolves, the layout matches the tree" % len(files))
+    print("check_doc_links: %d files, every link and label resolves, the layout matches the tree" % len(files))
     return 0
 
 
