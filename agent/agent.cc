@@ -23,6 +23,7 @@
 #include "common/procfs/procfs.h"
 #include "common/grpc_status.h"
 #include "common/ready_line.h"
+#include "common/shipped.h"
 
 namespace rsslab {
 namespace {
@@ -217,7 +218,7 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
                                                    "] (0: the server's default of 4); got ",
                                                    req.threads()));
   }
-  std::string name = req.handler().empty() ? "web_worker" : req.handler();
+  std::string name = req.handler().empty() ? std::string(kDefaultHandlerName) : req.handler();
   if (!IsHandlerName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "handler '", name, "' must be a handler name such as web_worker ([A-Za-z0-9_]+), not a path"));
@@ -336,7 +337,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     info.set_pid(*pid);
     info.set_profile(profile->name());
     info.set_threads(threads);
-    info.set_handler(req->handler().empty() ? "web_worker" : req->handler());
+    info.set_handler(req->handler().empty() ? std::string(kDefaultHandlerName) : req->handler());
     info.set_log_path(log_path);
     info.set_running(true);
     info.set_started_unix_nanos(NowNanos());
@@ -382,17 +383,14 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     return FailLaunch(run, grpc::StatusCode::DEADLINE_EXCEEDED,
                       absl::StrCat("not ready after ", absl::FormatDuration(options_.ready_timeout)));
   }
-  absl::StatusOr<ReadyLine> ready = ParseReadyLine(ready_line);
-  if (!ready.ok()) return FailLaunch(run, grpc::StatusCode::INTERNAL, std::string(ready.status().message()));
-  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(run->pid, *profile);
-  if (!v.ok()) return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(v.status().message()));
-  absl::StatusOr<std::string> reported =
-      launch::ReportedAllocator(ready->control_address, absl::Seconds(10), options_.security);
-  if (!reported.ok()) {
-    return FailLaunch(run, grpc::StatusCode::UNAVAILABLE, std::string(reported.status().message()));
+  absl::StatusOr<launch::VerifiedLaunch> launched =
+      launch::VerifyLaunch(run->pid, *profile, ready_line, options_.security);
+  if (!launched.ok()) {
+    return FailLaunch(run, static_cast<grpc::StatusCode>(launched.status().code()),
+                      std::string(launched.status().message()));
   }
-  absl::Status cross = profiles::CheckReportedAllocator(*profile, *reported);
-  if (!cross.ok()) return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(cross.message()));
+  const ReadyLine* ready = &launched->ready;
+  const profiles::Verification* v = &launched->verification;
 
   absl::MutexLock l(&mu_);
   v1::ServerProcess& info = run->info;

@@ -182,6 +182,22 @@ bool OutputPump::WaitEof(absl::Duration timeout) {
   return mu_.AwaitWithTimeout(absl::Condition(&eof_), timeout);
 }
 
+absl::StatusOr<VerifiedLaunch> VerifyLaunch(pid_t pid, const v1::Profile& profile,
+                                            absl::string_view ready_line,
+                                            const Security* security,
+                                            absl::Duration rpc_timeout) {
+  absl::StatusOr<ReadyLine> ready = ParseReadyLine(ready_line);
+  if (!ready.ok()) return absl::InternalError(ready.status().message());
+  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(pid, profile);
+  if (!v.ok()) return absl::FailedPreconditionError(v.status().message());
+  absl::StatusOr<std::string> reported =
+      ReportedAllocator(ready->control_address, rpc_timeout, security);
+  if (!reported.ok()) return absl::UnavailableError(reported.status().message());
+  absl::Status cross = profiles::CheckReportedAllocator(profile, *reported);
+  if (!cross.ok()) return absl::FailedPreconditionError(cross.message());
+  return VerifiedLaunch{*std::move(ready), *std::move(v)};
+}
+
 std::string DescribeExit(int status) {
   if (WIFEXITED(status)) return absl::StrCat("exited ", WEXITSTATUS(status));
   if (WIFSIGNALED(status)) {

@@ -34,7 +34,10 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/profiles.h"
 #include "common/auth.h"
+#include "common/ready_line.h"
+#include "proto/profile.pb.h"
 
 namespace rsslab {
 namespace launch {
@@ -100,6 +103,23 @@ class OutputPump {
   std::string line_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
+
+// What VerifyLaunch established about a started server.
+struct VerifiedLaunch {
+  ReadyLine ready;
+  profiles::Verification verification;
+};
+
+// The one check both launchers (rsslab_run and the agent) make once a
+// server printed its ready line: the line parses, /proc/PID shows the
+// profile's library and environment, and the allocator the server itself
+// reports over Control matches. The code says which step failed: INTERNAL
+// (the line), FAILED_PRECONDITION (the profile did not take effect),
+// UNAVAILABLE (the server did not answer). `security` may be null.
+absl::StatusOr<VerifiedLaunch> VerifyLaunch(pid_t pid, const v1::Profile& profile,
+                                            absl::string_view ready_line,
+                                            const Security* security,
+                                            absl::Duration rpc_timeout = absl::Seconds(10));
 
 // "exited 0", "exited 1", "killed by SIGKILL", from a waitpid status.
 std::string DescribeExit(int wait_status);

@@ -32,6 +32,7 @@
 #include "grpcpp/grpcpp.h"
 #include "common/auth.h"
 #include "common/listen.h"
+#include "common/shipped.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50060", "Agent service address (port 0: pick one).");
 ABSL_FLAG(std::string, server_binary, "", "The rsslab_server binary: the only program this agent runs.");
@@ -92,23 +93,11 @@ int Main(int argc, char** argv) {
 
   std::string dirs = absl::GetFlag(FLAGS_handler_dirs);
   if (dirs.empty()) {
-    // bin/rsslab_server -> server/handlers; Bazel: the binary's runfiles.
-    const std::string bin = DirName(o.server_binary);
-    // Under `bazel test` the server's own runfiles tree may not be built yet
-    // (it is, as a top-level target, sometimes only after the test ran); the
-    // test's runfiles hold the handlers whenever the server is its data.
-    const char* runfiles = getenv("RUNFILES_DIR");
-    const std::string from_env =
-        runfiles != nullptr && *runfiles == '/' ? absl::StrCat(runfiles, "/rsslab/server/handlers") : "";
-    for (const std::string& c : {bin + "/../server/handlers",
-                                 bin + "/rsslab_server.runfiles/rsslab/server/handlers",
-                                 bin + "/../../../server/handlers", from_env}) {
-      if (c.empty()) continue;
-      if (!RealPath(c).empty()) {
-        dirs = RealPath(c);
-        break;
-      }
-    }
+    // Next to the server binary this agent runs (bin/ -> server/handlers,
+    // Bazel: its runfiles). Under `bazel test` the server's own runfiles tree
+    // may not be built yet; the test's runfiles ($RUNFILES_DIR) hold the
+    // handlers whenever the server is its data.
+    dirs = FindShippedNear(o.server_binary, kHandlersDir);
     if (dirs.empty()) Die("cannot find server/handlers next to the server binary; pass --handler_dirs");
   }
   for (absl::string_view d : absl::StrSplit(dirs, ',', absl::SkipEmpty())) {

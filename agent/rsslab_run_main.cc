@@ -29,6 +29,7 @@
 #include "agent/profiles.h"
 #include "agent/launcher.h"
 #include "common/ready_line.h"
+#include "common/shipped.h"
 
 namespace rsslab {
 namespace {
@@ -41,37 +42,6 @@ constexpr char kUsage[] =
     "its ready line, verifies /proc/PID/maps and /proc/PID/environ (and the\n"
     "allocator the server reports), then forwards SIGINT/SIGTERM to it until it\n"
     "exits. Unknown arguments are passed to the server.\n";
-
-std::string SelfDir() {
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string exe(buf, n);
-  return exe.substr(0, exe.find_last_of('/'));
-}
-
-// First readable candidate: bin/ next to the source tree, Bazel's output
-// tree (.bazel/bin/control), or runfiles.
-std::string FindNear(const std::vector<std::string>& rels) {
-  const std::string dir = SelfDir();
-  std::vector<std::string> c;
-  if (const char* home = getenv("RSSLAB_HOME")) {
-    for (const auto& r : rels) c.push_back(absl::StrCat(home, "/", r));
-  }
-  for (const auto& r : rels) {
-    c.push_back(absl::StrCat(dir, "/../", r));
-    c.push_back(absl::StrCat(dir, "/../../../", r));
-    c.push_back(absl::StrCat(dir, "/rsslab_run.runfiles/rsslab/", r));
-    c.push_back(absl::StrCat(dir, "/../", r.substr(r.find('/') + 1)));  // bin/rsslab_server
-  }
-  for (const auto& p : c) {
-    if (access(p.c_str(), R_OK) == 0) {
-      char real[PATH_MAX];
-      return realpath(p.c_str(), real) ? std::string(real) : p;
-    }
-  }
-  return "";
-}
 
 [[noreturn]] void Fail(int code, const std::string& msg) {
   fprintf(stderr, "rsslab_run: %s\n", msg.c_str());
@@ -116,7 +86,7 @@ int Main(int argc, char** argv) {
       server_args.push_back(a);
     }
   }
-  if (profiles_path.empty()) profiles_path = FindNear({"agent/profiles.textproto"});
+  if (profiles_path.empty()) profiles_path = FindShipped("agent/profiles.textproto");
   if (profiles_path.empty()) Fail(64, "cannot find agent/profiles.textproto; pass --profiles=FILE");
   absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(profiles_path);
   if (!set.ok()) Fail(2, std::string(set.status().message()));
@@ -130,7 +100,9 @@ int Main(int argc, char** argv) {
     Fail(2, absl::StrCat("unknown profile '", profile_name, "' (", profiles_path,
                          " has: ", profiles::ProfileNames(*set), ")"));
   }
-  if (server_binary.empty()) server_binary = FindNear({"server/rsslab_server"});
+  // bin/rsslab_server beside bin/rsslab_run, else Bazel's server/ package.
+  if (server_binary.empty()) server_binary = FindShipped("bin/rsslab_server");
+  if (server_binary.empty()) server_binary = FindShipped("server/rsslab_server");
   if (server_binary.empty()) Fail(64, "cannot find rsslab_server; pass --server_binary=PATH");
 
   // Block the signals we forward before any thread exists, so they arrive
@@ -171,15 +143,15 @@ int Main(int argc, char** argv) {
   if (r.state != launch::OutputPump::kReady) {
     kill_and_fail(absl::StrCat("server not ready after ", ready_timeout_s, " s; killed"));
   }
-  absl::StatusOr<ReadyLine> ready = ParseReadyLine(r.line);
-  if (!ready.ok()) kill_and_fail(std::string(ready.status().message()));
-  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(*pid, *profile);
-  if (!v.ok()) kill_and_fail(absl::StrCat("FAILED: ", v.status().message(), "; server killed"));
-  absl::StatusOr<std::string> reported =
-      launch::ReportedAllocator(ready->control_address, absl::Seconds(10));
-  absl::Status cross = reported.ok() ? profiles::CheckReportedAllocator(*profile, *reported)
-                                     : reported.status();
-  if (!cross.ok()) kill_and_fail(absl::StrCat("FAILED: ", cross.message(), "; server killed"));
+  absl::StatusOr<launch::VerifiedLaunch> launched =
+      launch::VerifyLaunch(*pid, *profile, r.line, /*security=*/nullptr);
+  if (!launched.ok()) {
+    if (launched.status().code() == absl::StatusCode::kInternal) {
+      kill_and_fail(std::string(launched.status().message()));
+    }
+    kill_and_fail(absl::StrCat("FAILED: ", launched.status().message(), "; server killed"));
+  }
+  const profiles::Verification* v = &launched->verification;
   std::vector<std::string> env;
   for (const auto& kv : v->env) env.push_back(absl::StrCat(kv.first, "=", kv.second));
   fprintf(stderr, "rsslab_run: profile '%s' verified in pid %d: allocator=%s%s%s%s%s\n",

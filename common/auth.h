@@ -13,7 +13,8 @@
 //
 // Example (server):
 //   absl::StatusOr<Security> sec = Security::FromFlags();
-//   RETURN_IF_ERROR(sec->CheckListen("0.0.0.0:50052", "control_listen"));
+//   if (!sec.ok()) Die(sec.status());
+//   absl::Status ok = sec->CheckListen("0.0.0.0:50052", "control_listen");
 //   builder.AddListeningPort(addr, sec->ServerCredentials());
 //   ...in a method: grpc::Status s = sec->Authorize(*context);
 // Example (client):

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/shipped.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/agent.grpc.pb.h"
@@ -336,26 +337,7 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
 
 std::string FindReportTool() {
   if (const char* env = getenv("RSSLAB_REPORT_TOOL"); env != nullptr && *env) return env;
-  std::vector<std::string> candidates;
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n > 0) {
-    std::string exe(buf, n);
-    const std::string dir = exe.substr(0, exe.find_last_of('/'));
-    candidates.push_back(dir + "/../tools/report.py");                       // bin/
-    candidates.push_back(exe + ".runfiles/rsslab/tools/report.py");           // bazel
-  }
-  if (const char* rf = getenv("RUNFILES_DIR"); rf != nullptr) {
-    candidates.push_back(absl::StrCat(rf, "/rsslab/tools/report.py"));
-  }
-  candidates.push_back("tools/report.py");
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), R_OK) == 0) {
-      char real[PATH_MAX];
-      return realpath(c.c_str(), real) ? std::string(real) : c;
-    }
-  }
-  return "";
+  return FindShipped("tools/report.py");
 }
 
 absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,

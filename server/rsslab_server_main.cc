@@ -30,6 +30,7 @@
 #include "common/listen.h"
 #include "common/metrics/http_server.h"
 #include "common/ready_line.h"
+#include "common/shipped.h"
 #include "server/control_service.h"
 #include "server/core.h"
 #include "server/load_service.h"
@@ -37,18 +38,20 @@
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Data plane (Load service) address; port 0 picks a free port.");
 ABSL_FLAG(std::string, control_listen, "127.0.0.1:50052", "Control plane address; port 0 picks a free port.");
-ABSL_FLAG(int, threads, 4, "Python worker threads (a fixed pool named rsslab-w<N>).");
+// Defaults come from ServerCore::Options, the one place they are set.
+ABSL_FLAG(int, threads, rsslab::ServerCore::Options().threads, "Python worker threads (a fixed pool named rsslab-w<N>).");
 ABSL_FLAG(std::string, handler, "", "Handler .py file exposing handle(request, cache); default: the shipped server/handlers/web_worker.py.");
 ABSL_FLAG(std::string, handler_params, "", "Default handler params, k=v,k=v (a request's params override them).");
-ABSL_FLAG(int64_t, cache_limit_mb, 100, "Initial cache limit in MiB.");
+ABSL_FLAG(int64_t, cache_limit_mb, rsslab::ServerCore::Options().cache_limit_bytes >> 20, "Initial cache limit in MiB.");
 ABSL_FLAG(int64_t, max_cache_limit_mb, 0, "Largest cache limit a client may set, MiB (default: MemTotal).");
-ABSL_FLAG(std::string, thread_mode, "fixed", "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
-ABSL_FLAG(int, churn_every, 100, "Requests per worker thread in --thread_mode=churn.");
-ABSL_FLAG(int, churn_overlap_ms, 1000,
+ABSL_FLAG(std::string, thread_mode, rsslab::ServerCore::Options().thread_mode, "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
+ABSL_FLAG(int, churn_every, rsslab::ServerCore::Options().churn_every, "Requests per worker thread in --thread_mode=churn.");
+ABSL_FLAG(int, churn_overlap_ms,
+          absl::ToInt64Milliseconds(rsslab::ServerCore::Options().churn_overlap),
           "--thread_mode=churn: a replaced worker thread stays alive (idle) this long after its "
           "successor started serving, as executor threads do; 0 = the successor starts after "
           "it exited (glibc then reuses its arena).");
-ABSL_FLAG(int, stuck_after_ms, 5000, "A worker busy this long is reported as stuck in snapshots.");
+ABSL_FLAG(int, stuck_after_ms, absl::ToInt64Milliseconds(rsslab::ServerCore::Options().stuck_after), "A worker busy this long is reported as stuck in snapshots.");
 ABSL_FLAG(int64_t, max_message_mb, 16, "Largest request or response message, MiB.");
 ABSL_FLAG(int, max_watch_streams, 16, "Concurrent WatchSnapshots streams allowed.");
 ABSL_FLAG(std::string, auto_trim, "off",
@@ -82,35 +85,14 @@ namespace {
   _exit(1);
 }
 
-bool Readable(const std::string& p) { return access(p.c_str(), R_OK) == 0; }
-
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string exe(buf, n);
-  return exe.substr(0, exe.find_last_of('/'));
-}
-
-// The shipped handler, wherever the binary runs from: $RSSLAB_HOME, a bin/
-// next to the source tree, Bazel runfiles, or the current directory.
+// The shipped handler, wherever the binary runs from.
 std::string DefaultHandler() {
-  const std::string rel = "server/handlers/web_worker.py";
-  std::vector<std::string> candidates;
-  if (const char* home = getenv("RSSLAB_HOME")) candidates.push_back(std::string(home) + "/" + rel);
-  std::string dir = SelfDir();
-  candidates.push_back(dir + "/../" + rel);
-  candidates.push_back(dir + "/rsslab_server.runfiles/rsslab/" + rel);
-  if (const char* rf = getenv("RUNFILES_DIR")) candidates.push_back(std::string(rf) + "/rsslab/" + rel);
-  if (const char* ts = getenv("TEST_SRCDIR")) candidates.push_back(std::string(ts) + "/rsslab/" + rel);
-  candidates.push_back(rel);
-  for (const std::string& c : candidates) {
-    if (Readable(c)) {
-      char real[4096];
-      return realpath(c.c_str(), real) ? std::string(real) : c;
-    }
+  std::string found = FindShipped(DefaultHandlerPath());
+  if (found.empty()) {
+    Die(absl::StrCat("cannot find the default handler ", DefaultHandlerPath(),
+                     "; pass --handler=PATH or set RSSLAB_HOME"));
   }
-  Die("cannot find the default handler " + rel + "; pass --handler=PATH or set RSSLAB_HOME");
+  return found;
 }
 
 int64_t MemTotalBytes() {

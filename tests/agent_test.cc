@@ -504,7 +504,8 @@ TEST(AgentRestart, CorruptStateFileIsSetAsideWithOneWarning) {
   EXPECT_THAT(ReadAll(aside.substr(0, aside.find(';'))), HasSubstr("s0001-glibc-t2"));
   EXPECT_EQ(agent->List().servers_size(), 0);
   v1::ServerProcess s;
-  ASSERT_TRUE(agent->Launch("glibc", "", {}, &s).ok());  // and it works
+  const grpc::Status launched = agent->Launch("glibc", "", {}, &s);
+  ASSERT_TRUE(launched.ok()) << launched.error_message();  // and it works
   EXPECT_THAT(ReadAll(dir + "/servers.json"), HasSubstr(s.id()));
 }
 

@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/control.grpc.pb.h"
+#include "tests/clients.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
@@ -46,16 +47,8 @@ ServerProcess::Options ServerOptions(const v1::Profile& p) {
   return o;
 }
 
-v1::Snapshot GetSnapshot(const std::string& control) {
-  auto stub = v1::Control::NewStub(
-      grpc::CreateChannel(control, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  v1::SnapshotRequest req;
-  v1::Snapshot snap;
-  grpc::Status s = stub->GetSnapshot(&ctx, req, &snap);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return snap;
+v1::Snapshot GetSnapshot(ServerProcess* server) {
+  return rsslab::testing::Clients(server).Snapshot();
 }
 
 TEST(ProfilesFile, ShippedFileHasTheRequiredProfiles) {
@@ -152,7 +145,7 @@ TEST(ProfilesLaunch, EveryShippedProfileTakesEffect) {
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(v->allocator, p.allocator());
     EXPECT_EQ(v->env.size(), static_cast<size_t>(p.env_size()));
-    v1::Snapshot snap = GetSnapshot((*server)->control_address());
+    v1::Snapshot snap = GetSnapshot(server->get());
     EXPECT_EQ(snap.allocator(), p.allocator());
     EXPECT_TRUE(profiles::CheckReportedAllocator(p, snap.allocator()).ok());
     for (const auto& e : p.env()) EXPECT_EQ(snap.allocator_env().at(e.name()), e.value());
@@ -237,7 +230,7 @@ TEST(ProfilesLaunch, NonexistentLibraryIsCaughtAfterStart) {
   ASSERT_FALSE(v.ok());
   EXPECT_THAT(std::string(v.status().message()),
               HasSubstr("/usr/lib/x86_64-linux-gnu/libjemaloc.so.2 is not mapped"));
-  v1::Snapshot snap = GetSnapshot((*server)->control_address());
+  v1::Snapshot snap = GetSnapshot(server->get());
   EXPECT_FALSE(profiles::CheckReportedAllocator(p, snap.allocator()).ok());
 }
 
@@ -253,7 +246,7 @@ TEST(RsslabRun, StartsVerifiedServerAndForwardsStop) {
   o.env["MALLOC_ARENA_MAX"] = "1";
   auto run = ServerProcess::Start(o);
   ASSERT_TRUE(run.ok()) << run.status();
-  v1::Snapshot snap = GetSnapshot((*run)->control_address());
+  v1::Snapshot snap = GetSnapshot(run->get());
   EXPECT_EQ(snap.allocator(), "tcmalloc");
   EXPECT_EQ(snap.allocator_env().count("MALLOC_ARENA_MAX"), 0u);
   EXPECT_EQ(snap.allocator_env().at("TCMALLOC_RELEASE_RATE"), "10");
