@@ -37,9 +37,14 @@
 #include "common/handler_params.h"
 #include "loadgen/engine.h"
 #include "loadgen/loadgen_metrics.h"
-#include "loadgen/results.h"
+#include "loadgen/plan.h"
+#include "loadgen/event_log.h"
+#include "loadgen/summary.h"
+#include "loadgen/summary_render.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
+#include "loadgen/report_tool.h"
+#include "loadgen/resume.h"
 #include "loadgen/sweep.h"
 #include "loadgen/sweep_summary.h"
 #include "common/metrics/http_server.h"
@@ -244,7 +249,8 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
 
 // Runs every cell, writes the footer and the sweep's summary, runs the report
 // tool. Exit status 1 if any cell failed: the table has holes.
-int SweepMain(const rsslab::v1::Scenario& scenario, const rsslab::Runner::Options& ro,
+int SweepMain(const rsslab::v1::Scenario& scenario, const rsslab::Plan& plan,
+              const rsslab::Runner::Options& ro,
               rsslab::EventLog* log, const rsslab::StopFlag* stop, const std::string& out,
               const std::set<std::string>& done_cells) {
   rsslab::SweepOptions so;
@@ -252,7 +258,7 @@ int SweepMain(const rsslab::v1::Scenario& scenario, const rsslab::Runner::Option
   so.runner = ro;
   so.done_cells = done_cells;
   const absl::Time start = absl::Now();
-  absl::StatusOr<rsslab::SweepOutcome> r = rsslab::RunSweep(so, scenario, log, stop);
+  absl::StatusOr<rsslab::SweepOutcome> r = rsslab::RunSweep(so, scenario, plan, log, stop);
   rsslab::v1::Event footer;
   auto* f = footer.mutable_footer();
   f->set_completed(r.ok() && !r->interrupted);
@@ -393,6 +399,10 @@ int main(int argc, char** argv) {
                   "give --agent=HOST:PORT (see tools/sweep.sh)");
     }
   }
+  // Every load step resolved once, after every override: the plan is what
+  // runs, in this run and in every cell of a sweep.
+  absl::StatusOr<rsslab::Plan> plan = rsslab::BuildPlan(*scenario, *flags);
+  if (!plan.ok()) return Fail(kExitUsage, std::string(plan.status().message()));
   const std::string progress_flag = absl::GetFlag(FLAGS_progress);
   rsslab::Runner::ProgressMode progress;
   if (progress_flag == "auto") {
@@ -584,9 +594,9 @@ int main(int argc, char** argv) {
     ro.first_cycle = soak_resume.first_cycle;
     ro.repeat_started = soak_resume.started;
   }
-  if (scenario->has_sweep()) return SweepMain(*scenario, ro, log->get(), &stop, out, done_cells);
+  if (scenario->has_sweep()) return SweepMain(*scenario, *plan, ro, log->get(), &stop, out, done_cells);
   rsslab::Runner runner(ro, log->get(), &stop, &summary);
-  const absl::Status status = runner.Run(*scenario);
+  const absl::Status status = runner.Run(*plan);
   metrics.RunEnded(status.ok());
 
   rsslab::v1::Event footer;
