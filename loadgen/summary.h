@@ -40,6 +40,10 @@ struct RunSummary {
   uint64_t failed = 0;
   double load_seconds = 0;
   std::vector<rsslab::v1::StepRecord> failed_steps;
+  // The last trim's result (phase trim or trim step), when one ran: RSS
+  // after the global release (rss_between) and after the per-thread pass.
+  bool has_trim = false;
+  rsslab::v1::TrimResult last_trim;
   SoakSummary soak;  // enabled for scenarios with a soak block
 };
 

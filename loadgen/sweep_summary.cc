@@ -140,6 +140,11 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
         st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
       }
       st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
+      st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
+      st.c.max_arenas = std::max(st.c.max_arenas, sn.memory_map().arena_count());
+      if (after_phase && e.loadgen_phase() == "fill" && sn.has_cache()) {
+        st.c.fill_evictions = static_cast<int64_t>(sn.cache().evictions());
+      }
       if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
     };
     switch (e.record_case()) {
@@ -163,6 +168,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
         if (e.loadgen_phase() == "fill") {
           st.c.value[kQps] = e.load().qps();
           st.c.value[kP99] = e.load().latency().p99_us();
+          st.c.fill_p50_us = e.load().latency().p50_us();
         }
         break;
       case Event::kCellResult: {

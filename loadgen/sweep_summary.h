@@ -62,6 +62,14 @@ struct CellSummary {
   std::string log_tail;
   std::string allocator;
   double value[kNumSweepMetrics];
+  // Not in the table; `rsslab_loadgen compare` reads them: the fill load's
+  // p50 (us), the largest OS thread and glibc arena counts seen, and the
+  // cache's evictions at the end of fill (0: the cache never filled; -1: no
+  // fill snapshot).
+  double fill_p50_us = -1;
+  int max_threads = -1;
+  int max_arenas = -1;
+  int64_t fill_evictions = -1;
   CellSummary() {
     for (double& v : value) v = -1;
   }

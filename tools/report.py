@@ -8,6 +8,9 @@
                                        # same bytes as the loadgen's summary.csv)
     tools/report.py SOAK_RUN_DIR       # a soak: rss_over_time.png and
                                        # post_idle_per_cycle.png
+    tools/report.py --compare C.json --png compare.png
+                                       # `rsslab_loadgen compare`'s JSON:
+                                       # base vs new per figure
 
 Seed 000's figure: resident memory against worker threads per allocator
 profile, under load (left panel there, rss_under_load.png here) and after the
@@ -530,12 +533,99 @@ def soak_main(events, args):
     return 0
 
 
+def plot_compare(data, png):
+    """One panel per figure: every repeat of base and new side by side for
+    each compared pair, the medians as bars, and the verdict in the label."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = [p for p in data["pairs"] if not p["refused"] or p["forced"]]
+    keys = []
+    for p in pairs:
+        for f in p["figures"]:
+            if f["figure"] not in keys:
+                keys.append(f["figure"])
+    if not keys:
+        return None
+    cols = 4
+    rows = (len(keys) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4 * cols, 3.2 * rows), dpi=100, squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, key in enumerate(keys):
+        ax = axes[i // cols][i % cols]
+        labels = []
+        title = key
+        for x, p in enumerate(pairs):
+            f = next((f for f in p["figures"] if f["figure"] == key), None)
+            if f is None:
+                labels.append("-")
+                continue
+            title = f["title"] + (" (%s)" % f["unit"] if f["unit"] else "")
+            for dx, vals, med, c, name in ((-0.18, f["base_values"], f["base_median"], colors[0], "base"),
+                                           (0.18, f["new_values"], f["new_median"], colors[1], "new")):
+                ax.scatter([x + dx] * len(vals), vals, color=c, s=14, zorder=3,
+                           label=name if x == 0 and i == 0 else None)
+                ax.hlines(med, x + dx - 0.12, x + dx + 0.12, color=c, lw=2)
+            verdict = "~" if not f["significant"] else "%+.1f%%" % f["change_pct"]
+            labels.append("%s\n%s p=%.3f" % (short(p), verdict, f["p"]))
+        ax.set_xticks(range(len(pairs)))
+        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_xlim(-0.6, len(pairs) - 0.4)
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+    for j in range(len(keys), rows * cols):
+        axes[j // cols][j % cols].axis("off")
+    fig.legend(loc="upper right", fontsize=8)
+    fig.suptitle("base %s vs new %s: each repeat, bar = median; ~ = no significant change "
+                 "(Mann-Whitney U, alpha %g)" % (data["base"], data["new"], data["alpha"]),
+                 fontsize=9)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
+    fig.savefig(png)
+    plt.close(fig)
+    return png
+
+
+def short(pair):
+    """A pair's label short enough for a tick."""
+    if pair["base"] == pair["new"]:
+        return pair["base"]
+    return "%s ->\n%s" % (pair["base"], pair["new"])
+
+
+def compare_main(args):
+    try:
+        with open(args.compare) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        print("report.py: %s" % e, file=sys.stderr)
+        return 1
+    png = args.png or os.path.join(os.path.dirname(os.path.abspath(args.compare)), "compare.png")
+    try:
+        path = plot_compare(data, png)
+    except ImportError as e:
+        print("report.py: no plot (%s); install python3-matplotlib and rerun: %s --compare %s"
+              % (e, sys.argv[0], args.compare), file=sys.stderr)
+        return 3
+    if path is None:
+        print("report.py: nothing compared, no plot", file=sys.stderr)
+        return 0
+    print("report.py: plot %s" % path)
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run_dir", help="a sweep's run directory (holds events.jsonl)")
+    ap.add_argument("run_dir", nargs="?", help="a sweep's run directory (holds events.jsonl)")
     ap.add_argument("--csv", help="also write the summary table as CSV here")
     ap.add_argument("--no-plots", action="store_true", help="advice only")
+    ap.add_argument("--compare", help="plot `rsslab_loadgen compare --json` output instead")
+    ap.add_argument("--png", help="with --compare: where to write the plot")
     args = ap.parse_args()
+    if args.compare:
+        return compare_main(args)
+    if not args.run_dir:
+        ap.error("a run directory (or --compare FILE) is required")
     try:
         events = read_events(args.run_dir)
     except OSError as e:
