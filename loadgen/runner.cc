@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
+#include "common/units.h"
 #include "loadgen/summary_render.h"
 
 namespace rsslab {
@@ -277,7 +278,8 @@ Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
   rsslab::v1::SetPhaseRequest req;
   req.set_phase(step.set_phase.phase());
   if (step.set_phase.has_cache_limit_mb()) {
-    req.set_cache_limit_bytes(step.set_phase.cache_limit_mb() << 20);
+    // Range-checked when the scenario was parsed (loadgen/flags_check).
+    req.set_cache_limit_bytes(step.set_phase.cache_limit_mb() * kMiB);
   }
   req.set_gc(step.set_phase.has_gc() ? step.set_phase.gc() : true);
   grpc::ClientContext cc;
@@ -422,6 +424,10 @@ Runner::StepDone Runner::Load(const PlanStep& step, const Ctx& ctx,
     absl::StrAppendFormat(&done.detail, ", %d late sends (max lag %.2f ms)",
                           r.summary.behind_schedule(),
                           r.summary.max_schedule_lag_us() / 1000);
+    if (r.summary.not_sent() > 0) {
+      absl::StrAppendFormat(&done.detail, ", %d not sent (due after the client fell behind)",
+                            r.summary.not_sent());
+    }
   }
   return done;
 }

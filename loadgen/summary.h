@@ -25,6 +25,9 @@ struct RunSummary {
   std::string target;
   bool has_footer = false;
   bool completed = false;
+  // A step failed (not merely interrupted) anywhere in the run: then it is
+  // never "completed", whatever the last footer says.
+  bool step_failed = false;
   std::string error;
   // The last snapshot taken while the loadgen had set each phase
   // (fill, shrink, idle, trim): seed 000's "after each phase".

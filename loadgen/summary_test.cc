@@ -57,6 +57,37 @@ TEST(SummaryTest, IncompleteRunSaysSoAndShowsWhatWasMeasured) {
   EXPECT_THAT(SummaryMarkdown(nf.summary(), "d"), HasSubstr("no footer record"));
 }
 
+// Issue 14: a resumed run's last footer covers only its own part; a step
+// that failed earlier keeps the run from "completed". An interrupted step
+// (the reason to resume) does not.
+TEST(SummaryTest, FinalStatusComesFromEveryStepNotTheLastFooter) {
+  auto step = [](bool ok, const std::string& error) {
+    rsslab::v1::Event e;
+    e.mutable_step()->set_step("load");
+    e.mutable_step()->set_ok(ok);
+    e.mutable_step()->set_error(error);
+    return e;
+  };
+  auto footer = [](bool completed) {
+    rsslab::v1::Event e;
+    e.mutable_footer()->set_completed(completed);
+    return e;
+  };
+  SummaryBuilder failed;
+  for (const auto& e : {step(false, "UNAVAILABLE: SetPhase failed"), footer(false), step(true, ""),
+                        footer(true)}) {
+    failed.Add(e);
+  }
+  EXPECT_FALSE(failed.summary().completed);
+  EXPECT_THAT(SummaryMarkdown(failed.summary(), "d"), HasSubstr("INCOMPLETE"));
+
+  SummaryBuilder interrupted;
+  for (const auto& e : {step(false, "interrupted"), footer(false), step(true, ""), footer(true)}) {
+    interrupted.Add(e);
+  }
+  EXPECT_TRUE(interrupted.summary().completed);
+}
+
 TEST(SummaryTest, WriteSummaryWritesBothFiles) {
   const std::string dir = TmpDir("run_sum");
   auto log = EventLog::Create(dir, true);
