@@ -227,6 +227,7 @@ void SummaryBuilder::AddSnapshot(const std::string& phase,
 }
 
 void SummaryBuilder::Add(const Event& e) {
+  if (auto fill = e.has_footer() ? fill_watch_.Finish() : fill_watch_.Add(e)) s_.fill = *fill;
   switch (e.record_case()) {
     case Event::kHeader:
       s_.scenario = e.header().scenario_name();
@@ -506,7 +507,8 @@ std::vector<std::string> SummaryColumns() {
   return {"scenario",       "completed",     "workers",     "allocator",
           "rss_fill_mib",   "rss_shrink_mib", "rss_idle_mib", "rss_trim_mib",
           "hwm_mib",        "threads",       "arenas",      "qps",
-          "p50_ms",         "p99_ms",        "requests",    "errors"};
+          "p50_ms",         "p99_ms",        "requests",    "errors",
+          "fill"};
 }
 
 std::vector<std::string> SummaryRow(const RunSummary& s) {
@@ -530,6 +532,7 @@ std::vector<std::string> SummaryRow(const RunSummary& s) {
   row.push_back(s.latency.count() ? Ms(s.latency.Percentile(99) / 1e3) : "-");
   row.push_back(absl::StrCat(s.requests));
   row.push_back(absl::StrCat(s.failed));
+  row.push_back(FillCell(s.fill));
   return row;
 }
 
@@ -551,6 +554,7 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
                     f.error(), "\n");
   }
   if (!s.failed_steps.empty()) md += "\n";
+  md += FillMarkdown(s.fill);
   if (s.soak.enabled) md += SoakMarkdown(s.soak);
   md += "## Memory after each phase (seed 000 style)\n\n";
   const auto cols = SummaryColumns();

@@ -19,12 +19,14 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "loadgen/fill_check.h"
 #include "loadgen/histogram.h"
 #include "proto/results.pb.h"
 
@@ -149,6 +151,9 @@ struct RunSummary {
   double load_seconds = 0;
   std::vector<rsslab::v1::StepRecord> failed_steps;
   SoakSummary soak;  // enabled for scenarios with a soak block
+  // Whether the fill reached the cache limit (loadgen/fill_check.h); unset
+  // for runs without a fill phase.
+  std::optional<rsslab::v1::FillCheck> fill;
 };
 
 class SummaryBuilder {
@@ -161,6 +166,7 @@ class SummaryBuilder {
   void AddSoak(const rsslab::v1::Event& e);
   SoakCycle& Cycle(int cycle, int64_t at);
   RunSummary s_;
+  FillWatch fill_watch_;
   // Only the open cycle's latency is kept as a histogram (fixed memory);
   // closed cycles keep their p99.
   int hist_cycle_ = -1;

@@ -7,6 +7,7 @@
 
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -33,6 +34,12 @@ Event Snap(const std::string& phase, int64_t rss_mib, int arenas) {
   s->mutable_memory_map()->set_arena_count(arenas);
   s->mutable_config()->set_threads(4);
   s->set_allocator("glibc");
+  if (phase == "fill") {  // seed 000's fill: the cache full and churned
+    s->mutable_cache()->set_cache_limit_bytes(int64_t{100} << 20);
+    s->mutable_cache()->set_cache_bytes(int64_t{100} << 20);
+    s->mutable_cache()->set_evicted_bytes(int64_t{250} << 20);
+    s->mutable_cache()->set_evictions(1000);
+  }
   return e;
 }
 
@@ -180,8 +187,30 @@ TEST(ResultsTest, SummaryFillsEverySeedColumn) {
   const std::string md = SummaryMarkdown(s, "d");
   EXPECT_THAT(md, HasSubstr("**completed**"));
   EXPECT_THAT(md, HasSubstr("| fill | 130.0 |"));
+  EXPECT_EQ(row[16], "yes(3.50x)");
+  EXPECT_THAT(md, HasSubstr("Fill check: cache filled (fill stored 350.0 MiB"));
+  EXPECT_THAT(md, Not(HasSubstr(kCacheNeverFilled)));
   const std::string csv = SummaryCsv(s, "d");
   EXPECT_THAT(csv, HasSubstr("run_dir,scenario,completed,workers"));
+}
+
+// A run scaled down so far that the cache never reached its limit says so
+// at the top of summary.md and in the table.
+TEST(ResultsTest, FillThatNeverReachedTheLimitIsFlagged) {
+  SummaryBuilder b;
+  for (Event e : SeedLikeRun(true)) {
+    if (e.loadgen_phase() == "fill" && e.has_snapshot()) {
+      e.mutable_snapshot()->mutable_cache()->set_cache_bytes(int64_t{72} << 20);
+      e.mutable_snapshot()->mutable_cache()->set_evicted_bytes(0);
+      e.mutable_snapshot()->mutable_cache()->set_evictions(0);
+    }
+    b.Add(e);
+  }
+  ASSERT_TRUE(b.summary().fill.has_value());
+  EXPECT_FALSE(b.summary().fill->filled());
+  EXPECT_EQ(SummaryRow(b.summary())[16], "NEVER(0.72x)");
+  EXPECT_THAT(SummaryMarkdown(b.summary(), "d"),
+              HasSubstr(absl::StrCat("**Fill check: ", kCacheNeverFilled)));
 }
 
 TEST(ResultsTest, IncompleteRunSaysSoAndShowsWhatWasMeasured) {

@@ -23,6 +23,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
+#include "loadgen/fill_check.h"
 #include "loadgen/results.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/scenario.pb.h"
@@ -103,6 +104,7 @@ class Runner {
   absl::Mutex mu_;
   std::string cur_phase_ ABSL_GUARDED_BY(mu_);
   int cur_cycle_ ABSL_GUARDED_BY(mu_) = 0;
+  FillWatch fill_watch_ ABSL_GUARDED_BY(mu_);  // says once if the fill never filled
   // Interval latencies taken during the running load step (its summary's
   // `intervals`); bounded by the step's length / the watch interval.
   std::vector<rsslab::v1::Latency> step_intervals_ ABSL_GUARDED_BY(mu_);
