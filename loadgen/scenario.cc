@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/phase.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -18,9 +19,6 @@ using ::google::protobuf::TextFormat;
 using ::rsslab::v1::LoadSpec;
 using ::rsslab::v1::Scenario;
 using ::rsslab::v1::Step;
-
-constexpr absl::string_view kPhases[] = {"fill", "shrink", "idle", "trim",
-                                         "start"};
 
 // Seed 000's cycle, which every built-in runs at its own sizes: fill (cache
 // 100 MiB), shrink (10 MiB), idle, trim, a snapshot after each after gc.
@@ -242,11 +240,9 @@ void CheckSteps(const google::protobuf::Message& parent,
       case Step::kSetPhase: {
         const auto& p = step.set_phase();
         const Where pw = sw.Nested(step, "set_phase", -1, "set_phase");
-        if (!IsKnownPhase(p.phase())) {
+        if (!ParsePhase(p.phase())) {
           add(p, "phase", pw,
-              absl::StrFormat("unknown phase \"%s\" (fill, shrink, idle, trim "
-                              "or start)",
-                              p.phase()));
+              absl::StrFormat("unknown phase \"%s\" (%s)", p.phase(), AllowedPhases()));
         }
         if (p.has_cache_limit_mb() && p.cache_limit_mb() < 0) {
           add(p, "cache_limit_mb", pw,
@@ -406,13 +402,6 @@ T First(const LoadSpec* const* layers, Get get, T fallback) {
 }
 
 }  // namespace
-
-bool IsKnownPhase(absl::string_view phase) {
-  for (absl::string_view p : kPhases) {
-    if (p == phase) return true;
-  }
-  return false;
-}
 
 std::vector<std::string> CheckLoadLayer(const LoadSpec& spec,
                                         absl::string_view where) {

@@ -35,9 +35,6 @@ inline constexpr uint32_t kDefaultMaxOutstanding = 10000;
 // Soak: WatchSnapshots interval when the scenario's soak block sets none.
 inline constexpr double kDefaultWatchIntervalS = 5;
 
-// The phases the server's SetPhase accepts.
-bool IsKnownPhase(absl::string_view phase);
-
 // Parses and validates; `origin` names the text in errors (a file name).
 absl::StatusOr<rsslab::v1::Scenario> ParseScenario(
     absl::string_view text, absl::string_view origin,

@@ -1,23 +1,16 @@
 #include "loadgen/sweep.h"
 
-#include <limits.h>
 #include <stdio.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/agent.grpc.pb.h"
 
@@ -41,22 +34,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 }
 
 void Progress(const Runner::Options& o, const std::string& text) {
-  if (o.progress == Runner::ProgressMode::kNone) return;
-  fprintf(stderr, "%s%s\n", o.progress == Runner::ProgressMode::kLive ? "\r\033[K" : "",
-          text.c_str());
-  fflush(stderr);
-}
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      q += "'\\''";
-    } else {
-      q += c;
-    }
-  }
-  return q + "'";
+  PrintProgressLine(o.progress, text);
 }
 
 std::string FirstLine(absl::string_view s) {
@@ -98,79 +76,9 @@ absl::Status ApplySweepOverrides(Scenario* scenario, const std::string& profiles
   return absl::OkStatus();
 }
 
-std::set<std::string> SuccessfulCells(const std::vector<Event>& events) {
-  std::set<std::string> done;
-  for (const Event& e : events) {
-    if (e.has_cell_result() && e.cell_result().ok() && !e.cell().empty()) done.insert(e.cell());
-  }
-  return done;
-}
-
-absl::Status CheckResumable(const Event& header, const Scenario& now,
-                            const rsslab::v1::LoadSpec& flags_now) {
-  if (!header.has_header() || (!header.header().scenario().has_sweep() &&
-                                !header.header().scenario().has_soak())) {
-    return absl::FailedPreconditionError(
-        "its events.jsonl does not start with a sweep's or a soak's header record: only those "
-        "can be resumed");
-  }
-  if (header.header().scenario().has_soak() != now.has_soak()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the interrupted run is %s, this command is %s",
-        header.header().scenario().has_soak() ? "a soak" : "a sweep",
-        now.has_soak() ? "a soak" : "a sweep"));
-  }
-  const Scenario& was = header.header().scenario();
-  if (!google::protobuf::util::MessageDifferencer::Equals(was.sweep(), now.sweep())) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the sweep matrix differs from the interrupted run's: it ran { %s }, this command asks "
-        "for { %s }; resume with the same --profiles, --threads_list, --repeats and scenario",
-        was.sweep().ShortDebugString(), now.sweep().ShortDebugString()));
-  }
-  google::protobuf::util::MessageDifferencer d;
-  std::string diff;
-  d.ReportDifferencesToString(&diff);
-  if (!d.Compare(was, now)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the steps or load flags differ from the interrupted run's (%s); resume with the "
-        "command line that started it (its header's argv: %s)",
-        FirstLine(diff), absl::StrJoin(header.header().argv(), " ")));
-  }
-  // Flags were recorded from this loadgen on; an older header has none.
-  if (header.header().has_flags()) {
-    google::protobuf::util::MessageDifferencer fd;
-    std::string fdiff;
-    fd.ReportDifferencesToString(&fdiff);
-    if (!fd.Compare(header.header().flags(), flags_now)) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "the load flags differ from the interrupted run's (%s); resume with the command line "
-          "that started it (its header's argv: %s)",
-          FirstLine(fdiff), absl::StrJoin(header.header().argv(), " ")));
-    }
-  }
-  return absl::OkStatus();
-}
-
-SoakResume SoakResumePoint(const std::vector<Event>& events) {
-  SoakResume r;
-  bool in_cycles = false;
-  int last = 0;
-  for (const Event& e : events) {
-    if (e.has_header()) r.started = absl::FromUnixNanos(e.header().start_unix_nanos());
-    // Records inside the repeat carry the loadgen phase; cycle 0 is the
-    // proto default, so the phase is what says a cycle began.
-    if (!e.loadgen_phase().empty()) {
-      in_cycles = true;
-      last = std::max(last, e.cycle());
-    }
-  }
-  r.first_cycle = in_cycles ? last + 1 : 0;
-  return r;
-}
-
 absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
-                                      const Scenario& scenario, EventLog* log,
-                                      const StopFlag* stop) {
+                                      const Scenario& scenario, const Plan& plan,
+                                      EventLog* log, const StopFlag* stop) {
   const auto& sw = scenario.sweep();
   auto channel = options.runner.security != nullptr
                      ? options.runner.security->Channel(options.agent)
@@ -283,7 +191,7 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
         absl::Status run_status;
         {
           Runner runner(ro, log, stop, /*summary=*/nullptr);
-          run_status = runner.Run(scenario);
+          run_status = runner.Run(plan);
         }
 
         rsslab::v1::StopResponse stopped;
@@ -332,67 +240,6 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
     }
   }
   return out;
-}
-
-std::string FindReportTool() {
-  if (const char* env = getenv("RSSLAB_REPORT_TOOL"); env != nullptr && *env) return env;
-  std::vector<std::string> candidates;
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n > 0) {
-    std::string exe(buf, n);
-    const std::string dir = exe.substr(0, exe.find_last_of('/'));
-    candidates.push_back(dir + "/../tools/report.py");                       // bin/
-    candidates.push_back(exe + ".runfiles/rsslab/tools/report.py");           // bazel
-  }
-  if (const char* rf = getenv("RUNFILES_DIR"); rf != nullptr) {
-    candidates.push_back(absl::StrCat(rf, "/rsslab/tools/report.py"));
-  }
-  candidates.push_back("tools/report.py");
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), R_OK) == 0) {
-      char real[PATH_MAX];
-      return realpath(c.c_str(), real) ? std::string(real) : c;
-    }
-  }
-  return "";
-}
-
-absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,
-                           std::string* output) {
-  const std::string later = absl::StrFormat(
-      "plots skipped; install python3-matplotlib and run: /usr/bin/python3 %s %s",
-      tool.empty() ? "tools/report.py" : tool, run_dir);
-  if (tool.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("tools/report.py not found next to the loadgen; ", later));
-  }
-  // Debian's interpreter first: python3-matplotlib is installed for it, and
-  // a python3 earlier in PATH (pyenv, a venv) usually lacks it.
-  std::string python = "python3";
-  if (const char* env = getenv("RSSLAB_PYTHON"); env != nullptr && *env) {
-    python = env;
-  } else if (access("/usr/bin/python3", X_OK) == 0) {
-    python = "/usr/bin/python3";
-  }
-  if (system(absl::StrCat(Quote(python), " -c 'import matplotlib' >/dev/null 2>&1").c_str()) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(python, " cannot import matplotlib; ", later));
-  }
-  const std::string cmd =
-      absl::StrCat(Quote(python), " ", Quote(tool), " ", Quote(run_dir), " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
-  char chunk[4096];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof(chunk), p)) > 0) output->append(chunk, got);
-  const int st = pclose(p);
-  if (st != 0) {
-    return absl::InternalError(absl::StrFormat("%s failed (status %d): %s", cmd,
-                                               WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                                               *output));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace rsslab

@@ -1,6 +1,6 @@
 #include "server/load_service.h"
 
-#include "server/grpc_status.h"
+#include "common/grpc_status.h"
 
 namespace rsslab {
 

@@ -5,7 +5,7 @@
 #define RSSLAB_SERVER_LOAD_SERVICE_H_
 
 #include "proto/load.grpc.pb.h"
-#include "server/auth/auth.h"
+#include "common/auth.h"
 #include "server/core.h"
 
 namespace rsslab {

@@ -43,19 +43,7 @@ std::unique_ptr<ServerProcess> StartServer(const std::string& handler, int threa
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-struct Clients : rsslab::testing::Clients {
-  using rsslab::testing::Clients::Clients;
-  grpc::Status Handle(uint64_t seed, const std::map<std::string, std::string>& params,
-                      rsslab::v1::HandleResponse* resp) {
-    rsslab::v1::HandleRequest req;
-    req.set_id(seed);
-    req.set_seed(seed);
-    for (const auto& [k, v] : params) (*req.mutable_params())[k] = v;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    return load->Handle(&ctx, req, resp);
-  }
-};
+using rsslab::testing::Clients;
 
 int64_t ResultInt(const rsslab::v1::HandleResponse& r, const std::string& key) {
   int64_t v = -1;

@@ -18,8 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "control/profiles.h"
-#include "control/profiles_launch.h"
+#include "agent/profiles.h"
+#include "agent/launcher.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -67,10 +67,10 @@ class Agent {
     int out[2];
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
     launch::SpawnOptions so;
-    so.binary = ServerProcess::Runfile("control/rsslab_agent");
+    so.binary = ServerProcess::Runfile("agent/rsslab_agent");
     so.args = {"--listen=127.0.0.1:0",
                "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-               "--profiles=" + ServerProcess::Runfile("control/profiles.textproto"),
+               "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
                "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")) +
                    "," + DirOf(ServerProcess::Runfile("tests/handlers/import_error.py")),
                "--log_dir=" + Tmp("agent-logs")};

@@ -30,7 +30,6 @@ namespace {
 using ::rsslab::testing::ServerProcess;
 constexpr int64_t kMiB = 1 << 20;
 constexpr char kMimalloc[] = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2";
-// Fill requests for the default-mimalloc test (shrink runs half as many).
 
 std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra,
                                            std::map<std::string, std::string> env = {}) {
@@ -46,54 +45,8 @@ std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra,
 
 struct Clients : rsslab::testing::Clients {
   using rsslab::testing::Clients::Clients;
-  bool Handle(uint64_t seed) {
-    rsslab::v1::HandleRequest req;
-    req.set_id(seed);
-    req.set_seed(seed);
-    rsslab::v1::HandleResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    return load->Handle(&ctx, req, &resp).ok();
-  }
   // No gc: the test controls what Python frees.
   void Phase(const std::string& phase) { rsslab::testing::Clients::Phase(phase, /*gc=*/false); }
-  // The fill phase with its own cache limit.
-  void Fill(int64_t limit_bytes) {
-    rsslab::v1::SetPhaseRequest req;
-    req.set_phase("fill");
-    req.set_cache_limit_bytes(limit_bytes);
-    req.set_gc(false);
-    rsslab::v1::SetPhaseResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    grpc::Status st = control->SetPhase(&ctx, req, &resp);
-    ASSERT_TRUE(st.ok()) << st.error_message();
-  }
-  rsslab::v1::TrimResult Trim(rsslab::v1::TrimMode mode, bool gc = false) {
-    rsslab::v1::TrimRequest req;
-    req.set_mode(mode);
-    req.set_gc(gc);
-    rsslab::v1::TrimResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    grpc::Status s = control->Trim(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return resp.trim();
-  }
-  // `n` requests from `threads` client threads; returns how many failed.
-  int Drive(int n, int threads, uint64_t seed0) {
-    std::atomic<int> next{0}, failed{0};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&] {
-        for (int i = next++; i < n; i = next++) {
-          if (!Handle(seed0 + i)) ++failed;
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-    return failed.load();
-  }
 };
 
 // Every worker ran the release, once, on its own thread.
@@ -160,7 +113,8 @@ TEST(TrimTest, PerThreadTrimHalvesDefaultMimallocAfterIdle16Threads) {
   ASSERT_EQ(s.allocator(), "mimalloc");
   ASSERT_EQ(s.allocator_stats().mimalloc().options().at("decommit_delay"), 25)
       << "not mimalloc's default profile";
-  c.Fill(150 * kMiB);
+  rsslab::v1::SetPhaseResponse fill;
+  ASSERT_TRUE(c.SetPhase("fill", &fill, /*limit=*/150 * kMiB, /*gc=*/false).ok());
   ASSERT_EQ(c.Drive(15000, 16, 1), 0);  // ~1.6x the limit: the cache churns
   c.Phase("shrink");
   c.Phase("idle");
@@ -235,7 +189,7 @@ TEST(TrimTest, AutoTrimFiresAfterBurstNotDuringSteadyLoad) {
   for (int t = 0; t < 8; ++t) {
     clients.emplace_back([&, t] {
       for (uint64_t i = 0; !stop; ++i) {
-        if (!c.Handle(1000000 + t * 1000000 + i)) ++failed;
+        if (!c.Handle(1000000 + t * 1000000 + i).ok()) ++failed;
       }
     });
   }
