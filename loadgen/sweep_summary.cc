@@ -289,7 +289,8 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
     unfilled += r.unfilled_cells;
     absl::StrAppendFormat(&md, "| %s | %d | %d/%d | %s |", r.profile, r.threads,
                           r.ok_cells, r.cells,
-                          r.unfilled_cells == 0
+                          r.ok_cells == 0 ? "-"
+                          : r.unfilled_cells == 0
                               ? "yes"
                               : absl::StrFormat("**NEVER FILLED** (%d/%d)", r.unfilled_cells,
                                                 r.ok_cells));
@@ -306,7 +307,7 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
       "thread, and the two trim columns are RSS after each pass. QPS and "
       "p99 are the fill phase's. Failed cells are not in the medians. fill: "
       "whether every completed cell's fill reached the cache limit and "
-      "evicted.\n\n";
+      "evicted (- without completed cells).\n\n";
   if (unfilled > 0) {
     absl::StrAppendFormat(&md,
                           "**%s** in %d cell(s) (fill column): their fill stored less "
@@ -372,7 +373,9 @@ std::string SweepTable(const SweepSummary& s) {
   for (const SweepRow& r : s.rows) {
     std::vector<std::string> row = {
         r.profile, absl::StrCat(r.threads), absl::StrCat(r.ok_cells, "/", r.cells),
-        r.unfilled_cells == 0 ? "yes" : absl::StrCat("NEVER(", r.unfilled_cells, ")")};
+        r.ok_cells == 0 ? "-"
+        : r.unfilled_cells == 0 ? "yes"
+                                : absl::StrCat("NEVER(", r.unfilled_cells, ")")};
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       row.push_back(r.metric[m].n ? FormatMetric(m, r.metric[m].median) : "-");
     }
