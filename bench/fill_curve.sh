@@ -15,6 +15,7 @@ ROOT=$PWD
 BIN=${BIN:-$ROOT/bin}
 THREADS=${THREADS:-4}
 OUT=${OUT:-$(mktemp -d /tmp/rsslab-fillcurve-XXXXXX)}
+mkdir -p "$OUT"
 export RSSLAB_HOME=$ROOT
 SPID=""
 trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true' EXIT
