@@ -8,12 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "common/phase.h"
 #include "loadgen/fill_check.h"
 
 namespace rsslab {
 namespace {
-
-constexpr const char* kPhaseOrder[] = {"fill", "shrink", "idle", "trim"};
 
 std::string Mib(int64_t bytes) {
   return bytes < 0 ? "-" : absl::StrFormat("%.1f", bytes / 1048576.0);
@@ -108,6 +107,27 @@ std::string SoakCycleLine(const SoakCycle& c) {
   return out;
 }
 
+std::string SoakText(const SoakSummary& k) {
+  std::string out;
+  for (const auto& c : k.cycles) absl::StrAppend(&out, SoakCycleLine(c), "\n");
+  absl::StrAppendFormat(&out, "soak: %d cycles, %d flagged, %d watch records\n",
+                        k.cycles.size(), k.flagged, k.watch_records);
+  if (k.server_lost) {
+    const auto& st = k.last_snapshot.status();
+    absl::StrAppendFormat(
+        &out,
+        "soak: SERVER LOST at %s: %s; last snapshot at %s: rss %.1f MiB, %d threads, %d "
+        "arenas\n",
+        Utc(k.lost_unix_nanos), k.lost_error,
+        k.last_snapshot_unix_nanos == 0
+            ? "-"
+            : absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(k.last_snapshot_unix_nanos),
+                               absl::UTCTimeZone()),
+        st.rss_bytes() / 1048576.0, st.threads(), k.last_snapshot.memory_map().arena_count());
+  }
+  return out;
+}
+
 std::string SoakCyclesCsv(const SoakSummary& s) {
   std::string out =
       "cycle,rss_fill_mib,rss_shrink_mib,rss_idle_mib,rss_trim_mib,"
@@ -143,8 +163,8 @@ std::vector<std::string> SummaryRow(const RunSummary& s) {
   row.push_back(s.completed ? "yes" : "no");
   row.push_back(s.workers < 0 ? "-" : absl::StrCat(s.workers));
   row.push_back(s.allocator.empty() ? "-" : s.allocator);
-  for (const char* p : kPhaseOrder) {
-    auto it = s.after_phase.find(p);
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    auto it = s.after_phase.find(PhaseName(phase));
     row.push_back(it == s.after_phase.end() ? "-"
                                             : Mib(it->second.status().rss_bytes()));
   }
@@ -195,7 +215,8 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
   md += "## Snapshots by phase\n\n| phase | rss MiB | hwm MiB | anon MiB | "
         "threads | arenas | arena rss MiB | cache MiB | cache entries |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
-  for (const char* p : kPhaseOrder) {
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    const std::string p = PhaseName(phase);
     auto it = s.after_phase.find(p);
     if (it == s.after_phase.end()) continue;
     const auto& sn = it->second;
