@@ -18,6 +18,7 @@ void SummaryBuilder::AddSnapshot(const std::string& phase,
 }
 
 void SummaryBuilder::Add(const Event& e) {
+  if (auto fill = e.has_footer() ? fill_watch_.Finish() : fill_watch_.Add(e)) s_.fill = *fill;
   switch (e.record_case()) {
     case Event::kHeader:
       s_.scenario = e.header().scenario_name();

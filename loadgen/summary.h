@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "loadgen/fill_check.h"
 #include "loadgen/histogram.h"
 #include "loadgen/soak_analysis.h"
 #include "proto/results.pb.h"
@@ -48,6 +50,9 @@ struct RunSummary {
   bool has_trim = false;
   rsslab::v1::TrimResult last_trim;
   SoakSummary soak;  // enabled for scenarios with a soak block
+  // Whether the fill reached the cache limit (loadgen/fill_check.h); unset
+  // for runs without a fill phase.
+  std::optional<rsslab::v1::FillCheck> fill;
 };
 
 class SummaryBuilder {
@@ -63,6 +68,7 @@ class SummaryBuilder {
  private:
   void AddSnapshot(const std::string& phase, const rsslab::v1::Snapshot& snap);
   RunSummary s_;
+  FillWatch fill_watch_;
   SoakAnalysis soak_{&s_.soak};
 };
 
