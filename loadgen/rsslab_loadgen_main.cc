@@ -37,16 +37,19 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/flags_parse.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
 #include "loadgen/compare_main.h"
 #include "loadgen/engine.h"
+#include "loadgen/flags_check.h"
 #include "loadgen/event_log.h"
 #include "loadgen/loadgen_metrics.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
 #include "loadgen/report_tool.h"
 #include "loadgen/resume.h"
+#include "loadgen/resume_identity.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
 #include "loadgen/summary.h"
@@ -252,6 +255,15 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
   } else {
     errs.push_back(absl::StrCat("--params: ", params.status().message()));
   }
+  // The same checks (and upper bounds) as a scenario's layers get.
+  for (const std::string& e : rsslab::CheckLoadLayer(s, "flags")) errs.push_back(e);
+  if (absl::Status p = rsslab::CheckProcessFlags(
+          {absl::GetFlag(FLAGS_client_threads), absl::GetFlag(FLAGS_connect_timeout),
+           absl::GetFlag(FLAGS_control_timeout), absl::GetFlag(FLAGS_metrics_hold),
+           absl::GetFlag(FLAGS_repeats)});
+      !p.ok()) {
+    errs.push_back(std::string(p.message()));
+  }
   if (!errs.empty()) return absl::InvalidArgumentError(absl::StrJoin(errs, "\n"));
   return s;
 }
@@ -448,6 +460,13 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
     return Fail(kExitUsage, absl::StrCat("--resume: ", inv.out, "/events.jsonl holds no record"));
   }
   if (auto s = rsslab::CheckResumable(before->front(), inv.scenario, inv.flags); !s.ok()) {
+    return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
+  }
+  if (auto s = rsslab::CheckResumeIdentity(
+          before->front().header(),
+          {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_control),
+           absl::GetFlag(FLAGS_agent)});
+      !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
   }
   dir->done_cells = rsslab::SuccessfulCells(*before);
@@ -749,7 +768,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   SetUsage();
-  std::vector<char*> pos = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> pos = rsslab::ParseFlags(argc, argv);
   if (pos.size() >= 2 && std::string(pos[1]) == "compare") {
     return rsslab::CompareMain(std::vector<std::string>(pos.begin() + 2, pos.end()),
                                std::vector<std::string>(argv, argv + argc));

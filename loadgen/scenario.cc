@@ -5,6 +5,9 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "common/files.h"
+#include "common/units.h"
+#include "loadgen/flags_check.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -199,6 +202,8 @@ void CheckLayerAt(const LoadSpec& s, const Where& w,
   if (s.scale() < 0 || !std::isfinite(s.scale())) {
     add("scale", "scale must be a positive factor");
   }
+  // Upper bounds (loadgen/flags_check.h).
+  CheckLoadBounds(s, [&](absl::string_view field, const std::string& what) { add(field, what); });
 }
 
 bool UsesControl(const Step& step) {
@@ -249,6 +254,11 @@ void CheckSteps(const google::protobuf::Message& parent,
               absl::StrFormat("cache_limit_mb is %d; a cache limit cannot be "
                               "negative",
                               p.cache_limit_mb()));
+        } else if (p.has_cache_limit_mb()) {
+          if (auto b = MiBToBytes(p.cache_limit_mb(), "cache_limit_mb", 0, kMaxCacheLimitMb);
+              !b.ok()) {
+            add(p, "cache_limit_mb", pw, b.status().message());
+          }
         }
         break;
       }
@@ -270,6 +280,10 @@ void CheckSteps(const google::protobuf::Message& parent,
           add(step.wait(), "seconds",
               sw.Nested(step, "wait", -1, "wait"),
               "wait needs seconds > 0");
+        } else if (s > kMaxDurationS) {
+          add(step.wait(), "seconds", sw.Nested(step, "wait", -1, "wait"),
+              absl::StrFormat("wait seconds must be at most %.0f (30 days); got %g",
+                              kMaxDurationS, s));
         }
         break;
       }
@@ -284,6 +298,10 @@ void CheckSteps(const google::protobuf::Message& parent,
         }
         if (r.duration_s() < 0) {
           add(r, "duration_s", rw, "duration_s must be positive");
+        } else if (!(r.duration_s() <= kMaxDurationS)) {
+          add(r, "duration_s", rw,
+              absl::StrFormat("duration_s must be at most %.0f (30 days); got %g",
+                              kMaxDurationS, r.duration_s()));
         }
         if (r.step_size() == 0) {
           add(r, "", rw, "repeat has no steps");
@@ -292,6 +310,70 @@ void CheckSteps(const google::protobuf::Message& parent,
         break;
       }
     }
+  }
+}
+
+// The sweep block: names the agent can take, a matrix of sane size.
+void CheckSweep(const Scenario& sc, const Where& top, std::vector<std::string>* errors) {
+  // The agent checks names again; checking here fails before any launch.
+  const auto& sw = sc.sweep();
+  const Where ww = top.Nested(sc, "sweep", -1, "sweep");
+  auto is_name = [](absl::string_view n) {
+    if (n.empty() || n.size() > 100) return false;
+    for (char c : n) {
+      if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') return false;
+    }
+    return true;
+  };
+  if (sw.profiles_size() == 0) {
+    errors->push_back(absl::StrCat(ww.At(sw, ""),
+                                   ": sweep needs at least one profile"));
+  }
+  for (const std::string& p : sw.profiles()) {
+    if (!is_name(p)) {
+      errors->push_back(absl::StrFormat(
+          "%s: profile \"%s\" is not a profile name ([A-Za-z0-9._-]+)",
+          ww.At(sw, "profiles"), p));
+    }
+  }
+  if (sw.threads_size() == 0) {
+    errors->push_back(absl::StrCat(ww.At(sw, ""),
+                                   ": sweep needs at least one thread count"));
+  }
+  for (int t : sw.threads()) {
+    if (t < 1 || t > 1024) {
+      errors->push_back(absl::StrFormat(
+          "%s: thread count %d is outside 1..1024", ww.At(sw, "threads"), t));
+    }
+  }
+  if (sw.repeats() > 1000) {
+    errors->push_back(absl::StrFormat("%s: %d repeats is absurd (at most 1000)",
+                                      ww.At(sw, "repeats"), sw.repeats()));
+  }
+  if (!sw.handler().empty() && !is_name(sw.handler())) {
+    errors->push_back(absl::StrFormat(
+        "%s: handler \"%s\" must be a handler name such as web_worker",
+        ww.At(sw, "handler"), sw.handler()));
+  }
+}
+
+// The soak block: a watch interval the server can keep, a sane threshold.
+void CheckSoak(const Scenario& sc, const Where& top, std::vector<std::string>* errors) {
+  const auto& k = sc.soak();
+  const Where kw = top.Nested(sc, "soak", -1, "soak");
+  if (k.watch_interval_s() < 0 || !std::isfinite(k.watch_interval_s()) ||
+      (k.watch_interval_s() > 0 && k.watch_interval_s() < 0.01)) {
+    errors->push_back(absl::StrCat(kw.At(k, "watch_interval_s"),
+                                   ": watch_interval_s must be at least 0.01 s "
+                                   "(0 = every 5 s)"));
+  }
+  if (k.growth_threshold_mb() < 0 || !std::isfinite(k.growth_threshold_mb())) {
+    errors->push_back(absl::StrCat(kw.At(k, "growth_threshold_mb"),
+                                   ": growth_threshold_mb must be positive"));
+  }
+  if (sc.has_sweep()) {
+    errors->push_back(absl::StrCat(kw.At(k, ""),
+                                   ": a scenario is a soak or a sweep, not both"));
   }
 }
 
@@ -314,66 +396,8 @@ absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
   if (sc.step_size() == 0) {
     errors.push_back(absl::StrCat(origin, ": the scenario has no steps"));
   }
-  if (sc.has_sweep()) {
-    // The agent checks names again; checking here fails before any launch.
-    const auto& sw = sc.sweep();
-    const Where ww = top.Nested(sc, "sweep", -1, "sweep");
-    auto is_name = [](absl::string_view n) {
-      if (n.empty() || n.size() > 100) return false;
-      for (char c : n) {
-        if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') return false;
-      }
-      return true;
-    };
-    if (sw.profiles_size() == 0) {
-      errors.push_back(absl::StrCat(ww.At(sw, ""),
-                                    ": sweep needs at least one profile"));
-    }
-    for (const std::string& p : sw.profiles()) {
-      if (!is_name(p)) {
-        errors.push_back(absl::StrFormat(
-            "%s: profile \"%s\" is not a profile name ([A-Za-z0-9._-]+)",
-            ww.At(sw, "profiles"), p));
-      }
-    }
-    if (sw.threads_size() == 0) {
-      errors.push_back(absl::StrCat(ww.At(sw, ""),
-                                    ": sweep needs at least one thread count"));
-    }
-    for (int t : sw.threads()) {
-      if (t < 1 || t > 1024) {
-        errors.push_back(absl::StrFormat(
-            "%s: thread count %d is outside 1..1024", ww.At(sw, "threads"), t));
-      }
-    }
-    if (sw.repeats() > 1000) {
-      errors.push_back(absl::StrFormat("%s: %d repeats is absurd (at most 1000)",
-                                       ww.At(sw, "repeats"), sw.repeats()));
-    }
-    if (!sw.handler().empty() && !is_name(sw.handler())) {
-      errors.push_back(absl::StrFormat(
-          "%s: handler \"%s\" must be a handler name such as web_worker",
-          ww.At(sw, "handler"), sw.handler()));
-    }
-  }
-  if (sc.has_soak()) {
-    const auto& k = sc.soak();
-    const Where kw = top.Nested(sc, "soak", -1, "soak");
-    if (k.watch_interval_s() < 0 || !std::isfinite(k.watch_interval_s()) ||
-        (k.watch_interval_s() > 0 && k.watch_interval_s() < 0.01)) {
-      errors.push_back(absl::StrCat(kw.At(k, "watch_interval_s"),
-                                    ": watch_interval_s must be at least 0.01 s "
-                                    "(0 = every 5 s)"));
-    }
-    if (k.growth_threshold_mb() < 0 || !std::isfinite(k.growth_threshold_mb())) {
-      errors.push_back(absl::StrCat(kw.At(k, "growth_threshold_mb"),
-                                    ": growth_threshold_mb must be positive"));
-    }
-    if (sc.has_sweep()) {
-      errors.push_back(absl::StrCat(kw.At(k, ""),
-                                    ": a scenario is a soak or a sweep, not both"));
-    }
-  }
+  if (sc.has_sweep()) CheckSweep(sc, top, &errors);
+  if (sc.has_soak()) CheckSoak(sc, top, &errors);
   if (sc.has_load_defaults()) {
     CheckLayerAt(sc.load_defaults(),
                  top.Nested(sc, "load_defaults", -1, "load_defaults"), &errors);
@@ -503,14 +527,10 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view text,
 
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path,
                                           const LoadSpec& flags) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrFormat("cannot read scenario file %s", path));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseAndCheck(ss.str(), path, flags);
+  absl::StatusOr<std::string> text =
+      ReadFileBounded(path, kScenarioFileMaxBytes, "--scenario");
+  if (!text.ok()) return text.status();
+  return ParseAndCheck(*text, path, flags);
 }
 
 std::vector<std::string> BuiltinNames() {

@@ -8,11 +8,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "common/phase.h"
+#include "loadgen/fill_check.h"
 
 namespace rsslab {
 namespace {
-
-constexpr const char* kPhaseOrder[] = {"fill", "shrink", "idle", "trim"};
 
 std::string Mib(int64_t bytes) {
   return bytes < 0 ? "-" : absl::StrFormat("%.1f", bytes / 1048576.0);
@@ -153,7 +153,8 @@ std::vector<std::string> SummaryColumns() {
   return {"scenario",       "completed",     "workers",     "allocator",
           "rss_fill_mib",   "rss_shrink_mib", "rss_idle_mib", "rss_trim_mib",
           "hwm_mib",        "threads",       "arenas",      "qps",
-          "p50_ms",         "p99_ms",        "requests",    "errors"};
+          "p50_ms",         "p99_ms",        "requests",    "errors",
+          "fill"};
 }
 
 std::vector<std::string> SummaryRow(const RunSummary& s) {
@@ -162,8 +163,8 @@ std::vector<std::string> SummaryRow(const RunSummary& s) {
   row.push_back(s.completed ? "yes" : "no");
   row.push_back(s.workers < 0 ? "-" : absl::StrCat(s.workers));
   row.push_back(s.allocator.empty() ? "-" : s.allocator);
-  for (const char* p : kPhaseOrder) {
-    auto it = s.after_phase.find(p);
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    auto it = s.after_phase.find(PhaseName(phase));
     row.push_back(it == s.after_phase.end() ? "-"
                                             : Mib(it->second.status().rss_bytes()));
   }
@@ -177,6 +178,7 @@ std::vector<std::string> SummaryRow(const RunSummary& s) {
   row.push_back(s.latency.count() ? Ms(s.latency.Percentile(99) / 1e3) : "-");
   row.push_back(absl::StrCat(s.requests));
   row.push_back(absl::StrCat(s.failed));
+  row.push_back(FillCell(s.fill));
   return row;
 }
 
@@ -198,6 +200,7 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
                     f.error(), "\n");
   }
   if (!s.failed_steps.empty()) md += "\n";
+  md += FillMarkdown(s.fill);
   if (s.soak.enabled) md += SoakMarkdown(s.soak);
   md += "## Memory after each phase (seed 000 style)\n\n";
   const auto cols = SummaryColumns();
@@ -212,7 +215,8 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
   md += "## Snapshots by phase\n\n| phase | rss MiB | hwm MiB | anon MiB | "
         "threads | arenas | arena rss MiB | cache MiB | cache entries |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
-  for (const char* p : kPhaseOrder) {
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    const std::string p = PhaseName(phase);
     auto it = s.after_phase.find(p);
     if (it == s.after_phase.end()) continue;
     const auto& sn = it->second;
