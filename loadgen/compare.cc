@@ -128,7 +128,9 @@ std::string Refusal(const CompareSide& bs, const CompareGroup& b, const CompareS
     const CompareSide& owner = side == &b ? bs : ns;
     int count = 0;
     for (const CompareSample& s : side->samples) {
-      if (s.fill_evictions == 0 && count++ == 0 && example.empty()) example = s.source;
+      if (s.fill && !s.fill->filled() && count++ == 0 && example.empty()) {
+        example = absl::StrCat(s.source, ": ", s.fill->verdict());
+      }
       const CompareSetup& su = owner.setups[s.setup];
       const double sa = EffectiveScale(ref.header), sb = EffectiveScale(su.header);
       if (sa != sb) {
@@ -146,10 +148,8 @@ std::string Refusal(const CompareSide& bs, const CompareGroup& b, const CompareS
     }
   }
   if (!unfilled.empty()) {
-    add(absl::StrFormat(
-        "the cache never filled in %s repeats (no eviction by the end of fill, e.g. %s: not "
-        "seed 000's conditions; raise --scale)",
-        absl::StrJoin(unfilled, " and "), example));
+    add(absl::StrFormat("the cache never filled in %s repeats (e.g. %s; raise --scale)",
+                        absl::StrJoin(unfilled, " and "), example));
   }
   return absl::StrJoin(why, "; ");
 }
@@ -364,7 +364,7 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
         s.value[kFigP99] = c.value[kP99];
         s.value[kFigThreads] = c.max_threads;
         s.value[kFigArenas] = c.max_arenas;
-        s.fill_evictions = c.fill_evictions;
+        s.fill = c.fill;
         GroupFor(&side, true, c.profile, c.threads, c.allocator, "").samples.push_back(s);
       }
       continue;
@@ -403,10 +403,7 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
     }
     s.value[kFigThreads] = r.threads;
     s.value[kFigArenas] = r.arenas;
-    if (auto it = r.after_phase.find("fill"); it != r.after_phase.end() &&
-                                              it->second.has_cache()) {
-      s.fill_evictions = static_cast<int64_t>(it->second.cache().evictions());
-    }
+    s.fill = r.fill;
     // The allocator variables the server started with (the same in every
     // snapshot of a run): runs with other settings are another group.
     std::string env;

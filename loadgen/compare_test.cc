@@ -72,7 +72,13 @@ void AddRecords(EventLog* log, const std::string& profile, int threads, int repe
     s->mutable_status()->set_threads(c.threads_seen);
     s->mutable_memory_map()->set_arena_count(8);
     s->mutable_config()->set_threads(threads);
-    s->mutable_cache()->set_evictions(phase == "fill" ? c.evictions : c.evictions + 10);
+    // The fill check (loadgen/fill_check.h) reads these: a fill that
+    // evicted and stored at least the limit filled the cache.
+    auto* cache = s->mutable_cache();
+    cache->set_cache_limit_bytes(static_cast<int64_t>(100 * kMiB));
+    cache->set_evictions(c.evictions);
+    cache->set_cache_bytes(static_cast<int64_t>((c.evictions > 0 ? 100 : 60) * kMiB));
+    cache->set_evicted_bytes(static_cast<int64_t>((c.evictions > 0 ? 50 : 0) * kMiB));
     s->set_allocator("glibc");
     if (!c.arena_max.empty()) (*s->mutable_allocator_env())["MALLOC_ARENA_MAX"] = c.arena_max;
     tag(e, phase);
