@@ -6,6 +6,7 @@
 //   rsslab_loadgen --rate=2000 --arrival=poisson --duration=30s      (open loop)
 //   rsslab_loadgen --builtin=soak --duration=4h   (cycles + watch stream)
 //   rsslab_loadgen report RUN_DIR [RUN_DIR...]   (rebuild summaries from events.jsonl)
+//   rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%']   (docs/COMPARE.md)
 //   rsslab_loadgen --builtin=sweep --agent=HOST:PORT [--profiles=glibc,jemalloc]
 //       [--threads_list=1,4] [--repeats=N] [--scale=0.1]   (seed 000's matrix)
 //   rsslab_loadgen ... the same sweep command ... --out=DIR --resume
@@ -39,6 +40,7 @@
 #include "common/flags_parse.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
+#include "loadgen/compare_main.h"
 #include "loadgen/engine.h"
 #include "loadgen/flags_check.h"
 #include "loadgen/event_log.h"
@@ -751,7 +753,8 @@ void SetUsage() {
       "  rsslab_loadgen --builtin=seed [--scale=0.1] [--target=H:P --control=H:P]\n"
       "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
       "  rsslab_loadgen --builtin=sweep --agent=H:P [--profiles=a,b --threads_list=1,4 --repeats=N]\n"
-      "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl");
+      "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl\n"
+      "  rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%'] [--format=md|--json]");
 }
 
 }  // namespace
@@ -766,6 +769,10 @@ int main(int argc, char** argv) {
 
   SetUsage();
   std::vector<char*> pos = rsslab::ParseFlags(argc, argv);
+  if (pos.size() >= 2 && std::string(pos[1]) == "compare") {
+    return rsslab::CompareMain(std::vector<std::string>(pos.begin() + 2, pos.end()),
+                               std::vector<std::string>(argv, argv + argc));
+  }
   if (pos.size() >= 2 && std::string(pos[1]) == "report") {
     if (pos.size() < 3) return Fail(kExitUsage, "report needs a run directory");
     return Report(std::vector<std::string>(pos.begin() + 2, pos.end()));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <optional>
 #include <thread>
@@ -85,8 +86,18 @@ absl::Status Runner::AppendLocked(Event e) {
     e.set_repeat(options_.tag.repeat());
   }
   absl::MutexLock l(&mu_);
+  std::optional<rsslab::v1::FillCheck> fill = fill_watch_.Add(e);
+  const Event fill_record = fill ? FillCheckRecord(*fill, e) : Event();
   if (summary_ != nullptr) summary_->Add(e);
-  return log_->Append(std::move(e));
+  absl::Status s = log_->Append(std::move(e));
+  if (!fill) return s;
+  if (!fill->filled()) {  // whatever the progress mode: the run is not seed 000's
+    fprintf(stderr, "%s%srsslab_loadgen: %s\n",
+            options_.progress == ProgressMode::kLive ? "\r\033[K" : "",
+            options_.line_prefix.c_str(), fill->verdict().c_str());
+  }
+  if (summary_ != nullptr) summary_->Add(fill_record);
+  return s.ok() ? log_->Append(fill_record) : s;
 }
 
 void Runner::StartWatch(double interval) {

@@ -35,8 +35,30 @@ TEST(SummaryTest, SummaryFillsEverySeedColumn) {
   const std::string md = SummaryMarkdown(s, "d");
   EXPECT_THAT(md, HasSubstr("**completed**"));
   EXPECT_THAT(md, HasSubstr("| fill | 130.0 |"));
+  EXPECT_EQ(row[16], "yes(3.50x)");
+  EXPECT_THAT(md, HasSubstr("Fill check: cache filled (fill stored 350.0 MiB"));
+  EXPECT_THAT(md, ::testing::Not(HasSubstr(kCacheNeverFilled)));
   const std::string csv = SummaryCsv(s, "d");
   EXPECT_THAT(csv, HasSubstr("run_dir,scenario,completed,workers"));
+}
+
+// A run scaled down so far that the cache never reached its limit says so
+// at the top of summary.md and in the table.
+TEST(SummaryTest, FillThatNeverReachedTheLimitIsFlagged) {
+  SummaryBuilder b;
+  for (rsslab::v1::Event e : SeedLikeRun(true)) {
+    if (e.loadgen_phase() == "fill" && e.has_snapshot()) {
+      e.mutable_snapshot()->mutable_cache()->set_cache_bytes(int64_t{72} << 20);
+      e.mutable_snapshot()->mutable_cache()->set_evicted_bytes(0);
+      e.mutable_snapshot()->mutable_cache()->set_evictions(0);
+    }
+    b.Add(e);
+  }
+  ASSERT_TRUE(b.summary().fill.has_value());
+  EXPECT_FALSE(b.summary().fill->filled());
+  EXPECT_EQ(SummaryRow(b.summary())[16], "NEVER(0.72x)");
+  EXPECT_THAT(SummaryMarkdown(b.summary(), "d"),
+              HasSubstr(std::string("**Fill check: ") + kCacheNeverFilled));
 }
 
 TEST(SummaryTest, IncompleteRunSaysSoAndShowsWhatWasMeasured) {
