@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -34,20 +35,22 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/auth.h"
 #include "common/handler_params.h"
+#include "common/metrics/http_server.h"
 #include "loadgen/engine.h"
+#include "loadgen/event_log.h"
 #include "loadgen/loadgen_metrics.h"
 #include "loadgen/plan.h"
-#include "loadgen/event_log.h"
-#include "loadgen/summary.h"
-#include "loadgen/summary_render.h"
-#include "loadgen/runner.h"
-#include "loadgen/scenario.h"
+#include "loadgen/progress_line.h"
 #include "loadgen/report_tool.h"
 #include "loadgen/resume.h"
+#include "loadgen/runner.h"
+#include "loadgen/scenario.h"
+#include "loadgen/summary.h"
+#include "loadgen/summary_render.h"
 #include "loadgen/sweep.h"
 #include "loadgen/sweep_summary.h"
-#include "common/metrics/http_server.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
@@ -126,24 +129,11 @@ void SweepReport(const std::string& dir) {
 // The per-cycle table and, when the server went away, when and what it
 // looked like last.
 void PrintSoak(const rsslab::SoakSummary& k) {
-  for (const auto& c : k.cycles) printf("%s\n", rsslab::SoakCycleLine(c).c_str());
-  printf("soak: %zu cycles, %d flagged, %llu watch records\n", k.cycles.size(),
-         k.flagged, static_cast<unsigned long long>(k.watch_records));
-  if (k.server_lost) {
-    const auto& st = k.last_snapshot.status();
-    printf("soak: SERVER LOST at %s: %s; last snapshot at %s: rss %.1f MiB, %d threads, %d arenas\n",
-           absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", absl::FromUnixNanos(k.lost_unix_nanos),
-                            absl::UTCTimeZone()).c_str(),
-           k.lost_error.c_str(),
-           k.last_snapshot_unix_nanos == 0
-               ? "-"
-               : absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(k.last_snapshot_unix_nanos),
-                                  absl::UTCTimeZone()).c_str(),
-           st.rss_bytes() / 1048576.0, st.threads(), k.last_snapshot.memory_map().arena_count());
-  }
+  printf("%s", rsslab::SoakText(k).c_str());
   fflush(stdout);
 }
 
+// `rsslab_loadgen report RUN_DIR...`: every summary rebuilt from events.jsonl.
 int Report(const std::vector<std::string>& dirs) {
   std::vector<rsslab::RunSummary> runs;
   std::vector<std::string> run_dirs;
@@ -179,6 +169,23 @@ int Report(const std::vector<std::string>& dirs) {
   if (!runs.empty()) printf("%s", rsslab::SummaryTable(runs, run_dirs).c_str());
   return 0;
 }
+
+// ---------------------------------------------------------------------------
+// 1. The invocation: everything the command line asks for, checked. Every
+// problem here is a usage error (exit 2) found before a port, a file or a
+// connection is opened.
+
+struct Invocation {
+  std::vector<std::string> argv;
+  rsslab::v1::LoadSpec flags;    // the command line's load layer
+  rsslab::v1::Scenario scenario;  // after --duration (soak) and sweep overrides
+  rsslab::Plan plan;              // its steps, resolved once
+  rsslab::ProgressMode progress = rsslab::ProgressMode::kLines;
+  rsslab::Security security;      // credentials, read
+  bool resume = false;
+  std::string out;                // the run directory
+  std::string metrics_address;    // --metrics_listen, "" when off
+};
 
 absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
   std::vector<std::string> errs;
@@ -247,55 +254,175 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
   return s;
 }
 
-// Runs every cell, writes the footer and the sweep's summary, runs the report
-// tool. Exit status 1 if any cell failed: the table has holes.
-int SweepMain(const rsslab::v1::Scenario& scenario, const rsslab::Plan& plan,
-              const rsslab::Runner::Options& ro,
-              rsslab::EventLog* log, const rsslab::StopFlag* stop, const std::string& out,
-              const std::set<std::string>& done_cells) {
-  rsslab::SweepOptions so;
-  so.agent = absl::GetFlag(FLAGS_agent);
-  so.runner = ro;
-  so.done_cells = done_cells;
-  const absl::Time start = absl::Now();
-  absl::StatusOr<rsslab::SweepOutcome> r = rsslab::RunSweep(so, scenario, plan, log, stop);
-  rsslab::v1::Event footer;
-  auto* f = footer.mutable_footer();
-  f->set_completed(r.ok() && !r->interrupted);
-  if (!r.ok()) f->set_error(std::string(r.status().message()));
-  else if (r->interrupted) f->set_error("interrupted");
-  else if (r->failed > 0) f->set_error(absl::StrFormat("%d of %d cells failed", r->failed, r->cells));
-  f->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
-  f->set_events(log->count() + 1);
-  absl::Status ws = log->Append(footer);
-  int skipped = 0;
-  auto events = rsslab::ReadEvents(out, &skipped);
-  if (!events.ok()) return Fail(kExitFailed, std::string(events.status().message()));
-  // Built from events.jsonl, exactly as `report` would: one source of truth.
-  rsslab::SweepSummary sw = rsslab::BuildSweepSummary(*events);
-  absl::Status ss = rsslab::WriteSweepSummary(out, sw);
-  printf("%s", rsslab::SweepTable(sw).c_str());
-  fflush(stdout);
-  SweepReport(out);
-  const bool plots = access((out + "/rss_under_load.png").c_str(), R_OK) == 0;
-  printf("sweep: %zu cells, %d failed, %.0f s\nrun directory: %s (events.jsonl, summary.md, "
-         "summary.csv%s)\n",
-         sw.cells.size(), sw.failed_cells, absl::ToDoubleSeconds(absl::Now() - start),
-         out.c_str(), plots ? ", rss_under_load.png, rss_after_shrink.png" : "");
-  fflush(stdout);
-  if (!ws.ok()) return Fail(kExitFailed, std::string(ws.message()));
-  if (!ss.ok()) return Fail(kExitFailed, std::string(ss.message()));
-  if (!r.ok()) return Fail(absl::IsNotFound(r.status()) ? kExitUsage : kExitFailed,
-                           std::string(r.status().message()));
-  if (r->interrupted) {
-    Fail(kExitInterrupted, absl::StrCat("interrupted; summary of the cells that ran in ", out));
-    return kExitInterrupted;
+// The scenario the flags name, with the command line's changes applied.
+absl::StatusOr<rsslab::v1::Scenario> SelectScenario(rsslab::v1::LoadSpec* flags) {
+  const std::string scenario_file = absl::GetFlag(FLAGS_scenario);
+  const std::string builtin = absl::GetFlag(FLAGS_builtin);
+  if (!scenario_file.empty() && !builtin.empty()) {
+    return absl::InvalidArgumentError("--scenario and --builtin are alternatives; set one");
   }
-  if (r->failed > 0) {
-    return Fail(kExitFailed, absl::StrFormat("%d of %d cells failed (see %s/summary.md)",
-                                             r->failed, r->cells, out));
+  absl::StatusOr<rsslab::v1::Scenario> scenario;
+  if (!scenario_file.empty()) {
+    scenario = rsslab::LoadScenarioFile(scenario_file, *flags);
+  } else if (!builtin.empty()) {
+    scenario = rsslab::BuiltinScenario(builtin, *flags);
+  } else if (flags->requests() > 0 || flags->duration_s() > 0) {
+    scenario = rsslab::AdHocScenario();
+  } else {
+    return absl::InvalidArgumentError(
+        "nothing to run: give --builtin=seed|quick, --scenario=FILE, or "
+        "--requests / --duration for a single load step (see --help)");
   }
+  if (!scenario.ok()) return scenario.status();
+  if (scenario->has_soak() && flags->duration_s() > 0) {
+    // A soak's --duration is its length (hours), not each step's.
+    rsslab::ApplySoakDuration(&*scenario, flags->duration_s());
+    flags->clear_duration_s();
+  }
+  const bool overrides = !absl::GetFlag(FLAGS_profiles).empty() ||
+                         !absl::GetFlag(FLAGS_threads_list).empty() ||
+                         absl::GetFlag(FLAGS_repeats) != 0;
+  if (overrides && !scenario->has_sweep()) {
+    return absl::InvalidArgumentError(
+        "--profiles, --threads_list and --repeats shape a sweep; use "
+        "--builtin=sweep or a scenario with a sweep block");
+  }
+  if (scenario->has_sweep()) {
+    if (auto s = rsslab::ApplySweepOverrides(&*scenario, absl::GetFlag(FLAGS_profiles),
+                                             absl::GetFlag(FLAGS_threads_list),
+                                             absl::GetFlag(FLAGS_repeats));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::GetFlag(FLAGS_agent).empty()) {
+      return absl::InvalidArgumentError(
+          "a sweep launches a fresh server per cell through rsslab_agent: "
+          "give --agent=HOST:PORT (see tools/sweep.sh)");
+    }
+  }
+  return scenario;
+}
+
+absl::StatusOr<rsslab::ProgressMode> ProgressFlag() {
+  const std::string progress = absl::GetFlag(FLAGS_progress);
+  if (progress == "auto") {
+    return isatty(STDERR_FILENO) ? rsslab::ProgressMode::kLive : rsslab::ProgressMode::kLines;
+  }
+  if (progress == "live") return rsslab::ProgressMode::kLive;
+  if (progress == "lines") return rsslab::ProgressMode::kLines;
+  if (progress == "none") return rsslab::ProgressMode::kNone;
+  return absl::InvalidArgumentError(
+      absl::StrFormat("--progress=%s: use auto, live, lines or none", progress));
+}
+
+// --client_api, --client_threads.
+absl::Status CheckClientFlags() {
+  if (absl::GetFlag(FLAGS_client_api) != "callback" && absl::GetFlag(FLAGS_client_api) != "cq") {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--client_api=%s: use callback or cq", absl::GetFlag(FLAGS_client_api)));
+  }
+  if (absl::GetFlag(FLAGS_client_threads) < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--client_threads=%d: use 0 (one per CPU) or a positive count",
+                        absl::GetFlag(FLAGS_client_threads)));
+  }
+  return absl::OkStatus();
+}
+
+// --resume (a sweep or a soak, in its --out) and --metrics_hold.
+absl::Status CheckResumeAndMetricsFlags(const rsslab::v1::Scenario& scenario) {
+  if (absl::GetFlag(FLAGS_resume) && !scenario.has_sweep() && !scenario.has_soak()) {
+    return absl::InvalidArgumentError(
+        "--resume continues an interrupted sweep or soak (--builtin=sweep|soak or a "
+        "scenario with a sweep or soak block); other runs start afresh in a new --out");
+  }
+  if (absl::GetFlag(FLAGS_resume) && absl::GetFlag(FLAGS_out).empty()) {
+    return absl::InvalidArgumentError(
+        "--resume continues the run in --out=DIR: give the interrupted run's --out");
+  }
+  if (absl::GetFlag(FLAGS_metrics_hold) < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--metrics_hold must not be negative");
+  }
+  if (absl::GetFlag(FLAGS_metrics_hold) > absl::ZeroDuration() &&
+      absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    return absl::InvalidArgumentError("--metrics_hold needs --metrics_listen");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
+  Invocation inv;
+  inv.argv = std::move(argv);
+  absl::StatusOr<rsslab::v1::LoadSpec> flags = FlagSpec();
+  if (!flags.ok()) return flags.status();
+  inv.flags = *std::move(flags);
+  absl::StatusOr<rsslab::v1::Scenario> scenario = SelectScenario(&inv.flags);
+  if (!scenario.ok()) return scenario.status();
+  inv.scenario = *std::move(scenario);
+  // After every change to the scenario and the flags: the plan is what runs.
+  absl::StatusOr<rsslab::Plan> plan = rsslab::BuildPlan(inv.scenario, inv.flags);
+  if (!plan.ok()) return plan.status();
+  inv.plan = *std::move(plan);
+  absl::StatusOr<rsslab::ProgressMode> progress = ProgressFlag();
+  if (!progress.ok()) return progress.status();
+  inv.progress = *progress;
+  if (absl::Status s = CheckClientFlags(); !s.ok()) return s;
+  // Credentials are read before the run directory exists: a bad file is a
+  // usage error with nothing written.
+  absl::StatusOr<rsslab::Security> security = rsslab::Security::FromFlags();
+  if (!security.ok()) return security.status();
+  inv.security = *std::move(security);
+  if (absl::Status s = CheckResumeAndMetricsFlags(inv.scenario); !s.ok()) return s;
+  inv.resume = absl::GetFlag(FLAGS_resume);
+  inv.metrics_address = rsslab::metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
+  inv.out = absl::GetFlag(FLAGS_out);
+  if (inv.out.empty()) {
+    inv.out = absl::StrCat("results/",
+                           absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone()),
+                           "-", inv.scenario.name().empty() ? "run" : inv.scenario.name());
+  }
+  return inv;
+}
+
+// ---------------------------------------------------------------------------
+// 2. Opening: the metrics port, then the run directory (new, or the
+// interrupted run's for --resume) with its first records.
+
+// --metrics_listen: the run's progress for a Prometheus scraper.
+struct Metrics {
+  rsslab::LoadgenMetrics values;
+  std::unique_ptr<rsslab::metrics::MetricsHttpServer> http;  // null when off
+};
+
+// Opened before the run directory exists: a taken port is a usage error with
+// nothing written or sent.
+int OpenMetrics(const Invocation& inv, Metrics* metrics) {
+  if (inv.metrics_address.empty()) return 0;
+  rsslab::metrics::MetricsHttpServer::Options mo;
+  mo.thread_name = "lg-metrics";
+  auto m = rsslab::metrics::MetricsHttpServer::Start(
+      inv.metrics_address, [metrics] { return metrics->values.Text(); }, mo);
+  if (!m.ok()) return Fail(kExitUsage, absl::StrCat(m.status().message(), " (--metrics_listen)"));
+  metrics->http = std::move(*m);
+  fprintf(stderr, "rsslab_loadgen: metrics at http://%s/metrics\n",
+          metrics->http->address().c_str());
   return 0;
+}
+
+struct RunDir {
+  std::unique_ptr<rsslab::EventLog> log;
+  // Fed every record of this run (and, for a resumed soak, the earlier
+  // part's): the run's summary.
+  rsslab::SummaryBuilder summary;
+  std::set<std::string> done_cells;  // resumed sweep: cells kept
+  rsslab::SoakResume soak_resume;    // resumed soak: where it goes on
+  uint64_t torn_bytes = 0;           // resumed: the torn last line cut off
+};
+
+std::string Hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
 }
 
 // A soak's length: its (first) repeat step's duration.
@@ -306,23 +433,294 @@ double SoakDurationS(const rsslab::v1::Scenario& scenario) {
   return 0;
 }
 
-std::string Hostname() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf;
+// --resume: checked against the interrupted run's header before anything
+// is written; then its torn last line (if any) is cut and records append.
+int ReopenRunDir(const Invocation& inv, RunDir* dir) {
+  int unreadable = 0;
+  auto before = rsslab::ReadEvents(inv.out, &unreadable);
+  if (!before.ok()) {
+    return Fail(kExitUsage, absl::StrCat("--resume: ", before.status().message(),
+                                         ": no interrupted run in --out=", inv.out));
+  }
+  if (before->empty()) {
+    return Fail(kExitUsage, absl::StrCat("--resume: ", inv.out, "/events.jsonl holds no record"));
+  }
+  if (auto s = rsslab::CheckResumable(before->front(), inv.scenario, inv.flags); !s.ok()) {
+    return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
+  }
+  dir->done_cells = rsslab::SuccessfulCells(*before);
+  if (inv.scenario.has_soak()) dir->soak_resume = rsslab::SoakResumePoint(*before);
+  auto log = rsslab::EventLog::Reopen(inv.out, absl::GetFlag(FLAGS_fsync), &dir->torn_bytes);
+  if (!log.ok()) return Fail(kExitFailed, std::string(log.status().message()));
+  dir->log = *std::move(log);
+
+  rsslab::v1::Event ev;
+  auto* rs = ev.mutable_resumed();
+  for (const auto& a : inv.argv) rs->add_argv(a);
+  rs->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  for (const std::string& c : dir->done_cells) rs->add_kept_cells(c);
+  rs->set_torn_bytes(dir->torn_bytes);
+  rs->set_agent(absl::GetFlag(FLAGS_agent));
+  rs->set_hostname(Hostname());
+  if (auto s = dir->log->Append(ev); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
+  return 0;
 }
 
-}  // namespace
+void PrintResumeBanner(const Invocation& inv, RunDir* dir) {
+  const std::string torn =
+      dir->torn_bytes > 0 ? absl::StrFormat("; cut a torn last line of %d bytes", dir->torn_bytes)
+                          : "";
+  if (inv.scenario.has_soak()) {
+    const rsslab::SoakResume& at = dir->soak_resume;
+    fprintf(stderr,
+            "rsslab_loadgen: resuming the soak in %s: %d cycle(s) recorded, continuing at cycle %d "
+            "until %s (the first start + its duration)%s\n",
+            inv.out.c_str(), at.first_cycle, at.first_cycle + 1,
+            absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                             at.started + absl::Seconds(SoakDurationS(inv.scenario)),
+                             absl::UTCTimeZone())
+                .c_str(),
+            torn.c_str());
+    return;
+  }
+  const auto& sw = inv.scenario.sweep();
+  const int total =
+      std::max<int>(1, static_cast<int>(sw.repeats())) * sw.threads_size() * sw.profiles_size();
+  fprintf(stderr, "rsslab_loadgen: resuming %s: %zu of %d cells already done (kept), %d to run%s\n",
+          inv.out.c_str(), dir->done_cells.size(), total,
+          total - static_cast<int>(dir->done_cells.size()), torn.c_str());
+}
 
-int main(int argc, char** argv) {
-  // Block SIGINT/SIGTERM before any thread exists (gRPC makes some); a
-  // dedicated thread takes them with sigwait and asks the run to stop.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGINT);
-  sigaddset(&sigs, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+rsslab::v1::Event Header(const Invocation& inv) {
+  rsslab::v1::Event header;
+  auto* h = header.mutable_header();
+  h->set_scenario_name(inv.scenario.name());
+  *h->mutable_scenario() = inv.scenario;
+  for (const auto& a : inv.argv) h->add_argv(a);
+  h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  h->set_target(absl::GetFlag(FLAGS_target));
+  h->set_control(absl::GetFlag(FLAGS_control));
+  h->set_loadgen_version("rsslab_loadgen 0.1");
+  h->set_hostname(Hostname());
+  *h->mutable_flags() = inv.flags;
+  if (inv.scenario.has_sweep()) {
+    h->set_agent(absl::GetFlag(FLAGS_agent));
+    h->clear_target();
+    h->clear_control();
+  }
+  return header;
+}
 
+// A new run: an empty directory and its header record. A resumed one: its
+// records so far kept, a `resumed` record appended.
+int OpenRunDir(const Invocation& inv, RunDir* dir) {
+  if (inv.resume) {
+    if (int rc = ReopenRunDir(inv, dir); rc != 0) return rc;
+  } else {
+    if (auto s = rsslab::CheckRunDirEmpty(inv.out); !s.ok()) {
+      return Fail(kExitUsage, std::string(s.message()));
+    }
+    auto log = rsslab::EventLog::Create(inv.out, absl::GetFlag(FLAGS_fsync));
+    if (!log.ok()) return Fail(kExitFailed, std::string(log.status().message()));
+    dir->log = *std::move(log);
+  }
+  const rsslab::v1::Event header = Header(inv);
+  if (inv.resume && inv.scenario.has_soak()) {
+    // The summary covers the whole soak: what ran before, then this part.
+    int unreadable = 0;
+    auto before = rsslab::ReadEvents(inv.out, &unreadable);
+    if (before.ok()) {
+      for (const auto& e : *before) dir->summary.Add(e);
+    }
+  } else {
+    dir->summary.Add(header);
+  }
+  if (inv.resume) PrintResumeBanner(inv, dir);
+  if (!inv.resume) {
+    if (auto s = dir->log->Append(header); !s.ok()) {
+      return Fail(kExitFailed, std::string(s.message()));
+    }
+  }
+  return 0;
+}
+
+// SIGINT/SIGTERM are blocked before any thread exists (gRPC makes some); this
+// thread takes them with sigwait and asks the run to stop, a second one
+// exits at once.
+void StopOnSignals(const sigset_t& sigs, rsslab::StopFlag* stop) {
+  std::thread([stop, sigs] {
+    int sig = 0;
+    int seen = 0;
+    while (sigwait(&sigs, &sig) == 0) {
+      if (++seen > 1) {
+        fprintf(stderr, "\nrsslab_loadgen: second signal, exiting now\n");
+        _exit(kExitInterrupted);
+      }
+      fprintf(stderr, "\nrsslab_loadgen: %s: stopping; waiting for in-flight RPCs (again to quit now)\n",
+              strsignal(sig));
+      stop->Stop();
+    }
+  }).detach();
+}
+
+// ---------------------------------------------------------------------------
+// 3. Executing: the plan, once against --target/--control or once per cell
+// of a sweep.
+
+struct Outcome {
+  bool sweep = false;
+  absl::Time start;
+  // Why the run or the sweep could not finish (a failed step, an unreachable
+  // agent, CANCELLED when interrupted); cell failures are counted below.
+  absl::Status status;
+  bool interrupted = false;
+  int cells = 0;         // sweep: cells run now
+  int failed_cells = 0;  // sweep: of which failed
+};
+
+rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, Metrics* metrics) {
+  rsslab::Runner::Options ro;
+  ro.target = absl::GetFlag(FLAGS_target);
+  ro.control = absl::GetFlag(FLAGS_control);
+  ro.flags = inv.flags;
+  ro.max_errors = absl::GetFlag(FLAGS_max_errors);
+  ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
+  ro.client_threads = absl::GetFlag(FLAGS_client_threads);
+  ro.callback_api = absl::GetFlag(FLAGS_client_api) == "callback";
+  ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
+  ro.progress = inv.progress;
+  ro.security = &inv.security;
+  if (metrics->http != nullptr) ro.metrics = &metrics->values;
+  if (inv.resume && inv.scenario.has_soak()) {
+    ro.first_cycle = dir.soak_resume.first_cycle;
+    ro.repeat_started = dir.soak_resume.started;
+  }
+  return ro;
+}
+
+Outcome Execute(const Invocation& inv, RunDir* dir, Metrics* metrics,
+                const rsslab::StopFlag* stop) {
+  Outcome o;
+  o.start = absl::Now();
+  const rsslab::Runner::Options ro = RunnerOptions(inv, *dir, metrics);
+  if (inv.scenario.has_sweep()) {
+    o.sweep = true;
+    rsslab::SweepOptions so;
+    so.agent = absl::GetFlag(FLAGS_agent);
+    so.runner = ro;
+    so.done_cells = dir->done_cells;
+    absl::StatusOr<rsslab::SweepOutcome> r =
+        rsslab::RunSweep(so, inv.scenario, inv.plan, dir->log.get(), stop);
+    o.status = r.status();
+    if (r.ok()) {
+      o.interrupted = r->interrupted;
+      o.cells = r->cells;
+      o.failed_cells = r->failed;
+    }
+    return o;
+  }
+  rsslab::Runner runner(ro, dir->log.get(), stop, &dir->summary);
+  o.status = runner.Run(inv.plan);
+  o.interrupted = absl::IsCancelled(o.status);
+  return o;
+}
+
+// ---------------------------------------------------------------------------
+// 4. Finishing: one footer, the summary, the exit status.
+
+rsslab::v1::Event Footer(const Outcome& o, uint64_t events) {
+  rsslab::v1::Event footer;
+  auto* f = footer.mutable_footer();
+  f->set_completed(o.status.ok() && !o.interrupted);
+  if (!o.status.ok()) {
+    f->set_error(std::string(o.status.message()));
+  } else if (o.interrupted) {
+    f->set_error("interrupted");
+  } else if (o.failed_cells > 0) {
+    f->set_error(absl::StrFormat("%d of %d cells failed", o.failed_cells, o.cells));
+  }
+  f->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  f->set_events(events);
+  return footer;
+}
+
+// A sweep's table, built from events.jsonl exactly as `report` would: one
+// source of truth for both.
+absl::Status SummarizeSweep(const Invocation& inv, const Outcome& o) {
+  int skipped = 0;
+  auto events = rsslab::ReadEvents(inv.out, &skipped);
+  if (!events.ok()) return events.status();
+  rsslab::SweepSummary sw = rsslab::BuildSweepSummary(*events);
+  absl::Status written = rsslab::WriteSweepSummary(inv.out, sw);
+  printf("%s", rsslab::SweepTable(sw).c_str());
+  fflush(stdout);
+  SweepReport(inv.out);
+  const bool plots = access((inv.out + "/rss_under_load.png").c_str(), R_OK) == 0;
+  printf("sweep: %zu cells, %d failed, %.0f s\nrun directory: %s (events.jsonl, summary.md, "
+         "summary.csv%s)\n",
+         sw.cells.size(), sw.failed_cells, absl::ToDoubleSeconds(absl::Now() - o.start),
+         inv.out.c_str(), plots ? ", rss_under_load.png, rss_after_shrink.png" : "");
+  fflush(stdout);
+  return written;
+}
+
+absl::Status SummarizeRun(const Invocation& inv, const rsslab::RunSummary& summary) {
+  absl::Status written = rsslab::WriteSummary(inv.out, summary);
+  printf("%s", rsslab::SummaryTable({summary}, {inv.out}).c_str());
+  if (summary.soak.enabled) {
+    PrintSoak(summary.soak);
+    SweepReport(inv.out);  // plots, when python3 + matplotlib are here
+  }
+  printf("run directory: %s\n", inv.out.c_str());
+  fflush(stdout);
+  return written;
+}
+
+int ExitStatus(const Invocation& inv, const Outcome& o) {
+  if (o.interrupted) {
+    Fail(kExitInterrupted,
+         absl::StrCat("interrupted; summary of ", o.sweep ? "the cells that ran" : "what completed",
+                      " in ", inv.out));
+    return kExitInterrupted;
+  }
+  if (!o.status.ok()) {
+    // A sweep that names a profile the agent does not have was asked wrong.
+    if (o.sweep) {
+      return Fail(absl::IsNotFound(o.status) ? kExitUsage : kExitFailed,
+                  std::string(o.status.message()));
+    }
+    Fail(kExitFailed, std::string(o.status.message()));
+    fprintf(stderr, "rsslab_loadgen: run incomplete; records kept in %s\n", inv.out.c_str());
+    return kExitFailed;
+  }
+  if (o.failed_cells > 0) {
+    return Fail(kExitFailed, absl::StrFormat("%d of %d cells failed (see %s/summary.md)",
+                                             o.failed_cells, o.cells, inv.out));
+  }
+  return 0;
+}
+
+int Finish(const Invocation& inv, const Outcome& o, RunDir* dir, Metrics* metrics,
+           const rsslab::StopFlag& stop) {
+  const rsslab::v1::Event footer = Footer(o, dir->log->count() + 1);
+  metrics->values.RunEnded(footer.footer().completed());
+  dir->summary.Add(footer);
+  const absl::Status logged = dir->log->Append(footer);
+  const absl::Status summarized =
+      o.sweep ? SummarizeSweep(inv, o) : SummarizeRun(inv, dir->summary.summary());
+  const absl::Duration hold = absl::GetFlag(FLAGS_metrics_hold);
+  if (metrics->http != nullptr && hold > absl::ZeroDuration() && !stop.stopped()) {
+    fprintf(stderr, "rsslab_loadgen: run over; serving the final metrics at %s for %s (Ctrl-C ends it)\n",
+            metrics->http->address().c_str(), absl::FormatDuration(hold).c_str());
+    stop.WaitFor(hold);
+  }
+  if (metrics->http != nullptr) metrics->http->Stop();
+  if (!logged.ok()) return Fail(kExitFailed, std::string(logged.message()));
+  if (!summarized.ok()) return Fail(kExitFailed, std::string(summarized.message()));
+  return ExitStatus(inv, o);
+}
+
+void SetUsage() {
   absl::FlagsUsageConfig cfg;
   cfg.contains_help_flags = [](absl::string_view f) {
     return absl::StrContains(f, "loadgen/");
@@ -335,9 +733,20 @@ int main(int argc, char** argv) {
       "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
       "  rsslab_loadgen --builtin=sweep --agent=H:P [--profiles=a,b --threads_list=1,4 --repeats=N]\n"
       "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl");
-  std::vector<char*> pos = absl::ParseCommandLine(argc, argv);
-  std::vector<std::string> args(argv, argv + argc);
+}
 
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Before any thread exists: see StopOnSignals.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+
+  SetUsage();
+  std::vector<char*> pos = absl::ParseCommandLine(argc, argv);
   if (pos.size() >= 2 && std::string(pos[1]) == "report") {
     if (pos.size() < 3) return Fail(kExitUsage, "report needs a run directory");
     return Report(std::vector<std::string>(pos.begin() + 2, pos.end()));
@@ -352,286 +761,14 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  // Everything about the input is checked before any connection is made.
-  absl::StatusOr<rsslab::v1::LoadSpec> flags = FlagSpec();
-  if (!flags.ok()) return Fail(kExitUsage, std::string(flags.status().message()));
-  const std::string scenario_file = absl::GetFlag(FLAGS_scenario);
-  const std::string builtin = absl::GetFlag(FLAGS_builtin);
-  if (!scenario_file.empty() && !builtin.empty()) {
-    return Fail(kExitUsage, "--scenario and --builtin are alternatives; set one");
-  }
-  absl::StatusOr<rsslab::v1::Scenario> scenario;
-  if (!scenario_file.empty()) {
-    scenario = rsslab::LoadScenarioFile(scenario_file, *flags);
-  } else if (!builtin.empty()) {
-    scenario = rsslab::BuiltinScenario(builtin, *flags);
-  } else if (flags->requests() > 0 || flags->duration_s() > 0) {
-    scenario = rsslab::AdHocScenario();
-  } else {
-    return Fail(kExitUsage,
-                "nothing to run: give --builtin=seed|quick, --scenario=FILE, or "
-                "--requests / --duration for a single load step (see --help)");
-  }
-  if (!scenario.ok()) return Fail(kExitUsage, std::string(scenario.status().message()));
-  if (scenario->has_soak() && flags->duration_s() > 0) {
-    // A soak's --duration is its length (hours), not each step's.
-    rsslab::ApplySoakDuration(&*scenario, flags->duration_s());
-    flags->clear_duration_s();
-  }
-  const bool overrides = !absl::GetFlag(FLAGS_profiles).empty() ||
-                         !absl::GetFlag(FLAGS_threads_list).empty() ||
-                         absl::GetFlag(FLAGS_repeats) != 0;
-  if (overrides && !scenario->has_sweep()) {
-    return Fail(kExitUsage,
-                "--profiles, --threads_list and --repeats shape a sweep; use "
-                "--builtin=sweep or a scenario with a sweep block");
-  }
-  if (scenario->has_sweep()) {
-    if (auto s = rsslab::ApplySweepOverrides(&*scenario, absl::GetFlag(FLAGS_profiles),
-                                             absl::GetFlag(FLAGS_threads_list),
-                                             absl::GetFlag(FLAGS_repeats));
-        !s.ok()) {
-      return Fail(kExitUsage, std::string(s.message()));
-    }
-    if (absl::GetFlag(FLAGS_agent).empty()) {
-      return Fail(kExitUsage,
-                  "a sweep launches a fresh server per cell through rsslab_agent: "
-                  "give --agent=HOST:PORT (see tools/sweep.sh)");
-    }
-  }
-  // Every load step resolved once, after every override: the plan is what
-  // runs, in this run and in every cell of a sweep.
-  absl::StatusOr<rsslab::Plan> plan = rsslab::BuildPlan(*scenario, *flags);
-  if (!plan.ok()) return Fail(kExitUsage, std::string(plan.status().message()));
-  const std::string progress_flag = absl::GetFlag(FLAGS_progress);
-  rsslab::Runner::ProgressMode progress;
-  if (progress_flag == "auto") {
-    progress = isatty(STDERR_FILENO) ? rsslab::Runner::ProgressMode::kLive
-                                     : rsslab::Runner::ProgressMode::kLines;
-  } else if (progress_flag == "live") {
-    progress = rsslab::Runner::ProgressMode::kLive;
-  } else if (progress_flag == "lines") {
-    progress = rsslab::Runner::ProgressMode::kLines;
-  } else if (progress_flag == "none") {
-    progress = rsslab::Runner::ProgressMode::kNone;
-  } else {
-    return Fail(kExitUsage, absl::StrFormat("--progress=%s: use auto, live, lines or none", progress_flag));
-  }
-  if (absl::GetFlag(FLAGS_client_api) != "callback" && absl::GetFlag(FLAGS_client_api) != "cq") {
-    return Fail(kExitUsage, absl::StrFormat("--client_api=%s: use callback or cq",
-                                            absl::GetFlag(FLAGS_client_api)));
-  }
-  if (absl::GetFlag(FLAGS_client_threads) < 0) {
-    return Fail(kExitUsage, absl::StrFormat("--client_threads=%d: use 0 (one per CPU) or a positive count",
-                                            absl::GetFlag(FLAGS_client_threads)));
-  }
-
-  // Credentials are read before the run directory exists: a bad file is a
-  // usage error with nothing written.
-  absl::StatusOr<rsslab::Security> security = rsslab::Security::FromFlags();
-  if (!security.ok()) return Fail(kExitUsage, std::string(security.status().message()));
-
-  const bool resume = absl::GetFlag(FLAGS_resume);
-  if (resume && !scenario->has_sweep() && !scenario->has_soak()) {
-    return Fail(kExitUsage,
-                "--resume continues an interrupted sweep or soak (--builtin=sweep|soak or a "
-                "scenario with a sweep or soak block); other runs start afresh in a new --out");
-  }
-  if (resume && absl::GetFlag(FLAGS_out).empty()) {
-    return Fail(kExitUsage, "--resume continues the run in --out=DIR: give the interrupted run's --out");
-  }
-
-  // The metrics port is opened before the run directory exists: a taken
-  // port is a usage error with nothing written or sent.
-  rsslab::LoadgenMetrics metrics;
-  std::unique_ptr<rsslab::metrics::MetricsHttpServer> metrics_http;
-  const std::string metrics_addr =
-      rsslab::metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
-  if (absl::GetFlag(FLAGS_metrics_hold) < absl::ZeroDuration()) {
-    return Fail(kExitUsage, "--metrics_hold must not be negative");
-  }
-  if (absl::GetFlag(FLAGS_metrics_hold) > absl::ZeroDuration() && metrics_addr.empty()) {
-    return Fail(kExitUsage, "--metrics_hold needs --metrics_listen");
-  }
-  if (!metrics_addr.empty()) {
-    rsslab::metrics::MetricsHttpServer::Options mo;
-    mo.thread_name = "lg-metrics";
-    auto m = rsslab::metrics::MetricsHttpServer::Start(
-        metrics_addr, [&metrics] { return metrics.Text(); }, mo);
-    if (!m.ok()) {
-      return Fail(kExitUsage, absl::StrCat(m.status().message(), " (--metrics_listen)"));
-    }
-    metrics_http = std::move(*m);
-    fprintf(stderr, "rsslab_loadgen: metrics at http://%s/metrics\n",
-            metrics_http->address().c_str());
-  }
-
-  std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) {
-    out = absl::StrCat("results/",
-                       absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone()),
-                       "-", scenario->name().empty() ? "run" : scenario->name());
-  }
-  // --resume: checked against the interrupted run's header before anything
-  // is written; then its torn last line (if any) is cut and records append.
-  std::set<std::string> done_cells;
-  rsslab::SoakResume soak_resume;
-  uint64_t torn_bytes = 0;
-  absl::StatusOr<std::unique_ptr<rsslab::EventLog>> log;
-  if (resume) {
-    int unreadable = 0;
-    auto before = rsslab::ReadEvents(out, &unreadable);
-    if (!before.ok()) {
-      return Fail(kExitUsage, absl::StrCat("--resume: ", before.status().message(),
-                                           ": no interrupted run in --out=", out));
-    }
-    if (before->empty()) {
-      return Fail(kExitUsage, absl::StrCat("--resume: ", out, "/events.jsonl holds no record"));
-    }
-    if (auto s = rsslab::CheckResumable(before->front(), *scenario, *flags); !s.ok()) {
-      return Fail(kExitUsage, absl::StrCat("--resume --out=", out, ": ", s.message()));
-    }
-    done_cells = rsslab::SuccessfulCells(*before);
-    if (scenario->has_soak()) soak_resume = rsslab::SoakResumePoint(*before);
-    log = rsslab::EventLog::Reopen(out, absl::GetFlag(FLAGS_fsync), &torn_bytes);
-  } else {
-    if (auto s = rsslab::CheckRunDirEmpty(out); !s.ok()) {
-      return Fail(kExitUsage, std::string(s.message()));
-    }
-    log = rsslab::EventLog::Create(out, absl::GetFlag(FLAGS_fsync));
-  }
-  if (!log.ok()) return Fail(kExitFailed, std::string(log.status().message()));
-
+  absl::StatusOr<Invocation> inv = ParseInvocation(std::vector<std::string>(argv, argv + argc));
+  if (!inv.ok()) return Fail(kExitUsage, std::string(inv.status().message()));
+  Metrics metrics;
+  if (int rc = OpenMetrics(*inv, &metrics); rc != 0) return rc;
+  RunDir dir;
+  if (int rc = OpenRunDir(*inv, &dir); rc != 0) return rc;
   rsslab::StopFlag stop;
-  std::thread([&stop, sigs] {
-    int sig = 0;
-    int seen = 0;
-    while (sigwait(&sigs, &sig) == 0) {
-      if (++seen > 1) {
-        fprintf(stderr, "\nrsslab_loadgen: second signal, exiting now\n");
-        _exit(kExitInterrupted);
-      }
-      fprintf(stderr, "\nrsslab_loadgen: %s: stopping; waiting for in-flight RPCs (again to quit now)\n",
-              strsignal(sig));
-      stop.Stop();
-    }
-  }).detach();
-
-  rsslab::SummaryBuilder summary;
-  if (resume) {
-    rsslab::v1::Event ev;
-    auto* rs = ev.mutable_resumed();
-    for (const auto& a : args) rs->add_argv(a);
-    rs->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
-    for (const std::string& c : done_cells) rs->add_kept_cells(c);
-    rs->set_torn_bytes(torn_bytes);
-    rs->set_agent(absl::GetFlag(FLAGS_agent));
-    rs->set_hostname(Hostname());
-    if (auto s = (*log)->Append(ev); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
-  }
-  if (resume && scenario->has_soak()) {
-    // The summary covers the whole soak: what ran before, then this part.
-    int unreadable = 0;
-    auto before = rsslab::ReadEvents(out, &unreadable);
-    if (before.ok()) {
-      for (const auto& e : *before) summary.Add(e);
-    }
-    fprintf(stderr,
-            "rsslab_loadgen: resuming the soak in %s: %d cycle(s) recorded, continuing at cycle %d "
-            "until %s (the first start + its duration)%s\n",
-            out.c_str(), soak_resume.first_cycle, soak_resume.first_cycle + 1,
-            absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
-                             soak_resume.started + absl::Seconds(SoakDurationS(*scenario)),
-                             absl::UTCTimeZone())
-                .c_str(),
-            torn_bytes > 0
-                ? absl::StrFormat("; cut a torn last line of %d bytes", torn_bytes).c_str()
-                : "");
-  } else if (resume) {
-    const auto& sw = scenario->sweep();
-    const int total = std::max<int>(1, static_cast<int>(sw.repeats())) * sw.threads_size() * sw.profiles_size();
-    fprintf(stderr,
-            "rsslab_loadgen: resuming %s: %zu of %d cells already done (kept), %d to run%s\n",
-            out.c_str(), done_cells.size(), total, total - static_cast<int>(done_cells.size()),
-            torn_bytes > 0
-                ? absl::StrFormat("; cut a torn last line of %d bytes", torn_bytes).c_str()
-                : "");
-  }
-  rsslab::v1::Event header;
-  auto* h = header.mutable_header();
-  h->set_scenario_name(scenario->name());
-  *h->mutable_scenario() = *scenario;
-  for (const auto& a : args) h->add_argv(a);
-  h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
-  h->set_target(absl::GetFlag(FLAGS_target));
-  h->set_control(absl::GetFlag(FLAGS_control));
-  h->set_loadgen_version("rsslab_loadgen 0.1");
-  h->set_hostname(Hostname());
-  *h->mutable_flags() = *flags;
-  if (scenario->has_sweep()) {
-    h->set_agent(absl::GetFlag(FLAGS_agent));
-    h->clear_target();
-    h->clear_control();
-  }
-  if (!(resume && scenario->has_soak())) summary.Add(header);
-  if (!resume) {
-    if (auto s = (*log)->Append(header); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
-  }
-
-  rsslab::Runner::Options ro;
-  ro.target = absl::GetFlag(FLAGS_target);
-  ro.control = absl::GetFlag(FLAGS_control);
-  ro.flags = *flags;
-  ro.max_errors = absl::GetFlag(FLAGS_max_errors);
-  ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
-  ro.client_threads = absl::GetFlag(FLAGS_client_threads);
-  ro.callback_api = absl::GetFlag(FLAGS_client_api) == "callback";
-  ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
-  ro.progress = progress;
-  ro.security = &*security;
-  if (metrics_http != nullptr) ro.metrics = &metrics;
-  if (resume && scenario->has_soak()) {
-    ro.first_cycle = soak_resume.first_cycle;
-    ro.repeat_started = soak_resume.started;
-  }
-  if (scenario->has_sweep()) return SweepMain(*scenario, *plan, ro, log->get(), &stop, out, done_cells);
-  rsslab::Runner runner(ro, log->get(), &stop, &summary);
-  const absl::Status status = runner.Run(*plan);
-  metrics.RunEnded(status.ok());
-
-  rsslab::v1::Event footer;
-  footer.mutable_footer()->set_completed(status.ok());
-  if (!status.ok()) footer.mutable_footer()->set_error(std::string(status.message()));
-  footer.mutable_footer()->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
-  footer.mutable_footer()->set_events((*log)->count() + 1);
-  summary.Add(footer);
-  absl::Status ws = (*log)->Append(footer);
-  absl::Status ss = rsslab::WriteSummary(out, summary.summary());
-
-  printf("%s", rsslab::SummaryTable({summary.summary()}, {out}).c_str());
-  if (summary.summary().soak.enabled) {
-    PrintSoak(summary.summary().soak);
-    SweepReport(out);  // plots, when python3 + matplotlib are here
-  }
-  printf("run directory: %s\n", out.c_str());
-  fflush(stdout);
-  const absl::Duration hold = absl::GetFlag(FLAGS_metrics_hold);
-  if (metrics_http != nullptr && hold > absl::ZeroDuration() && !stop.stopped()) {
-    fprintf(stderr, "rsslab_loadgen: run over; serving the final metrics at %s for %s (Ctrl-C ends it)\n",
-            metrics_http->address().c_str(), absl::FormatDuration(hold).c_str());
-    stop.WaitFor(hold);
-  }
-  if (metrics_http != nullptr) metrics_http->Stop();
-  if (!ws.ok()) return Fail(kExitFailed, std::string(ws.message()));
-  if (!ss.ok()) return Fail(kExitFailed, std::string(ss.message()));
-  if (absl::IsCancelled(status)) {
-    Fail(kExitInterrupted, absl::StrCat("interrupted; summary of what completed in ", out));
-    return kExitInterrupted;
-  }
-  if (!status.ok()) {
-    Fail(kExitFailed, std::string(status.message()));
-    fprintf(stderr, "rsslab_loadgen: run incomplete; records kept in %s\n", out.c_str());
-    return kExitFailed;
-  }
-  return 0;
+  StopOnSignals(sigs, &stop);
+  const Outcome outcome = Execute(*inv, &dir, &metrics, &stop);
+  return Finish(*inv, outcome, &dir, &metrics, stop);
 }

@@ -99,6 +99,10 @@ TEST(SoakSummaryBuilder, BuildsCyclesFromRecordsIgnoringWatchForPhaseEnds) {
   EXPECT_THAT(md, ::testing::HasSubstr("## Soak: per cycle"));
   EXPECT_THAT(md, ::testing::HasSubstr("SERVER LOST"));
   EXPECT_THAT(SoakCyclesCsv(k), ::testing::HasSubstr("2,52.0,-,43.0,-,+3.0,+3.0,8,0"));
+  const std::string text = SoakText(k);
+  EXPECT_THAT(text, ::testing::HasSubstr("soak: 2 cycles, 1 flagged, 1 watch records\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("soak: SERVER LOST at 1970-01-01 00:00:00.000 UTC: "
+                                         "UNAVAILABLE: Socket closed; last snapshot at "));
 }
 
 }  // namespace

@@ -107,6 +107,27 @@ std::string SoakCycleLine(const SoakCycle& c) {
   return out;
 }
 
+std::string SoakText(const SoakSummary& k) {
+  std::string out;
+  for (const auto& c : k.cycles) absl::StrAppend(&out, SoakCycleLine(c), "\n");
+  absl::StrAppendFormat(&out, "soak: %d cycles, %d flagged, %d watch records\n",
+                        k.cycles.size(), k.flagged, k.watch_records);
+  if (k.server_lost) {
+    const auto& st = k.last_snapshot.status();
+    absl::StrAppendFormat(
+        &out,
+        "soak: SERVER LOST at %s: %s; last snapshot at %s: rss %.1f MiB, %d threads, %d "
+        "arenas\n",
+        Utc(k.lost_unix_nanos), k.lost_error,
+        k.last_snapshot_unix_nanos == 0
+            ? "-"
+            : absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(k.last_snapshot_unix_nanos),
+                               absl::UTCTimeZone()),
+        st.rss_bytes() / 1048576.0, st.threads(), k.last_snapshot.memory_map().arena_count());
+  }
+  return out;
+}
+
 std::string SoakCyclesCsv(const SoakSummary& s) {
   std::string out =
       "cycle,rss_fill_mib,rss_shrink_mib,rss_idle_mib,rss_trim_mib,"

@@ -17,6 +17,9 @@ namespace rsslab {
 
 // "cycle 3: post-idle rss 120.1 MiB (+1.2 vs prev, +3.4 vs first), ..."
 std::string SoakCycleLine(const SoakCycle& c);
+// For a terminal: the per-cycle lines, a count line and, when the server
+// went away, when and what it looked like last.
+std::string SoakText(const SoakSummary& k);
 
 // The seed-000 table's columns, in order (CSV header and Markdown table).
 std::vector<std::string> SummaryColumns();
