@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -52,6 +54,18 @@ struct CellState {
   rsslab::v1::TrimResult trim;
 };
 
+// "host (2 CPUs, Intel Xeon ..., 15.6 GiB; server CPUs 0, loadgen 1)".
+std::string WhereText(const rsslab::v1::HostInfo& h) {
+  if (h.hostname().empty()) return h.agent();
+  std::string out = absl::StrFormat("%s (%d CPUs, %s, %.1f GiB", h.hostname(), h.cpus(),
+                                    h.cpu_model().empty() ? "CPU model unknown" : h.cpu_model(),
+                                    h.mem_total_bytes() / 1073741824.0);
+  if (!h.server_cpus().empty()) {
+    absl::StrAppend(&out, "; server CPUs ", h.server_cpus(), ", loadgen ", h.loadgen_cpus());
+  }
+  return out + ")";
+}
+
 }  // namespace
 
 const SweepMetricInfo& MetricInfo(int metric) { return kMetrics[metric]; }
@@ -94,28 +108,37 @@ bool IsSweepRun(const std::vector<Event>& events) {
 SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
   SweepSummary s;
   std::vector<std::string> order;  // cells in the order first seen
-  std::map<std::string, CellState> cells;
+  // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
+  // another host or rerun by a batch system has several.
+  std::map<std::string, std::map<int, CellState>> cells;
   std::vector<std::string> profile_order;
+  std::vector<SweepCell> matrix;
   for (const Event& e : events) {
     if (e.has_header()) {
       s.scenario = e.header().scenario_name();
       s.agent = e.header().agent();
+      s.matrix_id = e.header().matrix_id();
       for (const std::string& p : e.header().scenario().sweep().profiles()) {
         profile_order.push_back(p);
       }
+      if (e.header().scenario().has_sweep()) matrix = ExpandCells(e.header().scenario().sweep());
+      s.cells_total = static_cast<int>(matrix.size());
       continue;
     }
     if (e.has_resumed()) {
       // The resumed run reruns every cell without a successful result:
       // whatever such a cell recorded before is superseded.
-      for (auto& [id, st] : cells) {
-        if (st.c.ok) continue;
-        CellState fresh;
-        fresh.c.cell = st.c.cell;
-        fresh.c.profile = st.c.profile;
-        fresh.c.threads = st.c.threads;
-        fresh.c.repeat = st.c.repeat;
-        st = fresh;
+      for (auto& [id, attempts] : cells) {
+        for (auto& [n, st] : attempts) {
+          if (st.c.ok) continue;
+          CellState fresh;
+          fresh.c.cell = st.c.cell;
+          fresh.c.profile = st.c.profile;
+          fresh.c.threads = st.c.threads;
+          fresh.c.repeat = st.c.repeat;
+          fresh.c.index = st.c.index;
+          st = fresh;
+        }
       }
       continue;
     }
@@ -126,14 +149,16 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       continue;
     }
     if (e.cell().empty()) continue;
-    auto [it, fresh] = cells.try_emplace(e.cell());
+    auto [per_cell, fresh_cell] = cells.try_emplace(e.cell());
+    if (fresh_cell) order.push_back(e.cell());
+    auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
     CellState& st = it->second;
     if (fresh) {
-      order.push_back(e.cell());
       st.c.cell = e.cell();
       st.c.profile = e.profile();
       st.c.threads = e.threads();
       st.c.repeat = e.repeat();
+      st.c.index = e.has_cell_index() ? e.cell_index() : -1;
     }
     auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
       if (after_phase && !e.loadgen_phase().empty()) {
@@ -173,6 +198,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
         st.c.error = r.error();
         st.c.exit = r.server().exit();
         st.c.log_tail = r.server().log_tail();
+        st.c.where = WhereText(r.host());
         break;
       }
       default:
@@ -180,7 +206,27 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
     }
   }
   for (const std::string& id : order) {
-    CellState& st = cells[id];
+    // The latest successful attempt counts; without one, the latest.
+    std::map<int, CellState>& attempts = cells[id];
+    auto counted = attempts.end();
+    for (auto it = attempts.begin(); it != attempts.end(); ++it) {
+      if (it->second.c.ok) counted = it;
+    }
+    if (counted == attempts.end()) counted = std::prev(attempts.end());
+    for (auto it = attempts.begin(); it != attempts.end(); ++it) {
+      if (it == counted) continue;
+      const CellSummary& c = it->second.c;
+      s.superseded.push_back(
+          {id, it->first, c.ok, c.has_result ? c.error : "no result", c.where});
+    }
+    CellState& st = counted->second;
+    st.c.attempt = counted->first;
+    st.c.attempts = static_cast<int>(attempts.size());
+    if (st.c.index < 0) {
+      for (const SweepCell& m : matrix) {
+        if (m.id == id) st.c.index = m.index;
+      }
+    }
     auto phase = [&](const char* p) -> double {
       auto it = st.rss_by_phase.find(p);
       return it == st.rss_by_phase.end() ? -1 : static_cast<double>(it->second);
@@ -204,6 +250,12 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       profile_order.push_back(st.c.profile);
     }
   }
+  // Matrix cells with no record at all, and how many count.
+  std::set<std::string> seen(order.begin(), order.end());
+  for (const SweepCell& m : matrix) {
+    if (seen.count(m.id) == 0) s.missing.push_back(m.index);
+  }
+  for (const CellSummary& c : s.cells) s.ok_cells += c.ok ? 1 : 0;
   std::map<std::pair<int, int>, std::vector<const CellSummary*>> groups;
   for (const CellSummary& c : s.cells) {
     const int p = static_cast<int>(
@@ -256,6 +308,15 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
   absl::StrAppend(&md, "Run directory: `", run_dir, "`  \nAgent: `", s.agent,
                   "`  \nCells: ", s.cells.size(), ", failed: ", s.failed_cells,
                   "  \n");
+  if (!s.matrix_id.empty()) absl::StrAppend(&md, "Matrix: `", s.matrix_id, "`  \n");
+  if (!SweepComplete(s)) {
+    absl::StrAppend(&md, "\n**", IncompleteLine(s), "**");
+    if (!s.missing.empty()) {
+      absl::StrAppend(&md, ": no record of cell(s) ", FormatCellSelection(s.missing),
+                      " (run them with --cells=", FormatCellSelection(s.missing), ")");
+    }
+    md += "\n\n";
+  }
   if (s.completed && s.failed_cells == 0) {
     md += "Status: **completed** (every cell ran every step)\n\n";
   } else if (s.completed) {
@@ -289,19 +350,33 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
       "memory globally (e.g. `malloc_trim(0)`), then on every worker "
       "thread, and the two trim columns are RSS after each pass. QPS and "
       "p99 are the fill phase's. Failed cells are not in the medians.\n\n";
-  md += "## Cells\n\n| cell | ok | allocator |";
+  md += "## Cells\n\n| index | cell | ok | allocator |";
   for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
-  md += "\n|---|---|---|";
+  md += " attempt | where |\n|---|---|---|---|";
   for (int m = 0; m < kNumSweepMetrics; ++m) md += "---|";
-  md += "\n";
+  md += "---|---|\n";
   for (const CellSummary& c : s.cells) {
-    absl::StrAppendFormat(&md, "| %s | %s | %s |", c.cell,
+    absl::StrAppendFormat(&md, "| %s | %s | %s | %s |",
+                          c.index < 0 ? "-" : absl::StrCat(c.index), c.cell,
                           c.ok ? "yes" : (c.has_result ? "FAILED" : "unfinished"),
                           c.allocator.empty() ? "-" : c.allocator);
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       absl::StrAppend(&md, " ", FormatMetric(m, c.value[m]), " |");
     }
-    md += "\n";
+    absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
+                          c.where.empty() ? "-" : c.where);
+  }
+  if (!s.superseded.empty()) {
+    md += "\n## Attempts that do not count\n\nA cell run more than once (re-queued after "
+          "its host failed it, or rerun by a batch system): the latest successful attempt "
+          "counts.\n\n";
+    for (const SupersededAttempt& a : s.superseded) {
+      absl::StrAppendFormat(&md, "- %s attempt %d: %s%s\n", a.cell, a.attempt,
+                            a.ok ? "ok (a later one succeeded too)"
+                                 : absl::StrCat("failed: ", absl::StrReplaceAll(
+                                                                a.error, {{"\n", " / "}})),
+                            a.where.empty() ? "" : absl::StrCat(" (", a.where, ")"));
+    }
   }
   if (s.failed_cells > 0) {
     md += "\n## Failed cells\n\n";
@@ -338,6 +413,16 @@ absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s
   return WriteFile(absl::StrCat(run_dir, "/summary.csv"), SweepCsv(s));
 }
 
+bool SweepComplete(const SweepSummary& s) {
+  if (s.cells_total == 0) return s.failed_cells == 0;  // an old header: no matrix to check
+  return s.ok_cells == s.cells_total;
+}
+
+std::string IncompleteLine(const SweepSummary& s) {
+  return absl::StrFormat("INCOMPLETE (%d of %d cells)", s.ok_cells,
+                         s.cells_total > 0 ? s.cells_total : static_cast<int>(s.cells.size()));
+}
+
 std::string SweepTable(const SweepSummary& s) {
   std::vector<std::string> head = {"profile", "threads", "ok"};
   for (const auto& m : kMetrics) head.push_back(m.key);
@@ -359,6 +444,12 @@ std::string SweepTable(const SweepSummary& s) {
     for (size_t c = 0; c < r.size(); ++c) {
       absl::StrAppend(&out, c ? "  " : "", r[c], std::string(w[c] - r[c].size(), ' '));
     }
+    out += "\n";
+  }
+  if (!SweepComplete(s)) {
+    absl::StrAppend(&out, IncompleteLine(s));
+    if (!s.missing.empty()) absl::StrAppend(&out, "; no record of cell(s) ", FormatCellSelection(s.missing));
+    if (s.failed_cells > 0) absl::StrAppend(&out, "; ", s.failed_cells, " failed");
     out += "\n";
   }
   return out;

@@ -1,0 +1,301 @@
+#include "loadgen/merge.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "loadgen/cells.h"
+#include "loadgen/event_log.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::Event;
+
+// Bounds: a results directory of a very large sweep stays within these.
+constexpr size_t kMaxRunDirs = 100000;
+
+bool HasEvents(const std::string& dir) {
+  return access(absl::StrCat(dir, "/events.jsonl").c_str(), R_OK) == 0;
+}
+
+std::string RealPath(const std::string& p) {
+  char buf[PATH_MAX];
+  return realpath(p.c_str(), buf) != nullptr ? std::string(buf) : p;
+}
+
+// A run directory, or the run directories directly inside a directory.
+absl::Status ExpandInput(const std::string& arg, std::vector<std::string>* dirs) {
+  if (HasEvents(arg)) {
+    dirs->push_back(arg);
+    return absl::OkStatus();
+  }
+  DIR* d = opendir(arg.c_str());
+  if (d == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(arg, ": no such directory (give run directories or the directory holding them)"));
+  }
+  std::vector<std::string> found;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n == "." || n == "..") continue;
+    const std::string sub = absl::StrCat(arg, "/", n);
+    if (HasEvents(sub)) found.push_back(sub);
+    if (found.size() > kMaxRunDirs) break;
+  }
+  closedir(d);
+  if (found.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        arg, " holds no run directory (no events.jsonl in it or in its subdirectories)"));
+  }
+  std::sort(found.begin(), found.end());
+  dirs->insert(dirs->end(), found.begin(), found.end());
+  return absl::OkStatus();
+}
+
+// One attempt at one cell, as one run directory recorded it.
+struct Segment {
+  std::string dir;
+  std::string cell;
+  int index = -1;
+  int64_t start = 0;
+  std::vector<Event> records;
+  bool has_result = false;
+  std::string last_step;
+  bool dir_finished = false;  // the run directory has a footer
+  rsslab::v1::HostInfo host;  // its header's
+};
+
+std::string MatrixIdOf(const rsslab::v1::Header& h) {
+  return h.matrix_id().empty() ? MatrixId(h.scenario(), h.flags()) : h.matrix_id();
+}
+
+absl::Status MakeDirs(const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string p = dir.substr(0, i);
+    if (mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InternalError(absl::StrCat("cannot create ", p));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteEvents(const std::string& out, const std::vector<Event>& events) {
+  const std::string tmp = absl::StrCat(out, "/.events.jsonl.merge-", getpid());
+  FILE* f = fopen(tmp.c_str(), "w");
+  if (f == nullptr) return absl::InternalError(absl::StrCat("cannot create ", tmp));
+  bool ok = true;
+  for (const Event& e : events) {
+    const std::string line = EventToJson(e) + "\n";
+    ok = ok && fwrite(line.data(), 1, line.size(), f) == line.size();
+  }
+  ok = (fflush(f) == 0) && ok;
+  ok = (fclose(f) == 0) && ok;
+  if (!ok || rename(tmp.c_str(), absl::StrCat(out, "/events.jsonl").c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", out, "/events.jsonl"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::string& out,
+                          MergeResult* result) {
+  if (out.empty()) return absl::InvalidArgumentError("merge needs --out=DIR");
+  if (inputs.empty()) return absl::InvalidArgumentError("merge needs run directories to merge");
+  // --out may already hold an earlier merge (it is rebuilt), nothing else.
+  if (HasEvents(out)) {
+    int skipped = 0;
+    auto before = ReadEvents(out, &skipped);
+    if (!before.ok() || before->empty() || !before->front().has_header() ||
+        before->front().header().merged_from_size() == 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--out=%s holds a run, not a merge: choose another --out", out));
+    }
+  }
+  const std::string out_real = RealPath(out);
+  std::vector<std::string> dirs;
+  for (const std::string& in : inputs) {
+    if (RealPath(in) == out_real) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s is the --out directory; merge writes there, give it elsewhere", in));
+    }
+    if (absl::Status s = ExpandInput(in, &dirs); !s.ok()) return s;
+  }
+
+  std::vector<Segment> segments;
+  rsslab::v1::Header ref;
+  std::string ref_dir, ref_id;
+  for (const std::string& dir : dirs) {
+    if (RealPath(dir) == out_real) continue;  // found inside an input directory
+    int skipped = 0;
+    absl::StatusOr<std::vector<Event>> events = ReadEvents(dir, &skipped);
+    if (!events.ok()) return absl::InvalidArgumentError(events.status().message());
+    if (skipped > 0) {
+      result->notes.push_back(absl::StrFormat("%s: skipped %d unreadable line(s)", dir, skipped));
+    }
+    if (events->empty() || !events->front().has_header() ||
+        !events->front().header().scenario().has_sweep()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s is not a sweep's run directory (its first record is not a sweep header)", dir));
+    }
+    const rsslab::v1::Header& h = events->front().header();
+    if (h.merged_from_size() > 0) {
+      result->notes.push_back(absl::StrCat(dir, ": an earlier merge's output, skipped"));
+      continue;
+    }
+    const std::string id = MatrixIdOf(h);
+    if (ref_dir.empty()) {
+      ref = h;
+      ref_dir = dir;
+      ref_id = id;
+    } else if (id != ref_id) {
+      std::string why = MatrixDifference(ref, h);
+      if (why.empty()) why = "the matrix ids differ (records of another loadgen version?)";
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s ran another matrix than %s (matrix %s, not %s): %s", dir, ref_dir, id, ref_id, why));
+    }
+    result->run_dirs.push_back(dir);
+    const bool finished = std::any_of(events->begin(), events->end(),
+                                      [](const Event& e) { return e.has_footer(); });
+    // (cell, attempt in this directory, resume epoch) -> segment
+    std::map<std::tuple<std::string, int, int>, size_t> at;
+    int epoch = 0;
+    for (Event& e : *events) {
+      if (e.has_resumed()) ++epoch;
+      if (e.has_header() || e.has_footer() || e.has_resumed() || e.cell().empty()) continue;
+      auto key = std::make_tuple(e.cell(), std::max(1, e.attempt()), epoch);
+      auto it = at.find(key);
+      if (it == at.end()) {
+        Segment seg;
+        seg.dir = dir;
+        seg.cell = e.cell();
+        seg.index = e.has_cell_index() ? e.cell_index() : -1;
+        seg.start = e.has_cell_result() ? e.cell_result().start_unix_nanos() : e.unix_nanos();
+        seg.dir_finished = finished;
+        seg.host = h.host();
+        segments.push_back(std::move(seg));
+        it = at.emplace(key, segments.size() - 1).first;
+      }
+      Segment& seg = segments[it->second];
+      if (e.has_cell_result()) seg.has_result = true;
+      if (e.has_step()) seg.last_step = e.step().step();
+      seg.records.push_back(std::move(e));
+    }
+  }
+  if (result->run_dirs.empty()) {
+    return absl::InvalidArgumentError("nothing to merge: every input was an earlier merge's output");
+  }
+
+  // Cells in matrix order; attempts of a cell by start time.
+  const std::vector<SweepCell> matrix = ExpandCells(ref.scenario().sweep());
+  std::map<std::string, int> index_of;
+  for (const SweepCell& c : matrix) index_of[c.id] = c.index;
+  for (Segment& s : segments) {
+    auto it = index_of.find(s.cell);
+    s.index = it == index_of.end() ? -1 : it->second;
+  }
+  std::stable_sort(segments.begin(), segments.end(), [](const Segment& a, const Segment& b) {
+    // Unknown cells (not in the matrix: cannot happen with the same id) last.
+    const int ia = a.index < 0 ? INT_MAX : a.index;
+    const int ib = b.index < 0 ? INT_MAX : b.index;
+    return std::tie(ia, a.cell, a.start, a.dir) < std::tie(ib, b.cell, b.start, b.dir);
+  });
+
+  std::vector<Event> merged;
+  Event header;
+  rsslab::v1::Header* h = header.mutable_header();
+  *h = ref;
+  h->clear_argv();
+  h->clear_cells_selected();
+  h->clear_agents();
+  h->clear_host();
+  h->set_local(false);
+  h->set_matrix_id(ref_id);
+  h->set_cells_total(static_cast<int>(matrix.size()));
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  h->set_hostname(host);
+  h->set_agent(absl::StrFormat("merged from %d run director%s", result->run_dirs.size(),
+                               result->run_dirs.size() == 1 ? "y" : "ies"));
+  for (const std::string& d : result->run_dirs) h->add_merged_from(d);
+  h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  merged.push_back(header);
+  std::string prev_cell;
+  int attempt = 0;
+  for (Segment& s : segments) {
+    attempt = s.cell == prev_cell ? attempt + 1 : 1;
+    prev_cell = s.cell;
+    ++result->attempts;
+    for (Event& e : s.records) {
+      e.set_attempt(attempt);
+      if (s.index >= 0) e.set_cell_index(s.index);
+      merged.push_back(std::move(e));
+    }
+    if (!s.has_result) {
+      // Its records stay; the cell shows as failed, saying why.
+      ++result->unfinished_attempts;
+      const Event& last = merged.back();
+      Event r;
+      r.set_cell(last.cell());
+      r.set_profile(last.profile());
+      r.set_threads(last.threads());
+      r.set_repeat(last.repeat());
+      if (s.index >= 0) r.set_cell_index(s.index);
+      r.set_attempt(attempt);
+      r.set_unix_nanos(last.unix_nanos());
+      r.set_label("merge");
+      auto* cr = r.mutable_cell_result();
+      cr->set_ok(false);
+      cr->set_failed_at("unfinished");
+      cr->set_start_unix_nanos(s.start);
+      *cr->mutable_host() = s.host;
+      cr->set_error(absl::StrFormat(
+          "no result in %s: its records stop %s%s (the task was killed or its machine lost%s)",
+          s.dir, s.last_step.empty() ? "before the first step" : "after step '",
+          s.last_step.empty() ? "" : absl::StrCat(s.last_step, "'"),
+          s.dir_finished ? "" : ", or it is still running"));
+      merged.push_back(std::move(r));
+    }
+  }
+  result->summary = BuildSweepSummary(merged);
+  Event footer;
+  auto* f = footer.mutable_footer();
+  f->set_completed(SweepComplete(result->summary));
+  if (!f->completed()) {
+    std::string why = IncompleteLine(result->summary);
+    if (!result->summary.missing.empty()) {
+      absl::StrAppend(&why, "; missing cells ", FormatCellSelection(result->summary.missing));
+    }
+    if (result->summary.failed_cells > 0) {
+      absl::StrAppend(&why, "; ", result->summary.failed_cells, " failed");
+    }
+    f->set_error(why);
+  }
+  f->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  f->set_events(merged.size() + 1);
+  merged.push_back(footer);
+  for (size_t i = 0; i < merged.size(); ++i) merged[i].set_seq(i + 1);
+  result->summary = BuildSweepSummary(merged);
+
+  if (absl::Status s = MakeDirs(out); !s.ok()) return s;
+  if (absl::Status s = WriteEvents(out, merged); !s.ok()) return s;
+  return WriteSweepSummary(out, result->summary);
+}
+
+}  // namespace rsslab
