@@ -105,6 +105,10 @@ ABSL_FLAG(int, cell_attempts, 3,
 ABSL_FLAG(std::string, cells, "",
           "Sweeps: run only these cells of the matrix, e.g. 3,7-9 (indices as --print_cells "
           "numbers them, 0-based).");
+ABSL_FLAG(std::string, cell_index_env, "",
+          "Sweeps: run the one cell whose index is in this environment variable, e.g. "
+          "JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID (a Slurm job "
+          "array), so a batch system's command needs no shell.");
 ABSL_FLAG(bool, print_cells, false,
           "Sweeps: print the matrix's numbered cells (index, profile, threads, repeat) and "
           "exit; with --json as JSON with the matrix id.");
@@ -363,8 +367,10 @@ absl::StatusOr<rsslab::v1::Scenario> SelectScenario(rsslab::v1::LoadSpec* flags)
           "--local launches the servers here, --agent / --agents_file through agents: set one");
     }
   } else {
-    for (const char* f : {"cells", "print_cells", "local", "results_dir"}) {
+    for (const char* f : {"cells", "cell_index_env", "print_cells", "local", "results_dir"}) {
       const bool set = std::string(f) == "cells"         ? !absl::GetFlag(FLAGS_cells).empty()
+                       : std::string(f) == "cell_index_env"
+                           ? !absl::GetFlag(FLAGS_cell_index_env).empty()
                        : std::string(f) == "print_cells" ? absl::GetFlag(FLAGS_print_cells)
                        : std::string(f) == "local"       ? absl::GetFlag(FLAGS_local)
                                                          : !absl::GetFlag(FLAGS_results_dir).empty();
@@ -472,9 +478,23 @@ absl::Status SweepFlags(Invocation* inv) {
   const auto& sw = inv->scenario.sweep();
   inv->cells_total = rsslab::CountCells(sw);
   inv->matrix_id = rsslab::MatrixId(inv->scenario, inv->flags);
-  if (!absl::GetFlag(FLAGS_cells).empty()) {
-    absl::StatusOr<std::vector<int>> cells =
-        rsslab::ParseCellSelection(absl::GetFlag(FLAGS_cells), inv->cells_total);
+  std::string spec = absl::GetFlag(FLAGS_cells);
+  const std::string env = absl::GetFlag(FLAGS_cell_index_env);
+  if (!env.empty()) {
+    if (!spec.empty()) {
+      return absl::InvalidArgumentError("--cells and --cell_index_env are alternatives; set one");
+    }
+    const char* v = env.size() <= 64 ? getenv(env.c_str()) : nullptr;
+    if (v == nullptr || *v == '\0') {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--cell_index_env=%s: the variable is not set (the batch system sets it for each "
+          "task; set it by hand to run one cell)",
+          env.substr(0, 64)));
+    }
+    spec = std::string(v).substr(0, 32);
+  }
+  if (!spec.empty()) {
+    absl::StatusOr<std::vector<int>> cells = rsslab::ParseCellSelection(spec, inv->cells_total);
     if (!cells.ok()) return cells.status();
     inv->cells = *std::move(cells);
   }
