@@ -263,6 +263,97 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::shared_ptr<AgentService::Run>> AgentService::StartRun(
+    const LaunchRequest& req, const Profile& profile, const std::vector<std::string>& args,
+    const profiles::Env& env, off_t* ready_offset) {
+  auto run = std::make_shared<Run>();
+  absl::MutexLock l(&mu_);
+  if (shutting_down_) return absl::UnavailableError("agent is shutting down");
+  std::vector<std::string> running;
+  for (const auto& [id, r] : runs_) {
+    if (!r->exited) running.push_back(id);
+  }
+  if (static_cast<int>(running.size()) >= options_.max_servers) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("max_servers=", options_.max_servers, " reached: ", running.size(),
+                     " servers running (", absl::StrJoin(running, ", "), "); stop one first"));
+  }
+  const int threads = req.threads() == 0 ? 4 : req.threads();
+  const std::string id = absl::StrFormat("s%04d-%s-t%d", next_id_++, profile.name(), threads);
+  const std::string log_path = absl::StrCat(options_.log_dir, "/", id, ".log");
+  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot create log ", log_path, ": ", strerror(errno)));
+  }
+  // What was run, at the top of its own log, for whoever reads it later.
+  std::vector<std::string> shown_env;
+  for (const auto& kv : procfs::AllocatorEnv(env)) shown_env.push_back(kv.first + "=" + kv.second);
+  std::string header = absl::StrCat("# rsslab_agent ", id, ": ", options_.server_binary, " ",
+                                    absl::StrJoin(args, " "), "\n# profile ", profile.name(),
+                                    " env: ", absl::StrJoin(shown_env, " "), "\n");
+  ssize_t ignored = write(log_fd, header.data(), header.size());
+  (void)ignored;
+  *ready_offset = static_cast<off_t>(header.size());
+  launch::SpawnOptions so;
+  so.binary = options_.server_binary;
+  so.args = args;
+  so.env = profiles::EnvStrings(env);
+  // stdout and stderr both to the log (one O_APPEND description): the
+  // server outlives the agent if the agent crashes, and then has no pipe
+  // to break. The ready line is read back from the log.
+  so.stdout_fd = log_fd;
+  so.stderr_fd = log_fd;
+  // Forked under mu_, so the reaper cannot see this pid before it is in
+  // by_pid_. The child counts from before fork: a child whose exec fails
+  // still has to be reaped (the reaper drops unknown pids).
+  ++live_children_;
+  absl::StatusOr<pid_t> pid = launch::Spawn(so);
+  close(log_fd);
+  if (!pid.ok()) {
+    if (pid.status().code() != absl::StatusCode::kFailedPrecondition) --live_children_;  // no child
+    return pid.status();
+  }
+  run->pid = *pid;
+  run->args = args;
+  // Our unreaped child: this pid cannot have been reused yet.
+  absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(*pid);
+  run->start_ticks = st.ok() ? st->start_ticks : 0;
+  v1::ServerProcess& info = run->info;
+  info.set_id(id);
+  info.set_pid(*pid);
+  info.set_profile(profile.name());
+  info.set_threads(threads);
+  info.set_handler(req.handler().empty() ? std::string(kDefaultHandlerName) : req.handler());
+  info.set_log_path(log_path);
+  info.set_running(true);
+  info.set_started_unix_nanos(NowNanos());
+  info.set_label(req.label());
+  runs_[id] = run;
+  by_pid_[*pid] = run;
+  // Recorded before it is ready: an agent that dies during the launch
+  // leaves a record, and the next one stops the half-launched server.
+  SaveStateLocked();
+  return run;
+}
+
+AgentService::ReadyWait AgentService::AwaitReadyLine(const std::shared_ptr<Run>& run,
+                                                     off_t* ready_offset, std::string* line) {
+  const absl::Time ready_deadline = absl::Now() + options_.ready_timeout;
+  while (true) {
+    bool exited;
+    {
+      absl::MutexLock l(&mu_);
+      exited = run->exited;
+    }
+    // Read after `exited`: a line written before the exit is seen.
+    if (FindReadyLine(run->info.log_path(), ready_offset, line)) return ReadyWait::kReady;
+    if (exited) return ReadyWait::kExited;
+    if (absl::Now() >= ready_deadline) return ReadyWait::kTimeout;
+    absl::MutexLock l(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&run->exited), absl::Milliseconds(20));
+  }
+}
+
 grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest* req,
                                   rsslab::v1::LaunchResponse* resp) {
   if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
@@ -276,99 +367,14 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   for (const auto& kv : options_.extra_env) base[kv.first] = kv.second;
   profiles::Env env = profiles::BuildLaunchEnv(*profile, base);
 
-  auto run = std::make_shared<Run>();
   off_t ready_offset = 0;
-  {
-    absl::MutexLock l(&mu_);
-    if (shutting_down_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "agent is shutting down");
-    std::vector<std::string> running;
-    for (const auto& [id, r] : runs_) {
-      if (!r->exited) running.push_back(id);
-    }
-    if (static_cast<int>(running.size()) >= options_.max_servers) {
-      return grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
-          absl::StrCat("max_servers=", options_.max_servers, " reached: ", running.size(),
-                       " servers running (", absl::StrJoin(running, ", "), "); stop one first"));
-    }
-    const int threads = req->threads() == 0 ? 4 : req->threads();
-    const std::string id = absl::StrFormat("s%04d-%s-t%d", next_id_++, profile->name(), threads);
-    const std::string log_path = absl::StrCat(options_.log_dir, "/", id, ".log");
-    int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd < 0) {
-      return grpc::Status(grpc::StatusCode::INTERNAL,
-                          absl::StrCat("cannot create log ", log_path, ": ", strerror(errno)));
-    }
-    // What was run, at the top of its own log, for whoever reads it later.
-    std::vector<std::string> shown_env;
-    for (const auto& kv : procfs::AllocatorEnv(env)) shown_env.push_back(kv.first + "=" + kv.second);
-    std::string header = absl::StrCat("# rsslab_agent ", id, ": ", options_.server_binary, " ",
-                                      absl::StrJoin(args, " "), "\n# profile ", profile->name(),
-                                      " env: ", absl::StrJoin(shown_env, " "), "\n");
-    ssize_t ignored = write(log_fd, header.data(), header.size());
-    (void)ignored;
-    ready_offset = static_cast<off_t>(header.size());
-    launch::SpawnOptions so;
-    so.binary = options_.server_binary;
-    so.args = args;
-    so.env = profiles::EnvStrings(env);
-    // stdout and stderr both to the log (one O_APPEND description): the
-    // server outlives the agent if the agent crashes, and then has no pipe
-    // to break. The ready line is read back from the log.
-    so.stdout_fd = log_fd;
-    so.stderr_fd = log_fd;
-    // Forked under mu_, so the reaper cannot see this pid before it is in
-    // by_pid_. The child counts from before fork: a child whose exec fails
-    // still has to be reaped (the reaper drops unknown pids).
-    ++live_children_;
-    absl::StatusOr<pid_t> pid = launch::Spawn(so);
-    close(log_fd);
-    if (!pid.ok()) {
-      if (pid.status().code() != absl::StatusCode::kFailedPrecondition) --live_children_;  // no child
-      return ToGrpc(pid.status());
-    }
-    run->pid = *pid;
-    run->args = args;
-    // Our unreaped child: this pid cannot have been reused yet.
-    absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(*pid);
-    run->start_ticks = st.ok() ? st->start_ticks : 0;
-    v1::ServerProcess& info = run->info;
-    info.set_id(id);
-    info.set_pid(*pid);
-    info.set_profile(profile->name());
-    info.set_threads(threads);
-    info.set_handler(req->handler().empty() ? std::string(kDefaultHandlerName) : req->handler());
-    info.set_log_path(log_path);
-    info.set_running(true);
-    info.set_started_unix_nanos(NowNanos());
-    info.set_label(req->label());
-    runs_[id] = run;
-    by_pid_[*pid] = run;
-    // Recorded before it is ready: an agent that dies during the launch
-    // leaves a record, and the next one stops the half-launched server.
-    SaveStateLocked();
-  }
+  absl::StatusOr<std::shared_ptr<Run>> started = StartRun(*req, *profile, args, env, &ready_offset);
+  if (!started.ok()) return ToGrpc(started.status());
+  std::shared_ptr<Run> run = *std::move(started);
 
   std::string ready_line;
-  bool died = false;
-  const absl::Time ready_deadline = absl::Now() + options_.ready_timeout;
-  while (true) {
-    bool exited;
-    {
-      absl::MutexLock l(&mu_);
-      exited = run->exited;
-    }
-    // Read after `exited`: a line written before the exit is seen.
-    if (FindReadyLine(run->info.log_path(), &ready_offset, &ready_line)) break;
-    if (exited) {
-      died = true;
-      break;
-    }
-    if (absl::Now() >= ready_deadline) break;
-    absl::MutexLock l(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&run->exited), absl::Milliseconds(20));
-  }
-  if (died) {
+  const ReadyWait waited = AwaitReadyLine(run, &ready_offset, &ready_line);
+  if (waited == ReadyWait::kExited) {
     absl::MutexLock l(&mu_);
     const v1::ServerProcess& info = run->info;
     std::string tail = launch::LogTail(info.log_path());
@@ -379,7 +385,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
                                      info.exit(),
                                      "; log ", info.log_path(), ", last lines:\n", tail));
   }
-  if (ready_line.empty()) {
+  if (waited == ReadyWait::kTimeout) {
     return FailLaunch(run, grpc::StatusCode::DEADLINE_EXCEEDED,
                       absl::StrCat("not ready after ", absl::FormatDuration(options_.ready_timeout)));
   }

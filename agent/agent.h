@@ -131,6 +131,19 @@ class AgentService final : public rsslab::v1::Agent::Service {
   grpc::Status Authorize(const grpc::ServerContext& ctx) const;
   grpc::Status FailLaunch(const std::shared_ptr<Run>& run, grpc::StatusCode code,
                           const std::string& why);
+  // Launch, step 1: checks the server limit, opens the log, spawns the
+  // server and records it (state file included) before it is ready, so an
+  // agent that dies now leaves a record. `ready_offset`: where the log's
+  // header ends.
+  absl::StatusOr<std::shared_ptr<Run>> StartRun(const rsslab::v1::LaunchRequest& req,
+                                                const rsslab::v1::Profile& profile,
+                                                const std::vector<std::string>& args,
+                                                const profiles::Env& env, off_t* ready_offset);
+  // Launch, step 2: the ready line in the run's log, its exit, or the
+  // agent's ready timeout, whichever comes first.
+  enum class ReadyWait { kReady, kExited, kTimeout };
+  ReadyWait AwaitReadyLine(const std::shared_ptr<Run>& run, off_t* ready_offset,
+                           std::string* line);
 
   const Options options_;
   absl::Mutex mu_;

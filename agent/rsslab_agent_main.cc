@@ -68,8 +68,6 @@ std::string RealPath(const std::string& p) {
   return realpath(p.c_str(), buf) ? std::string(buf) : "";
 }
 
-std::string DirName(const std::string& p) { return p.substr(0, p.find_last_of('/')); }
-
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(absl::StrCat(
       "rsslab_agent --listen=HOST:PORT --server_binary=PATH --profiles=FILE [--log_dir=DIR] "

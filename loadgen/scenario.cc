@@ -38,7 +38,7 @@ step { name: "trim" set_phase { phase: "trim" gc: true } }
                          fill, shrink, idle_s);
 }
 
-// The seed 000 experiment, step for step (see ../shared/seeds/000_*.txt).
+// The seed 000 experiment, step for step (docs/FIELD-REPORTS.md, seed 000).
 // Load parameters are left to the flags so one built-in serves every setup.
 std::string SeedText() {
   return absl::StrCat(R"pb(

@@ -153,7 +153,9 @@ TEST(HandlersTest, AsyncioExecutorsLeakThreadsAndArenasWithoutFixNotWithFix) {
     EXPECT_EQ(s.handler_errors(), 0u);
     // The leaking server still has live cleanup threads: no clean stop
     // expected; the destructor kills it.
-    if (!leaky) EXPECT_EQ(server->Stop(), 0) << server->Stderr();
+    if (!leaky) {
+      EXPECT_EQ(server->Stop(), 0) << server->Stderr();
+    }
   }
   auto str = [](const std::vector<int>& v) {
     std::string out;

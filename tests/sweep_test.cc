@@ -375,7 +375,9 @@ TEST(SweepTest, KilledSweepResumesWithoutRerunningFinishedCells) {
       ASSERT_TRUE(e.cell_result().ok()) << e.cell() << ": " << e.cell_result().error();
       ++results[e.cell()];
       // A finished cell keeps its one result; it never ran again.
-      if (done.count(e.cell())) EXPECT_EQ(e.seq(), done[e.cell()]) << e.cell();
+      if (done.count(e.cell())) {
+        EXPECT_EQ(e.seq(), done[e.cell()]) << e.cell();
+      }
     }
     if (resumed > 0 && done.count(e.cell())) ADD_FAILURE() << "kept cell ran again: " << e.cell();
   }
