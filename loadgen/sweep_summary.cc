@@ -1,6 +1,7 @@
 #include "loadgen/sweep_summary.h"
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -250,6 +251,11 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       profile_order.push_back(st.c.profile);
     }
   }
+  // Matrix order (what --print_cells lists); cells of no known index last,
+  // in the order they ran.
+  std::stable_sort(s.cells.begin(), s.cells.end(), [](const CellSummary& a, const CellSummary& b) {
+    return (a.index < 0 ? INT_MAX : a.index) < (b.index < 0 ? INT_MAX : b.index);
+  });
   // Matrix cells with no record at all, and how many count.
   std::set<std::string> seen(order.begin(), order.end());
   for (const SweepCell& m : matrix) {
@@ -317,6 +323,7 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
     }
     md += "\n\n";
   }
+  if (s.completed && !s.error.empty()) absl::StrAppend(&md, "Note: ", s.error, "  \n");
   if (s.completed && s.failed_cells == 0) {
     md += "Status: **completed** (every cell ran every step)\n\n";
   } else if (s.completed) {

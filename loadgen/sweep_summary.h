@@ -112,7 +112,7 @@ struct SweepSummary {
   bool has_footer = false;
   bool completed = false;
   std::string error;
-  std::vector<CellSummary> cells;  // in the order they ran
+  std::vector<CellSummary> cells;  // in matrix order (cells.h), as --print_cells lists them
   std::vector<SweepRow> rows;      // profiles in matrix order, threads rising
   int failed_cells = 0;
 };
