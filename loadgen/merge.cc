@@ -197,6 +197,25 @@ absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::str
       if (e.has_step()) seg.last_step = e.step().step();
       seg.records.push_back(std::move(e));
     }
+    // A batch task's run (--cells) that stopped before its cell wrote a
+    // record is an attempt too: it shows, failed, with why.
+    if (!finished) {
+      const std::vector<SweepCell> all = ExpandCells(h.scenario().sweep());
+      for (int i : h.cells_selected()) {
+        if (i < 0 || i >= static_cast<int>(all.size())) continue;
+        const bool seen = std::any_of(at.begin(), at.end(), [&](const auto& kv) {
+          return std::get<0>(kv.first) == all[i].id;
+        });
+        if (seen) continue;
+        Segment seg;
+        seg.dir = dir;
+        seg.cell = all[i].id;
+        seg.index = i;
+        seg.start = h.start_unix_nanos();
+        seg.host = h.host();
+        segments.push_back(std::move(seg));
+      }
+    }
   }
   if (result->run_dirs.empty()) {
     return absl::InvalidArgumentError("nothing to merge: every input was an earlier merge's output");
@@ -242,6 +261,8 @@ absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::str
     attempt = s.cell == prev_cell ? attempt + 1 : 1;
     prev_cell = s.cell;
     ++result->attempts;
+    const int64_t last_ns = s.records.empty() ? s.start : s.records.back().unix_nanos();
+    const bool began = !s.records.empty();
     for (Event& e : s.records) {
       e.set_attempt(attempt);
       if (s.index >= 0) e.set_cell_index(s.index);
@@ -250,15 +271,16 @@ absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::str
     if (!s.has_result) {
       // Its records stay; the cell shows as failed, saying why.
       ++result->unfinished_attempts;
-      const Event& last = merged.back();
       Event r;
-      r.set_cell(last.cell());
-      r.set_profile(last.profile());
-      r.set_threads(last.threads());
-      r.set_repeat(last.repeat());
-      if (s.index >= 0) r.set_cell_index(s.index);
+      r.set_cell(s.cell);
+      if (s.index >= 0) {
+        r.set_profile(matrix[s.index].profile);
+        r.set_threads(matrix[s.index].threads);
+        r.set_repeat(matrix[s.index].repeat);
+        r.set_cell_index(s.index);
+      }
       r.set_attempt(attempt);
-      r.set_unix_nanos(last.unix_nanos());
+      r.set_unix_nanos(last_ns);
       r.set_label("merge");
       auto* cr = r.mutable_cell_result();
       cr->set_ok(false);
@@ -267,7 +289,10 @@ absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::str
       *cr->mutable_host() = s.host;
       cr->set_error(absl::StrFormat(
           "no result in %s: its records stop %s%s (the task was killed or its machine lost%s)",
-          s.dir, s.last_step.empty() ? "before the first step" : "after step '",
+          s.dir,
+          !began                  ? "before the cell began"
+          : s.last_step.empty() ? "before the first step"
+                                : "after step '",
           s.last_step.empty() ? "" : absl::StrCat(s.last_step, "'"),
           s.dir_finished ? "" : ", or it is still running"));
       merged.push_back(std::move(r));

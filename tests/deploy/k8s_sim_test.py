@@ -15,7 +15,9 @@ merged table is complete.
 import glob
 import json
 import os
+import subprocess
 import sys
+import time
 
 import yaml
 
@@ -117,13 +119,55 @@ def main():
     assert code == 1, (code, out, err)
     assert "INCOMPLETE (2 of 4 cells); no record of cell(s) 2-3" in out, out
 
+    # A pod killed outright (SIGKILL) mid-cell: its records stay, and the
+    # merge shows that attempt failed, saying where it stopped.
+    env = dict(os.environ, JOB_COMPLETION_INDEX="0")
+    before = set(os.listdir(cells_dir))
+    p = subprocess.Popen(cell_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    killed_dir = None
+    end = time.time() + 60
+    while time.time() < end and killed_dir is None:
+        for d in set(os.listdir(cells_dir)) - before:
+            events = os.path.join(cells_dir, d, "events.jsonl")
+            # A step record of the cell (the header's scenario has steps too).
+            if os.path.exists(events) and '"step":{"step"' in open(events).read():
+                killed_dir = d
+        time.sleep(0.02)  # polling a file another process writes
+    p.kill()
+    p.wait()
+    assert killed_dir, "the cell never began"
+
+    # Another matrix is refused, naming what differs.
+    other = root + "/config/other.txtpb"
+    with open(other, "w") as f:
+        f.write(open(root + "/config/sweep.txtpb").read().replace("threads: [1, 2]",
+                                                                  "threads: [1, 4]"))
+    odd = [a if not a.startswith("--scenario=") else "--scenario=" + other for a in cell_cmd]
+    odd = [a if not a.startswith("--results_dir=") else "--results_dir=" + root + "/other"
+           for a in odd]
+    code, out, err = image_root.run(odd, env=dict(os.environ, JOB_COMPLETION_INDEX="0"))
+    assert code == 0, err
+    code, out, err = image_root.run(
+        image_root.reroot(["/opt/rsslab/bin/rsslab_loadgen", "merge", "--out=/results/odd"],
+                          root, PREFIXES) + [cells_dir, root + "/other"])
+    assert code == 2, (code, out, err)
+    assert "ran another matrix" in err and "the thread counts differ: [1,2] vs [1,4]" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
     merge_cmd = image_root.reroot(MERGE_COMMAND, root, PREFIXES)
     for _ in range(2):  # idempotent: the second run rebuilds the same result
         code, out, err = image_root.run(merge_cmd)
         assert code == 0, "merge: exit %d\n%s\n%s" % (code, out, err)
     print(out)
-    image_root.check_complete_merge(root + "/results/merged", total,
-                                    image_root.runfile("tools/report.py"))
+    results = image_root.check_complete_merge(root + "/results/merged", total,
+                                              image_root.runfile("tools/report.py"))
+    cell0 = [e for e in results if e.get("cell_index", 0) == 0]
+    assert len(cell0) == 2, cell0
+    assert cell0[0]["cell_result"]["ok"] and not cell0[1]["cell_result"].get("ok"), cell0
+    assert killed_dir in cell0[1]["cell_result"]["error"], cell0[1]
+    assert "its records stop after step" in cell0[1]["cell_result"]["error"], cell0[1]
+    md = open(root + "/results/merged/summary.md").read()
+    assert "glibc/t1/r1 attempt 2: failed: no result in" in md, md
     print("PASS")
 
 

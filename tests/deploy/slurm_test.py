@@ -215,7 +215,7 @@ def main():
             for d in os.listdir(cells) if os.path.isdir(cells) else []:
                 if d.startswith("cell-%s-" % index):
                     with open(os.path.join(cells, d, "events.jsonl")) as f:
-                        if '"step"' in f.read():
+                        if '"step":{"step"' in f.read():
                             return True
             return False
         cl.wait_for(cell_begun, "a step of cell %s" % index)
