@@ -56,6 +56,8 @@ start_agent() {  # NAME CPU -> sets ADDR
   wait_ready $! "$WORK/$name.out" "$WORK/$name.err" '^rsslab_agent ready'
   ADDR=$(sed -n 's/.*listen=\([^ ]*\).*/\1/p' "$WORK/$name.out" | head -1)
 }
+# The plots are not what is measured here.
+: >"$WORK/no_report.py"
 start_agent a "$CPU_A"; A=$ADDR
 start_agent b "$CPU_B"; B=$ADDR
 
@@ -63,7 +65,7 @@ run() {  # LABEL AGENTS
   local label=$1 agents=$2
   "$LOADGEN" --scenario="$WORK/sweep.txtpb" --profiles="$PROFILES" --threads_list="$THREADS" \
     --repeats="$REPEATS" --scale="$SCALE" --agent="$agents" --out="$WORK/$label" \
-    --progress=none --report_tool=/bin/true >"$WORK/$label.txt" 2>"$WORK/$label.err" ||
+    --progress=none --report_tool="$WORK/no_report.py" >"$WORK/$label.txt" 2>"$WORK/$label.err" ||
     { cat "$WORK/$label.err" >&2; exit 1; }
   local line cells
   line=$(grep 'scheduling efficiency' "$WORK/$label.txt")
