@@ -8,11 +8,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "common/phase.h"
 
 namespace rsslab {
 namespace {
-
-constexpr const char* kPhaseOrder[] = {"fill", "shrink", "idle", "trim"};
 
 std::string Mib(int64_t bytes) {
   return bytes < 0 ? "-" : absl::StrFormat("%.1f", bytes / 1048576.0);
@@ -162,8 +161,8 @@ std::vector<std::string> SummaryRow(const RunSummary& s) {
   row.push_back(s.completed ? "yes" : "no");
   row.push_back(s.workers < 0 ? "-" : absl::StrCat(s.workers));
   row.push_back(s.allocator.empty() ? "-" : s.allocator);
-  for (const char* p : kPhaseOrder) {
-    auto it = s.after_phase.find(p);
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    auto it = s.after_phase.find(PhaseName(phase));
     row.push_back(it == s.after_phase.end() ? "-"
                                             : Mib(it->second.status().rss_bytes()));
   }
@@ -212,7 +211,8 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
   md += "## Snapshots by phase\n\n| phase | rss MiB | hwm MiB | anon MiB | "
         "threads | arenas | arena rss MiB | cache MiB | cache entries |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
-  for (const char* p : kPhaseOrder) {
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    const std::string p = PhaseName(phase);
     auto it = s.after_phase.find(p);
     if (it == s.after_phase.end()) continue;
     const auto& sn = it->second;
