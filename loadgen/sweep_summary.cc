@@ -67,6 +67,48 @@ std::string WhereText(const rsslab::v1::HostInfo& h) {
   return out + ")";
 }
 
+using Attempts = std::map<int, CellState>;  // by attempt number
+
+// A --resume rerun runs every cell without a successful result again after
+// its `resumed` record: whatever such a cell recorded before is superseded.
+void SupersedeUnfinished(std::map<std::string, Attempts>* cells) {
+  for (auto& [id, attempts] : *cells) {
+    for (auto& [n, st] : attempts) {
+      if (st.c.ok) continue;
+      CellState fresh;
+      fresh.c.cell = st.c.cell;
+      fresh.c.profile = st.c.profile;
+      fresh.c.threads = st.c.threads;
+      fresh.c.repeat = st.c.repeat;
+      fresh.c.index = st.c.index;
+      st = fresh;
+    }
+  }
+}
+
+// The attempt that counts: the latest successful one, else the latest. The
+// others go to s->superseded.
+CellState& CountedAttempt(const std::string& id, Attempts& attempts,
+                          const std::vector<SweepCell>& matrix, SweepSummary* s) {
+  auto counted = attempts.end();
+  for (auto it = attempts.begin(); it != attempts.end(); ++it) {
+    if (it->second.c.ok) counted = it;
+  }
+  if (counted == attempts.end()) counted = std::prev(attempts.end());
+  for (auto it = attempts.begin(); it != attempts.end(); ++it) {
+    if (it == counted) continue;
+    const CellSummary& c = it->second.c;
+    s->superseded.push_back({id, it->first, c.ok, c.has_result ? c.error : "no result", c.where});
+  }
+  CellState& st = counted->second;
+  st.c.attempt = counted->first;
+  st.c.attempts = static_cast<int>(attempts.size());
+  for (const SweepCell& m : matrix) {
+    if (st.c.index < 0 && m.id == id) st.c.index = m.index;
+  }
+  return st;
+}
+
 }  // namespace
 
 const SweepMetricInfo& MetricInfo(int metric) { return kMetrics[metric]; }
@@ -111,7 +153,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
   std::vector<std::string> order;  // cells in the order first seen
   // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
   // another host or rerun by a batch system has several.
-  std::map<std::string, std::map<int, CellState>> cells;
+  std::map<std::string, Attempts> cells;
   std::vector<std::string> profile_order;
   std::vector<SweepCell> matrix;
   for (const Event& e : events) {
@@ -127,20 +169,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       continue;
     }
     if (e.has_resumed()) {
-      // The resumed run reruns every cell without a successful result:
-      // whatever such a cell recorded before is superseded.
-      for (auto& [id, attempts] : cells) {
-        for (auto& [n, st] : attempts) {
-          if (st.c.ok) continue;
-          CellState fresh;
-          fresh.c.cell = st.c.cell;
-          fresh.c.profile = st.c.profile;
-          fresh.c.threads = st.c.threads;
-          fresh.c.repeat = st.c.repeat;
-          fresh.c.index = st.c.index;
-          st = fresh;
-        }
-      }
+      SupersedeUnfinished(&cells);
       continue;
     }
     if (e.has_footer()) {
@@ -207,27 +236,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
     }
   }
   for (const std::string& id : order) {
-    // The latest successful attempt counts; without one, the latest.
-    std::map<int, CellState>& attempts = cells[id];
-    auto counted = attempts.end();
-    for (auto it = attempts.begin(); it != attempts.end(); ++it) {
-      if (it->second.c.ok) counted = it;
-    }
-    if (counted == attempts.end()) counted = std::prev(attempts.end());
-    for (auto it = attempts.begin(); it != attempts.end(); ++it) {
-      if (it == counted) continue;
-      const CellSummary& c = it->second.c;
-      s.superseded.push_back(
-          {id, it->first, c.ok, c.has_result ? c.error : "no result", c.where});
-    }
-    CellState& st = counted->second;
-    st.c.attempt = counted->first;
-    st.c.attempts = static_cast<int>(attempts.size());
-    if (st.c.index < 0) {
-      for (const SweepCell& m : matrix) {
-        if (m.id == id) st.c.index = m.index;
-      }
-    }
+    CellState& st = CountedAttempt(id, cells[id], matrix, &s);
     auto phase = [&](const char* p) -> double {
       auto it = st.rss_by_phase.find(p);
       return it == st.rss_by_phase.end() ? -1 : static_cast<double>(it->second);
