@@ -109,6 +109,22 @@ CellState& CountedAttempt(const std::string& id, Attempts& attempts,
   return st;
 }
 
+// Cells in matrix order (what --print_cells lists; cells of no known index
+// last, in the order they ran), the matrix cells with no record at all, and
+// how many count.
+void OrderAndCount(const std::vector<SweepCell>& matrix, const std::vector<std::string>& order,
+                   SweepSummary* s) {
+  std::stable_sort(s->cells.begin(), s->cells.end(),
+                   [](const CellSummary& a, const CellSummary& b) {
+                     return (a.index < 0 ? INT_MAX : a.index) < (b.index < 0 ? INT_MAX : b.index);
+                   });
+  std::set<std::string> seen(order.begin(), order.end());
+  for (const SweepCell& m : matrix) {
+    if (seen.count(m.id) == 0) s->missing.push_back(m.index);
+  }
+  for (const CellSummary& c : s->cells) s->ok_cells += c.ok ? 1 : 0;
+}
+
 }  // namespace
 
 const SweepMetricInfo& MetricInfo(int metric) { return kMetrics[metric]; }
@@ -260,17 +276,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       profile_order.push_back(st.c.profile);
     }
   }
-  // Matrix order (what --print_cells lists); cells of no known index last,
-  // in the order they ran.
-  std::stable_sort(s.cells.begin(), s.cells.end(), [](const CellSummary& a, const CellSummary& b) {
-    return (a.index < 0 ? INT_MAX : a.index) < (b.index < 0 ? INT_MAX : b.index);
-  });
-  // Matrix cells with no record at all, and how many count.
-  std::set<std::string> seen(order.begin(), order.end());
-  for (const SweepCell& m : matrix) {
-    if (seen.count(m.id) == 0) s.missing.push_back(m.index);
-  }
-  for (const CellSummary& c : s.cells) s.ok_cells += c.ok ? 1 : 0;
+  OrderAndCount(matrix, order, &s);
   std::map<std::pair<int, int>, std::vector<const CellSummary*>> groups;
   for (const CellSummary& c : s.cells) {
     const int p = static_cast<int>(
