@@ -10,6 +10,11 @@
 //       [--threads_list=1,4] [--repeats=N] [--scale=0.1]   (seed 000's matrix)
 //   rsslab_loadgen ... the same sweep command ... --out=DIR --resume
 //       (continue a sweep that was killed: only the cells not yet done run)
+//   rsslab_loadgen --builtin=sweep --agent=A:50060,B:50060   (one cell per agent at a time)
+//   rsslab_loadgen ... sweep ... --print_cells [--json]   (the numbered cells, matrix id)
+//   rsslab_loadgen ... sweep ... --cells=3,7-9 --local [--server_cpus=0 --loadgen_cpus=1]
+//       [--results_dir=DIR]   (cells launched here, no agent: a batch task's command)
+//   rsslab_loadgen merge --out=DIR RUN_DIR...   (one sweep from run dirs of one matrix)
 //
 // Exit status: 0 when every step succeeded, 1 when a step or the run
 // failed, 2 for bad input (nothing was sent), 130 when interrupted.
