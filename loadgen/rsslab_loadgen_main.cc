@@ -1033,7 +1033,18 @@ int Merge(const std::vector<std::string>& dirs) {
              : absl::StrCat("; missing cells ", rsslab::FormatCellSelection(r.summary.missing))
                    .c_str(),
          out.c_str());
-  return rsslab::SweepComplete(r.summary) ? 0 : kExitFailed;
+  if (rsslab::SweepComplete(r.summary)) return 0;
+  // Missing and failed cells, in the syntax both --cells and a Slurm array take.
+  std::vector<int> again = r.summary.missing;
+  for (const rsslab::CellSummary& c : r.summary.cells) {
+    if (!c.ok && c.index >= 0) again.push_back(c.index);
+  }
+  std::sort(again.begin(), again.end());
+  const std::string list = rsslab::FormatCellSelection(again);
+  printf("merge: cells to run again: %s (--cells=%s, or sbatch --array=%s "
+         "deploy/slurm/sweep.sbatch), then merge again\n",
+         list.c_str(), list.c_str(), list.c_str());
+  return kExitFailed;
 }
 
 void SetUsage() {
