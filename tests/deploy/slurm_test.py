@@ -74,7 +74,8 @@ class Cluster:
             mem_mb = int(f.readline().split()[1]) // 1024
         conf = "\n".join([
             "ClusterName=rsslabtest",
-            "SlurmctldHost=%s" % host,
+            # Addresses given: the host name need not resolve.
+            "SlurmctldHost=%s(127.0.0.1)" % host,
             "SlurmctldPort=%d" % free_port(),
             "SlurmdPort=%d" % free_port(),
             "SlurmUser=root",
@@ -98,7 +99,7 @@ class Cluster:
             "KillWait=2",
             "MinJobAge=600",
             "SchedulerParameters=sched_interval=1",
-            "NodeName=%s CPUs=%d RealMemory=%d State=UNKNOWN" % (
+            "NodeName=%s NodeAddr=127.0.0.1 CPUs=%d RealMemory=%d State=UNKNOWN" % (
                 host, os.cpu_count(), min(mem_mb // 2, 4000)),
             "PartitionName=main Nodes=%s Default=YES MaxTime=INFINITE State=UP" % host,
         ]) + "\n"
