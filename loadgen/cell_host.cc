@@ -23,7 +23,6 @@
 #include "agent/profiles.h"
 #include "common/ready_line.h"
 #include "grpcpp/grpcpp.h"
-#include "loadgen/host_info.h"
 #include "loadgen/status_code.h"
 #include "proto/agent.grpc.pb.h"
 
@@ -149,7 +148,7 @@ struct LocalServer {
 class LocalHost : public CellHost {
  public:
   explicit LocalHost(LocalHostOptions o) : o_(std::move(o)) {
-    where_ = CurrentHost();
+    where_ = HostInfoOf(CurrentHost());
     where_.set_server_cpus(FormatCpuList(o_.server_cpus));
     where_.set_loadgen_cpus(FormatCpuList(o_.loadgen_cpus));
   }
@@ -344,6 +343,16 @@ class LocalHost : public CellHost {
 };
 
 }  // namespace
+
+rsslab::v1::HostInfo HostInfoOf(const HostFacts& f) {
+  rsslab::v1::HostInfo h;
+  h.set_hostname(f.hostname);
+  h.set_kernel(f.kernel);
+  h.set_cpu_model(f.cpu_model);
+  h.set_cpus(f.cpus);
+  h.set_mem_total_bytes(f.mem_total_bytes);
+  return h;
+}
 
 std::unique_ptr<CellHost> MakeAgentHost(const AgentHostOptions& options) {
   return std::make_unique<AgentHost>(options);

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/host_info.h"
 #include "loadgen/cells.h"
 #include "proto/agent.pb.h"
 #include "proto/profile.pb.h"
@@ -72,6 +73,9 @@ struct LocalHostOptions {
   absl::Duration ready_timeout = absl::Seconds(60);
 };
 std::unique_ptr<CellHost> MakeLocalHost(LocalHostOptions options);
+
+// The record of where something ran (pinning fields empty).
+rsslab::v1::HostInfo HostInfoOf(const HostFacts& facts);
 
 }  // namespace rsslab
 

@@ -50,7 +50,7 @@
 #include "agent/profiles.h"
 #include "loadgen/cell_host.h"
 #include "loadgen/cells.h"
-#include "loadgen/host_info.h"
+#include "common/host_info.h"
 #include "loadgen/merge.h"
 #include "loadgen/engine.h"
 #include "loadgen/event_log.h"
@@ -708,7 +708,7 @@ rsslab::v1::Event Header(const Invocation& inv) {
     for (int c : inv.cells) h->add_cells_selected(c);
     h->set_local(inv.local);
     rsslab::v1::HostInfo* where = h->mutable_host();
-    *where = rsslab::CurrentHost();
+    *where = rsslab::HostInfoOf(rsslab::CurrentHost());
     where->set_server_cpus(rsslab::FormatCpuList(inv.cpus.server));
     where->set_loadgen_cpus(rsslab::FormatCpuList(inv.cpus.loadgen));
   }

@@ -1,24 +1,32 @@
-// Where a sweep cell ran, and pinning the loadgen and the server it launches
-// to disjoint CPUs.
+// The machine a process runs on (what a sweep cell records as where it ran:
+// the loadgen for --local cells, the agent for its servers), and CPU lists
+// for pinning a server and a loadgen to disjoint CPUs.
 //
-//   rsslab::v1::HostInfo where = rsslab::CurrentHost();       // uname, cpuinfo, meminfo
+//   rsslab::HostFacts where = rsslab::CurrentHost();          // uname, cpuinfo, meminfo
 //   absl::StatusOr<std::vector<int>> cpus = rsslab::ParseCpuList("0-1,3");
 //   rsslab::PinProcess(*cpus);     // every thread of this process, and those it makes later
-#ifndef RSSLAB_LOADGEN_HOST_INFO_H_
-#define RSSLAB_LOADGEN_HOST_INFO_H_
+#ifndef RSSLAB_COMMON_HOST_INFO_H_
+#define RSSLAB_COMMON_HOST_INFO_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "proto/results.pb.h"
 
 namespace rsslab {
 
+struct HostFacts {
+  std::string hostname;
+  std::string kernel;     // uname -r
+  std::string cpu_model;  // /proc/cpuinfo "model name"
+  int cpus = 0;           // online
+  int64_t mem_total_bytes = 0;
+};
 // Host name, kernel release, CPU model, online CPUs and total memory of
-// this machine (pinning fields empty).
-rsslab::v1::HostInfo CurrentHost();
+// this machine.
+HostFacts CurrentHost();
 
 // "0-1,3" -> {0, 1, 3}, sorted, no duplicates; CPUs 0..1023.
 // INVALID_ARGUMENT naming the bad part.
@@ -48,4 +56,4 @@ absl::StatusOr<CpuSplit> ChooseCpus(const std::string& server_flag,
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_LOADGEN_HOST_INFO_H_
+#endif  // RSSLAB_COMMON_HOST_INFO_H_

@@ -1,4 +1,4 @@
-#include "loadgen/host_info.h"
+#include "common/host_info.h"
 
 #include <dirent.h>
 #include <sched.h>
@@ -42,18 +42,18 @@ std::string ProcField(const char* path, absl::string_view key) {
 
 }  // namespace
 
-rsslab::v1::HostInfo CurrentHost() {
-  rsslab::v1::HostInfo h;
+HostFacts CurrentHost() {
+  HostFacts h;
   char name[256] = {0};
   gethostname(name, sizeof(name) - 1);
-  h.set_hostname(name);
+  h.hostname = name;
   utsname u;
-  if (uname(&u) == 0) h.set_kernel(u.release);
-  h.set_cpu_model(ProcField("/proc/cpuinfo", "model name"));
-  h.set_cpus(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  if (uname(&u) == 0) h.kernel = u.release;
+  h.cpu_model = ProcField("/proc/cpuinfo", "model name");
+  h.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   std::string mem = ProcField("/proc/meminfo", "MemTotal");  // "16384 kB"
   int64_t kb = 0;
-  if (absl::SimpleAtoi(absl::StripSuffix(mem, " kB"), &kb)) h.set_mem_total_bytes(kb * 1024);
+  if (absl::SimpleAtoi(absl::StripSuffix(mem, " kB"), &kb)) h.mem_total_bytes = kb * 1024;
   return h;
 }
 
