@@ -372,19 +372,19 @@ absl::StatusOr<rsslab::v1::Scenario> SelectScenario(rsslab::v1::LoadSpec* flags)
           "--local launches the servers here, --agent / --agents_file through agents: set one");
     }
   } else {
-    for (const char* f : {"cells", "cell_index_env", "print_cells", "local", "results_dir"}) {
-      const bool set = std::string(f) == "cells"         ? !absl::GetFlag(FLAGS_cells).empty()
-                       : std::string(f) == "cell_index_env"
-                           ? !absl::GetFlag(FLAGS_cell_index_env).empty()
-                       : std::string(f) == "print_cells" ? absl::GetFlag(FLAGS_print_cells)
-                       : std::string(f) == "local"       ? absl::GetFlag(FLAGS_local)
-                                                         : !absl::GetFlag(FLAGS_results_dir).empty();
-      if (set) {
-        return absl::InvalidArgumentError(absl::StrFormat(
-            "--%s applies to a sweep's cells; \"%s\" is not a sweep (use --builtin=sweep or a "
-            "scenario with a sweep block)",
-            f, scenario->name()));
-      }
+    const std::pair<const char*, bool> cell_flags[] = {
+        {"cells", !absl::GetFlag(FLAGS_cells).empty()},
+        {"cell_index_env", !absl::GetFlag(FLAGS_cell_index_env).empty()},
+        {"print_cells", absl::GetFlag(FLAGS_print_cells)},
+        {"local", absl::GetFlag(FLAGS_local)},
+        {"results_dir", !absl::GetFlag(FLAGS_results_dir).empty()},
+    };
+    for (const auto& [flag, set] : cell_flags) {
+      if (!set) continue;
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s applies to a sweep's cells; \"%s\" is not a sweep (use --builtin=sweep or a "
+          "scenario with a sweep block)",
+          flag, scenario->name()));
     }
   }
   return scenario;
