@@ -51,6 +51,7 @@ const FlagRule kFlags[] = {
     {"stuck_after_ms", FlagRule::kInt, 1, 3600000},
     {"max_watch_streams", FlagRule::kInt, 1, 1024},
     {"shutdown_grace_ms", FlagRule::kInt, 0, 600000},
+    {"handler_budget_ms", FlagRule::kInt, 0, 3600000},
     {"handler_params", FlagRule::kParams},
 };
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "common/files.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -83,18 +84,15 @@ std::string WhyNotAlive(const v1::AgentStateServer& rec, const std::string& serv
 }
 
 absl::StatusOr<v1::AgentState> Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no state file ", path));
-    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path, ": ", strerror(errno)));
+  if (access(path.c_str(), F_OK) != 0 && errno == ENOENT) {
+    return absl::NotFoundError(absl::StrCat("no state file ", path));
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  absl::StatusOr<std::string> read = ReadFileBounded(path, kStateFileMaxBytes, "state file");
+  if (!read.ok()) return absl::InvalidArgumentError(read.status().message());
+  const std::string& text = *read;
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("state file ", path, " is unreadable: ", why));
   };
-  if (text.size() > (16 << 20)) return bad("larger than 16 MiB");
   v1::AgentState state;
   google::protobuf::util::JsonParseOptions o;
   o.ignore_unknown_fields = true;  // written by a newer agent

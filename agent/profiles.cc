@@ -1,5 +1,7 @@
 #include "agent/profiles.h"
 
+#include "common/files.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -167,11 +169,10 @@ absl::StatusOr<ProfileSet> LoadProfiles(absl::string_view paths, const ParseOpti
   ProfileSet all;
   std::map<std::string, std::string> origin;
   for (absl::string_view path : absl::StrSplit(paths, ',', absl::SkipEmpty())) {
-    std::ifstream f{std::string(path)};
-    if (!f) return absl::NotFoundError(absl::StrCat("cannot read profiles file ", path));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    absl::StatusOr<ProfileSet> one = ParseProfiles(ss.str(), path, options);
+    absl::StatusOr<std::string> text =
+        ReadFileBounded(std::string(path), kProfilesFileMaxBytes, "profiles file");
+    if (!text.ok()) return text.status();
+    absl::StatusOr<ProfileSet> one = ParseProfiles(*text, path, options);
     if (!one.ok()) return one.status();
     for (const Profile& p : one->profile()) {
       auto [it, inserted] = origin.emplace(p.name(), std::string(path));

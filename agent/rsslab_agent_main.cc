@@ -30,8 +30,11 @@
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
 #include "grpcpp/grpcpp.h"
+#include "common/flags_parse.h"
+#include "common/protobuf_log.h"
 #include "common/auth.h"
 #include "common/listen.h"
+#include "common/units.h"
 #include "common/shipped.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50060", "Agent service address (port 0: pick one).");
@@ -75,7 +78,20 @@ int Main(int argc, char** argv) {
       "(rsslab.v1.Agent) and verifies each launch in /proc.\nAllowed server flags in "
       "LaunchRequest.server_flags: ",
       AgentService::AllowedFlagsHelp()));
-  absl::ParseCommandLine(argc, argv);
+  ParseFlags(argc, argv);
+  InstallRateLimitedProtobufLog("rsslab_agent");
+
+  // Numbers first: a usage error must leave nothing behind (no --log_dir).
+  for (const absl::Status& s :
+       {CheckRange(absl::GetFlag(FLAGS_max_servers), "--max_servers", 1, 256),
+        CheckRange(absl::GetFlag(FLAGS_ready_timeout_s), "--ready_timeout_s", 1, 3600, " (s)"),
+        CheckRange(absl::GetFlag(FLAGS_stop_grace_ms), "--stop_grace_ms", 0, 600000, " (ms)")}) {
+    if (!s.ok()) Die(std::string(s.message()));
+  }
+
+  // Credentials before anything is created (--log_dir below).
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) Die(std::string(security.status().message()));
 
   AgentService::Options o;
   if (absl::GetFlag(FLAGS_server_binary).empty()) Die("--server_binary is required");
@@ -115,15 +131,12 @@ int Main(int argc, char** argv) {
     Die(absl::StrCat("--log_dir=", absl::GetFlag(FLAGS_log_dir), " is not a writable directory"));
   }
   o.max_servers = absl::GetFlag(FLAGS_max_servers);
-  if (o.max_servers < 1) Die("--max_servers must be at least 1");
   o.ready_timeout = absl::Seconds(absl::GetFlag(FLAGS_ready_timeout_s));
 
   const std::string listen = absl::GetFlag(FLAGS_listen);
   absl::StatusOr<HostPort> hp = ParseHostPort(listen);
   if (!hp.ok()) Die(absl::StrCat(hp.status().message(), " (--listen)"));
   o.server_host = absl::GetFlag(FLAGS_server_host).empty() ? hp->host : absl::GetFlag(FLAGS_server_host);
-  absl::StatusOr<Security> security = Security::FromFlags();
-  if (!security.ok()) Die(std::string(security.status().message()));
   if (absl::Status s = security->CheckListen(listen, "listen"); !s.ok()) {
     Die(std::string(s.message()));
   }

@@ -79,8 +79,9 @@ int Main(int argc, char** argv) {
     else if (value("profile", &profile_name) || value("profiles", &profiles_path) ||
              value("server_binary", &server_binary)) {
     } else if (value("ready_timeout_s", &timeout_s)) {
-      if (!absl::SimpleAtoi(timeout_s, &ready_timeout_s) || ready_timeout_s <= 0) {
-        Fail(64, "--ready_timeout_s must be a positive integer");
+      if (!absl::SimpleAtoi(timeout_s, &ready_timeout_s) || ready_timeout_s <= 0 ||
+          ready_timeout_s > 3600) {
+        Fail(64, "--ready_timeout_s must be an integer between 1 and 3600");
       }
     } else {
       server_args.push_back(a);

@@ -4,8 +4,6 @@
 #include <stdlib.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -13,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "grpcpp/support/client_interceptor.h"
+#include "common/files.h"
 #include "common/listen.h"
 
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this side (enables TLS on servers).");
@@ -25,13 +24,11 @@ ABSL_FLAG(bool, insecure_listen, false, "Servers: allow listening beyond loopbac
 namespace rsslab {
 namespace {
 
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag) {
-  std::ifstream f(path);
-  if (!f) return absl::NotFoundError(absl::StrCat("--", flag, ": cannot read ", path));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (ss.str().empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is empty"));
-  return ss.str();
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* flag, int64_t max_bytes) {
+  absl::StatusOr<std::string> text = ReadFileBounded(path, max_bytes, absl::StrCat("--", flag));
+  if (!text.ok()) return text.status();
+  if (text->empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", path, " is empty"));
+  return text;
 }
 
 // Compares in time independent of where the strings differ.
@@ -80,21 +77,27 @@ absl::StatusOr<Security> Security::Load(const SecurityOptions& o) {
     return absl::InvalidArgumentError("--tls_cert and --tls_key go together");
   }
   if (!o.tls_cert.empty()) {
-    absl::StatusOr<std::string> c = ReadFile(o.tls_cert, "tls_cert");
+    absl::StatusOr<std::string> c = ReadFile(o.tls_cert, "tls_cert", kTlsFileMaxBytes);
     if (!c.ok()) return c.status();
-    absl::StatusOr<std::string> k = ReadFile(o.tls_key, "tls_key");
+    absl::StatusOr<std::string> k = ReadFile(o.tls_key, "tls_key", kTlsFileMaxBytes);
     if (!k.ok()) return k.status();
     s.cert_ = *std::move(c);
     s.key_ = *std::move(k);
   }
   if (!o.tls_ca.empty()) {
-    absl::StatusOr<std::string> ca = ReadFile(o.tls_ca, "tls_ca");
+    absl::StatusOr<std::string> ca = ReadFile(o.tls_ca, "tls_ca", kTlsFileMaxBytes);
     if (!ca.ok()) return ca.status();
     s.ca_ = *std::move(ca);
   }
   if (!o.auth_token_file.empty()) {
-    absl::StatusOr<std::string> t = ReadFile(o.auth_token_file, "auth_token_file");
+    absl::StatusOr<std::string> t =
+        ReadFile(o.auth_token_file, "auth_token_file", kTokenFileMaxBytes);
     if (!t.ok()) return t.status();
+    // Refused rather than warned about: the token lets whoever reads it
+    // drive the server and make the agent start processes (docs/SECURITY.md).
+    if (absl::Status p = CheckPrivateFile(o.auth_token_file, "--auth_token_file"); !p.ok()) {
+      return p;
+    }
     absl::string_view line = *t;
     line = line.substr(0, line.find('\n'));
     line = absl::StripAsciiWhitespace(line);

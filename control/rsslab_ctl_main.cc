@@ -21,7 +21,9 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
+#include "common/flags_parse.h"
 #include "common/auth.h"
+#include "common/units.h"
 
 ABSL_FLAG(std::string, control, "127.0.0.1:50052", "Server's control address HOST:PORT.");
 ABSL_FLAG(int64_t, cache_limit_mb, -1, "phase: cache limit in MiB (default: fill 100, shrink 10, others unchanged).");
@@ -43,6 +45,14 @@ int Fail(const std::string& what, const grpc::Status& s) {
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
     fprintf(stderr, "rsslab_ctl: %s: cannot reach server at %s (%s)\n", what.c_str(), addr.c_str(),
             s.error_message().c_str());
+  } else if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    // What answers there is a gRPC server without the Control service:
+    // most likely the data port (or an agent).
+    fprintf(stderr,
+            "rsslab_ctl: %s: %s does not serve rsslab's Control service (is it the server's data "
+            "port, or another program?); --control takes the address after control= in the "
+            "server's ready line\n",
+            what.c_str(), addr.c_str());
   } else {
     fprintf(stderr, "rsslab_ctl: %s: %s: %s\n", what.c_str(),
             absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())).c_str(),
@@ -80,13 +90,31 @@ int Main(int argc, char** argv) {
       "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
       "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
       "  trim [--mode=default|global|per_thread]          release free memory now");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> args = ParseFlags(argc, argv);
   if (args.size() < 2) {
     fprintf(stderr, "rsslab_ctl: missing command (phase, snapshot, watch, trim); see --help\n");
     return 2;
   }
   const std::string cmd = args[1];
   const bool json = absl::GetFlag(FLAGS_json);
+  // Every number is checked before anything is sent (exit 2).
+  {
+    const int64_t mb = absl::GetFlag(FLAGS_cache_limit_mb);
+    std::vector<absl::Status> checks = {
+        CheckRange(absl::GetFlag(FLAGS_count), "--count", 0, 1 << 30),
+        CheckDuration(absl::GetFlag(FLAGS_interval), "--interval", absl::Milliseconds(10),
+                      absl::Hours(24)),
+        CheckDuration(absl::GetFlag(FLAGS_timeout), "--timeout", absl::Milliseconds(1),
+                      absl::Hours(24)),
+    };
+    if (mb != -1) checks.push_back(MiBToBytes(mb, "--cache_limit_mb", 0, kMaxMiB).status());
+    for (const absl::Status& s : checks) {
+      if (!s.ok()) {
+        fprintf(stderr, "rsslab_ctl: %s\n", std::string(s.message()).c_str());
+        return 2;
+      }
+    }
+  }
   absl::StatusOr<Security> security = Security::FromFlags();
   if (!security.ok()) {
     fprintf(stderr, "rsslab_ctl: %s\n", std::string(security.status().message()).c_str());
@@ -103,7 +131,7 @@ int Main(int argc, char** argv) {
     rsslab::v1::SetPhaseRequest req;
     req.set_phase(args[2]);
     int64_t mb = absl::GetFlag(FLAGS_cache_limit_mb);
-    if (mb != -1) req.set_cache_limit_bytes(mb * (1 << 20));
+    if (mb != -1) req.set_cache_limit_bytes(*MiBToBytes(mb, "--cache_limit_mb", 0, kMaxMiB));
     req.set_gc(absl::GetFlag(FLAGS_phase_gc));
     req.set_detail(absl::GetFlag(FLAGS_detail));
     rsslab::v1::TrimMode mode;

@@ -98,6 +98,10 @@ std::string TrimText(const rsslab::v1::TrimResult& t) {
   std::string out = absl::StrFormat("%s %s: %s -> %s (freed %s) in %dus", t.allocator(), t.call(),
                                     Mib(t.rss_before_bytes()), Mib(t.rss_between_bytes()),
                                     Mib(t.global_freed_bytes()), t.trim_duration_us());
+  if (t.release_delay_overridden()) {
+    absl::StrAppendFormat(&out, " [%s %d -> %d during the trim]", t.release_delay_option(),
+                          t.release_delay_before(), t.release_delay_during());
+  }
   if (t.per_thread()) {
     int ran = 0;
     for (const auto& w : t.workers()) ran += w.ran();

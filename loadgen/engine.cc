@@ -455,6 +455,8 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
 // request cut the step short.
 struct Sends {
   uint64_t late = 0;
+  // Due before the step's end but not sent when its time was up.
+  uint64_t not_sent = 0;
   int64_t max_lag_ns = 0;
   bool interrupted = false;
 };
@@ -490,6 +492,17 @@ void SendOpenLoop(RunState* st, int64_t t0, absl::Duration late_tolerance,
     while (st->in_flight.load() >= static_cast<int64_t>(spec.max_outstanding()) &&
            !st->stopping.load() && !(stop != nullptr && stop->stopped())) {
       absl::SleepFor(absl::Microseconds(100));
+    }
+    // The step's time is up: what is still due is not sent (counted), so
+    // an open loop ends at its duration whatever the rate (issue 14: a
+    // rate the client cannot reach used to send rate x duration however
+    // long that took).
+    if (MonoNs() >= st->measure_end_ns) {
+      const double left_s = (st->measure_end_ns - intended) / 1e9;
+      const double due = poisson ? 1 + left_s * spec.rate()
+                                 : std::ceil((st->measure_end_ns - t0) / 1e9 * spec.rate()) - i;
+      sends->not_sent = due > 0 ? static_cast<uint64_t>(std::llround(due)) : 0;
+      break;
     }
     const int64_t lag = MonoNs() - intended;
     if (lag > late_ns) ++sends->late;
@@ -534,6 +547,7 @@ void Summarize(RunState* st, double cpu, const Sends& sends, LoadResult* result)
   sum.set_client_cpu_s(cpu);
   sum.set_requests_per_client_cpu_s(cpu > 0 ? done / cpu : 0);
   sum.set_behind_schedule(sends.late);
+  sum.set_not_sent(sends.not_sent);
   sum.set_max_schedule_lag_us(sends.max_lag_ns / 1e3);
   *sum.mutable_histogram() = result->histogram.ToProto();
   sum.set_interrupted(sends.interrupted);

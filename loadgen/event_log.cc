@@ -1,5 +1,7 @@
 #include "loadgen/event_log.h"
 
+#include "common/files.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio_ext.h>
@@ -179,6 +181,12 @@ std::string EventToJson(const Event& event) {
 absl::StatusOr<std::vector<Event>> ReadEvents(const std::string& dir,
                                               int* skipped) {
   const std::string path = absl::StrCat(dir, "/events.jsonl");
+  // `report DIR` and --resume read a file a user points at: a FIFO would
+  // block the open and /dev/zero (no newline) would grow one line forever.
+  if (absl::Status s = CheckRegularFile(path, kEventsFileMaxBytes, "events file"); !s.ok()) {
+    if (absl::IsNotFound(s)) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+    return s;
+  }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
   std::vector<Event> events;

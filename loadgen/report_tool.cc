@@ -36,9 +36,16 @@ std::string FindReportTool() {
 
 absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,
                            std::string* output) {
+  return RunReportToolArgs(tool, {run_dir}, output);
+}
+
+absl::Status RunReportToolArgs(const std::string& tool, const std::vector<std::string>& args,
+                               std::string* output) {
+  std::string quoted;
+  for (const std::string& a : args) absl::StrAppend(&quoted, " ", Quote(a));
   const std::string later = absl::StrFormat(
-      "plots skipped; install python3-matplotlib and run: /usr/bin/python3 %s %s",
-      tool.empty() ? "tools/report.py" : tool, run_dir);
+      "plots skipped; install python3-matplotlib and run: /usr/bin/python3 %s%s",
+      tool.empty() ? "tools/report.py" : tool, quoted);
   if (tool.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("tools/report.py not found next to the loadgen; ", later));
@@ -56,7 +63,7 @@ absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,
         absl::StrCat(python, " cannot import matplotlib; ", later));
   }
   const std::string cmd =
-      absl::StrCat(Quote(python), " ", Quote(tool), " ", Quote(run_dir), " 2>&1");
+      absl::StrCat(Quote(python), " ", Quote(tool), quoted, " 2>&1");
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
   char chunk[4096];

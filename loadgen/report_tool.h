@@ -9,6 +9,7 @@
 #define RSSLAB_LOADGEN_REPORT_TOOL_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -21,6 +22,9 @@ std::string FindReportTool();
 // otherwise returns FAILED_PRECONDITION with the command to run later.
 absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,
                            std::string* output);
+// The same with any arguments, e.g. {"--compare", JSON, "--png", PNG}.
+absl::Status RunReportToolArgs(const std::string& tool, const std::vector<std::string>& args,
+                               std::string* output);
 
 }  // namespace rsslab
 

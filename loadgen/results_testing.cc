@@ -19,6 +19,12 @@ Event Snap(const std::string& phase, int64_t rss_mib, int arenas) {
   s->mutable_memory_map()->set_arena_count(arenas);
   s->mutable_config()->set_threads(4);
   s->set_allocator("glibc");
+  if (phase == "fill") {  // seed 000's fill: the cache full and churned
+    s->mutable_cache()->set_cache_limit_bytes(int64_t{100} << 20);
+    s->mutable_cache()->set_cache_bytes(int64_t{100} << 20);
+    s->mutable_cache()->set_evicted_bytes(int64_t{250} << 20);
+    s->mutable_cache()->set_evictions(1000);
+  }
   return e;
 }
 

@@ -6,6 +6,7 @@
 //   rsslab_loadgen --rate=2000 --arrival=poisson --duration=30s      (open loop)
 //   rsslab_loadgen --builtin=soak --duration=4h   (cycles + watch stream)
 //   rsslab_loadgen report RUN_DIR [RUN_DIR...]   (rebuild summaries from events.jsonl)
+//   rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%']   (docs/COMPARE.md)
 //   rsslab_loadgen --builtin=sweep --agent=HOST:PORT [--profiles=glibc,jemalloc]
 //       [--threads_list=1,4] [--repeats=N] [--scale=0.1]   (seed 000's matrix)
 //   rsslab_loadgen ... the same sweep command ... --out=DIR --resume
@@ -30,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -44,6 +46,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/flags_parse.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
 #include "common/shipped.h"
@@ -52,13 +55,16 @@
 #include "loadgen/cells.h"
 #include "common/host_info.h"
 #include "loadgen/merge.h"
+#include "loadgen/compare_main.h"
 #include "loadgen/engine.h"
+#include "loadgen/flags_check.h"
 #include "loadgen/event_log.h"
 #include "loadgen/loadgen_metrics.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
 #include "loadgen/report_tool.h"
 #include "loadgen/resume.h"
+#include "loadgen/resume_identity.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
 #include "loadgen/summary.h"
@@ -117,7 +123,8 @@ ABSL_FLAG(std::string, cell_index_env, "",
 ABSL_FLAG(bool, print_cells, false,
           "Sweeps: print the matrix's numbered cells (index, profile, threads, repeat) and "
           "exit; with --json as JSON with the matrix id.");
-ABSL_FLAG(bool, json, false, "With --print_cells: JSON.");
+// --json (defined with `compare`, loadgen/compare_main.cc) also makes --print_cells JSON.
+ABSL_DECLARE_FLAG(bool, json);
 ABSL_FLAG(bool, local, false,
           "Sweeps: no agent; the loadgen launches each cell's server itself on this machine "
           "(same launch and verification as rsslab_agent), pinned apart from the loadgen "
@@ -314,6 +321,15 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
     for (const auto& [k, v] : *params) (*s.mutable_params())[k] = v;
   } else {
     errs.push_back(absl::StrCat("--params: ", params.status().message()));
+  }
+  // The same checks (and upper bounds) as a scenario's layers get.
+  for (const std::string& e : rsslab::CheckLoadLayer(s, "flags")) errs.push_back(e);
+  if (absl::Status p = rsslab::CheckProcessFlags(
+          {absl::GetFlag(FLAGS_client_threads), absl::GetFlag(FLAGS_connect_timeout),
+           absl::GetFlag(FLAGS_control_timeout), absl::GetFlag(FLAGS_metrics_hold),
+           absl::GetFlag(FLAGS_repeats)});
+      !p.ok()) {
+    errs.push_back(std::string(p.message()));
   }
   if (!errs.empty()) return absl::InvalidArgumentError(absl::StrJoin(errs, "\n"));
   return s;
@@ -639,6 +655,13 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
     return Fail(kExitUsage, absl::StrCat("--resume: ", inv.out, "/events.jsonl holds no record"));
   }
   if (auto s = rsslab::CheckResumable(before->front(), inv.scenario, inv.flags); !s.ok()) {
+    return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
+  }
+  if (auto s = rsslab::CheckResumeIdentity(
+          before->front().header(),
+          {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_control),
+           absl::GetFlag(FLAGS_agent)});
+      !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
   }
   dir->done_cells = rsslab::SuccessfulCells(*before);
@@ -1062,7 +1085,8 @@ void SetUsage() {
       "  rsslab_loadgen --builtin=sweep ... --print_cells [--json]   the numbered cells\n"
       "  rsslab_loadgen --builtin=sweep ... --cells=3 --local [--results_dir=DIR]   one cell here\n"
       "  rsslab_loadgen merge --out=DIR RUN_DIR...   one sweep from run directories of one matrix\n"
-      "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl");
+      "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl\n"
+      "  rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%'] [--format=md|--json]");
 }
 
 }  // namespace
@@ -1076,7 +1100,11 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
 
   SetUsage();
-  std::vector<char*> pos = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> pos = rsslab::ParseFlags(argc, argv);
+  if (pos.size() >= 2 && std::string(pos[1]) == "compare") {
+    return rsslab::CompareMain(std::vector<std::string>(pos.begin() + 2, pos.end()),
+                               std::vector<std::string>(argv, argv + argc));
+  }
   if (pos.size() >= 2 && std::string(pos[1]) == "report") {
     if (pos.size() < 3) return Fail(kExitUsage, "report needs a run directory");
     return Report(std::vector<std::string>(pos.begin() + 2, pos.end()));

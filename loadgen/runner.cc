@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <cstdio>
 #include <optional>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
+#include "common/units.h"
 #include "loadgen/summary_render.h"
 
 namespace rsslab {
@@ -86,8 +88,18 @@ absl::Status Runner::AppendLocked(Event e) {
     e.set_attempt(options_.tag.attempt());
   }
   absl::MutexLock l(&mu_);
+  std::optional<rsslab::v1::FillCheck> fill = fill_watch_.Add(e);
+  const Event fill_record = fill ? FillCheckRecord(*fill, e) : Event();
   if (summary_ != nullptr) summary_->Add(e);
-  return log_->Append(std::move(e));
+  absl::Status s = log_->Append(std::move(e));
+  if (!fill) return s;
+  if (!fill->filled()) {  // whatever the progress mode: the run is not seed 000's
+    fprintf(stderr, "%s%srsslab_loadgen: %s\n",
+            options_.progress == ProgressMode::kLive ? "\r\033[K" : "",
+            options_.line_prefix.c_str(), fill->verdict().c_str());
+  }
+  if (summary_ != nullptr) summary_->Add(fill_record);
+  return s.ok() ? log_->Append(fill_record) : s;
 }
 
 void Runner::StartWatch(double interval) {
@@ -279,7 +291,8 @@ Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
   rsslab::v1::SetPhaseRequest req;
   req.set_phase(step.set_phase.phase());
   if (step.set_phase.has_cache_limit_mb()) {
-    req.set_cache_limit_bytes(step.set_phase.cache_limit_mb() << 20);
+    // Range-checked when the scenario was parsed (loadgen/flags_check).
+    req.set_cache_limit_bytes(step.set_phase.cache_limit_mb() * kMiB);
   }
   req.set_gc(step.set_phase.has_gc() ? step.set_phase.gc() : true);
   grpc::ClientContext cc;
@@ -424,6 +437,10 @@ Runner::StepDone Runner::Load(const PlanStep& step, const Ctx& ctx,
     absl::StrAppendFormat(&done.detail, ", %d late sends (max lag %.2f ms)",
                           r.summary.behind_schedule(),
                           r.summary.max_schedule_lag_us() / 1000);
+    if (r.summary.not_sent() > 0) {
+      absl::StrAppendFormat(&done.detail, ", %d not sent (due after the client fell behind)",
+                            r.summary.not_sent());
+    }
   }
   return done;
 }

@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
 #include "loadgen/event_log.h"
+#include "loadgen/fill_check.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
 #include "loadgen/summary.h"
@@ -120,6 +121,7 @@ class Runner {
   absl::Mutex mu_;
   std::string cur_phase_ ABSL_GUARDED_BY(mu_);
   int cur_cycle_ ABSL_GUARDED_BY(mu_) = 0;
+  FillWatch fill_watch_ ABSL_GUARDED_BY(mu_);  // says once if the fill never filled
   // Interval latencies taken during the running load step (its summary's
   // `intervals`); bounded by the step's length / the watch interval.
   std::vector<rsslab::v1::Latency> step_intervals_ ABSL_GUARDED_BY(mu_);

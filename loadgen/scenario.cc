@@ -5,6 +5,9 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "common/files.h"
+#include "common/units.h"
+#include "loadgen/flags_check.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -199,6 +202,8 @@ void CheckLayerAt(const LoadSpec& s, const Where& w,
   if (s.scale() < 0 || !std::isfinite(s.scale())) {
     add("scale", "scale must be a positive factor");
   }
+  // Upper bounds (loadgen/flags_check.h).
+  CheckLoadBounds(s, [&](absl::string_view field, const std::string& what) { add(field, what); });
 }
 
 bool UsesControl(const Step& step) {
@@ -249,6 +254,11 @@ void CheckSteps(const google::protobuf::Message& parent,
               absl::StrFormat("cache_limit_mb is %d; a cache limit cannot be "
                               "negative",
                               p.cache_limit_mb()));
+        } else if (p.has_cache_limit_mb()) {
+          if (auto b = MiBToBytes(p.cache_limit_mb(), "cache_limit_mb", 0, kMaxCacheLimitMb);
+              !b.ok()) {
+            add(p, "cache_limit_mb", pw, b.status().message());
+          }
         }
         break;
       }
@@ -270,6 +280,10 @@ void CheckSteps(const google::protobuf::Message& parent,
           add(step.wait(), "seconds",
               sw.Nested(step, "wait", -1, "wait"),
               "wait needs seconds > 0");
+        } else if (s > kMaxDurationS) {
+          add(step.wait(), "seconds", sw.Nested(step, "wait", -1, "wait"),
+              absl::StrFormat("wait seconds must be at most %.0f (30 days); got %g",
+                              kMaxDurationS, s));
         }
         break;
       }
@@ -284,6 +298,10 @@ void CheckSteps(const google::protobuf::Message& parent,
         }
         if (r.duration_s() < 0) {
           add(r, "duration_s", rw, "duration_s must be positive");
+        } else if (!(r.duration_s() <= kMaxDurationS)) {
+          add(r, "duration_s", rw,
+              absl::StrFormat("duration_s must be at most %.0f (30 days); got %g",
+                              kMaxDurationS, r.duration_s()));
         }
         if (r.step_size() == 0) {
           add(r, "", rw, "repeat has no steps");
@@ -509,14 +527,10 @@ absl::StatusOr<Scenario> ParseScenario(absl::string_view text,
 
 absl::StatusOr<Scenario> LoadScenarioFile(const std::string& path,
                                           const LoadSpec& flags) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrFormat("cannot read scenario file %s", path));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ParseAndCheck(ss.str(), path, flags);
+  absl::StatusOr<std::string> text =
+      ReadFileBounded(path, kScenarioFileMaxBytes, "--scenario");
+  if (!text.ok()) return text.status();
+  return ParseAndCheck(*text, path, flags);
 }
 
 std::vector<std::string> BuiltinNames() {

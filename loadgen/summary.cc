@@ -18,6 +18,7 @@ void SummaryBuilder::AddSnapshot(const std::string& phase,
 }
 
 void SummaryBuilder::Add(const Event& e) {
+  if (auto fill = e.has_footer() ? fill_watch_.Finish() : fill_watch_.Add(e)) s_.fill = *fill;
   switch (e.record_case()) {
     case Event::kHeader:
       s_.scenario = e.header().scenario_name();
@@ -32,9 +33,15 @@ void SummaryBuilder::Add(const Event& e) {
       // trim's "before" is not an "after trim" figure, but counts for HWM.
       if (e.phase().has_before()) AddSnapshot("", e.phase().before());
       AddSnapshot(e.loadgen_phase(), e.phase().snapshot());
+      if (e.phase().has_trim()) {
+        s_.has_trim = true;
+        s_.last_trim = e.phase().trim();
+      }
       break;
     case Event::kTrim:
       AddSnapshot(e.loadgen_phase(), e.trim().after());
+      s_.has_trim = true;
+      s_.last_trim = e.trim().trim();
       break;
     case Event::kLoad: {
       s_.loads.push_back(e.load());
@@ -46,11 +53,22 @@ void SummaryBuilder::Add(const Event& e) {
       break;
     }
     case Event::kStep:
-      if (!e.step().ok()) s_.failed_steps.push_back(e.step());
+      if (!e.step().ok()) {
+        s_.failed_steps.push_back(e.step());
+        // An interrupted step (Ctrl-C, a resumed run's cut) measured
+        // nothing wrong; any other failure makes the run incomplete
+        // whatever a later footer says (a resumed run's footer covers
+        // only its own part).
+        if (e.step().error() != "interrupted") s_.step_failed = true;
+      }
       break;
     case Event::kFooter:
       s_.has_footer = true;
-      s_.completed = e.footer().completed();
+      s_.completed = e.footer().completed() && !s_.step_failed;
+      if (s_.step_failed && e.footer().completed()) {
+        s_.error = "a step failed in an earlier part of this run (see below)";
+        break;
+      }
       s_.error = e.footer().error();
       break;
     default:

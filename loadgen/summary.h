@@ -10,9 +10,11 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "loadgen/fill_check.h"
 #include "loadgen/histogram.h"
 #include "loadgen/soak_analysis.h"
 #include "proto/results.pb.h"
@@ -25,6 +27,9 @@ struct RunSummary {
   std::string target;
   bool has_footer = false;
   bool completed = false;
+  // A step failed (not merely interrupted) anywhere in the run: then it is
+  // never "completed", whatever the last footer says.
+  bool step_failed = false;
   std::string error;
   // The last snapshot taken while the loadgen had set each phase
   // (fill, shrink, idle, trim): seed 000's "after each phase".
@@ -40,7 +45,14 @@ struct RunSummary {
   uint64_t failed = 0;
   double load_seconds = 0;
   std::vector<rsslab::v1::StepRecord> failed_steps;
+  // The last trim's result (phase trim or trim step), when one ran: RSS
+  // after the global release (rss_between) and after the per-thread pass.
+  bool has_trim = false;
+  rsslab::v1::TrimResult last_trim;
   SoakSummary soak;  // enabled for scenarios with a soak block
+  // Whether the fill reached the cache limit (loadgen/fill_check.h); unset
+  // for runs without a fill phase.
+  std::optional<rsslab::v1::FillCheck> fill;
 };
 
 class SummaryBuilder {
@@ -56,6 +68,7 @@ class SummaryBuilder {
  private:
   void AddSnapshot(const std::string& phase, const rsslab::v1::Snapshot& snap);
   RunSummary s_;
+  FillWatch fill_watch_;
   SoakAnalysis soak_{&s_.soak};
 };
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
 #include "common/phase.h"
+#include "loadgen/fill_check.h"
 
 namespace rsslab {
 namespace {
@@ -152,7 +153,8 @@ std::vector<std::string> SummaryColumns() {
   return {"scenario",       "completed",     "workers",     "allocator",
           "rss_fill_mib",   "rss_shrink_mib", "rss_idle_mib", "rss_trim_mib",
           "hwm_mib",        "threads",       "arenas",      "qps",
-          "p50_ms",         "p99_ms",        "requests",    "errors"};
+          "p50_ms",         "p99_ms",        "requests",    "errors",
+          "fill"};
 }
 
 std::vector<std::string> SummaryRow(const RunSummary& s) {
@@ -176,6 +178,7 @@ std::vector<std::string> SummaryRow(const RunSummary& s) {
   row.push_back(s.latency.count() ? Ms(s.latency.Percentile(99) / 1e3) : "-");
   row.push_back(absl::StrCat(s.requests));
   row.push_back(absl::StrCat(s.failed));
+  row.push_back(FillCell(s.fill));
   return row;
 }
 
@@ -197,6 +200,7 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
                     f.error(), "\n");
   }
   if (!s.failed_steps.empty()) md += "\n";
+  md += FillMarkdown(s.fill);
   if (s.soak.enabled) md += SoakMarkdown(s.soak);
   md += "## Memory after each phase (seed 000 style)\n\n";
   const auto cols = SummaryColumns();

@@ -35,8 +35,30 @@ TEST(SummaryTest, SummaryFillsEverySeedColumn) {
   const std::string md = SummaryMarkdown(s, "d");
   EXPECT_THAT(md, HasSubstr("**completed**"));
   EXPECT_THAT(md, HasSubstr("| fill | 130.0 |"));
+  EXPECT_EQ(row[16], "yes(3.50x)");
+  EXPECT_THAT(md, HasSubstr("Fill check: cache filled (fill stored 350.0 MiB"));
+  EXPECT_THAT(md, ::testing::Not(HasSubstr(kCacheNeverFilled)));
   const std::string csv = SummaryCsv(s, "d");
   EXPECT_THAT(csv, HasSubstr("run_dir,scenario,completed,workers"));
+}
+
+// A run scaled down so far that the cache never reached its limit says so
+// at the top of summary.md and in the table.
+TEST(SummaryTest, FillThatNeverReachedTheLimitIsFlagged) {
+  SummaryBuilder b;
+  for (rsslab::v1::Event e : SeedLikeRun(true)) {
+    if (e.loadgen_phase() == "fill" && e.has_snapshot()) {
+      e.mutable_snapshot()->mutable_cache()->set_cache_bytes(int64_t{72} << 20);
+      e.mutable_snapshot()->mutable_cache()->set_evicted_bytes(0);
+      e.mutable_snapshot()->mutable_cache()->set_evictions(0);
+    }
+    b.Add(e);
+  }
+  ASSERT_TRUE(b.summary().fill.has_value());
+  EXPECT_FALSE(b.summary().fill->filled());
+  EXPECT_EQ(SummaryRow(b.summary())[16], "NEVER(0.72x)");
+  EXPECT_THAT(SummaryMarkdown(b.summary(), "d"),
+              HasSubstr(std::string("**Fill check: ") + kCacheNeverFilled));
 }
 
 TEST(SummaryTest, IncompleteRunSaysSoAndShowsWhatWasMeasured) {
@@ -55,6 +77,37 @@ TEST(SummaryTest, IncompleteRunSaysSoAndShowsWhatWasMeasured) {
   ev.pop_back();
   for (const auto& e : ev) nf.Add(e);
   EXPECT_THAT(SummaryMarkdown(nf.summary(), "d"), HasSubstr("no footer record"));
+}
+
+// Issue 14: a resumed run's last footer covers only its own part; a step
+// that failed earlier keeps the run from "completed". An interrupted step
+// (the reason to resume) does not.
+TEST(SummaryTest, FinalStatusComesFromEveryStepNotTheLastFooter) {
+  auto step = [](bool ok, const std::string& error) {
+    rsslab::v1::Event e;
+    e.mutable_step()->set_step("load");
+    e.mutable_step()->set_ok(ok);
+    e.mutable_step()->set_error(error);
+    return e;
+  };
+  auto footer = [](bool completed) {
+    rsslab::v1::Event e;
+    e.mutable_footer()->set_completed(completed);
+    return e;
+  };
+  SummaryBuilder failed;
+  for (const auto& e : {step(false, "UNAVAILABLE: SetPhase failed"), footer(false), step(true, ""),
+                        footer(true)}) {
+    failed.Add(e);
+  }
+  EXPECT_FALSE(failed.summary().completed);
+  EXPECT_THAT(SummaryMarkdown(failed.summary(), "d"), HasSubstr("INCOMPLETE"));
+
+  SummaryBuilder interrupted;
+  for (const auto& e : {step(false, "interrupted"), footer(false), step(true, ""), footer(true)}) {
+    interrupted.Add(e);
+  }
+  EXPECT_TRUE(interrupted.summary().completed);
 }
 
 TEST(SummaryTest, WriteSummaryWritesBothFiles) {

@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "loadgen/fill_check.h"
 
 namespace rsslab {
 namespace {
@@ -53,6 +54,7 @@ struct CellState {
   int64_t hwm = -1;
   bool have_trim = false;
   rsslab::v1::TrimResult trim;
+  FillWatch fill_watch;
 };
 
 // "host (2 CPUs, Intel Xeon ..., 15.6 GiB; server CPUs 0, loadgen 1)".
@@ -206,11 +208,19 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       st.c.repeat = e.repeat();
       st.c.index = e.has_cell_index() ? e.cell_index() : -1;
     }
+    if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
+      st.c.fill = *fill;
+    }
     auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
       if (after_phase && !e.loadgen_phase().empty()) {
         st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
       }
       st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
+      st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
+      st.c.max_arenas = std::max(st.c.max_arenas, sn.memory_map().arena_count());
+      if (after_phase && e.loadgen_phase() == "fill" && sn.has_cache()) {
+        st.c.fill_evictions = static_cast<int64_t>(sn.cache().evictions());
+      }
       if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
     };
     switch (e.record_case()) {
@@ -234,6 +244,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
         if (e.loadgen_phase() == "fill") {
           st.c.value[kQps] = e.load().qps();
           st.c.value[kP99] = e.load().latency().p99_us();
+          st.c.fill_p50_us = e.load().latency().p50_us();
         }
         break;
       case Event::kCellResult: {
@@ -296,7 +307,10 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       }
       row.metric[m] = AggregateValues(v);
     }
-    for (const CellSummary* c : members) row.ok_cells += c->ok ? 1 : 0;
+    for (const CellSummary* c : members) {
+      row.ok_cells += c->ok ? 1 : 0;
+      row.unfilled_cells += c->ok && c->fill && !c->fill->filled() ? 1 : 0;
+    }
     s.rows.push_back(row);
   }
   return s;
@@ -309,6 +323,7 @@ std::string SweepCsv(const SweepSummary& s) {
       cols.push_back(absl::StrCat(m.key, "_", suffix));
     }
   }
+  cols.push_back("unfilled_cells");
   std::string out = absl::StrCat(absl::StrJoin(cols, ","), "\n");
   for (const SweepRow& r : s.rows) {
     std::vector<std::string> row = {r.profile, absl::StrCat(r.threads),
@@ -319,6 +334,7 @@ std::string SweepCsv(const SweepSummary& s) {
         row.push_back(a.n == 0 ? "-" : FormatMetric(m, v));
       }
     }
+    row.push_back(absl::StrCat(r.unfilled_cells));
     absl::StrAppend(&out, absl::StrJoin(row, ","), "\n");
   }
   return out;
@@ -352,14 +368,21 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
                     "\n\n");
   }
   md += "## Medians per profile x threads (min-max over repeats)\n\n";
-  md += "| profile | threads | cells ok |";
+  md += "| profile | threads | cells ok | fill |";
   for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
-  md += "\n|---|---|---|";
+  md += "\n|---|---|---|---|";
   for (int m = 0; m < kNumSweepMetrics; ++m) md += "---|";
   md += "\n";
+  int unfilled = 0;
   for (const SweepRow& r : s.rows) {
-    absl::StrAppendFormat(&md, "| %s | %d | %d/%d |", r.profile, r.threads,
-                          r.ok_cells, r.cells);
+    unfilled += r.unfilled_cells;
+    absl::StrAppendFormat(&md, "| %s | %d | %d/%d | %s |", r.profile, r.threads,
+                          r.ok_cells, r.cells,
+                          r.ok_cells == 0 ? "-"
+                          : r.unfilled_cells == 0
+                              ? "yes"
+                              : absl::StrFormat("**NEVER FILLED** (%d/%d)", r.unfilled_cells,
+                                                r.ok_cells));
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       absl::StrAppend(&md, " ", Cell(r.metric[m], m), " |");
     }
@@ -371,10 +394,20 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
       "(10 MiB cache), after the idle wait; the trim phase releases free "
       "memory globally (e.g. `malloc_trim(0)`), then on every worker "
       "thread, and the two trim columns are RSS after each pass. QPS and "
-      "p99 are the fill phase's. Failed cells are not in the medians.\n\n";
-  md += "## Cells\n\n| index | cell | ok | allocator |";
+      "p99 are the fill phase's. Failed cells are not in the medians. fill: "
+      "whether every completed cell's fill reached the cache limit and "
+      "evicted (- without completed cells).\n\n";
+  if (unfilled > 0) {
+    absl::StrAppendFormat(&md,
+                          "**%s** in %d cell(s) (fill column): their fill stored less "
+                          "than the cache limit, so those rows are a smaller experiment "
+                          "than seed 000's. Rerun them at a larger `--scale` "
+                          "(docs/FILL.md).\n\n",
+                          kCacheNeverFilled, unfilled);
+  }
+  md += "## Cells\n\n| index | cell | ok | allocator | fill |";
   for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
-  md += " attempt | where |\n|---|---|---|---|";
+  md += " attempt | where |\n|---|---|---|---|---|";
   for (int m = 0; m < kNumSweepMetrics; ++m) md += "---|";
   md += "---|---|\n";
   for (const CellSummary& c : s.cells) {
@@ -382,6 +415,7 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
                           c.index < 0 ? "-" : absl::StrCat(c.index), c.cell,
                           c.ok ? "yes" : (c.has_result ? "FAILED" : "unfinished"),
                           c.allocator.empty() ? "-" : c.allocator);
+    absl::StrAppend(&md, " ", FillCell(c.fill), " |");
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       absl::StrAppend(&md, " ", FormatMetric(m, c.value[m]), " |");
     }
@@ -446,12 +480,15 @@ std::string IncompleteLine(const SweepSummary& s) {
 }
 
 std::string SweepTable(const SweepSummary& s) {
-  std::vector<std::string> head = {"profile", "threads", "ok"};
+  std::vector<std::string> head = {"profile", "threads", "ok", "fill"};
   for (const auto& m : kMetrics) head.push_back(m.key);
   std::vector<std::vector<std::string>> rows = {head};
   for (const SweepRow& r : s.rows) {
-    std::vector<std::string> row = {r.profile, absl::StrCat(r.threads),
-                                    absl::StrCat(r.ok_cells, "/", r.cells)};
+    std::vector<std::string> row = {
+        r.profile, absl::StrCat(r.threads), absl::StrCat(r.ok_cells, "/", r.cells),
+        r.ok_cells == 0 ? "-"
+        : r.unfilled_cells == 0 ? "yes"
+                                : absl::StrCat("NEVER(", r.unfilled_cells, ")")};
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       row.push_back(r.metric[m].n ? FormatMetric(m, r.metric[m].median) : "-");
     }

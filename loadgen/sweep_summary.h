@@ -19,6 +19,7 @@
 #define RSSLAB_LOADGEN_SWEEP_SUMMARY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,17 @@ struct CellSummary {
   int attempt = 1;    // the attempt these figures come from
   int attempts = 1;   // attempts recorded
   std::string where;  // host, CPUs, memory, pinning (WhereText)
+  // Did the cell's fill reach the cache limit (loadgen/fill_check.h)?
+  std::optional<rsslab::v1::FillCheck> fill;
   double value[kNumSweepMetrics];
+  // Not in the table; `rsslab_loadgen compare` reads them: the fill load's
+  // p50 (us), the largest OS thread and glibc arena counts seen, and the
+  // cache's evictions at the end of fill (0: the cache never filled; -1: no
+  // fill snapshot).
+  double fill_p50_us = -1;
+  int max_threads = -1;
+  int max_arenas = -1;
+  int64_t fill_evictions = -1;
   CellSummary() {
     for (double& v : value) v = -1;
   }
@@ -88,6 +99,9 @@ struct SweepRow {
   int threads = 0;
   int cells = 0;
   int ok_cells = 0;
+  // Completed cells whose fill never reached the cache limit: the row does
+  // not show seed 000's conditions.
+  int unfilled_cells = 0;
   Aggregate metric[kNumSweepMetrics];
 };
 

@@ -2,7 +2,11 @@
 // trim columns, failed cells kept out of the medians, CSV layout.
 #include "loadgen/sweep_summary.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "loadgen/fill_check.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -11,6 +15,7 @@ namespace {
 
 using ::rsslab::v1::Event;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr double kMiB = 1048576.0;
 
@@ -51,11 +56,18 @@ Event Tagged(const std::string& profile, int threads, int repeat, const std::str
 // One cell's records as the runner writes them, RSS in MiB.
 void AddCell(std::vector<Event>* ev, const std::string& profile, int threads, int repeat,
              double fill, double shrink, double idle, double between, double after,
-             double qps, double p99_us, bool ok = true) {
+             double qps, double p99_us, bool ok = true, double fill_stored_mib = 350) {
   auto snap = [&](const std::string& phase, double rss, double hwm) {
     Event e = Tagged(profile, threads, repeat, phase);
     e.mutable_snapshot()->mutable_status()->set_rss_bytes(static_cast<int64_t>(rss * kMiB));
     e.mutable_snapshot()->mutable_status()->set_hwm_bytes(static_cast<int64_t>(hwm * kMiB));
+    if (phase == "fill") {  // the cache's counters at the end of the fill
+      auto* c = e.mutable_snapshot()->mutable_cache();
+      c->set_cache_limit_bytes(static_cast<int64_t>(100 * kMiB));
+      c->set_cache_bytes(static_cast<int64_t>(std::min(fill_stored_mib, 100.0) * kMiB));
+      c->set_evicted_bytes(static_cast<int64_t>(std::max(fill_stored_mib - 100, 0.0) * kMiB));
+      c->set_evictions(fill_stored_mib > 100 ? 1000 : 0);
+    }
     ev->push_back(e);
   };
   Event load = Tagged(profile, threads, repeat, "fill");
@@ -154,16 +166,38 @@ TEST(SweepSummaryTest, GlobalOnlyTrimFillsOnlyTheGlobalColumn) {
 TEST(SweepSummaryTest, MarkdownAndCsvShowEveryColumnAndTheFailure) {
   SweepSummary s = BuildSweepSummary(ThreeRepeats());
   const std::string md = SweepMarkdown(s, "results/x");
-  EXPECT_THAT(md, HasSubstr("| glibc | 1 | 3/3 | 125.0 (120.0-130.0) | 112.0 (110.0-115.0) |"));
+  EXPECT_THAT(md, HasSubstr("| glibc | 1 | 3/3 | yes | 125.0 (120.0-130.0) | 112.0 (110.0-115.0) |"));
+  EXPECT_THAT(md, Not(HasSubstr(kCacheNeverFilled)));
   EXPECT_THAT(md, HasSubstr("trim (per-thread) MiB"));
   EXPECT_THAT(md, HasSubstr("**jemalloc/t1/r2** (exit): server killed by SIGSEGV"));
   EXPECT_THAT(md, HasSubstr("Segmentation fault"));
   const std::string csv = SweepCsv(s);
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(), 4u + 3u * kNumSweepMetrics);
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(), 5u + 3u * kNumSweepMetrics);
+  EXPECT_THAT(lines[0], ::testing::EndsWith(",unfilled_cells"));
   EXPECT_THAT(lines[2], HasSubstr("glibc,1,3,3,125.0,120.0,130.0,112.0,110.0,115.0,"));
-  EXPECT_THAT(lines[2], HasSubstr(",1100,1000,1200,2.50,2.00,3.00"));
+  EXPECT_THAT(lines[2], HasSubstr(",1100,1000,1200,2.50,2.00,3.00,0"));
+}
+
+// A reduced sweep whose fill never reached the cache limit in one repeat:
+// the row, the cell and the paragraph under the table say so.
+TEST(SweepSummaryTest, CellWhoseFillNeverFilledIsFlagged) {
+  std::vector<Event> ev;
+  AddCell(&ev, "glibc", 4, 1, 120, 110, 110, 30, 25, 1000, 2000);
+  AddCell(&ev, "glibc", 4, 2, 100, 90, 90, 30, 25, 1000, 2000, true, /*fill_stored_mib=*/72);
+  SweepSummary s = BuildSweepSummary(ev);
+  ASSERT_EQ(s.rows.size(), 1u);
+  EXPECT_EQ(s.rows[0].unfilled_cells, 1);
+  ASSERT_TRUE(s.cells[1].fill.has_value());
+  EXPECT_FALSE(s.cells[1].fill->filled());
+  EXPECT_TRUE(s.cells[0].fill->churned_twice());
+  const std::string md = SweepMarkdown(s, "d");
+  EXPECT_THAT(md, HasSubstr("| glibc | 4 | 2/2 | **NEVER FILLED** (1/2) |"));
+  EXPECT_THAT(md, HasSubstr(absl::StrCat("**", kCacheNeverFilled, "** in 1 cell(s)")));
+  EXPECT_THAT(md, HasSubstr("| glibc/t4/r2 | yes | - | NEVER(0.72x) |"));
+  EXPECT_THAT(SweepCsv(s), HasSubstr(",1\n"));
+  EXPECT_THAT(SweepTable(s), HasSubstr("NEVER(1)"));
 }
 
 TEST(SweepSummaryTest, OrdinaryRunIsNotASweep) {

@@ -8,16 +8,25 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "common/files.h"
 #include "common/phase.h"
 #include "common/procfs/procfs.h"
+#include "common/units.h"
 #include "server/alloc/alloc.h"
+#include "server/python/knobs.h"
 
 namespace rsslab {
 
 namespace {
-constexpr int64_t kMiB = 1 << 20;
-constexpr int64_t kFillDefault = 100 * kMiB;
-constexpr int64_t kShrinkDefault = 10 * kMiB;
+// A trim mode the proto does not name (a newer or a hostile client) is
+// refused, not treated as the default.
+absl::Status CheckTrimMode(int mode, absl::string_view field) {
+  if (!rsslab::v1::TrimMode_IsValid(mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " must be 0 (default), 1 (global only) or 2 (per thread); got ", mode));
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 ServerCore::ServerCore(const Options& options) : options_(options), start_(absl::Now()) {}
@@ -44,11 +53,22 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
     return absl::NotFoundError(
         absl::StrCat("handler file ", options.handler_path, " is missing or unreadable"));
   }
+  // CPython reads the file itself: refuse a FIFO (it would hang the import)
+  // or a device (it would read without end) here.
+  if (absl::Status f = CheckRegularFile(options.handler_path, kHandlerFileMaxBytes, "--handler");
+      !f.ok()) {
+    return f;
+  }
+  if (options.handler_budget < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--handler_budget_ms must not be negative");
+  }
   std::unique_ptr<ServerCore> core(new ServerCore(options));
   PythonRuntime::Options py;
   py.handler_path = options.handler_path;
   py.default_params = options.handler_params;
   py.cache_limit_bytes = options.cache_limit_bytes;
+  py.budget = options.handler_budget;
+  py.workers = options.threads;
   absl::StatusOr<std::unique_ptr<PythonRuntime>> rt = PythonRuntime::Start(py);
   if (!rt.ok()) return rt.status();
   core->runtime_ = std::move(*rt);
@@ -155,6 +175,15 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
         "server is in the idle phase and refuses load; switch to fill or shrink first"));
     return;
   }
+  // Declared knob bounds and the generic params limits, before a worker,
+  // the GIL or the handler is involved (needs no interpreter).
+  if (options_.dispatch == Options::Dispatch::kPython) {
+    if (absl::Status p = runtime_->CheckRequestParams(*request); !p.ok()) {
+      phase_.CountRefused();
+      done(p);
+      return;
+    }
+  }
   {
     absl::MutexLock lock(&inflight_mu_);
     if (draining_) {
@@ -243,22 +272,25 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
                                   rsslab::v1::SetPhaseResponse* response) {
   const std::optional<v1::Phase> parsed = ParsePhase(request.phase());
   if (!parsed) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown phase '", request.phase(),
+    // Quoted and cut: a 3 MB phase echoed back whole would exceed the
+    // client's metadata limit and hide the INVALID_ARGUMENT.
+    return absl::InvalidArgumentError(absl::StrCat("unknown phase '", Quote(request.phase()),
                                                    "'; allowed: ", AllowedPhases()));
   }
   const v1::Phase phase = *parsed;
+  if (absl::Status m = CheckTrimMode(request.trim_mode(), "trim_mode"); !m.ok()) return m;
   int64_t limit = -1;
   if (request.has_cache_limit_bytes()) {
     limit = request.cache_limit_bytes();
-    if (limit < 0 || limit > options_.max_cache_limit_bytes) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "cache_limit_bytes must be between 0 and %d (--max_cache_limit_mb=%d); got %d",
-          options_.max_cache_limit_bytes, options_.max_cache_limit_bytes / kMiB, limit));
+    if (absl::Status r = CheckBytes(limit, "cache_limit_bytes (--max_cache_limit_mb)", 0,
+                                    options_.max_cache_limit_bytes);
+        !r.ok()) {
+      return r;
     }
   } else if (phase == v1::PHASE_FILL) {
-    limit = kFillDefault;
+    limit = kDefaultFillCacheBytes;
   } else if (phase == v1::PHASE_SHRINK) {
-    limit = kShrinkDefault;
+    limit = kDefaultShrinkCacheBytes;
   }
   const bool gc = request.has_gc() ? request.gc() : true;
   SnapshotOptions snap;
@@ -282,6 +314,7 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
 
 absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
                               rsslab::v1::TrimResponse* response) {
+  if (absl::Status m = CheckTrimMode(request.mode(), "mode"); !m.ok()) return m;
   if (request.gc()) RunPython([](PythonRuntime& rt) { rt.Collect(); });
   *response->mutable_trim() = trimmer_->Run(request.mode(), "manual");
   if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
@@ -388,6 +421,16 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));
   cfg->set_dispatch(DispatchName(options_.dispatch));
   out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
+}
+
+std::string ServerCore::BusyWorkers() const {
+  std::string out;
+  for (const WorkerInfo& wi : workers_->Stats().workers) {
+    if (!wi.busy) continue;
+    absl::StrAppendFormat(&out, "%srsslab-w%d (tid %d, busy %.1f s)", out.empty() ? "" : ", ",
+                          wi.worker, wi.tid, absl::ToDoubleSeconds(wi.busy_for));
+  }
+  return out.empty() ? "none busy" : out;
 }
 
 int64_t ServerCore::Drain(absl::Duration grace) {

@@ -29,6 +29,7 @@
 #include "proto/control.pb.h"
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
+#include "common/units.h"
 #include "server/auto_trim.h"
 #include "common/metrics/latency_histogram.h"
 #include "server/phase_state.h"
@@ -48,7 +49,7 @@ class ServerCore {
     // Defaults for the handler's params (request params override).
     std::map<std::string, std::string> handler_params;
     // Initial cache limit (100 MiB, seed 000's fill).
-    int64_t cache_limit_bytes = 100ll << 20;
+    int64_t cache_limit_bytes = kDefaultFillCacheBytes;
     // Largest cache limit a client may set; larger is INVALID_ARGUMENT.
     int64_t max_cache_limit_bytes = 64ll << 30;
     // "fixed", or "churn": replace a worker thread after `churn_every`
@@ -60,6 +61,8 @@ class ServerCore {
     absl::Duration churn_overlap = absl::Seconds(1);
     // A worker busy longer than this is reported as stuck.
     absl::Duration stuck_after = absl::Seconds(5);
+    // Per-request time budget (PythonRuntime::Options::budget); 0 = none.
+    absl::Duration handler_budget = absl::ZeroDuration();
     // Shown in snapshots.
     std::string data_address;
     std::string control_address;
@@ -104,6 +107,14 @@ class ServerCore {
   // Refuses new calls (UNAVAILABLE) and waits up to `grace` for the calls
   // already accepted to finish; returns how many are still running.
   int64_t Drain(absl::Duration grace);
+
+  // "rsslab-w3 (tid 1234, busy 12.5 s), ..." for the workers in a call now
+  // (what a shutdown that cannot finish names).
+  std::string BusyWorkers() const;
+  // Handler exceptions by type since start (for metrics).
+  std::map<std::string, uint64_t> HandlerErrorsByType() const {
+    return runtime_->handler_errors_by_type();
+  }
 
   void set_addresses(const std::string& data, const std::string& control);
   PhaseState& phase() { return phase_; }

@@ -11,8 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <thread>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,16 +24,21 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/synchronization/notification.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "grpcpp/grpcpp.h"
+#include "common/flags_parse.h"
+#include "common/protobuf_log.h"
 #include "common/auth.h"
 #include "common/handler_params.h"
 #include "common/listen.h"
 #include "common/metrics/http_server.h"
 #include "common/ready_line.h"
 #include "common/shipped.h"
+#include "common/units.h"
 #include "server/control_service.h"
 #include "server/core.h"
 #include "server/load_service.h"
@@ -74,16 +82,90 @@ ABSL_FLAG(std::string, dispatch, "python",
           "Benchmark knob (bench/dispatch_cost.sh), not for serving: python runs the handler; "
           "pool answers on a worker without entering Python; inline answers in the gRPC "
           "callback without the worker pool.");
-ABSL_FLAG(int, shutdown_grace_ms, 10000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
+ABSL_FLAG(int, shutdown_grace_ms, 10000,
+          "On SIGTERM/SIGINT, how long in-flight calls may take to finish; a call still "
+          "running after it makes the server exit 3 naming the busy workers.");
+ABSL_FLAG(int, handler_budget_ms, 10000,
+          "Per-request time budget of the handler: a call running longer fails with "
+          "DEADLINE_EXCEEDED (HandlerBudgetExceeded is raised in it); 0 = no budget. "
+          "docs/RELIABILITY.md.");
 
 namespace rsslab {
 namespace {
 
+constexpr int kExitUsage = 2;
+// A handler call still running after --shutdown_grace_ms.
+constexpr int kExitStuck = 3;
+// After the grace period, how long the rest of the shutdown (gRPC, workers,
+// interpreter) may take before the process exits anyway.
+constexpr absl::Duration kShutdownSlack = absl::Seconds(5);
+
+// Something in the environment failed (a port taken, a handler that does
+// not import): exit 1.
 [[noreturn]] void Die(const std::string& msg) {
   fprintf(stderr, "rsslab_server: %s\n", msg.c_str());
   fflush(stderr);
   _exit(1);
 }
+
+// The command line is wrong (a value out of range, an unusable file): exit 2.
+[[noreturn]] void DieUsage(const std::string& msg) {
+  fprintf(stderr, "rsslab_server: %s\n", msg.c_str());
+  fflush(stderr);
+  _exit(kExitUsage);
+}
+
+void Need(const absl::Status& s) {
+  if (!s.ok()) DieUsage(std::string(s.message()));
+}
+
+template <typename T>
+T Need(absl::StatusOr<T> v) {
+  Need(v.status());
+  return *std::move(v);
+}
+
+// SIGTERM/SIGINT are blocked in every thread and taken by this one from the
+// first moment, so the server answers them at every stage: before the ready
+// line (e.g. while a handler's import hangs) it exits at once with 128+sig;
+// after it, the first signal starts the drain and a second one exits at once.
+class StopSignals {
+ public:
+  explicit StopSignals(const sigset_t& set) : set_(set) {
+    std::thread([this] { Loop(); }).detach();
+  }
+  void SetReady() { ready_.store(true); }
+  int Wait() {
+    got_.WaitForNotification();
+    return sig_.load();
+  }
+
+ private:
+  void Loop() {
+    int sig = 0;
+    int seen = 0;
+    while (sigwait(&set_, &sig) == 0) {
+      const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
+      if (!ready_.load()) {
+        fprintf(stderr, "rsslab_server: %s received while starting (before the ready line); exiting\n",
+                name);
+        fflush(stderr);
+        _exit(128 + sig);
+      }
+      if (++seen > 1) {
+        fprintf(stderr, "rsslab_server: second %s during shutdown; exiting now\n", name);
+        fflush(stderr);
+        _exit(128 + sig);
+      }
+      sig_.store(sig);
+      got_.Notify();
+    }
+  }
+  const sigset_t set_;
+  std::atomic<bool> ready_{false};
+  std::atomic<int> sig_{0};
+  absl::Notification got_;
+};
 
 // The shipped handler, wherever the binary runs from.
 std::string DefaultHandler() {
@@ -116,8 +198,10 @@ std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string&
   b.AddListeningPort(address, security.ServerCredentials(), port);
   // Bounded so a hostile or broken client cannot make the server buffer
   // arbitrarily large messages.
-  b.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_mb) << 20);
-  b.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_mb) << 20);
+  // Range-checked in Main (1..1024 MiB), so the int cannot overflow.
+  const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) * kMiB);
+  b.SetMaxReceiveMessageSize(max_bytes);
+  b.SetMaxSendMessageSize(max_bytes);
   b.RegisterService(service);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr || *port == 0) {
@@ -131,7 +215,8 @@ int Main(int argc, char** argv) {
       "rsslab_server: threaded gRPC server with an embedded CPython handler and a\n"
       "shared LRU cache; reports RSS, arenas and allocator stats over its Control service.\n"
       "Prints 'rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID' when ready.");
-  absl::ParseCommandLine(argc, argv);
+  ParseFlags(argc, argv);
+  InstallRateLimitedProtobufLog("rsslab_server");
 
   // Block the stop signals in every thread (gRPC's and Python's inherit the
   // mask); main waits for them with sigwait.
@@ -141,55 +226,68 @@ int Main(int argc, char** argv) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
+  StopSignals signals(stop);
+
+  // Every number is range-checked before it is converted or used; the
+  // message names the flag and the allowed range (exit 2).
   ServerCore::Options o;
   o.threads = absl::GetFlag(FLAGS_threads);
+  Need(CheckRange(o.threads, "--threads", 1, 4096));
   o.handler_path = absl::GetFlag(FLAGS_handler);
   if (o.handler_path.empty()) o.handler_path = DefaultHandler();
   absl::StatusOr<std::map<std::string, std::string>> params =
       ParseHandlerParams(absl::GetFlag(FLAGS_handler_params));
-  if (!params.ok()) Die(absl::StrCat("--handler_params: ", params.status().message()));
+  if (!params.ok()) DieUsage(absl::StrCat("--handler_params: ", params.status().message()));
   o.handler_params = *std::move(params);
-  int64_t max_mb = absl::GetFlag(FLAGS_max_cache_limit_mb);
-  o.max_cache_limit_bytes = max_mb > 0 ? max_mb << 20 : MemTotalBytes();
-  int64_t cache_mb = absl::GetFlag(FLAGS_cache_limit_mb);
-  if (cache_mb < 0 || (cache_mb << 20) > o.max_cache_limit_bytes) {
-    Die(absl::StrCat("--cache_limit_mb must be between 0 and ", o.max_cache_limit_bytes >> 20,
-                     "; got ", cache_mb));
-  }
-  o.cache_limit_bytes = cache_mb << 20;
+  const int64_t max_mb = absl::GetFlag(FLAGS_max_cache_limit_mb);
+  o.max_cache_limit_bytes = max_mb == 0 ? std::min(MemTotalBytes(), kMaxMiB * kMiB)
+                                        : Need(MiBToBytes(max_mb, "--max_cache_limit_mb", 0, kMaxMiB));
+  o.cache_limit_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_cache_limit_mb), "--cache_limit_mb", 0,
+                                        BytesToMiB(o.max_cache_limit_bytes)));
   o.thread_mode = absl::GetFlag(FLAGS_thread_mode);
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
-  o.churn_overlap = absl::Milliseconds(absl::GetFlag(FLAGS_churn_overlap_ms));
-  o.stuck_after = absl::Milliseconds(absl::GetFlag(FLAGS_stuck_after_ms));
+  Need(CheckRange(o.churn_every, "--churn_every", 1, 1 << 30));
+  o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms", 0, 3600000));
+  o.stuck_after = Need(MsToDuration(absl::GetFlag(FLAGS_stuck_after_ms), "--stuck_after_ms", 1, 86400000));
+  o.handler_budget = Need(MsToDuration(absl::GetFlag(FLAGS_handler_budget_ms), "--handler_budget_ms", 0, 3600000));
+  Need(CheckRange(absl::GetFlag(FLAGS_max_message_mb), "--max_message_mb", 1, 1024, " (MiB)"));
+  Need(CheckRange(absl::GetFlag(FLAGS_max_watch_streams), "--max_watch_streams", 0, 1024));
+  const absl::Duration grace =
+      Need(MsToDuration(absl::GetFlag(FLAGS_shutdown_grace_ms), "--shutdown_grace_ms", 0, 3600000));
   absl::StatusOr<ServerCore::Options::Dispatch> dispatch =
       ServerCore::ParseDispatch(absl::GetFlag(FLAGS_dispatch));
-  if (!dispatch.ok()) Die(std::string(dispatch.status().message()));
+  if (!dispatch.ok()) DieUsage(std::string(dispatch.status().message()));
   o.dispatch = *dispatch;
   absl::StatusOr<AutoTrimOptions::Mode> auto_mode = ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
-  if (!auto_mode.ok()) Die(std::string(auto_mode.status().message()));
+  if (!auto_mode.ok()) DieUsage(std::string(auto_mode.status().message()));
   o.auto_trim.mode = *auto_mode;
-  o.auto_trim.gap_bytes = absl::GetFlag(FLAGS_auto_trim_gap_mb) << 20;
-  o.auto_trim.settle = absl::Milliseconds(absl::GetFlag(FLAGS_auto_trim_settle_ms));
+  o.auto_trim.gap_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_auto_trim_gap_mb), "--auto_trim_gap_mb", 0, kMaxMiB));
+  o.auto_trim.settle = Need(MsToDuration(absl::GetFlag(FLAGS_auto_trim_settle_ms), "--auto_trim_settle_ms", 0, 3600000));
   o.auto_trim.settle_fraction = absl::GetFlag(FLAGS_auto_trim_settle_fraction);
+  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_interval_s), "--auto_trim_interval_s", 1, 7 * 86400, " (s)"));
+  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_min_spacing_s), "--auto_trim_min_spacing_s", 0, 7 * 86400, " (s)"));
   o.auto_trim.interval = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_interval_s));
   o.auto_trim.min_spacing = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
   o.trim_thread_stats = absl::GetFlag(FLAGS_trim_thread_stats);
-  if (absl::Status s = ValidateAutoTrimOptions(o.auto_trim); !s.ok()) Die(std::string(s.message()));
+  if (absl::Status s = ValidateAutoTrimOptions(o.auto_trim); !s.ok()) DieUsage(std::string(s.message()));
+  if (o.thread_mode != "fixed" && o.thread_mode != "churn") {
+    DieUsage(absl::StrCat("--thread_mode must be fixed or churn, got '", o.thread_mode, "'"));
+  }
 
   const std::string data_addr = absl::GetFlag(FLAGS_listen);
   const std::string control_addr = absl::GetFlag(FLAGS_control_listen);
   absl::StatusOr<HostPort> data_hp = ParseHostPort(data_addr);
-  if (!data_hp.ok()) Die(absl::StrCat(data_hp.status().message(), " (--listen)"));
+  if (!data_hp.ok()) DieUsage(absl::StrCat(data_hp.status().message(), " (--listen)"));
   absl::StatusOr<HostPort> control_hp = ParseHostPort(control_addr);
-  if (!control_hp.ok()) Die(absl::StrCat(control_hp.status().message(), " (--control_listen)"));
+  if (!control_hp.ok()) DieUsage(absl::StrCat(control_hp.status().message(), " (--control_listen)"));
   absl::StatusOr<Security> security = Security::FromFlags();
-  if (!security.ok()) Die(std::string(security.status().message()));
+  if (!security.ok()) DieUsage(std::string(security.status().message()));
   // Fail on a taken port or an unprotected non-loopback address before the
   // (slower) interpreter start.
   for (auto [flag, addr] : {std::pair<const char*, std::string>{"listen", data_addr},
                             {"control_listen", control_addr}}) {
     absl::Status s = security->CheckListen(addr, flag);
-    if (!s.ok()) Die(std::string(s.message()));
+    if (!s.ok()) DieUsage(std::string(s.message()));
     s = CheckBindable(addr);
     if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
   }
@@ -203,7 +301,15 @@ int Main(int argc, char** argv) {
   }
 
   absl::StatusOr<std::unique_ptr<ServerCore>> core_or = ServerCore::Create(o);
-  if (!core_or.ok()) Die(std::string(core_or.status().message()));
+  if (!core_or.ok()) {
+    // A handler file that is not a regular file (or too large) is a usage
+    // error like any bad flag; one that fails to import is the handler's.
+    if (absl::IsInvalidArgument(core_or.status()) &&
+        absl::StartsWith(core_or.status().message(), "--")) {
+      DieUsage(std::string(core_or.status().message()));
+    }
+    Die(std::string(core_or.status().message()));
+  }
   std::unique_ptr<ServerCore> core = std::move(*core_or);
 
   LoadService load(core.get(), &*security);
@@ -227,22 +333,43 @@ int Main(int argc, char** argv) {
     metrics_address = metrics_http->address();
   }
 
+  signals.SetReady();
   printf("%s\n", FormatReadyLine({data_bound, control_bound, getpid(), metrics_address}).c_str());
   fflush(stdout);
 
-  int sig = 0;
-  sigwait(&stop, &sig);
+  const int sig = signals.Wait();
   fprintf(stderr, "rsslab_server: %s received, finishing in-flight calls\n",
           sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  // The whole shutdown is bounded, whatever hangs (a handler that never
+  // returns holds its worker, and with it gRPC's Shutdown, the pool's join
+  // and Py_FinalizeEx): past grace + slack the process exits anyway.
+  absl::Notification finished;
+  ServerCore* c = core.get();
+  std::thread watchdog([&finished, c, grace] {
+    if (finished.WaitForNotificationWithTimeout(grace + kShutdownSlack)) return;
+    fprintf(stderr,
+            "rsslab_server: shutdown still not finished %s after the grace period; busy "
+            "workers: %s; exiting\n",
+            absl::FormatDuration(kShutdownSlack).c_str(), c->BusyWorkers().c_str());
+    fflush(stderr);
+    _exit(kExitStuck);
+  });
   // Stop accepting and let in-flight calls finish (they need the workers,
   // which are still running), then stop the control plane, the workers and
   // the interpreter, in that order.
   // Drain at our level first: gRPC's Shutdown(deadline) also waits out
   // idle client connections, which would delay every exit by seconds.
-  int64_t left = core->Drain(absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
+  int64_t left = core->Drain(grace);
   if (left > 0) {
-    fprintf(stderr, "rsslab_server: %ld calls still running after the grace period; cancelling\n",
-            static_cast<long>(left));
+    // A Python thread cannot be stopped from outside, and waiting for it
+    // is what made the server unkillable but by SIGKILL (issue 14).
+    fprintf(stderr,
+            "rsslab_server: %ld calls still running after the grace period (%s); busy workers: "
+            "%s; exiting without them\n",
+            static_cast<long>(left), absl::FormatDuration(grace).c_str(),
+            core->BusyWorkers().c_str());
+    fflush(stderr);
+    _exit(kExitStuck);
   }
   control.StopWatches();
   data_server->Shutdown(std::chrono::system_clock::now());
@@ -252,6 +379,8 @@ int Main(int argc, char** argv) {
   // Scrapes take snapshots of the core: stop them first.
   if (metrics_http) metrics_http->Stop();
   core->Shutdown();
+  finished.Notify();
+  watchdog.join();
   fprintf(stderr, "rsslab_server: stopped\n");
   return 0;
 }

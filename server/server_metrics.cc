@@ -67,7 +67,7 @@ std::string RenderServerMetrics(const rsslab::v1::Snapshot& s,
     e.Counter("rsslab_handler_errors_total", "Handler exceptions, by phase.", t.errors,
               {{"phase", phase}});
   }
-  e.Counter("rsslab_requests_refused_total", "Requests refused while idle.",
+  e.Counter("rsslab_requests_refused_total", "Requests refused before the handler: idle phase, or params outside the handler's KNOBS.",
             s.requests_refused());
   e.Histogram("rsslab_handler_latency_seconds",
               "Time in the Python handler per request (queueing excluded).", latency);
@@ -134,7 +134,17 @@ std::string ServerMetricsText(ServerCore* core) {
   std::map<std::string, Trimmer::TriggerTotals> trims = core->trimmer().totals();
   rsslab::v1::Snapshot snap;
   core->TakeSnapshot(ServerCore::SnapshotOptions{}, &snap);
-  return RenderServerMetrics(snap, core->phase().ByPhase(), core->handler_latency().Read(), trims);
+  std::string text =
+      RenderServerMetrics(snap, core->phase().ByPhase(), core->handler_latency().Read(), trims);
+  // By exception type: the log prints only the first tracebacks and then
+  // counts per interval (HandlerErrorLog); these counters carry the rest.
+  Exposition e;
+  for (const auto& [type, n] : core->HandlerErrorsByType()) {
+    e.Counter("rsslab_handler_exceptions_total",
+              "Handler exceptions by type (at most 64 types; later ones count as other).", n,
+              {{"type", type}});
+  }
+  return text + e.Text();
 }
 
 }  // namespace metrics

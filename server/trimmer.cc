@@ -34,6 +34,10 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   r.set_rss_before_bytes(RssNow());
   r.set_allocator_resident_before(a.ResidentBytes());
 
+  // For the whole trim, so the global release frees with immediate decommit
+  // too; restored below, before anything else can run a trim (run_mu_).
+  const alloc::Allocator::DelayOverride delay = a.OverrideReleaseDelay();
+
   const bool global = mode != rsslab::v1::TRIM_PER_THREAD;
   const bool per_thread = mode != rsslab::v1::TRIM_GLOBAL_ONLY && workers_ != nullptr;
   if (global) {
@@ -72,11 +76,14 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
           if (thread_stats) state->stats[worker] = {before, after};
         },
         worker_timeout_);
-    // mimalloc 2.0.x: what the collect freed is decommitted only when the
-    // thread allocates a page after the decommit delay (alloc.h).
+    // mimalloc 2.0.x: spans freed while the decommit delay was > 0 (before
+    // this trim) are decommitted only when the owning thread frees or
+    // allocates a page again (alloc.h). With the delay overridden to 0 that
+    // visit needs no wait; without the override (mi_option_set missing) it
+    // waits out the delay, which returns less (docs/TRIM.md).
     const absl::Duration follow_up_delay = a.FollowUpDelay();
     std::vector<WorkerRun> follow_up;
-    if (follow_up_delay > absl::ZeroDuration()) {
+    if (delay.applied || follow_up_delay > absl::ZeroDuration()) {
       absl::SleepFor(follow_up_delay);
       r.set_follow_up_delay_us(absl::ToInt64Microseconds(follow_up_delay));
       follow_up = workers_->RunOnEachWorker(
@@ -121,6 +128,14 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
     }
     r.set_max_worker_pause_us(max_pause);
   }
+  if (!delay.option.empty()) {
+    r.set_release_delay_option(delay.option);
+    r.set_release_delay_before(delay.before);
+    r.set_release_delay_during(delay.during);
+    r.set_release_delay_overridden(delay.applied);
+  }
+  const int64_t restored = a.RestoreReleaseDelay(delay);
+  if (!delay.option.empty()) r.set_release_delay_after(restored);
   r.set_rss_after_bytes(RssNow());
   r.set_allocator_resident_after(a.ResidentBytes());
   r.set_per_thread_freed_bytes(r.rss_between_bytes() - r.rss_after_bytes());

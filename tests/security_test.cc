@@ -2,6 +2,7 @@
 // (mutual when a CA is given), and the refusal to listen beyond loopback
 // unprotected. Runs in its own network namespace (block-network).
 
+#include <sys/stat.h>
 #include <signal.h>
 #include <stdlib.h>
 
@@ -27,9 +28,11 @@ using ::rsslab::testing::ServerProcess;
 
 std::string Tmp() { return getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp"; }
 
+// Private (0600), as token files must be.
 std::string WriteFile(const std::string& name, const std::string& text) {
   std::string path = Tmp() + "/" + name;
   std::ofstream(path) << text;
+  chmod(path.c_str(), 0600);
   return path;
 }
 
@@ -180,12 +183,12 @@ TEST(SecurityTest, MutualTlsAcceptsOnlyClientsSignedByTheCa) {
 TEST(SecurityTest, NonLoopbackListenNeedsCredentials) {
   auto bin = ServerProcess::Runfile("server/rsslab_server");
   auto r = ServerProcess::Run(bin, {"--listen=0.0.0.0:0", "--control_listen=127.0.0.1:0"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_TRUE(absl::StrContains(r.err, "refusing --listen=0.0.0.0:0")) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "--auth_token_file")) << r.err;
   EXPECT_FALSE(absl::StrContains(r.out, "ready"));
   r = ServerProcess::Run(bin, {"--listen=127.0.0.1:0", "--control_listen=0.0.0.0:0"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_TRUE(absl::StrContains(r.err, "refusing --control_listen")) << r.err;
 
   // With a token it starts (this test has its own network namespace, so
@@ -206,15 +209,15 @@ TEST(SecurityTest, BadCredentialFilesAreOneLineErrors) {
   std::string shorty = WriteFile("short", "abc\n");
   auto r = ServerProcess::Run(bin, {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
                                     "--auth_token_file=" + shorty});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_TRUE(absl::StrContains(r.err, "shorter than 16")) << r.err;
   r = ServerProcess::Run(bin, {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
                                "--tls_cert=/nonexistent.pem", "--tls_key=/nonexistent.key"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_TRUE(absl::StrContains(r.err, "/nonexistent.pem")) << r.err;
   r = ServerProcess::Run(bin, {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
                                "--tls_cert=" + Pem("server")});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_TRUE(absl::StrContains(r.err, "go together")) << r.err;
 }
 

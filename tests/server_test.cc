@@ -215,7 +215,7 @@ TEST(ServerTest, DispatchKnobSkipsPythonOnlyInBenchmarkModes) {
   }
   auto r = ServerProcess::Run(ServerBinary(), {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
                                                "--dispatch=fast"});
-  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_TRUE(absl::StrContains(r.err, "--dispatch must be python, pool or inline, got 'fast'"))
       << r.err;
 }

@@ -7,6 +7,7 @@
 // happens (deleting a namespace kills nothing, so the processes are
 // stopped first, by pid).
 
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -180,6 +181,7 @@ TEST(TwoHostsTest, AgentInOneNamespaceLoadgenInTheOther) {
     std::ofstream t(token_file);
     t << "two-hosts-test-" << getpid() << "\n";
   }
+  chmod(token_file.c_str(), 0600);  // token files must be private
   const std::string token_flag = "--auth_token_file=" + token_file;
   Agent agent;
   ASSERT_EQ(agent.Start(ns, tmp + "/agent-logs", token_file), "");

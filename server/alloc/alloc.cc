@@ -118,6 +118,7 @@ Allocator::Allocator() {
     Resolve("mi_process_info", &mi_process_info_, &unresolved);
     Resolve("mi_version", &mi_version_, &unresolved);
     Resolve("mi_option_get", &mi_option_get_, &unresolved);
+    Resolve("mi_option_set", &mi_option_set_, &unresolved);
     Resolve("mi_collect", &mi_collect_, &unresolved);
     Resolve("mi_heap_get_default", &mi_heap_get_default_, &unresolved);
     Resolve("mi_malloc", &mi_malloc_, &unresolved);
@@ -401,6 +402,28 @@ Allocator::Release Allocator::FollowUpThisThread() const {
   void* p = mi_malloc_(kLargeBlock);
   mi_free_(p);
   return {"mi_malloc(256 KiB)+mi_free", p == nullptr ? -1 : 0};
+}
+
+Allocator::DelayOverride Allocator::OverrideReleaseDelay() const {
+  DelayOverride o;
+  if (name_ != "mimalloc" || mi_option_get_ == nullptr) return o;
+  o.option = "mimalloc decommit_delay";
+  o.before = mi_option_get_(mi_option_decommit_delay);
+  o.during = o.before;
+  // < 0 means "never decommit": a choice, not a timer; 0 is immediate already.
+  if (o.before <= 0 || mi_option_set_ == nullptr) return o;
+  mi_option_set_(mi_option_decommit_delay, 0);
+  o.during = mi_option_get_(mi_option_decommit_delay);
+  o.applied = true;
+  return o;
+}
+
+int64_t Allocator::RestoreReleaseDelay(const DelayOverride& o) const {
+  if (o.option.empty() || mi_option_get_ == nullptr) return 0;
+  if (o.applied && mi_option_set_ != nullptr) {
+    mi_option_set_(mi_option_decommit_delay, static_cast<long>(o.before));  // NOLINT(runtime/int)
+  }
+  return mi_option_get_(mi_option_decommit_delay);
 }
 
 void Allocator::FillThreadStats(rsslab::v1::ThreadAllocStats* out) const {

@@ -126,9 +126,37 @@ class Allocator {
   // on every worker: for mimalloc one large (page-sized) mi_malloc + mi_free,
   // which makes the thread allocate a page and so decommit its segment's
   // expired spans. Zero (nothing to do) for the other allocators, and for
-  // mimalloc with decommit_delay 0 (already decommitted at free).
+  // mimalloc with decommit_delay 0 (already decommitted at free). While a
+  // trim holds the delay at 0 (OverrideReleaseDelay, below) the trimmer runs
+  // the visit without a wait: the large free then decommits the span it
+  // coalesces with at once, spans scheduled before the trim included.
   absl::Duration FollowUpDelay() const;
   Release FollowUpThisThread() const;
+
+  // A release deferred by a timer, made immediate for the length of one trim.
+  // mimalloc 2.0.x is the only allocator here whose trim calls leave memory
+  // behind because of a timer: a span freed with decommit_delay > 0 is only
+  // scheduled, and the owning thread decommits it later, if ever (above).
+  // With the delay 0 a freed span is decommitted at once, together with the
+  // free spans it coalesces with, so the second visit's one large free
+  // returns a worker's scheduled spans (docs/TRIM.md). The others need
+  // nothing: jemalloc's arena.<all>.purge purges dirty and muzzy extents
+  // whatever dirty/muzzy_decay_ms say (and so whatever a background thread
+  // would have done later); tcmalloc's ReleaseFreeMemory releases every free
+  // page-heap span whatever TCMALLOC_RELEASE_RATE says; glibc has no timer.
+  struct DelayOverride {
+    std::string option;    // e.g. "mimalloc decommit_delay"; empty: none applies
+    bool applied = false;  // the option was changed (and must be restored)
+    int64_t before = 0;    // value read back before the trim
+    int64_t during = 0;    // value read back after setting it
+  };
+  // Sets the delay to 0 if it is > 0 (mi_option_set, read back with
+  // mi_option_get). Process-wide: requests served meanwhile free with
+  // immediate decommit too. Allocators without such an option, or mimalloc
+  // already at 0 (mimalloc-purge0), are left alone (applied = false).
+  DelayOverride OverrideReleaseDelay() const;
+  // Puts back `o.before` if `o.applied`; returns the value read back after.
+  int64_t RestoreReleaseDelay(const DelayOverride& o) const;
 
   // The allocator's figures for the calling thread (see ThreadAllocStats in
   // proto/snapshot.proto): mimalloc's heap areas, jemalloc's thread arena.
@@ -158,6 +186,7 @@ class Allocator {
   int (*mi_version_)() = nullptr;
   // mimalloc's own signature: long mi_option_get(mi_option_t).
   long (*mi_option_get_)(int) = nullptr;  // NOLINT(runtime/int)
+  void (*mi_option_set_)(int, long) = nullptr;  // NOLINT(runtime/int)
   void (*mi_collect_)(bool) = nullptr;
   mi_heap_t* (*mi_heap_get_default_)() = nullptr;
   void* (*mi_malloc_)(size_t) = nullptr;

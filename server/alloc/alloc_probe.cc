@@ -96,6 +96,12 @@ int main(int argc, char** argv) {
   std::printf("after_threads_call=%s\nafter_threads_ret=%d\n", r.call.c_str(), r.ret);
   Report("after_threads");
   worker.join();
+  // A trim's override of a timer-deferred release, and its restore.
+  const rsslab::alloc::Allocator::DelayOverride o = a.OverrideReleaseDelay();
+  std::printf("delay_option=%s\ndelay_applied=%d\ndelay_before=%lld\ndelay_during=%lld\n",
+              o.option.c_str(), o.applied ? 1 : 0, static_cast<long long>(o.before),
+              static_cast<long long>(o.during));
+  std::printf("delay_after=%lld\n", static_cast<long long>(a.RestoreReleaseDelay(o)));
   Stats("end");
   for (char* p : kept) free(p);
   std::fflush(stdout);

@@ -239,8 +239,32 @@ TEST(AllocatorProbeTest, MimallocImmediateReleaseOption) {
   EXPECT_GE(run.Int("resident_after_free") - run.Int("resident_after_thread"),
             16 * kMiB);
 
+  // Already immediate: a trim leaves the option alone.
+  EXPECT_EQ(run.Get("delay_option"), "mimalloc decommit_delay");
+  EXPECT_EQ(run.Int("delay_applied"), 0);
+  EXPECT_EQ(run.Int("delay_during"), 0);
+
   ProbeRun slow = RunProbe(Env("libmimalloc.so.2"));  // default, no idle
   EXPECT_LT(slow.Int("rss_allocated") - slow.Int("rss_after_free"), 4 * kMiB);
+  // A trim holds the default 25 ms at 0 (set and read back through the
+  // running allocator) and puts it back.
+  EXPECT_EQ(slow.Get("delay_option"), "mimalloc decommit_delay");
+  EXPECT_EQ(slow.Int("delay_applied"), 1);
+  EXPECT_EQ(slow.Int("delay_before"), 25);
+  EXPECT_EQ(slow.Int("delay_during"), 0);
+  EXPECT_EQ(slow.Int("delay_after"), 25);
+  EXPECT_EQ(slow.Stats("end").mimalloc().options().at("decommit_delay"), 25);
+}
+
+// jemalloc, tcmalloc and glibc have no release timer a trim needs to hold:
+// their trim calls ignore decay, release rate (docs/TRIM.md).
+TEST(AllocatorProbeTest, NoReleaseDelayOverrideOutsideMimalloc) {
+  for (const char* lib : {"", "libjemalloc.so.2", "libtcmalloc.so.4"}) {
+    ProbeRun run = RunProbe(Env(lib));
+    ASSERT_EQ(run.exit_code, 0) << lib;
+    EXPECT_EQ(run.Get("delay_option"), "") << lib;
+    EXPECT_EQ(run.Int("delay_applied"), 0) << lib;
+  }
 }
 
 TEST(AllocatorProbeTest, Tcmalloc) {

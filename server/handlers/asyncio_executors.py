@@ -68,6 +68,18 @@ DEFAULTS = {
     "cap": 4,
 }
 
+# Bounds the server enforces before handle() runs (INVALID_ARGUMENT outside):
+# at most 64 x 64 threads' worth of fetches and cleanups of 64 MiB each.
+KNOBS = {
+    "fix": (0, 1),
+    "fanout": (0, 64),
+    "fire": (0, 64),
+    "linger_ms": (0, 600000),
+    "work_ms": (0, 60000),
+    "alloc_kb": (0, 65536),
+    "cap": (1, 64),
+}
+
 # With fix=0 a cleanup that finishes after its loop closed cannot report
 # back ("Event loop is closed", "Task was destroyed but it is pending"):
 # that is the bug being reproduced, not news; keep it off the server's

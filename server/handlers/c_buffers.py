@@ -61,6 +61,17 @@ DEFAULTS = {
     "store_p": 0.0,
 }
 
+# Bounds the server enforces before handle() runs (INVALID_ARGUMENT outside):
+# one request handles at most 10000 events of at most 64 MiB, one at a time.
+KNOBS = {
+    "events": (0, 10000),
+    "min_kb": (0, 65536),
+    "max_kb": (0, 65536),
+    "level": (0, 9),
+    "via": ("ctypes", "zlib"),
+    "store_p": (0.0, 1.0),
+}
+
 # libz through ctypes: a foreign call releases the GIL for its whole length.
 _libz = ctypes.CDLL("libz.so.1")
 _libz.compressBound.restype = ctypes.c_ulong

@@ -56,6 +56,18 @@ DEFAULTS = {
     "hold_ms": 0,
 }
 
+# Bounds the server enforces before handle() runs (INVALID_ARGUMENT outside):
+# one request holds at most 64 x 256 MiB big buffers + 1e6 x 1 MiB small ones
+# (a deliberately large ceiling: this handler exists to make big buffers).
+KNOBS = {
+    "big_count": (0, 64),
+    "big_mb": (0.0, 256.0),
+    "small_count": (0, 1000000),
+    "small_max": (0, 1048576),
+    "keep_p": (0.0, 1.0),
+    "hold_ms": (0, 600000),
+}
+
 
 def _knob(params, name):
     return knob(params, name, DEFAULTS)

@@ -25,6 +25,12 @@ Knobs (server --handler_params=k=v,... or per-request params, strings):
   cap         maximum body size in bytes           (1048576)
   store_p     probability of storing the body      (0.3)
   dict_items  items in the json round-trip dict    (200)
+
+KNOBS bounds each knob; the server refuses a request outside them with
+INVALID_ARGUMENT before handle() runs, so one request allocates at most about
+2 x cap (the body, and its copy in the response) + what dict_items items cost
+twice (the dict and its json round-trip): at the bounds below about 30 MiB
+(docs/RELIABILITY.md gives the measured figure).
 """
 
 import json
@@ -39,6 +45,18 @@ DEFAULTS = {
     "cap": 1048576,
     "store_p": 0.3,
     "dict_items": 200,
+}
+
+# (lo, hi) for each knob: ints when both bounds are ints. Every DEFAULTS key
+# must have one (the server refuses to start otherwise).
+KNOBS = {
+    "median": (1.0, 8388608.0),
+    "sigma": (0.0, 4.0),
+    "cap": (1, 8388608),
+    "store_p": (0.0, 1.0),
+    "dict_items": (0, 20000),
+    # The dict's shape knob (issue 18's flat | nested).
+    "dict_shape": ("flat", "nested"),
 }
 
 

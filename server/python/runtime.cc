@@ -1,8 +1,12 @@
 #include "server/python/runtime.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <functional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace rsslab {
 namespace {
@@ -24,41 +28,71 @@ struct Ref {
 
 }  // namespace
 
-std::string TakePythonError(bool print_traceback) {
+namespace {
+
+constexpr size_t kMaxErrorMessage = 1024;
+
+// Fetches and clears the pending exception; prints its traceback (with
+// PyErr_Display, which never exits) when `print(type)` says so.
+std::string TakeError(const std::function<bool(const std::string&)>& print,
+                      std::string* type_name) {
   if (!PyErr_Occurred()) return "unknown Python error";
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
   PyErr_NormalizeException(&type, &value, &tb);
+  if (tb != nullptr && value != nullptr) PyException_SetTraceback(value, tb);
   std::string name = "Exception";
   if (type != nullptr) {
     name = reinterpret_cast<PyTypeObject*>(type)->tp_name;
   }
+  // A BaseException that is not an Exception (SystemExit, KeyboardInterrupt,
+  // GeneratorExit, a handler's own subclass) is reported like any other;
+  // the note says why the server did not stop.
+  const bool base_only = type != nullptr && PyExceptionClass_Check(type) &&
+                         !PyErr_GivenExceptionMatches(type, PyExc_Exception);
   std::string msg;
   if (value != nullptr) {
     Ref s(PyObject_Str(value));
     if (s) {
-      const char* c = PyUnicode_AsUTF8(s.get());
-      if (c != nullptr) msg = c;
+      Py_ssize_t len = 0;
+      const char* c = PyUnicode_AsUTF8AndSize(s.get(), &len);
+      if (c != nullptr) {
+        msg.assign(c, std::min<size_t>(len, kMaxErrorMessage));
+        if (static_cast<size_t>(len) > kMaxErrorMessage) {
+          absl::StrAppend(&msg, "... (", len, " characters)");
+        }
+      }
     }
     PyErr_Clear();
   }
-  if (print_traceback) {
-    Py_XINCREF(type);
-    Py_XINCREF(value);
-    Py_XINCREF(tb);
-    PyErr_Restore(type, value, tb);
-    PyErr_Print();
+  if (print(name)) {
+    // Not PyErr_Print(): on SystemExit it exits the process.
+    PyErr_Display(type, value, tb);
+    PyErr_Clear();
   }
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(tb);
-  return msg.empty() ? name : absl::StrCat(name, ": ", msg);
+  if (type_name != nullptr) *type_name = name;
+  std::string out = msg.empty() ? name : absl::StrCat(name, ": ", msg);
+  if (base_only) absl::StrAppend(&out, " (a BaseException from the handler: only this call failed)");
+  return out;
+}
+
+}  // namespace
+
+std::string TakePythonError(bool print_traceback, std::string* type_name) {
+  return TakeError([print_traceback](const std::string&) { return print_traceback; }, type_name);
 }
 
 PythonRuntime::PythonRuntime(const Options& options)
     : handler_path_(options.handler_path),
       default_params_(options.default_params),
-      cache_(options.cache_limit_bytes) {}
+      cache_(options.cache_limit_bytes),
+      budget_(options.budget),
+      num_slots_(std::max(0, options.workers)) {
+  slots_.reset(new CallSlot[num_slots_ > 0 ? num_slots_ : 1]);
+}
 
 PythonRuntime::~PythonRuntime() { Finalize(); }
 
@@ -94,6 +128,7 @@ absl::StatusOr<std::unique_ptr<PythonRuntime>> PythonRuntime::Start(const Option
     rt->Finalize();
     return imported;
   }
+  if (rt->budget_ > absl::ZeroDuration() && rt->num_slots_ > 0) rt->StartBudget();
   return rt;
 }
 
@@ -143,7 +178,151 @@ absl::Status PythonRuntime::Import() {
     return absl::InvalidArgumentError(absl::StrCat(
         "handler ", handler_path_, " has no callable handle(request, cache)"));
   }
+  if (absl::Status k = ReadKnobs(module.get()); !k.ok()) return k;
+  budget_exc_ = PyErr_NewExceptionWithDoc(
+      "rsslab.HandlerBudgetExceeded",
+      "Raised inside a handler call that ran past the server's --handler_budget_ms.",
+      PyExc_BaseException, nullptr);
+  if (budget_exc_ == nullptr) return absl::InternalError(TakePythonError(true));
   return absl::OkStatus();
+}
+
+absl::Status PythonRuntime::ReadKnobs(PyObject* module) {
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("handler ", handler_path_, ": KNOBS ", why));
+  };
+  Ref knobs(PyObject_GetAttrString(module, "KNOBS"));
+  if (!knobs) PyErr_Clear();
+  if (knobs) {
+    if (!PyDict_Check(knobs.get())) return bad("must be a dict name -> (lo, hi) or choices");
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(knobs.get(), &pos, &key, &value)) {
+      const char* k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
+      if (k == nullptr) {
+        PyErr_Clear();
+        return bad("has a name that is not a str");
+      }
+      if (!PyTuple_Check(value) || PyTuple_GET_SIZE(value) < 1) {
+        return bad(absl::StrCat("[", k, "] must be a tuple: (lo, hi) or (\"choice\", ...)"));
+      }
+      const Py_ssize_t n = PyTuple_GET_SIZE(value);
+      bool all_str = true, all_num = true, all_int = true;
+      for (Py_ssize_t i = 0; i < n; ++i) {
+        PyObject* v = PyTuple_GET_ITEM(value, i);
+        all_str = all_str && PyUnicode_Check(v);
+        const bool is_int = PyLong_Check(v) && !PyBool_Check(v);
+        all_num = all_num && (is_int || PyFloat_Check(v));
+        all_int = all_int && is_int;
+      }
+      KnobBound b;
+      if (all_str) {
+        std::vector<std::string> choices;
+        for (Py_ssize_t i = 0; i < n; ++i) {
+          const char* c = PyUnicode_AsUTF8(PyTuple_GET_ITEM(value, i));
+          if (c == nullptr) {
+            PyErr_Clear();
+            return bad(absl::StrCat("[", k, "] has a choice that is not UTF-8"));
+          }
+          choices.push_back(c);
+        }
+        b = KnobBound::Choice(std::move(choices));
+      } else if (all_num && n == 2) {
+        double lo = PyFloat_AsDouble(PyTuple_GET_ITEM(value, 0));
+        double hi = PyFloat_AsDouble(PyTuple_GET_ITEM(value, 1));
+        if (PyErr_Occurred() || !(lo <= hi)) {
+          PyErr_Clear();
+          return bad(absl::StrCat("[", k, "] needs lo <= hi"));
+        }
+        b = all_int ? KnobBound::Int(lo, hi) : KnobBound::Float(lo, hi);
+      } else {
+        return bad(absl::StrCat("[", k, "] must be (lo, hi) numbers or a tuple of strings"));
+      }
+      knobs_[k] = std::move(b);
+    }
+    // A knob the handler reads by default but does not bound is a knob any
+    // client can set to anything: refuse to start.
+    Ref defaults(PyObject_GetAttrString(module, "DEFAULTS"));
+    if (!defaults) PyErr_Clear();
+    if (defaults && PyDict_Check(defaults.get())) {
+      pos = 0;
+      while (PyDict_Next(defaults.get(), &pos, &key, &value)) {
+        const char* k = PyUnicode_Check(key) ? PyUnicode_AsUTF8(key) : nullptr;
+        if (k != nullptr && knobs_.find(k) == knobs_.end()) {
+          return bad(absl::StrCat("has no bound for DEFAULTS[\"", k, "\"]"));
+        }
+      }
+      PyErr_Clear();
+    }
+  }
+  if (!knobs) {
+    Ref defaults(PyObject_GetAttrString(module, "DEFAULTS"));
+    if (!defaults) PyErr_Clear();
+    if (defaults) {
+      fprintf(stderr,
+              "rsslab_server: warning: handler %s declares DEFAULTS but no KNOBS: its knobs are "
+              "not bounded (docs/HANDLERS.md)\n",
+              handler_path_.c_str());
+    }
+  }
+  if (absl::Status s = CheckParams(knobs_, default_params_); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--handler_params: ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+void PythonRuntime::StartBudget() {
+  budget_thread_ = std::thread([this] { BudgetLoop(); });
+}
+
+void PythonRuntime::StopBudget() {
+  if (!budget_thread_.joinable()) return;
+  budget_stop_.Notify();
+  budget_thread_.join();
+}
+
+void PythonRuntime::BudgetLoop() {
+  const absl::Duration tick =
+      std::min(absl::Milliseconds(100), std::max(absl::Milliseconds(5), budget_ / 4));
+  const int64_t budget_ns = absl::ToInt64Nanoseconds(budget_);
+  while (!budget_stop_.WaitForNotificationWithTimeout(tick)) {
+    const int64_t now = absl::GetCurrentTimeNanos();
+    for (int w = 0; w < num_slots_; ++w) {
+      const int64_t start = slots_[w].start_ns.load(std::memory_order_relaxed);
+      if (start == 0 || now - start < budget_ns) continue;
+      // Re-checked under the GIL, which the worker holds for its whole call:
+      // the call seen above may have ended meanwhile.
+      PyGILState_STATE g = PyGILState_Ensure();
+      CallSlot& slot = slots_[w];
+      if (slot.start_ns.load() == start && !slot.fired) {
+        PyThreadState_SetAsyncExc(slot.ident, budget_exc_);
+        slot.fired = true;
+      }
+      PyGILState_Release(g);
+    }
+  }
+}
+
+void PythonRuntime::BeginCall(int worker) {
+  if (worker < 0 || worker >= num_slots_) return;
+  CallSlot& slot = slots_[worker];
+  slot.ident = PyThread_get_thread_ident();
+  slot.fired = false;
+  ++slot.seq;
+  slot.start_ns.store(absl::GetCurrentTimeNanos());
+}
+
+bool PythonRuntime::EndCall(int worker) {
+  if (worker < 0 || worker >= num_slots_) return false;
+  CallSlot& slot = slots_[worker];
+  slot.start_ns.store(0);
+  if (!slot.fired) return false;
+  // Fired as the call was ending: drop the exception if it was not raised
+  // yet, so it cannot hit this thread's next call.
+  PyThreadState_SetAsyncExc(slot.ident, nullptr);
+  slot.fired = false;
+  return true;
 }
 
 void PythonRuntime::AttachThread() {
@@ -165,14 +344,24 @@ PythonRuntime::Scope::~Scope() { t_state = PyEval_SaveThread(); }
 
 absl::Status PythonRuntime::Handle(const rsslab::v1::HandleRequest& request, int worker,
                                    rsslab::v1::HandleResponse* response) {
+  // Callers check the params first (CheckRequestParams); a key or value
+  // that still does not decode fails the call instead of reaching Python.
   Ref params(PyDict_New());
+  auto put = [&params](const std::string& key, const std::string& value) {
+    Ref k(PyUnicode_FromStringAndSize(key.data(), key.size()));
+    Ref v(PyUnicode_FromStringAndSize(value.data(), value.size()));
+    if (!k || !v || PyDict_SetItem(params.get(), k.get(), v.get()) != 0) {
+      PyErr_Clear();
+      return absl::InvalidArgumentError(
+          absl::StrCat("param ", Quote(key), "=", Quote(value), " is not valid UTF-8"));
+    }
+    return absl::OkStatus();
+  };
   for (const auto& kv : default_params_) {
-    Ref v(PyUnicode_FromStringAndSize(kv.second.data(), kv.second.size()));
-    PyDict_SetItemString(params.get(), kv.first.c_str(), v.get());
+    if (absl::Status s = put(kv.first, kv.second); !s.ok()) return s;
   }
   for (const auto& kv : request.params()) {
-    Ref v(PyUnicode_FromStringAndSize(kv.second.data(), kv.second.size()));
-    PyDict_SetItemString(params.get(), kv.first.c_str(), v.get());
+    if (absl::Status s = put(kv.first, kv.second); !s.ok()) return s;
   }
   Ref payload(PyBytes_FromStringAndSize(request.payload().data(), request.payload().size()));
   Ref req(Py_BuildValue("{s:K,s:K,s:O,s:O,s:O,s:i}", "id",
@@ -181,13 +370,26 @@ absl::Status PythonRuntime::Handle(const rsslab::v1::HandleRequest& request, int
                         payload.get(), "params", params.get(), "return_body",
                         request.return_body() ? Py_True : Py_False, "worker", worker));
   if (!req) return absl::InternalError(TakePythonError(false));
+  BeginCall(worker);
   Ref result(PyObject_CallFunctionObjArgs(handle_fn_, req.get(), cache_module_, nullptr));
+  const bool over_budget = EndCall(worker);
   if (!result) {
-    uint64_t n = handler_errors_.fetch_add(1);
-    // Tracebacks for the first few errors, then every 1000th: enough to
-    // debug without flooding stderr at thousands of requests a second.
-    return absl::InternalError(TakePythonError(n < 5 || n % 1000 == 0));
+    handler_errors_.fetch_add(1);
+    const bool budget = budget_exc_ != nullptr && PyErr_ExceptionMatches(budget_exc_);
+    // Tracebacks for the first few errors, then one line per interval with
+    // counts per type (HandlerErrorLog): a load with one bad param must not
+    // grow the log without bound.
+    const absl::Time now = absl::Now();
+    std::string msg = TakeError(
+        [this, now](const std::string& type) { return error_log_.Note(type, now); }, nullptr);
+    if (budget) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "the handler ran past the server's per-request budget of %d ms (--handler_budget_ms)",
+          absl::ToInt64Milliseconds(budget_)));
+    }
+    return absl::InternalError(msg);
   }
+  (void)over_budget;  // finished just in time: the result stands
   response->set_id(request.id());
   PyObject* r = result.get();
   PyObject* body = nullptr;
@@ -262,8 +464,10 @@ void PythonRuntime::FillInfo(rsslab::v1::PythonInfo* info) {
 }
 
 void PythonRuntime::Finalize() {
+  StopBudget();
   if (finalized_ || main_state_ == nullptr) return;
   finalized_ = true;
+  error_log_.Flush(absl::Now());
   PyEval_RestoreThread(main_state_);
   cache_.Clear();
   Py_CLEAR(handle_fn_);
@@ -272,6 +476,7 @@ void PythonRuntime::Finalize() {
   Py_CLEAR(gc_get_count_);
   Py_CLEAR(gil_enabled_fn_);
   Py_CLEAR(allocated_blocks_fn_);
+  Py_CLEAR(budget_exc_);
   Py_FinalizeEx();
   main_state_ = nullptr;
 }

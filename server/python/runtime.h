@@ -28,11 +28,18 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "common/units.h"
+#include "server/python/error_log.h"
+#include "server/python/knobs.h"
 #include "server/python/py_cache.h"
 
 namespace rsslab {
@@ -45,7 +52,15 @@ class PythonRuntime {
     // Merged under each request's params (the request's own win).
     std::map<std::string, std::string> default_params;
     // Initial cache limit in bytes.
-    int64_t cache_limit_bytes = 100 << 20;
+    int64_t cache_limit_bytes = kDefaultFillCacheBytes;
+    // Per-request time budget (0 = none): a handler call running longer
+    // gets HandlerBudgetExceeded raised inside it (a BaseException, so
+    // `except Exception` does not swallow it) and the call fails with
+    // DEADLINE_EXCEEDED. Python code only: a call blocked in C (a sleep, a
+    // huge allocation) is interrupted when it returns to Python.
+    absl::Duration budget = absl::ZeroDuration();
+    // Worker indexes passed to Handle() are below this (budget slots).
+    int workers = 0;
   };
 
   // Starts the interpreter and imports the handler. On failure the error
@@ -68,7 +83,10 @@ class PythonRuntime {
   };
 
   // Inside a Scope: runs the handler. A Python exception becomes an
-  // INTERNAL status whose message is "<ExceptionType>: <message>".
+  // INTERNAL status whose message is "<ExceptionType>: <message>"; that
+  // includes SystemExit, KeyboardInterrupt and every other BaseException
+  // (they fail this call only; the server keeps serving). os._exit() in a
+  // handler cannot be intercepted: it ends the process.
   absl::Status Handle(const rsslab::v1::HandleRequest& request, int worker,
                       rsslab::v1::HandleResponse* response);
 
@@ -80,6 +98,15 @@ class PythonRuntime {
   PyCache& cache() { return cache_; }
   const std::string& handler_path() const { return handler_path_; }
   uint64_t handler_errors() const { return handler_errors_.load(); }
+  // Handler exceptions by type name (for metrics).
+  std::map<std::string, uint64_t> handler_errors_by_type() const { return error_log_.Totals(); }
+  // The handler's declared KNOBS (empty when it declares none).
+  const KnobTable& knobs() const { return knobs_; }
+  // Checks a request's params against the knobs and the generic limits;
+  // needs no interpreter (called on gRPC's threads).
+  absl::Status CheckRequestParams(const rsslab::v1::HandleRequest& request) const {
+    return CheckParams(knobs_, request.params());
+  }
 
   // Drops the cache's objects and finalizes the interpreter, on the thread
   // that called Start(), after every other attached thread detached.
@@ -88,6 +115,16 @@ class PythonRuntime {
  private:
   explicit PythonRuntime(const Options& options);
   absl::Status Import();
+  // KNOBS (and DEFAULTS against it) from the imported module.
+  absl::Status ReadKnobs(PyObject* module);
+  // Per-request budget: the watcher thread and each worker's current call.
+  void StartBudget();
+  void StopBudget();
+  void BudgetLoop();
+  // Under the GIL, around the handler call.
+  void BeginCall(int worker);
+  // True when the budget fired for this call.
+  bool EndCall(int worker);
 
   std::string handler_path_;
   std::map<std::string, std::string> default_params_;
@@ -100,12 +137,30 @@ class PythonRuntime {
   PyObject* gil_enabled_fn_ = nullptr;
   PyObject* allocated_blocks_fn_ = nullptr;
   std::atomic<uint64_t> handler_errors_{0};
+  HandlerErrorLog error_log_;
+  KnobTable knobs_;
+  absl::Duration budget_ = absl::ZeroDuration();
+  struct CallSlot {
+    // When the current call started (0: idle), read by the watcher without
+    // the GIL; `ident`, `seq` and `fired` are only touched under the GIL.
+    std::atomic<int64_t> start_ns{0};
+    unsigned long ident = 0;
+    uint64_t seq = 0;
+    bool fired = false;
+  };
+  std::unique_ptr<CallSlot[]> slots_;
+  int num_slots_ = 0;
+  PyObject* budget_exc_ = nullptr;
+  std::thread budget_thread_;
+  absl::Notification budget_stop_;
   bool finalized_ = false;
 };
 
 // "<type>: <message>" for the pending Python exception, clearing it; the
-// traceback goes to stderr when `print_traceback` is set.
-std::string TakePythonError(bool print_traceback);
+// traceback goes to stderr when `print_traceback` is set. Never exits the
+// process, whatever the exception (PyErr_Print would, on SystemExit). The
+// message is cut to 1 KiB. `type_name` (optional) receives the type's name.
+std::string TakePythonError(bool print_traceback, std::string* type_name = nullptr);
 
 }  // namespace rsslab
 

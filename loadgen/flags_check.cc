@@ -1,0 +1,48 @@
+#include "loadgen/flags_check.h"
+
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+#include "common/units.h"
+
+namespace rsslab {
+
+void CheckLoadBounds(const rsslab::v1::LoadSpec& s, const AddError& add) {
+  auto need = [&](absl::string_view field, const absl::Status& st) {
+    if (!st.ok()) add(field, std::string(st.message()));
+  };
+  if (s.rate() != 0) need("rate", CheckRange(s.rate(), "rate", 0.0, kMaxRate, " per second"));
+  need("concurrency", CheckRange(s.concurrency(), "concurrency", 0, kMaxConcurrency));
+  need("channels", CheckRange(s.channels(), "channels", 0, kMaxChannels));
+  need("max_outstanding",
+       CheckRange(s.max_outstanding(), "max_outstanding", 0, kMaxOutstandingLimit));
+  need("requests", CheckRange(s.requests(), "requests", 0, kMaxRequests));
+  need("warmup_requests", CheckRange(s.warmup_requests(), "warmup_requests", 0, kMaxRequests));
+  if (s.duration_s() != 0) {
+    need("duration_s", CheckRange(s.duration_s(), "duration_s", 0.0, kMaxDurationS, " s"));
+  }
+  if (s.warmup_s() != 0) {
+    need("warmup_s", CheckRange(s.warmup_s(), "warmup_s", 0.0, kMaxDurationS, " s"));
+  }
+  need("deadline_ms", CheckRange(s.deadline_ms(), "deadline_ms", 0, kMaxDeadlineMs, " ms"));
+  need("payload_bytes",
+       CheckRange(s.payload_bytes(), "payload_bytes", 0, kMaxPayloadBytes, " bytes"));
+  if (s.scale() != 0) need("scale", CheckRange(s.scale(), "scale", 0.0, kMaxScale));
+}
+
+absl::Status CheckProcessFlags(const ProcessFlags& f) {
+  for (const absl::Status& s : {
+           CheckRange(f.client_threads, "--client_threads", 0, 1024),
+           CheckDuration(f.connect_timeout, "--connect_timeout", absl::Milliseconds(1),
+                         absl::Hours(1)),
+           CheckDuration(f.control_timeout, "--control_timeout", absl::Milliseconds(1),
+                         absl::Hours(24)),
+           CheckDuration(f.metrics_hold, "--metrics_hold", absl::ZeroDuration(), absl::Hours(24)),
+           CheckRange(f.repeats, "--repeats", 0, 1000),
+       }) {
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rsslab
