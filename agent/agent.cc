@@ -19,6 +19,7 @@
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
 #include "common/handler_params.h"
+#include "common/host_info.h"
 #include "common/listen.h"
 #include "common/procfs/procfs.h"
 #include "common/grpc_status.h"
@@ -162,6 +163,18 @@ bool FindReadyLine(const std::string& path, off_t* offset, std::string* line) {
   }
   *offset += static_cast<off_t>(start);
   return false;
+}
+
+// Where the server runs, for the sweep's records. Read per launch: cheap
+// (uname, two /proc files), and a machine's CPUs can change.
+void SetHost(v1::ServerProcess* info) {
+  const HostFacts h = CurrentHost();
+  info->set_host_name(h.hostname);
+  info->set_host_kernel(h.kernel);
+  info->set_host_cpu_model(h.cpu_model);
+  info->set_host_cpus(h.cpus);
+  info->set_host_mem_total_bytes(h.mem_total_bytes);
+  info->set_cpus_allowed(FormatCpuList(AllowedCpus()));
 }
 
 constexpr char kUnknownExit[] = "ended (adopted from an earlier agent: exit status unknown)";
@@ -404,6 +417,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   info.set_data_address(ready->data_address);
   info.set_control_address(ready->control_address);
   info.set_mapped_library(v->mapped_library);
+  SetHost(&info);
   for (const auto& [name, value] : v->env) {
     v1::EnvVar* e = info.add_verified_env();
     e->set_name(name);

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -53,6 +54,17 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& o) {
     if (devnull >= 0) close(devnull);
     return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
   }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  for (int c : o.cpus) {
+    if (c < 0 || c >= CPU_SETSIZE) {
+      close(err_pipe[0]);
+      close(err_pipe[1]);
+      if (devnull >= 0) close(devnull);
+      return absl::InvalidArgumentError(absl::StrCat("CPU ", c, " out of range"));
+    }
+    CPU_SET(c, &cpus);
+  }
   const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) {
@@ -64,6 +76,12 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& o) {
   }
   if (pid == 0) {
     if (o.new_process_group) setpgid(0, 0);
+    if (!o.cpus.empty() && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+      int e = errno;
+      ssize_t ignored = write(err_pipe[1], &e, sizeof(e));
+      (void)ignored;
+      _exit(127);
+    }
     if (o.parent_death_signal != 0) {
       prctl(PR_SET_PDEATHSIG, o.parent_death_signal);
       if (getppid() != parent) _exit(127);  // the parent died before prctl

@@ -56,6 +56,9 @@ struct SpawnOptions {
   // launcher that forks from its main thread (rsslab_run), never from an RPC
   // thread.
   int parent_death_signal = 0;
+  // CPUs the child (and every thread it makes) may run on; empty: the
+  // parent's. Set before exec, so the server never runs elsewhere.
+  std::vector<int> cpus;
 };
 
 // fork + execve. An exec failure (no such binary, not executable) comes back

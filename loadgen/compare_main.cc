@@ -17,7 +17,8 @@
 #include "loadgen/report_tool.h"
 
 ABSL_FLAG(std::string, format, "text", "compare: output format, text or md (Markdown).");
-ABSL_FLAG(bool, json, false, "compare: print the comparison as one JSON object instead.");
+ABSL_FLAG(bool, json, false,
+          "compare: print the comparison as one JSON object instead; --print_cells: the cells as JSON.");
 ABSL_FLAG(bool, force, false,
           "compare: compare pairs that are not comparable (other steps or scale, a cache that "
           "never filled) anyway; they are marked FORCED.");

@@ -11,6 +11,11 @@
 //       [--threads_list=1,4] [--repeats=N] [--scale=0.1]   (seed 000's matrix)
 //   rsslab_loadgen ... the same sweep command ... --out=DIR --resume
 //       (continue a sweep that was killed: only the cells not yet done run)
+//   rsslab_loadgen --builtin=sweep --agent=A:50060,B:50060   (one cell per agent at a time)
+//   rsslab_loadgen ... sweep ... --print_cells [--json]   (the numbered cells, matrix id)
+//   rsslab_loadgen ... sweep ... --cells=3,7-9 --local [--server_cpus=0 --loadgen_cpus=1]
+//       [--results_dir=DIR]   (cells launched here, no agent: a batch task's command)
+//   rsslab_loadgen merge --out=DIR RUN_DIR...   (one sweep from run dirs of one matrix)
 //
 // Exit status: 0 when every step succeeded, 1 when a step or the run
 // failed, 2 for bad input (nothing was sent), 130 when interrupted.
@@ -19,12 +24,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -33,13 +40,21 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/flags_parse.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
+#include "common/shipped.h"
+#include "agent/profiles.h"
+#include "loadgen/cell_host.h"
+#include "loadgen/cells.h"
+#include "common/host_info.h"
+#include "loadgen/merge.h"
 #include "loadgen/compare_main.h"
 #include "loadgen/engine.h"
 #include "loadgen/flags_check.h"
@@ -90,7 +105,46 @@ ABSL_FLAG(absl::Duration, control_timeout, absl::Seconds(60), "Deadline of each 
 ABSL_FLAG(std::string, progress, "auto", "auto (live line on a TTY, else a line per step), live, lines or none.");
 ABSL_FLAG(bool, fsync, false, "fsync events.jsonl after every record (flushed always).");
 ABSL_FLAG(std::string, agent, "",
-          "Sweeps: rsslab_agent address (HOST:PORT) that launches each cell's server.");
+          "Sweeps: rsslab_agent address (HOST:PORT) that launches each cell's server; several, "
+          "comma-separated, run one cell each at a time (the next cell to whichever is free).");
+ABSL_FLAG(std::string, agents_file, "",
+          "Sweeps: a file of rsslab_agent addresses, one HOST:PORT per line (# comments), "
+          "instead of --agent.");
+ABSL_FLAG(int, cell_attempts, 3,
+          "Sweeps: attempts per cell when its host fails it (agent lost, server killed by "
+          "SIGKILL from outside); the cell is queued again for another agent. 1..10.");
+ABSL_FLAG(std::string, cells, "",
+          "Sweeps: run only these cells of the matrix, e.g. 3,7-9 (indices as --print_cells "
+          "numbers them, 0-based).");
+ABSL_FLAG(std::string, cell_index_env, "",
+          "Sweeps: run the one cell whose index is in this environment variable, e.g. "
+          "JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID (a Slurm job "
+          "array), so a batch system's command needs no shell.");
+ABSL_FLAG(bool, print_cells, false,
+          "Sweeps: print the matrix's numbered cells (index, profile, threads, repeat) and "
+          "exit; with --json as JSON with the matrix id.");
+// --json (defined with `compare`, loadgen/compare_main.cc) also makes --print_cells JSON.
+ABSL_DECLARE_FLAG(bool, json);
+ABSL_FLAG(bool, local, false,
+          "Sweeps: no agent; the loadgen launches each cell's server itself on this machine "
+          "(same launch and verification as rsslab_agent), pinned apart from the loadgen "
+          "(--server_cpus, --loadgen_cpus). The command a batch task or a pod runs.");
+ABSL_FLAG(std::string, server_binary, "",
+          "--local: the rsslab_server to launch (default: bin/rsslab_server beside this binary).");
+ABSL_FLAG(std::string, profile_file, "",
+          "--local: the allocator profiles (default: the shipped agent/profiles.textproto).");
+ABSL_FLAG(std::string, handler_dirs, "",
+          "--local: directories holding NAME.py handlers, comma-separated (default: the "
+          "shipped server/handlers).");
+ABSL_FLAG(std::string, server_cpus, "",
+          "--local: CPUs for the server, e.g. 0 or 0-1 (with --loadgen_cpus, disjoint; default: "
+          "the first half of the CPUs this process may use).");
+ABSL_FLAG(std::string, loadgen_cpus, "",
+          "--local: CPUs for the loadgen itself (default: the second half).");
+ABSL_FLAG(std::string, results_dir, "",
+          "Sweeps: instead of --out, a fresh run directory under this one per invocation, "
+          "named cell-INDEX-TIME-HOST-PID (a shared directory every batch task writes into; "
+          "`merge` reads them all).");
 ABSL_FLAG(std::string, profiles, "", "Sweeps: profiles to run, comma-separated (replaces the scenario's).");
 ABSL_FLAG(std::string, threads_list, "", "Sweeps: worker thread counts, comma-separated, e.g. 1,4,16,64.");
 ABSL_FLAG(int, repeats, 0, "Sweeps: repeats per profile x threads (replaces the scenario's).");
@@ -175,6 +229,12 @@ int Report(const std::vector<std::string>& dirs) {
   return 0;
 }
 
+std::string Hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
 // ---------------------------------------------------------------------------
 // 1. The invocation: everything the command line asks for, checked. Every
 // problem here is a usage error (exit 2) found before a port, a file or a
@@ -190,6 +250,13 @@ struct Invocation {
   bool resume = false;
   std::string out;                // the run directory
   std::string metrics_address;    // --metrics_listen, "" when off
+  // Sweeps.
+  std::string matrix_id;          // cells.h MatrixId
+  int cells_total = 0;
+  std::vector<int> cells;         // --cells; empty: all
+  std::vector<std::string> agents;  // --agent / --agents_file
+  bool local = false;             // --local
+  rsslab::CpuSplit cpus;          // --local: server / loadgen CPUs
 };
 
 absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
@@ -308,10 +375,32 @@ absl::StatusOr<rsslab::v1::Scenario> SelectScenario(rsslab::v1::LoadSpec* flags)
         !s.ok()) {
       return s;
     }
-    if (absl::GetFlag(FLAGS_agent).empty()) {
+    const bool agents = !absl::GetFlag(FLAGS_agent).empty() ||
+                        !absl::GetFlag(FLAGS_agents_file).empty();
+    if (!agents && !absl::GetFlag(FLAGS_local) && !absl::GetFlag(FLAGS_print_cells)) {
       return absl::InvalidArgumentError(
           "a sweep launches a fresh server per cell through rsslab_agent: "
-          "give --agent=HOST:PORT (see tools/sweep.sh)");
+          "give --agent=HOST:PORT[,HOST:PORT...] or --agents_file=FILE, or --local to launch "
+          "them on this machine (see docs/DEPLOY.md)");
+    }
+    if (agents && absl::GetFlag(FLAGS_local)) {
+      return absl::InvalidArgumentError(
+          "--local launches the servers here, --agent / --agents_file through agents: set one");
+    }
+  } else {
+    const std::pair<const char*, bool> cell_flags[] = {
+        {"cells", !absl::GetFlag(FLAGS_cells).empty()},
+        {"cell_index_env", !absl::GetFlag(FLAGS_cell_index_env).empty()},
+        {"print_cells", absl::GetFlag(FLAGS_print_cells)},
+        {"local", absl::GetFlag(FLAGS_local)},
+        {"results_dir", !absl::GetFlag(FLAGS_results_dir).empty()},
+    };
+    for (const auto& [flag, set] : cell_flags) {
+      if (!set) continue;
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s applies to a sweep's cells; \"%s\" is not a sweep (use --builtin=sweep or a "
+          "scenario with a sweep block)",
+          flag, scenario->name()));
     }
   }
   return scenario;
@@ -364,6 +453,98 @@ absl::Status CheckResumeAndMetricsFlags(const rsslab::v1::Scenario& scenario) {
   return absl::OkStatus();
 }
 
+// --agent=A,B / --agents_file: the list, each once.
+absl::StatusOr<std::vector<std::string>> AgentList() {
+  std::vector<std::string> out;
+  if (!absl::GetFlag(FLAGS_agent).empty() && !absl::GetFlag(FLAGS_agents_file).empty()) {
+    return absl::InvalidArgumentError("--agent and --agents_file are alternatives; set one");
+  }
+  std::string text = absl::GetFlag(FLAGS_agent);
+  const std::string file = absl::GetFlag(FLAGS_agents_file);
+  if (!file.empty()) {
+    std::ifstream in(file);
+    if (!in) return absl::InvalidArgumentError(absl::StrCat("--agents_file=", file, ": cannot read it"));
+    std::string line;
+    text.clear();
+    while (std::getline(in, line)) {
+      if (text.size() > 65536) {
+        return absl::InvalidArgumentError(absl::StrCat("--agents_file=", file, ": over 64 KiB"));
+      }
+      absl::string_view l = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+      if (!l.empty()) absl::StrAppend(&text, text.empty() ? "" : ",", l);
+    }
+    if (text.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--agents_file=", file, ": no agent in it"));
+    }
+  }
+  for (absl::string_view a : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    a = absl::StripAsciiWhitespace(a);
+    if (a.size() > 255 || a.find(':') == absl::string_view::npos ||
+        a.find_first_of(" \t") != absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("agent \"%s\" is not HOST:PORT", a.substr(0, 255)));
+    }
+    if (std::find(out.begin(), out.end(), a) != out.end()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "agent %s is listed twice: each agent runs one cell at a time, list it once", a));
+    }
+    out.emplace_back(a);
+    if (out.size() > 256) return absl::InvalidArgumentError("more than 256 agents");
+  }
+  return out;
+}
+
+// The sweep's cells, agents, --local and its CPUs.
+absl::Status SweepFlags(Invocation* inv) {
+  const auto& sw = inv->scenario.sweep();
+  inv->cells_total = rsslab::CountCells(sw);
+  inv->matrix_id = rsslab::MatrixId(inv->scenario, inv->flags);
+  std::string spec = absl::GetFlag(FLAGS_cells);
+  const std::string env = absl::GetFlag(FLAGS_cell_index_env);
+  if (!env.empty()) {
+    if (!spec.empty()) {
+      return absl::InvalidArgumentError("--cells and --cell_index_env are alternatives; set one");
+    }
+    const char* v = env.size() <= 64 ? getenv(env.c_str()) : nullptr;
+    if (v == nullptr || *v == '\0') {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--cell_index_env=%s: the variable is not set (the batch system sets it for each "
+          "task; set it by hand to run one cell)",
+          env.substr(0, 64)));
+    }
+    spec = std::string(v).substr(0, 32);
+  }
+  if (!spec.empty()) {
+    absl::StatusOr<std::vector<int>> cells = rsslab::ParseCellSelection(spec, inv->cells_total);
+    if (!cells.ok()) return cells.status();
+    inv->cells = *std::move(cells);
+  }
+  absl::StatusOr<std::vector<std::string>> agents = AgentList();
+  if (!agents.ok()) return agents.status();
+  inv->agents = *std::move(agents);
+  const int attempts = absl::GetFlag(FLAGS_cell_attempts);
+  if (attempts < 1 || attempts > 10) {
+    return absl::InvalidArgumentError(absl::StrFormat("--cell_attempts=%d: use 1..10", attempts));
+  }
+  inv->local = absl::GetFlag(FLAGS_local);
+  const bool cpu_flags =
+      !absl::GetFlag(FLAGS_server_cpus).empty() || !absl::GetFlag(FLAGS_loadgen_cpus).empty();
+  if (!inv->local) {
+    if (cpu_flags) {
+      return absl::InvalidArgumentError(
+          "--server_cpus and --loadgen_cpus pin a --local cell's server and loadgen; an agent's "
+          "servers run where the agent runs (pin the agent: taskset -c CPUS rsslab_agent ...)");
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<rsslab::CpuSplit> cpus =
+      rsslab::ChooseCpus(absl::GetFlag(FLAGS_server_cpus), absl::GetFlag(FLAGS_loadgen_cpus),
+                         rsslab::AllowedCpus());
+  if (!cpus.ok()) return cpus.status();
+  inv->cpus = *std::move(cpus);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   Invocation inv;
   inv.argv = std::move(argv);
@@ -387,9 +568,28 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   if (!security.ok()) return security.status();
   inv.security = *std::move(security);
   if (absl::Status s = CheckResumeAndMetricsFlags(inv.scenario); !s.ok()) return s;
+  if (inv.scenario.has_sweep()) {
+    if (absl::Status s = SweepFlags(&inv); !s.ok()) return s;
+  }
   inv.resume = absl::GetFlag(FLAGS_resume);
   inv.metrics_address = rsslab::metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
   inv.out = absl::GetFlag(FLAGS_out);
+  if (!absl::GetFlag(FLAGS_results_dir).empty()) {
+    if (!inv.out.empty() || inv.resume) {
+      return absl::InvalidArgumentError(
+          "--results_dir names a fresh run directory itself; --out and --resume name one "
+          "exactly: set one");
+    }
+    // Unique per attempt, whichever machine and whenever: a requeued task
+    // adds a directory, never writes into another attempt's.
+    const std::string sel = inv.cells.empty() ? std::string("all")
+                                              : rsslab::FormatCellSelection(inv.cells);
+    inv.out = absl::StrFormat(
+        "%s/cell-%s-%s-%s-%d", absl::GetFlag(FLAGS_results_dir),
+        absl::StrReplaceAll(sel, {{",", "_"}}),
+        absl::FormatTime("%Y%m%dT%H%M%E3SZ", absl::Now(), absl::UTCTimeZone()), Hostname(),
+        getpid());
+  }
   if (inv.out.empty()) {
     inv.out = absl::StrCat("results/",
                            absl::FormatTime("%Y%m%dT%H%M%SZ", absl::Now(), absl::UTCTimeZone()),
@@ -433,11 +633,6 @@ struct RunDir {
   uint64_t torn_bytes = 0;           // resumed: the torn last line cut off
 };
 
-std::string Hostname() {
-  char buf[256] = {0};
-  gethostname(buf, sizeof(buf) - 1);
-  return buf;
-}
 
 // A soak's length: its (first) repeat step's duration.
 double SoakDurationS(const rsslab::v1::Scenario& scenario) {
@@ -525,9 +720,20 @@ rsslab::v1::Event Header(const Invocation& inv) {
   h->set_hostname(Hostname());
   *h->mutable_flags() = inv.flags;
   if (inv.scenario.has_sweep()) {
-    h->set_agent(absl::GetFlag(FLAGS_agent));
+    h->set_agent(inv.local ? "local" : absl::StrJoin(inv.agents, ","));
+    if (inv.agents.size() > 1) {
+      for (const std::string& a : inv.agents) h->add_agents(a);
+    }
     h->clear_target();
     h->clear_control();
+    h->set_matrix_id(inv.matrix_id);
+    h->set_cells_total(inv.cells_total);
+    for (int c : inv.cells) h->add_cells_selected(c);
+    h->set_local(inv.local);
+    rsslab::v1::HostInfo* where = h->mutable_host();
+    *where = rsslab::HostInfoOf(rsslab::CurrentHost());
+    where->set_server_cpus(rsslab::FormatCpuList(inv.cpus.server));
+    where->set_loadgen_cpus(rsslab::FormatCpuList(inv.cpus.loadgen));
   }
   return header;
 }
@@ -565,6 +771,63 @@ int OpenRunDir(const Invocation& inv, RunDir* dir) {
   return 0;
 }
 
+// A sweep's hosts, each checked (reachable, knows every profile) before the
+// run directory exists: a bad agent list is a usage error with nothing run.
+int PrepareHosts(const Invocation& inv, std::vector<std::unique_ptr<rsslab::CellHost>>* hosts) {
+  if (inv.local) {
+    rsslab::LocalHostOptions lo;
+    lo.server_binary = absl::GetFlag(FLAGS_server_binary);
+    if (lo.server_binary.empty()) lo.server_binary = rsslab::FindShipped("bin/rsslab_server");
+    if (lo.server_binary.empty()) lo.server_binary = rsslab::FindShipped("server/rsslab_server");
+    if (lo.server_binary.empty() || access(lo.server_binary.c_str(), X_OK) != 0) {
+      return Fail(kExitUsage, absl::StrCat("--local: no rsslab_server to run",
+                                           lo.server_binary.empty() ? "" : " at ",
+                                           lo.server_binary, "; pass --server_binary=PATH"));
+    }
+    std::string pf = absl::GetFlag(FLAGS_profile_file);
+    if (pf.empty()) pf = rsslab::FindShipped("agent/profiles.textproto");
+    if (pf.empty()) {
+      return Fail(kExitUsage, "--local: cannot find agent/profiles.textproto; pass --profile_file=FILE");
+    }
+    absl::StatusOr<rsslab::v1::ProfileSet> set = rsslab::profiles::LoadProfiles(pf);
+    if (!set.ok()) return Fail(kExitUsage, absl::StrCat("--profile_file: ", set.status().message()));
+    lo.profiles = *std::move(set);
+    for (absl::string_view d :
+         absl::StrSplit(absl::GetFlag(FLAGS_handler_dirs), ',', absl::SkipWhitespace())) {
+      lo.handler_dirs.emplace_back(d);
+    }
+    if (lo.handler_dirs.empty()) {
+      const std::string d = rsslab::FindShipped(rsslab::kHandlersDir);
+      if (!d.empty()) lo.handler_dirs.push_back(d);
+    }
+    lo.log_dir = inv.out + "/servers";
+    lo.server_cpus = inv.cpus.server;
+    lo.loadgen_cpus = inv.cpus.loadgen;
+    hosts->push_back(rsslab::MakeLocalHost(std::move(lo)));
+  } else {
+    for (const std::string& a : inv.agents) {
+      rsslab::AgentHostOptions ao;
+      ao.address = a;
+      ao.security = &inv.security;
+      hosts->push_back(rsslab::MakeAgentHost(ao));
+    }
+  }
+  // Checked one by one but together: each unreachable agent costs its
+  // connect timeout once, not once per agent in turn.
+  std::vector<absl::Status> ready(hosts->size());
+  std::vector<std::thread> checks;
+  for (size_t i = 0; i < hosts->size(); ++i) {
+    checks.emplace_back([&, i] { ready[i] = (*hosts)[i]->Prepare(inv.scenario.sweep()); });
+  }
+  for (std::thread& t : checks) t.join();
+  std::vector<std::string> bad;
+  for (const absl::Status& st : ready) {
+    if (!st.ok()) bad.emplace_back(st.message());
+  }
+  if (!bad.empty()) return Fail(kExitUsage, absl::StrCat(absl::StrJoin(bad, "; "), "; nothing run"));
+  return 0;
+}
+
 // SIGINT/SIGTERM are blocked before any thread exists (gRPC makes some); this
 // thread takes them with sigwait and asks the run to stop, a second one
 // exits at once.
@@ -597,6 +860,10 @@ struct Outcome {
   bool interrupted = false;
   int cells = 0;         // sweep: cells run now
   int failed_cells = 0;  // sweep: of which failed
+  int hosts = 0;         // sweep: agents (or 1, --local)
+  int requeued = 0;      // sweep: attempts lost to their host and run again
+  double busy_seconds = 0;  // sweep: every attempt's length, summed
+  std::vector<std::string> lost_hosts;
 };
 
 rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, Metrics* metrics) {
@@ -620,16 +887,24 @@ rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, 
 }
 
 Outcome Execute(const Invocation& inv, RunDir* dir, Metrics* metrics,
+                std::vector<std::unique_ptr<rsslab::CellHost>> hosts,
                 const rsslab::StopFlag* stop) {
   Outcome o;
   o.start = absl::Now();
-  const rsslab::Runner::Options ro = RunnerOptions(inv, *dir, metrics);
+  rsslab::Runner::Options ro = RunnerOptions(inv, *dir, metrics);
   if (inv.scenario.has_sweep()) {
     o.sweep = true;
+    o.hosts = static_cast<int>(hosts.size());
+    // Several cells at once: one line per event, never a live line.
+    if (hosts.size() > 1 && ro.progress == rsslab::ProgressMode::kLive) {
+      ro.progress = rsslab::ProgressMode::kLines;
+    }
     rsslab::SweepOptions so;
-    so.agent = absl::GetFlag(FLAGS_agent);
+    so.hosts = std::move(hosts);
     so.runner = ro;
+    so.cells = inv.cells;
     so.done_cells = dir->done_cells;
+    so.max_attempts = absl::GetFlag(FLAGS_cell_attempts);
     absl::StatusOr<rsslab::SweepOutcome> r =
         rsslab::RunSweep(so, inv.scenario, inv.plan, dir->log.get(), stop);
     o.status = r.status();
@@ -637,6 +912,9 @@ Outcome Execute(const Invocation& inv, RunDir* dir, Metrics* metrics,
       o.interrupted = r->interrupted;
       o.cells = r->cells;
       o.failed_cells = r->failed;
+      o.requeued = r->requeued;
+      o.busy_seconds = r->busy_seconds;
+      o.lost_hosts = r->lost_hosts;
     }
     return o;
   }
@@ -660,6 +938,10 @@ rsslab::v1::Event Footer(const Outcome& o, uint64_t events) {
   } else if (o.failed_cells > 0) {
     f->set_error(absl::StrFormat("%d of %d cells failed", o.failed_cells, o.cells));
   }
+  if (!o.lost_hosts.empty()) {
+    f->set_error(absl::StrCat(f->error(), f->error().empty() ? "" : "; ", "agents lost: ",
+                              absl::StrJoin(o.lost_hosts, "; ")));
+  }
   f->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
   f->set_events(events);
   return footer;
@@ -675,12 +957,25 @@ absl::Status SummarizeSweep(const Invocation& inv, const Outcome& o) {
   absl::Status written = rsslab::WriteSweepSummary(inv.out, sw);
   printf("%s", rsslab::SweepTable(sw).c_str());
   fflush(stdout);
-  SweepReport(inv.out);
+  // Some cells of a matrix (a batch task's): the plots and advice belong to
+  // the merge of all of them.
+  if (inv.cells.empty()) SweepReport(inv.out);
   const bool plots = access((inv.out + "/rss_under_load.png").c_str(), R_OK) == 0;
   printf("sweep: %zu cells, %d failed, %.0f s\nrun directory: %s (events.jsonl, summary.md, "
          "summary.csv%s)\n",
          sw.cells.size(), sw.failed_cells, absl::ToDoubleSeconds(absl::Now() - o.start),
          inv.out.c_str(), plots ? ", rss_under_load.png, rss_after_shrink.png" : "");
+  // Scheduling efficiency: how much of the hosts' time went into cells.
+  const double wall = absl::ToDoubleSeconds(absl::Now() - o.start);
+  if (o.hosts > 0 && wall > 0) {
+    printf("sweep: %d host(s), cells busy %.1f s of %d x %.1f s wall: scheduling efficiency "
+           "%.2f%s\n",
+           o.hosts, o.busy_seconds, o.hosts, wall, o.busy_seconds / (o.hosts * wall),
+           o.requeued > 0 ? absl::StrFormat("; %d attempt(s) re-queued", o.requeued).c_str() : "");
+  }
+  if (!o.lost_hosts.empty()) {
+    printf("sweep: agents lost: %s\n", absl::StrJoin(o.lost_hosts, "; ").c_str());
+  }
   fflush(stdout);
   return written;
 }
@@ -741,6 +1036,40 @@ int Finish(const Invocation& inv, const Outcome& o, RunDir* dir, Metrics* metric
   return ExitStatus(inv, o);
 }
 
+// `merge --out=DIR RUN_DIR...`
+int Merge(const std::vector<std::string>& dirs) {
+  rsslab::MergeResult r;
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (absl::Status s = rsslab::MergeRunDirs(dirs, out, &r); !s.ok()) {
+    return Fail(absl::IsInvalidArgument(s) ? kExitUsage : kExitFailed, std::string(s.message()));
+  }
+  for (const std::string& n : r.notes) fprintf(stderr, "rsslab_loadgen: merge: %s\n", n.c_str());
+  printf("%s", rsslab::SweepTable(r.summary).c_str());
+  fflush(stdout);
+  SweepReport(out);
+  printf("merge: %zu run directories, %d attempts (%d without a result), %d of %d cells ok%s\n"
+         "run directory: %s (events.jsonl, summary.md, summary.csv)\n",
+         r.run_dirs.size(), r.attempts, r.unfinished_attempts, r.summary.ok_cells,
+         r.summary.cells_total,
+         r.summary.missing.empty()
+             ? ""
+             : absl::StrCat("; missing cells ", rsslab::FormatCellSelection(r.summary.missing))
+                   .c_str(),
+         out.c_str());
+  if (rsslab::SweepComplete(r.summary)) return 0;
+  // Missing and failed cells, in the syntax both --cells and a Slurm array take.
+  std::vector<int> again = r.summary.missing;
+  for (const rsslab::CellSummary& c : r.summary.cells) {
+    if (!c.ok && c.index >= 0) again.push_back(c.index);
+  }
+  std::sort(again.begin(), again.end());
+  const std::string list = rsslab::FormatCellSelection(again);
+  printf("merge: cells to run again: %s (--cells=%s, or sbatch --array=%s "
+         "deploy/slurm/sweep.sbatch), then merge again\n",
+         list.c_str(), list.c_str(), list.c_str());
+  return kExitFailed;
+}
+
 void SetUsage() {
   absl::FlagsUsageConfig cfg;
   cfg.contains_help_flags = [](absl::string_view f) {
@@ -753,6 +1082,9 @@ void SetUsage() {
       "  rsslab_loadgen --builtin=seed [--scale=0.1] [--target=H:P --control=H:P]\n"
       "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
       "  rsslab_loadgen --builtin=sweep --agent=H:P [--profiles=a,b --threads_list=1,4 --repeats=N]\n"
+      "  rsslab_loadgen --builtin=sweep ... --print_cells [--json]   the numbered cells\n"
+      "  rsslab_loadgen --builtin=sweep ... --cells=3 --local [--results_dir=DIR]   one cell here\n"
+      "  rsslab_loadgen merge --out=DIR RUN_DIR...   one sweep from run directories of one matrix\n"
       "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl\n"
       "  rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%'] [--format=md|--json]");
 }
@@ -777,6 +1109,11 @@ int main(int argc, char** argv) {
     if (pos.size() < 3) return Fail(kExitUsage, "report needs a run directory");
     return Report(std::vector<std::string>(pos.begin() + 2, pos.end()));
   }
+  if (pos.size() >= 2 && std::string(pos[1]) == "merge") {
+    if (pos.size() < 3) return Fail(kExitUsage, "merge needs run directories: merge --out=DIR RUN_DIR...");
+    if (absl::GetFlag(FLAGS_out).empty()) return Fail(kExitUsage, "merge needs --out=DIR");
+    return Merge(std::vector<std::string>(pos.begin() + 2, pos.end()));
+  }
   if (pos.size() > 1) {
     return Fail(kExitUsage, absl::StrFormat("unexpected argument \"%s\" (see --help)", pos[1]));
   }
@@ -789,12 +1126,33 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<Invocation> inv = ParseInvocation(std::vector<std::string>(argv, argv + argc));
   if (!inv.ok()) return Fail(kExitUsage, std::string(inv.status().message()));
+  if (absl::GetFlag(FLAGS_print_cells)) {
+    const std::vector<rsslab::SweepCell> cells = rsslab::ExpandCells(inv->scenario.sweep());
+    if (absl::GetFlag(FLAGS_json)) {
+      printf("%s", rsslab::CellsJson(cells, inv->matrix_id).c_str());
+    } else {
+      printf("# matrix %s: %zu cells (repeats outermost, then threads, then profiles)\n%s",
+             inv->matrix_id.c_str(), cells.size(), rsslab::CellsText(cells).c_str());
+    }
+    return 0;
+  }
+  if (inv->local && !inv->cpus.loadgen.empty()) {
+    // Before any cell: the loadgen's threads (and those it makes later)
+    // stay off the server's CPUs.
+    if (absl::Status s = rsslab::PinProcess(inv->cpus.loadgen); !s.ok()) {
+      return Fail(kExitUsage, std::string(s.message()));
+    }
+  }
+  std::vector<std::unique_ptr<rsslab::CellHost>> hosts;
+  if (inv->scenario.has_sweep()) {
+    if (int rc = PrepareHosts(*inv, &hosts); rc != 0) return rc;
+  }
   Metrics metrics;
   if (int rc = OpenMetrics(*inv, &metrics); rc != 0) return rc;
   RunDir dir;
   if (int rc = OpenRunDir(*inv, &dir); rc != 0) return rc;
   rsslab::StopFlag stop;
   StopOnSignals(sigs, &stop);
-  const Outcome outcome = Execute(*inv, &dir, &metrics, &stop);
+  const Outcome outcome = Execute(*inv, &dir, &metrics, std::move(hosts), &stop);
   return Finish(*inv, outcome, &dir, &metrics, stop);
 }

@@ -84,6 +84,8 @@ absl::Status Runner::AppendLocked(Event e) {
     e.set_profile(options_.tag.profile());
     e.set_threads(options_.tag.threads());
     e.set_repeat(options_.tag.repeat());
+    if (options_.tag.has_cell_index()) e.set_cell_index(options_.tag.cell_index());
+    e.set_attempt(options_.tag.attempt());
   }
   absl::MutexLock l(&mu_);
   std::optional<rsslab::v1::FillCheck> fill = fill_watch_.Add(e);

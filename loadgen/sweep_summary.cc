@@ -1,8 +1,11 @@
 #include "loadgen/sweep_summary.h"
 
 #include <algorithm>
+#include <climits>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -54,6 +57,76 @@ struct CellState {
   FillWatch fill_watch;
 };
 
+// "host (2 CPUs, Intel Xeon ..., 15.6 GiB; server CPUs 0, loadgen 1)".
+std::string WhereText(const rsslab::v1::HostInfo& h) {
+  if (h.hostname().empty()) return h.agent();
+  std::string out = absl::StrFormat("%s (%d CPUs, %s, %.1f GiB", h.hostname(), h.cpus(),
+                                    h.cpu_model().empty() ? "CPU model unknown" : h.cpu_model(),
+                                    h.mem_total_bytes() / 1073741824.0);
+  if (!h.server_cpus().empty()) {
+    absl::StrAppend(&out, "; server CPUs ", h.server_cpus(), ", loadgen ", h.loadgen_cpus());
+  }
+  return out + ")";
+}
+
+using Attempts = std::map<int, CellState>;  // by attempt number
+
+// A --resume rerun runs every cell without a successful result again after
+// its `resumed` record: whatever such a cell recorded before is superseded.
+void SupersedeUnfinished(std::map<std::string, Attempts>* cells) {
+  for (auto& [id, attempts] : *cells) {
+    for (auto& [n, st] : attempts) {
+      if (st.c.ok) continue;
+      CellState fresh;
+      fresh.c.cell = st.c.cell;
+      fresh.c.profile = st.c.profile;
+      fresh.c.threads = st.c.threads;
+      fresh.c.repeat = st.c.repeat;
+      fresh.c.index = st.c.index;
+      st = fresh;
+    }
+  }
+}
+
+// The attempt that counts: the latest successful one, else the latest. The
+// others go to s->superseded.
+CellState& CountedAttempt(const std::string& id, Attempts& attempts,
+                          const std::vector<SweepCell>& matrix, SweepSummary* s) {
+  auto counted = attempts.end();
+  for (auto it = attempts.begin(); it != attempts.end(); ++it) {
+    if (it->second.c.ok) counted = it;
+  }
+  if (counted == attempts.end()) counted = std::prev(attempts.end());
+  for (auto it = attempts.begin(); it != attempts.end(); ++it) {
+    if (it == counted) continue;
+    const CellSummary& c = it->second.c;
+    s->superseded.push_back({id, it->first, c.ok, c.has_result ? c.error : "no result", c.where});
+  }
+  CellState& st = counted->second;
+  st.c.attempt = counted->first;
+  st.c.attempts = static_cast<int>(attempts.size());
+  for (const SweepCell& m : matrix) {
+    if (st.c.index < 0 && m.id == id) st.c.index = m.index;
+  }
+  return st;
+}
+
+// Cells in matrix order (what --print_cells lists; cells of no known index
+// last, in the order they ran), the matrix cells with no record at all, and
+// how many count.
+void OrderAndCount(const std::vector<SweepCell>& matrix, const std::vector<std::string>& order,
+                   SweepSummary* s) {
+  std::stable_sort(s->cells.begin(), s->cells.end(),
+                   [](const CellSummary& a, const CellSummary& b) {
+                     return (a.index < 0 ? INT_MAX : a.index) < (b.index < 0 ? INT_MAX : b.index);
+                   });
+  std::set<std::string> seen(order.begin(), order.end());
+  for (const SweepCell& m : matrix) {
+    if (seen.count(m.id) == 0) s->missing.push_back(m.index);
+  }
+  for (const CellSummary& c : s->cells) s->ok_cells += c.ok ? 1 : 0;
+}
+
 }  // namespace
 
 const SweepMetricInfo& MetricInfo(int metric) { return kMetrics[metric]; }
@@ -96,29 +169,25 @@ bool IsSweepRun(const std::vector<Event>& events) {
 SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
   SweepSummary s;
   std::vector<std::string> order;  // cells in the order first seen
-  std::map<std::string, CellState> cells;
+  // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
+  // another host or rerun by a batch system has several.
+  std::map<std::string, Attempts> cells;
   std::vector<std::string> profile_order;
+  std::vector<SweepCell> matrix;
   for (const Event& e : events) {
     if (e.has_header()) {
       s.scenario = e.header().scenario_name();
       s.agent = e.header().agent();
+      s.matrix_id = e.header().matrix_id();
       for (const std::string& p : e.header().scenario().sweep().profiles()) {
         profile_order.push_back(p);
       }
+      if (e.header().scenario().has_sweep()) matrix = ExpandCells(e.header().scenario().sweep());
+      s.cells_total = static_cast<int>(matrix.size());
       continue;
     }
     if (e.has_resumed()) {
-      // The resumed run reruns every cell without a successful result:
-      // whatever such a cell recorded before is superseded.
-      for (auto& [id, st] : cells) {
-        if (st.c.ok) continue;
-        CellState fresh;
-        fresh.c.cell = st.c.cell;
-        fresh.c.profile = st.c.profile;
-        fresh.c.threads = st.c.threads;
-        fresh.c.repeat = st.c.repeat;
-        st = fresh;
-      }
+      SupersedeUnfinished(&cells);
       continue;
     }
     if (e.has_footer()) {
@@ -128,14 +197,16 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       continue;
     }
     if (e.cell().empty()) continue;
-    auto [it, fresh] = cells.try_emplace(e.cell());
+    auto [per_cell, fresh_cell] = cells.try_emplace(e.cell());
+    if (fresh_cell) order.push_back(e.cell());
+    auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
     CellState& st = it->second;
     if (fresh) {
-      order.push_back(e.cell());
       st.c.cell = e.cell();
       st.c.profile = e.profile();
       st.c.threads = e.threads();
       st.c.repeat = e.repeat();
+      st.c.index = e.has_cell_index() ? e.cell_index() : -1;
     }
     if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
       st.c.fill = *fill;
@@ -181,6 +252,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
         st.c.error = r.error();
         st.c.exit = r.server().exit();
         st.c.log_tail = r.server().log_tail();
+        st.c.where = WhereText(r.host());
         break;
       }
       default:
@@ -188,7 +260,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
     }
   }
   for (const std::string& id : order) {
-    CellState& st = cells[id];
+    CellState& st = CountedAttempt(id, cells[id], matrix, &s);
     auto phase = [&](const char* p) -> double {
       auto it = st.rss_by_phase.find(p);
       return it == st.rss_by_phase.end() ? -1 : static_cast<double>(it->second);
@@ -212,6 +284,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       profile_order.push_back(st.c.profile);
     }
   }
+  OrderAndCount(matrix, order, &s);
   std::map<std::pair<int, int>, std::vector<const CellSummary*>> groups;
   for (const CellSummary& c : s.cells) {
     const int p = static_cast<int>(
@@ -269,6 +342,16 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
   absl::StrAppend(&md, "Run directory: `", run_dir, "`  \nAgent: `", s.agent,
                   "`  \nCells: ", s.cells.size(), ", failed: ", s.failed_cells,
                   "  \n");
+  if (!s.matrix_id.empty()) absl::StrAppend(&md, "Matrix: `", s.matrix_id, "`  \n");
+  if (!SweepComplete(s)) {
+    absl::StrAppend(&md, "\n**", IncompleteLine(s), "**");
+    if (!s.missing.empty()) {
+      absl::StrAppend(&md, ": no record of cell(s) ", FormatCellSelection(s.missing),
+                      " (run them with --cells=", FormatCellSelection(s.missing), ")");
+    }
+    md += "\n\n";
+  }
+  if (s.completed && !s.error.empty()) absl::StrAppend(&md, "Note: ", s.error, "  \n");
   if (s.completed && s.failed_cells == 0) {
     md += "Status: **completed** (every cell ran every step)\n\n";
   } else if (s.completed) {
@@ -319,20 +402,34 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
                           "(docs/FILL.md).\n\n",
                           kCacheNeverFilled, unfilled);
   }
-  md += "## Cells\n\n| cell | ok | allocator | fill |";
+  md += "## Cells\n\n| index | cell | ok | allocator | fill |";
   for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
-  md += "\n|---|---|---|---|";
+  md += " attempt | where |\n|---|---|---|---|---|";
   for (int m = 0; m < kNumSweepMetrics; ++m) md += "---|";
-  md += "\n";
+  md += "---|---|\n";
   for (const CellSummary& c : s.cells) {
-    absl::StrAppendFormat(&md, "| %s | %s | %s |", c.cell,
+    absl::StrAppendFormat(&md, "| %s | %s | %s | %s |",
+                          c.index < 0 ? "-" : absl::StrCat(c.index), c.cell,
                           c.ok ? "yes" : (c.has_result ? "FAILED" : "unfinished"),
                           c.allocator.empty() ? "-" : c.allocator);
     absl::StrAppend(&md, " ", FillCell(c.fill), " |");
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       absl::StrAppend(&md, " ", FormatMetric(m, c.value[m]), " |");
     }
-    md += "\n";
+    absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
+                          c.where.empty() ? "-" : c.where);
+  }
+  if (!s.superseded.empty()) {
+    md += "\n## Attempts that do not count\n\nA cell run more than once (re-queued after "
+          "its host failed it, or rerun by a batch system): the latest successful attempt "
+          "counts.\n\n";
+    for (const SupersededAttempt& a : s.superseded) {
+      absl::StrAppendFormat(&md, "- %s attempt %d: %s%s\n", a.cell, a.attempt,
+                            a.ok ? "ok (a later one succeeded too)"
+                                 : absl::StrCat("failed: ", absl::StrReplaceAll(
+                                                                a.error, {{"\n", " / "}})),
+                            a.where.empty() ? "" : absl::StrCat(" (", a.where, ")"));
+    }
   }
   if (s.failed_cells > 0) {
     md += "\n## Failed cells\n\n";
@@ -369,6 +466,16 @@ absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s
   return WriteFile(absl::StrCat(run_dir, "/summary.csv"), SweepCsv(s));
 }
 
+bool SweepComplete(const SweepSummary& s) {
+  if (s.cells_total == 0) return s.failed_cells == 0;  // an old header: no matrix to check
+  return s.ok_cells == s.cells_total;
+}
+
+std::string IncompleteLine(const SweepSummary& s) {
+  return absl::StrFormat("INCOMPLETE (%d of %d cells)", s.ok_cells,
+                         s.cells_total > 0 ? s.cells_total : static_cast<int>(s.cells.size()));
+}
+
 std::string SweepTable(const SweepSummary& s) {
   std::vector<std::string> head = {"profile", "threads", "ok", "fill"};
   for (const auto& m : kMetrics) head.push_back(m.key);
@@ -393,6 +500,12 @@ std::string SweepTable(const SweepSummary& s) {
     for (size_t c = 0; c < r.size(); ++c) {
       absl::StrAppend(&out, c ? "  " : "", r[c], std::string(w[c] - r[c].size(), ' '));
     }
+    out += "\n";
+  }
+  if (!SweepComplete(s)) {
+    absl::StrAppend(&out, IncompleteLine(s));
+    if (!s.missing.empty()) absl::StrAppend(&out, "; no record of cell(s) ", FormatCellSelection(s.missing));
+    if (s.failed_cells > 0) absl::StrAppend(&out, "; ", s.failed_cells, " failed");
     out += "\n";
   }
   return out;

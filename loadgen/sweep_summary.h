@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "loadgen/cells.h"
 #include "proto/results.pb.h"
 
 namespace rsslab {
@@ -62,6 +63,10 @@ struct CellSummary {
   std::string exit;
   std::string log_tail;
   std::string allocator;
+  int index = -1;     // in the matrix's cell list; -1: unknown
+  int attempt = 1;    // the attempt these figures come from
+  int attempts = 1;   // attempts recorded
+  std::string where;  // host, CPUs, memory, pinning (WhereText)
   // Did the cell's fill reach the cache limit (loadgen/fill_check.h)?
   std::optional<rsslab::v1::FillCheck> fill;
   double value[kNumSweepMetrics];
@@ -97,13 +102,28 @@ struct SweepRow {
   Aggregate metric[kNumSweepMetrics];
 };
 
+// An attempt at a cell that does not count: a later one succeeded, or it
+// failed before a later attempt.
+struct SupersededAttempt {
+  std::string cell;
+  int attempt = 0;
+  bool ok = false;
+  std::string error;
+  std::string where;
+};
+
 struct SweepSummary {
   std::string scenario;
   std::string agent;
+  std::string matrix_id;
+  int cells_total = 0;            // cells in the matrix (0: unknown, old header)
+  int ok_cells = 0;               // cells whose counted attempt succeeded
+  std::vector<int> missing;       // matrix cells with no record at all
+  std::vector<SupersededAttempt> superseded;
   bool has_footer = false;
   bool completed = false;
   std::string error;
-  std::vector<CellSummary> cells;  // in the order they ran
+  std::vector<CellSummary> cells;  // in matrix order (cells.h), as --print_cells lists them
   std::vector<SweepRow> rows;      // profiles in matrix order, threads rising
   int failed_cells = 0;
 };
@@ -117,6 +137,10 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir);
 std::string SweepCsv(const SweepSummary& s);
 // Writes run_dir/summary.md and run_dir/summary.csv.
 absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s);
+// Whether every cell of the matrix has a successful attempt; the line the
+// tables carry otherwise: "INCOMPLETE (n of N cells)".
+bool SweepComplete(const SweepSummary& s);
+std::string IncompleteLine(const SweepSummary& s);
 // The rows as a fixed-width terminal table.
 std::string SweepTable(const SweepSummary& s);
 

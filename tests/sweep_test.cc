@@ -10,6 +10,7 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/profiles.h"
 #include "agent/launcher.h"
@@ -94,6 +96,14 @@ class Agent {
     }
   }
   const std::string& address() const { return address_; }
+  // As if its machine went away: no goodbye, its servers left running.
+  void Kill() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
 
  private:
   pid_t pid_ = -1;
@@ -409,6 +419,104 @@ TEST(SweepTest, KilledSweepResumesWithoutRerunningFinishedCells) {
       Python({ServerProcess::Runfile("tools/report.py"), out, "--csv", Tmp("resume-py.csv")});
   ASSERT_EQ(py.exit_code, 0) << py.err;
   EXPECT_EQ(ReadFile(Tmp("resume-py.csv")), csv);
+}
+
+}  // namespace
+}  // namespace rsslab
+
+namespace rsslab {
+namespace {
+
+// Two agents share a sweep, one cell each at a time. One agent dies while it
+// runs a cell: that attempt is recorded as lost to its host, the cell runs
+// again on the other agent, and the table is complete.
+TEST(SweepTest, TwoAgentsShareTheCellsAndALostAgentsCellRunsElsewhere) {
+  Agent a, b;
+  const std::string scenario = Tmp("two.txtpb");
+  // A 2 s idle wait: cells long enough to lose one mid-run.
+  std::string text = TinyScenario(
+      "sweep { profiles: [\"glibc\", \"jemalloc\"] threads: [1, 2] repeats: 1 }");
+  text = absl::StrReplaceAll(text, {{"wait { seconds: 0.2 }", "wait { seconds: 2 }"}});
+  WriteFile(scenario, text);
+  const std::string out = Tmp("two-run");
+  launch::SpawnOptions so;
+  so.binary = ServerProcess::Runfile("loadgen/rsslab_loadgen");
+  so.args = {"--scenario=" + scenario, "--agent=" + a.address() + "," + b.address(),
+             "--out=" + out, "--report_tool=" + ServerProcess::Runfile("tools/report.py"),
+             "--progress=lines"};
+  so.env = profiles::EnvStrings(profiles::CurrentEnviron());
+  so.new_process_group = false;
+  absl::StatusOr<pid_t> pid = launch::Spawn(so);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  // Both agents hold a cell from the start; once two cells are into their
+  // steps, agent b goes away.
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  auto cells_begun = [&] {
+    // Read while the loadgen writes: a last line may be incomplete.
+    std::set<std::string> begun;
+    for (absl::string_view line : absl::StrSplit(ReadFile(out + "/events.jsonl"), '\n')) {
+      Event e;
+      if (google::protobuf::util::JsonStringToMessage(std::string(line), &e).ok() &&
+          e.has_step()) {
+        begun.insert(e.cell());
+      }
+    }
+    return begun.size();
+  };
+  while (cells_begun() < 2 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(20));
+  b.Kill();
+  int st = 0;
+  waitpid(*pid, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << ReadFile(out + "/summary.md");
+
+  std::map<std::string, int> attempts;
+  int lost = 0;
+  for (const Event& e : Events(out)) {
+    if (!e.has_cell_result()) continue;
+    ++attempts[e.cell()];
+    const auto& r = e.cell_result();
+    EXPECT_TRUE(e.has_cell_index());
+    EXPECT_EQ(e.attempt(), attempts[e.cell()]);
+    if (r.host_fault()) {
+      ++lost;
+      EXPECT_FALSE(r.ok());
+      EXPECT_EQ(r.host().agent(), b.address());
+      // The server b left behind.
+      if (r.server().pid() > 0) kill(r.server().pid(), SIGKILL);
+    } else {
+      EXPECT_TRUE(r.ok()) << r.error();
+    }
+  }
+  EXPECT_EQ(attempts.size(), 4u);
+  EXPECT_EQ(lost, 1);
+  const std::string md = ReadFile(out + "/summary.md");
+  EXPECT_THAT(md, HasSubstr("Status: **completed**"));
+  EXPECT_THAT(md, HasSubstr("## Attempts that do not count"));
+  EXPECT_THAT(md, HasSubstr("agents lost: " + b.address()));
+  for (const auto& row : Csv(ReadFile(out + "/summary.csv"))) EXPECT_NE(row[3], "0");
+}
+
+TEST(SweepTest, AgentListWithADuplicateOrAnUnreachableAgentRunsNothing) {
+  Agent a;
+  const std::vector<std::string> base = {"--builtin=sweep", "--profiles=glibc",
+                                         "--threads_list=1", "--scale=0.01"};
+  auto with = [&](const std::string& agents, const std::string& out) {
+    std::vector<std::string> args = base;
+    args.push_back("--agent=" + agents);
+    args.push_back("--out=" + out);
+    return Loadgen(args);
+  };
+  ServerProcess::Result dup = with(a.address() + "," + a.address(), Tmp("dup-run"));
+  EXPECT_EQ(dup.exit_code, 2);
+  EXPECT_THAT(dup.err, HasSubstr("is listed twice"));
+  ServerProcess::Result gone = with(a.address() + ",127.0.0.1:1", Tmp("gone-run"));
+  EXPECT_EQ(gone.exit_code, 2);
+  EXPECT_THAT(gone.err, HasSubstr("cannot reach rsslab_agent at 127.0.0.1:1"));
+  EXPECT_EQ(std::count(gone.err.begin(), gone.err.end(), '\n'), 1) << gone.err;
+  // Nothing run: not even a run directory.
+  EXPECT_NE(access(Tmp("dup-run").c_str(), F_OK), 0);
+  EXPECT_NE(access(Tmp("gone-run").c_str(), F_OK), 0);
 }
 
 }  // namespace

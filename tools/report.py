@@ -144,19 +144,22 @@ def build(events):
         if "resumed" in e:
             # A --resume rerun: cells without a successful result run again
             # after this record, so what they recorded before is superseded.
-            for c, st in list(cells.items()):
+            for key, st in list(cells.items()):
                 if not st["ok"]:
-                    cells[c] = fresh_cell(c, st["profile"], st["threads"], st["repeat"])
+                    cells[key] = fresh_cell(st["cell"], st["profile"], st["threads"], st["repeat"])
             continue
         cell = e.get("cell", "")
         if not cell:
             continue
-        st = cells.get(cell)
+        # Per cell and attempt (a cell re-queued or rerun has several; 0 = 1).
+        key = (cell, max(1, int(e.get("attempt", 0) or 0)))
+        st = cells.get(key)
         if st is None:
             st = fresh_cell(cell, e.get("profile", ""), int(e.get("threads", 0)),
                             int(e.get("repeat", 0)))
-            cells[cell] = st
-            order.append(cell)
+            cells[key] = st
+            if cell not in order:
+                order.append(cell)
         phase = e.get("loadgen_phase", "")
         fill_watch(st, e, phase)
 
@@ -191,7 +194,10 @@ def build(events):
             st["error"] = r.get("error", "")
             st["exit"] = r.get("server", {}).get("exit", "")
     for cell in order:
-        st = cells[cell]
+        # The latest successful attempt counts; without one, the latest.
+        attempts = sorted(k for k in cells if k[0] == cell)
+        ok = [k for k in attempts if cells[k]["ok"]]
+        st = cells[ok[-1] if ok else attempts[-1]]
         v = st["value"]
         v[UNDER_LOAD] = st["rss"].get("fill", -1.0)
         v[AFTER_SHRINK] = st["rss"].get("shrink", -1.0)
