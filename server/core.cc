@@ -385,6 +385,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_control_address(options_.control_address);
   cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));
   cfg->set_dispatch(DispatchName(options_.dispatch));
+  for (const auto& kv : runtime_->effective_params()) (*cfg->mutable_handler_params())[kv.first] = kv.second;
   out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
 }
 

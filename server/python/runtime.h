@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -78,6 +79,21 @@ class PythonRuntime {
   void FillInfo(rsslab::v1::PythonInfo* info);
 
   PyCache& cache() { return cache_; }
+  // The handler's DEFAULTS (when it has one) with the server's params over
+  // them, as strings: what a request without params of its own gets.
+  // Fixed once Start() returned.
+  const std::map<std::string, std::string>& effective_params() const { return effective_params_; }
+  // The C accelerators checked at start (kAccelerators), in that order.
+  struct Accelerator {
+    std::string name;
+    std::string origin;  // a file path, "built-in", or "missing: <error>"
+    bool loaded = false;
+  };
+  const std::vector<Accelerator>& accelerators() const { return accelerators_; }
+  // The accelerator modules the shipped handlers need: json's _json (its
+  // pure-Python fallback costs several times as much per request), and
+  // random's _random and math (built into Debian's interpreter).
+  static constexpr const char* kAccelerators[] = {"_json", "_random", "math"};
   const std::string& handler_path() const { return handler_path_; }
   uint64_t handler_errors() const { return handler_errors_.load(); }
 
@@ -88,9 +104,13 @@ class PythonRuntime {
  private:
   explicit PythonRuntime(const Options& options);
   absl::Status Import();
+  // Imports each of kAccelerators and records where it came from.
+  void CheckAccelerators();
 
   std::string handler_path_;
   std::map<std::string, std::string> default_params_;
+  std::map<std::string, std::string> effective_params_;
+  std::vector<Accelerator> accelerators_;
   PyCache cache_;
   PyThreadState* main_state_ = nullptr;
   PyObject* handle_fn_ = nullptr;
