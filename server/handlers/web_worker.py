@@ -37,6 +37,9 @@ Knobs (server --handler_params=k=v,... or per-request params, strings):
   store_p     probability of storing the body      (0.3)
   dict_items  items in the json round-trip dict    (200)
   dict_shape  flat | nested (see above)             (flat)
+  return_doc  1: also return the round-tripped dict  (0)
+              as json in result["doc"] (tests check
+              the shape with it)
 """
 
 import json
@@ -50,6 +53,7 @@ DEFAULTS = {
     "store_p": 0.3,
     "dict_items": 200,
     "dict_shape": "flat",
+    "return_doc": 0,
 }
 SHAPES = ("flat", "nested")
 
@@ -88,4 +92,7 @@ def handle(request, cache):
     stored = False
     if rng.random() < store_p:
         stored = cache.put("body:%d" % request["seed"], body)
-    return {"body": body, "body_size": size, "stored": stored}
+    out = {"body": body, "body_size": size, "stored": stored}
+    if _knob(params, "return_doc"):
+        out["doc"] = json.dumps(doc)
+    return out
