@@ -29,6 +29,7 @@
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
 #include "server/auto_trim.h"
+#include "server/dispatch.h"
 #include "server/metrics/latency_histogram.h"
 #include "server/phase_state.h"
 #include "server/python/runtime.h"
@@ -121,17 +122,6 @@ class ServerCore {
   // Runs `fn` on the control-side Python thread and waits: gRPC's threads
   // never run Python themselves.
   void RunPython(const std::function<void(PythonRuntime&)>& fn);
-  // A worker's task: takes the GIL, then the oldest pending request, runs
-  // the handler, releases the GIL and answers.
-  void ServeOldest(int worker);
-
-  struct Pending {
-    const rsslab::v1::HandleRequest* request = nullptr;
-    rsslab::v1::HandleResponse* response = nullptr;
-    std::function<bool()> cancelled;
-    Done done;
-    absl::Time queued;
-  };
 
   Options options_;
   const absl::Time start_;
@@ -152,9 +142,9 @@ class ServerCore {
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(inflight_mu_) = false;
   bool shut_down_ = false;
-  // Requests accepted and not yet picked by a worker, oldest first.
-  absl::Mutex pending_mu_;
-  std::deque<Pending> pending_ ABSL_GUARDED_BY(pending_mu_);
+  // Runs accepted calls: the Python dispatcher (core.cc), or a benchmark
+  // mode's (bench_dispatch.cc).
+  std::unique_ptr<Dispatcher> dispatcher_;
 };
 
 }  // namespace rsslab

@@ -1,22 +1,119 @@
 #include "server/load_service.h"
 
+#include <pthread.h>
+
+#include <atomic>
+#include <utility>
+
 #include "server/grpc_status.h"
 
 namespace rsslab {
 
-grpc::ServerUnaryReactor* LoadService::Handle(grpc::CallbackServerContext* context,
-                                              const rsslab::v1::HandleRequest* request,
-                                              rsslab::v1::HandleResponse* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  grpc::Status auth = security_->Authorize(*context);
-  if (!auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
+// One Load call from the moment a slot is primed until both its answer has
+// gone out (finish) and gRPC is done with it (done); only then is it
+// deleted, whichever comes first. Its request and response are what the
+// core's worker reads and writes.
+struct LoadService::Call {
+  enum Kind { kRequest, kFinish, kDone };
+  struct Tag {
+    Call* call;
+    Kind kind;
+  };
+  Tag request_tag{this, kRequest};
+  Tag finish_tag{this, kFinish};
+  Tag done_tag{this, kDone};
+  grpc::ServerContext ctx;
+  rsslab::v1::HandleRequest request;
+  rsslab::v1::HandleResponse response;
+  grpc::ServerAsyncResponseWriter<rsslab::v1::HandleResponse> writer{&ctx};
+  // Set on the io thread when gRPC reports the call over before it was
+  // answered (client cancel, deadline, reset); read by the worker, which
+  // then skips the handler. The async API allows IsCancelled() only after
+  // the done tag, hence the copy.
+  std::atomic<bool> cancelled{false};
+  // io thread only.
+  bool finished = false;
+  bool done = false;
+};
+
+LoadService::~LoadService() { Stop(); }
+
+void LoadService::Start(std::unique_ptr<grpc::ServerCompletionQueue> cq) {
+  cq_ = std::move(cq);
+  // A few slots, so calls that arrive together are all matched at once
+  // rather than one per loop turn.
+  for (int i = 0; i < 8; ++i) Accept();
+  io_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "rsslab-io");
+    Loop();
+  });
+}
+
+void LoadService::Accept() {
+  absl::MutexLock lock(&accept_mu_);
+  // Once Stop() has shut the queue down, nothing may be added to it.
+  if (stopping_) return;
+  Call* c = new Call;
+  c->ctx.AsyncNotifyWhenDone(&c->done_tag);
+  service_.RequestHandle(&c->ctx, &c->request, &c->writer, cq_.get(), cq_.get(),
+                         &c->request_tag);
+}
+
+void LoadService::Loop() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_->Next(&tag, &ok)) {
+    auto* t = static_cast<Call::Tag*>(tag);
+    Call* c = t->call;
+    switch (t->kind) {
+      case Call::kRequest: {
+        if (!ok) {
+          // The server is shutting down: this slot was never matched to a
+          // call, so no done tag follows.
+          delete c;
+          break;
+        }
+        Accept();
+        grpc::Status auth = security_->Authorize(c->ctx);
+        if (!auth.ok()) {
+          c->writer.FinishWithError(auth, &c->finish_tag);
+          break;
+        }
+        core_->Submit(
+            &c->request, &c->response, [c] { return c->cancelled.load(std::memory_order_relaxed); },
+            [c](const absl::Status& s) {
+              // On the worker (or here, for refusals): the write happens in
+              // this call, the finish tag comes back to the io thread.
+              if (s.ok()) {
+                c->writer.Finish(c->response, grpc::Status::OK, &c->finish_tag);
+              } else {
+                c->writer.FinishWithError(ToGrpc(s), &c->finish_tag);
+              }
+            });
+        break;
+      }
+      case Call::kFinish:
+        c->finished = true;
+        if (c->done) delete c;
+        break;
+      case Call::kDone:
+        if (c->ctx.IsCancelled()) c->cancelled.store(true, std::memory_order_relaxed);
+        c->done = true;
+        if (c->finished) delete c;
+        break;
+    }
   }
-  core_->Submit(
-      request, response, [context] { return context->IsCancelled(); },
-      [reactor](const absl::Status& s) { reactor->Finish(ToGrpc(s)); });
-  return reactor;
+}
+
+void LoadService::Stop() {
+  {
+    absl::MutexLock lock(&accept_mu_);
+    if (stopping_ || cq_ == nullptr) return;
+    stopping_ = true;
+    cq_->Shutdown();
+  }
+  // Next() returns false once every tag has been drained.
+  if (io_.joinable()) io_.join();
 }
 
 }  // namespace rsslab

@@ -124,8 +124,11 @@ int64_t MemTotalBytes() {
   return 64ll << 30;
 }
 
+// `cq`: when set, a completion queue for an async service is added and
+// returned there.
 std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string& address,
-                                     const Security& security, grpc::Service* service, int* port) {
+                                     const Security& security, grpc::Service* service, int* port,
+                                     std::unique_ptr<grpc::ServerCompletionQueue>* cq = nullptr) {
   absl::Status s = CheckBindable(address);
   if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
   grpc::ServerBuilder b;
@@ -137,6 +140,7 @@ std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string&
   b.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_mb) << 20);
   b.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_mb) << 20);
   b.RegisterService(service);
+  if (cq != nullptr) *cq = b.AddCompletionQueue();
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr || *port == 0) {
     Die(absl::StrCat("cannot listen on ", address, " (--", flag, ")"));
@@ -234,8 +238,10 @@ int Main(int argc, char** argv) {
   LoadService load(core.get(), &*security);
   ControlService control(core.get(), absl::GetFlag(FLAGS_max_watch_streams), &*security);
   int data_port = 0, control_port = 0;
+  std::unique_ptr<grpc::ServerCompletionQueue> load_cq;
   std::unique_ptr<grpc::Server> data_server =
-      Listen("listen", data_addr, *security, &load, &data_port);
+      Listen("listen", data_addr, *security, load.service(), &data_port, &load_cq);
+  load.Start(std::move(load_cq));
   std::unique_ptr<grpc::Server> control_server =
       Listen("control_listen", control_addr, *security, &control, &control_port);
   std::string data_bound = JoinHostPort(data_hp->host, data_port);
@@ -278,6 +284,8 @@ int Main(int argc, char** argv) {
   // Scrapes take snapshots of the core: stop them first.
   if (metrics_http) metrics_http->Stop();
   core->Shutdown();
+  // After the workers are gone: none can answer a call into the queue now.
+  load.Stop();
   fprintf(stderr, "rsslab_server: stopped\n");
   return 0;
 }
