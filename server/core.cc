@@ -30,12 +30,11 @@ constexpr int64_t kShrinkDefault = 10 * kMiB;
 //
 // A worker that finishes a call and finds more waiting takes the next one
 // at once, still holding the GIL, instead of sleeping and being woken once
-// per call: on a busy server one worker's task serves a run of calls with
-// no thread switch between them. Another worker is woken only when no
-// worker is about to look at the queue (all of them are inside a handler),
-// so a handler that releases the GIL (C code, I/O) still gets the other
-// workers, up to --threads, and a GIL-bound one does not pay for wake-ups
-// that end in a wait for the GIL.
+// per call: on a busy server a worker's task serves a run of calls with no
+// thread switch between them. Another worker is woken only when calls are
+// queued and no worker is about to look at the queue, so a handler that
+// releases the GIL (C code, I/O) still gets the other workers, up to
+// --threads, and once they are all serving nobody is woken per call.
 class PythonDispatcher : public Dispatcher {
  public:
   PythonDispatcher(WorkerPool* workers, PythonRuntime* runtime, int threads, Served served)
@@ -75,38 +74,77 @@ class PythonDispatcher : public Dispatcher {
   }
 
   void Serve(int worker) {
+    bool may_continue = true;
     bool resubmit = false;
-    {
-      PythonRuntime::Scope scope;
-      bool may_continue = true;
-      bool first = true;
-      while (true) {
-        PendingCall p;
+    while (true) {
+      PendingCall p;
+      bool have = false;
+      bool wake_other = false;
+      bool skipped = false;
+      absl::Time start;
+      absl::Status s;
+      {
+        // GIL first, then the oldest call. The GIL is released after every
+        // call (uncontended that costs well under a microsecond): a worker
+        // waiting for it takes it then, before the next call is picked, so
+        // calls reach the handler in arrival order. Kept across calls, a
+        // waiting worker would ask for it after the 5 ms switch interval
+        // and could get it at the handler's first bytecode, after this
+        // worker had picked a call and before that call ran.
+        PythonRuntime::Scope scope;
         {
           absl::MutexLock lock(&mu_);
-          if (!first) ++seeking_;
-          first = false;
-          if (pending_.empty() || !may_continue) {
+          // More calls behind the one this worker will take, and no other
+          // worker about to look: wake one, so a handler that releases the
+          // GIL (C code, I/O) does not hold up the calls behind it. Once
+          // --threads tasks are live none is woken. Done before picking, so
+          // nothing that can switch threads (the wake) sits between picking
+          // a call and running it.
+          if (may_continue && pending_.size() > 1 && seeking_ <= 1 && tasks_ < threads_) {
+            ++tasks_;
+            ++seeking_;
+            wake_other = true;
+          }
+        }
+        if (wake_other) SubmitTask();
+        // A hand-over asked for while this worker waited or ran happens
+        // now, before it picks, not at the handler's first bytecode after.
+        runtime_->YieldIfAsked();
+        {
+          absl::MutexLock lock(&mu_);
+          if (!pending_.empty() && may_continue) {
+            p = std::move(pending_.front());
+            pending_.pop_front();
+            have = true;
+            --seeking_;
+          } else {
             --seeking_;
             --tasks_;
             // Yielding to a trim or a thread replacement with calls still
             // queued: someone must take them.
             resubmit = !pending_.empty() && WakeLocked();
-            break;
           }
-          p = std::move(pending_.front());
-          pending_.pop_front();
-          --seeking_;
         }
-        absl::Time start = absl::Now();
-        absl::Status s;
-        if (p.cancelled && p.cancelled()) {
-          p.done(absl::CancelledError("client cancelled before a worker was free"));
-        } else {
-          s = runtime_->Handle(*p.request, worker, p.response);
-          served_(p, worker, start, absl::Now(), s);
-        }
-        may_continue = workers_->NoteServed(worker);
+        if (!have) break;
+        start = absl::Now();
+        skipped = p.cancelled && p.cancelled();
+        if (!skipped) s = runtime_->Handle(*p.request, worker, p.response);
+      }
+      // Answering (gRPC's write) needs no Python: after the GIL.
+      if (skipped) {
+        p.done(absl::CancelledError("client cancelled before a worker was free"));
+      } else {
+        served_(p, worker, start, absl::Now(), s);
+      }
+      may_continue = workers_->NoteServed(worker);
+      absl::MutexLock lock(&mu_);
+      // Between calls: this task looks at the queue again, and finishes
+      // without taking the GIL when it is empty.
+      ++seeking_;
+      if (pending_.empty()) {
+        --seeking_;
+        --tasks_;
+        break;
       }
     }
     if (resubmit) SubmitTask();

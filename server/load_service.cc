@@ -31,7 +31,7 @@ struct LoadService::Call {
   // then skips the handler. The async API allows IsCancelled() only after
   // the done tag, hence the copy.
   std::atomic<bool> cancelled{false};
-  // io thread only.
+  // Whoever reaps (under reap_mu_).
   bool finished = false;
   bool done = false;
 };
@@ -55,14 +55,38 @@ void LoadService::Accept() {
   if (stopping_) return;
   Call* c = new Call;
   c->ctx.AsyncNotifyWhenDone(&c->done_tag);
-  service_.RequestHandle(&c->ctx, &c->request, &c->writer, cq_.get(), cq_.get(),
+  service_.RequestHandle(&c->ctx, &c->request, &c->writer, &reap_cq_, cq_.get(),
                          &c->request_tag);
+}
+
+void LoadService::Reap() {
+  if (!reap_mu_.TryLock()) return;
+  void* tag = nullptr;
+  bool ok = false;
+  while (reap_cq_.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) ==
+         grpc::CompletionQueue::GOT_EVENT) {
+    ReapOne(tag);
+  }
+  reap_mu_.Unlock();
+}
+
+void LoadService::ReapOne(void* tag) {
+  auto* t = static_cast<Call::Tag*>(tag);
+  Call* c = t->call;
+  if (t->kind == Call::kFinish) {
+    c->finished = true;
+  } else {
+    if (c->ctx.IsCancelled()) c->cancelled.store(true, std::memory_order_relaxed);
+    c->done = true;
+  }
+  if (c->finished && c->done) delete c;
 }
 
 void LoadService::Loop() {
   void* tag = nullptr;
   bool ok = false;
   while (cq_->Next(&tag, &ok)) {
+    Reap();
     auto* t = static_cast<Call::Tag*>(tag);
     Call* c = t->call;
     switch (t->kind) {
@@ -81,26 +105,21 @@ void LoadService::Loop() {
         }
         core_->Submit(
             &c->request, &c->response, [c] { return c->cancelled.load(std::memory_order_relaxed); },
-            [c](const absl::Status& s) {
+            [this, c](const absl::Status& s) {
               // On the worker (or here, for refusals): the write happens in
-              // this call, the finish tag comes back to the io thread.
+              // this call; then whatever has come back is freed.
               if (s.ok()) {
                 c->writer.Finish(c->response, grpc::Status::OK, &c->finish_tag);
               } else {
                 c->writer.FinishWithError(ToGrpc(s), &c->finish_tag);
               }
+              Reap();
             });
         break;
       }
       case Call::kFinish:
-        c->finished = true;
-        if (c->done) delete c;
-        break;
       case Call::kDone:
-        if (c->ctx.IsCancelled()) c->cancelled.store(true, std::memory_order_relaxed);
-        c->done = true;
-        if (c->finished) delete c;
-        break;
+        break;  // these come on reap_cq_
     }
   }
 }
@@ -114,6 +133,13 @@ void LoadService::Stop() {
   }
   // Next() returns false once every tag has been drained.
   if (io_.joinable()) io_.join();
+  // The server is shut down and the workers are gone: every answered call
+  // has reported back, or will (cancelled ones) without new work.
+  reap_cq_.Shutdown();
+  absl::MutexLock lock(&reap_mu_);
+  void* tag = nullptr;
+  bool ok = false;
+  while (reap_cq_.Next(&tag, &ok)) ReapOne(tag);
 }
 
 }  // namespace rsslab

@@ -47,6 +47,10 @@ class LoadService {
   // After BuildAndStart: accepts calls on `cq` (from the same builder's
   // AddCompletionQueue) on the `rsslab-io` thread.
   void Start(std::unique_ptr<grpc::ServerCompletionQueue> cq);
+  // Collects the calls that have been answered and are done (without
+  // blocking; a no-op when another thread is at it). Called by the workers
+  // after each answer and by the io thread when it wakes.
+  void Reap();
   // After the server's Shutdown() (which answers or cancels every call):
   // shuts the queue down, drains it and joins the thread. Idempotent.
   void Stop();
@@ -55,11 +59,17 @@ class LoadService {
   struct Call;
   void Accept();  // primes one call slot
   void Loop();
+  void ReapOne(void* tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reap_mu_);
 
   ServerCore* const core_;
   const Security* const security_;
   rsslab::v1::Load::AsyncService service_;
   std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+  // Where answered calls report back (their finish and done tags). Nobody
+  // waits on it, so an answer wakes no thread: the io thread would otherwise
+  // be woken once or twice per call just to free it.
+  grpc::CompletionQueue reap_cq_;
+  absl::Mutex reap_mu_;
   std::thread io_;
   // Priming a slot must not race with shutting the queue down.
   absl::Mutex accept_mu_;

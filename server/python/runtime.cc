@@ -111,6 +111,14 @@ absl::Status PythonRuntime::Import() {
   gil_enabled_fn_ = PyObject_GetAttrString(sys.get(), "_is_gil_enabled");
   if (gil_enabled_fn_ == nullptr) PyErr_Clear();  // before 3.13: always a GIL
   CheckAccelerators();
+  Ref ns(PyDict_New());
+  Ref code(ns ? PyRun_String("def noop():\n    pass\n", Py_file_input, ns.get(), ns.get())
+              : nullptr);
+  noop_fn_ = code ? PyDict_GetItemString(ns.get(), "noop") : nullptr;
+  Py_XINCREF(noop_fn_);
+  if (noop_fn_ == nullptr) {
+    return absl::InternalError("cannot define the no-op function: " + TakePythonError(true));
+  }
   cache_module_ = ImportCacheModule();
   if (cache_module_ == nullptr) {
     return absl::InternalError("cannot import rsslab.cache: " + TakePythonError(true));
@@ -283,6 +291,11 @@ absl::Status PythonRuntime::Handle(const rsslab::v1::HandleRequest& request, int
   return absl::OkStatus();
 }
 
+void PythonRuntime::YieldIfAsked() {
+  Ref r(PyObject_CallNoArgs(noop_fn_));
+  if (!r) PyErr_Clear();
+}
+
 int64_t PythonRuntime::Collect() {
   Ref n(PyObject_CallNoArgs(gc_collect_));
   if (!n) {
@@ -325,6 +338,7 @@ void PythonRuntime::Finalize() {
   Py_CLEAR(handle_fn_);
   Py_CLEAR(cache_module_);
   Py_CLEAR(gc_collect_);
+  Py_CLEAR(noop_fn_);
   Py_CLEAR(gc_get_count_);
   Py_CLEAR(gil_enabled_fn_);
   Py_CLEAR(allocated_blocks_fn_);

@@ -73,6 +73,13 @@ class PythonRuntime {
   absl::Status Handle(const rsslab::v1::HandleRequest& request, int worker,
                       rsslab::v1::HandleResponse* response);
 
+  // Inside a Scope: hands the GIL over if another thread has asked for it
+  // (after waiting a switch interval), by running one no-op Python function
+  // whose first bytecode services that request. The dispatcher calls it
+  // right before it picks a call, so the hand-over happens there and not
+  // at the handler's first bytecode, after the call was picked.
+  void YieldIfAsked();
+
   // Inside a Scope: gc.collect(), returns the number collected.
   int64_t Collect();
   // Inside a Scope: version, allocated blocks, gc counts, GIL state.
@@ -116,6 +123,7 @@ class PythonRuntime {
   PyObject* handle_fn_ = nullptr;
   PyObject* cache_module_ = nullptr;
   PyObject* gc_collect_ = nullptr;
+  PyObject* noop_fn_ = nullptr;
   PyObject* gc_get_count_ = nullptr;
   PyObject* gil_enabled_fn_ = nullptr;
   PyObject* allocated_blocks_fn_ = nullptr;
