@@ -142,6 +142,12 @@ struct RunSummary {
   int arenas = -1;         // largest glibc arena count seen
   int workers = -1;        // configured worker threads
   std::string allocator;
+  // The server's handler and its effective default knobs
+  // (snapshot config.handler / handler_params); handler_params_recorded is
+  // false for servers from before the knobs were recorded.
+  std::string handler;
+  std::map<std::string, std::string> handler_params;
+  bool handler_params_recorded = false;
   std::vector<rsslab::v1::LoadSummary> loads;
   Histogram latency;       // every load step merged
   uint64_t requests = 0;   // measured, ok + failed
@@ -178,6 +184,13 @@ std::string SummaryCsv(const RunSummary& s, const std::string& run_dir);
 absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s);
 std::string SoakCyclesCsv(const SoakSummary& s);
 // A short fixed-width table for a terminal.
+// "web_worker.py dict_items=200 dict_shape=flat ...": the handler's file
+// name and its knobs, or "-" when no snapshot said.
+std::string HandlerLabel(const RunSummary& s);
+
+// A fixed-width table of the runs, with a warning under it when the runs
+// did not all use the same handler with the same knobs (their figures are
+// then not comparable: e.g. web_worker's dict_shape=flat vs nested).
 std::string SummaryTable(const std::vector<RunSummary>& runs,
                          const std::vector<std::string>& labels);
 
