@@ -68,9 +68,11 @@ class ServerCore {
     // A benchmark knob (bench/dispatch_cost.sh), never for real serving:
     // where a Load call is answered. kPython runs the handler on a worker
     // (the product); kPool hands the call to a worker, which answers without
-    // entering Python (no GIL, no handler call); kInline answers in the gRPC
-    // callback without the pool. Their CPU differences split the per-request
-    // cost into gRPC, the worker hand-off, and the GIL + Python call.
+    // entering Python (no GIL, no handler call); kInline answers on the
+    // thread that accepted the call, without the pool. Their CPU differences
+    // split the per-request cost into gRPC, the worker hand-off, and the
+    // GIL + Python call. Implemented behind the Dispatcher seam
+    // (bench_dispatch.cc), off the product's path.
     enum class Dispatch { kPython, kPool, kInline };
     Dispatch dispatch = Dispatch::kPython;
     // --trim_thread_stats: per-worker allocator figures around each release.

@@ -69,8 +69,8 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "127.0.0.1:PORT. Off when empty.");
 ABSL_FLAG(std::string, dispatch, "python",
           "Benchmark knob (bench/dispatch_cost.sh), not for serving: python runs the handler; "
-          "pool answers on a worker without entering Python; inline answers in the gRPC "
-          "callback without the worker pool.");
+          "pool answers on a worker without entering Python; inline answers on the thread "
+          "that accepted the call, without the worker pool.");
 ABSL_FLAG(int, shutdown_grace_ms, 10000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
 
 namespace rsslab {
@@ -157,9 +157,8 @@ int Main(int argc, char** argv) {
   // Debian's Abseil is built with Mutex deadlock detection on, and gRPC
   // 1.51's own locks are absl::Mutex: the cycle bookkeeping
   // (GraphCycles::GetId & co.) showed in a profile of the server under the
-  // seed workload. The server's own locks are never nested but for the
-  // worker pool's queue inside the pending queue's hand-off, so the check
-  // buys little; it is turned off before any thread starts.
+  // seed workload. The server's own locks are never held two at a time,
+  // so the check buys little; it is turned off before any thread starts.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Block the stop signals in every thread (gRPC's and Python's inherit the
