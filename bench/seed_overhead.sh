@@ -48,10 +48,6 @@ trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true' EXIT
 HZ=$(getconf CLK_TCK)
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }  # utime + stime
 
-on() {  # on CPU|"" cmd...: pinned when CPU is given
-  local cpu=$1; shift
-  if [ -n "$cpu" ]; then taskset -c "$cpu" "$@"; else "$@"; fi
-}
 
 echo "machine: $(nproc) cores, $(uname -r), $(ldd --version | head -1 | sed 's/.*) //'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "handler: $HANDLER; $REQUESTS measured requests after $WARMUP warm-up per run; loadgen closed loop, $CONC in flight, 4 channels"
@@ -59,15 +55,16 @@ echo "alone: $PYTHON bench/handler_alone.py (Python LRU stand-in for rsslab.cach
 echo "ratios: server lines vs the same shape's alone line; alone lines' ratio_cpu vs the reference"
 printf "%-8s %-6s %-7s %7s %9s %11s %9s %9s\n" mode shape run workers rps cpu_us_req ratio_rps ratio_cpu
 for mode in $MODES; do
-  scpu=$SERVER_CPU ccpu=$CLIENT_CPU
-  [ "$mode" = unpinned ] && scpu="" ccpu=""
-  line=$(on "$scpu" "$PYTHON" "$ROOT/bench/handler_alone.py" --handler="$ROOT/bench/seed_reference.py" \
+  # Command prefixes: taskset when pinned, nothing otherwise.
+  SPIN=(taskset -c "$SERVER_CPU") CPIN=(taskset -c "$CLIENT_CPU")
+  [ "$mode" = unpinned ] && SPIN=() CPIN=()
+  line=$("${SPIN[@]}" "$PYTHON" "$ROOT/bench/handler_alone.py" --handler="$ROOT/bench/seed_reference.py" \
     --requests="$REQUESTS" --warmup="$WARMUP")
   r_rps=$(sed -n 's/.* rps=\([^ ]*\).*/\1/p' <<<"$line")
   r_cpu=$(sed -n 's/.* cpu_us_per_req=\([^ ]*\).*/\1/p' <<<"$line")
   printf "%-8s %-6s %-7s %7s %9.0f %11.1f %9s %9s\n" "$mode" - reference - "$r_rps" "$r_cpu" - 1.00
   for shape in $SHAPES; do
-    line=$(on "$scpu" "$PYTHON" "$ROOT/bench/handler_alone.py" --handler="$HANDLER" \
+    line=$("${SPIN[@]}" "$PYTHON" "$ROOT/bench/handler_alone.py" --handler="$HANDLER" \
       --requests="$REQUESTS" --warmup="$WARMUP" --param "dict_shape=$shape")
     a_rps=$(sed -n 's/.* rps=\([^ ]*\).*/\1/p' <<<"$line")
     a_cpu=$(sed -n 's/.* cpu_us_per_req=\([^ ]*\).*/\1/p' <<<"$line")
@@ -76,12 +73,12 @@ for mode in $MODES; do
     for w in $WORKERS; do
       d=$OUT/$mode-$shape-w$w
       mkdir -p "$d"
-      on "$scpu" "$SERVER" --threads="$w" --handler="$HANDLER" --handler_params="dict_shape=$shape" \
+      "${SPIN[@]}" "$SERVER" --threads="$w" --handler="$HANDLER" --handler_params="dict_shape=$shape" \
         --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 >"$d/out" 2>"$d/err" &
       SPID=$!
       wait_ready "$SPID" "$d/out" "$d/err"
       drive() {
-        on "$ccpu" "$LOADGEN" --target="$DATA" --control= --requests="$1" --concurrency="$CONC" \
+        "${CPIN[@]}" "$LOADGEN" --target="$DATA" --control= --requests="$1" --concurrency="$CONC" \
           --channels=4 --progress=none --out="$2" >/dev/null
       }
       drive "$WARMUP" "$d/warmup"
@@ -93,7 +90,7 @@ for mode in $MODES; do
         "$mode" "$shape" "$w" <<'PY'
 import json, sys
 path, ticks, hz, n, a_rps, a_cpu, mode, shape, w = sys.argv[1:]
-load = next(json.loads(l)["load"] for l in open(path) if '"load"' in l)
+load = next(e["load"] for e in map(json.loads, open(path)) if "load" in e)
 failed = int(load.get("requests_failed", 0))
 if failed:
     sys.exit("seed_overhead: %s %s w%s: %d requests failed: %s" % (mode, shape, w, failed, load.get("first_error")))
