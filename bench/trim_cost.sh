@@ -29,7 +29,7 @@ TRIM_EVERY=${TRIM_EVERY:-2}
 FILL=${FILL:-4000}
 THREADS=${THREADS:-"1 64"}
 CONDITIONS=${CONDITIONS:-"none global per_thread auto_iv auto_burst"}
-PROFILES=${PROFILES:-$(sed -n 's/^  name: "\(.*\)"/\1/p' control/profiles.textproto)}
+PROFILES=${PROFILES:-$(sed -n 's/^  name: "\(.*\)"/\1/p' agent/profiles.textproto)}
 OUT=${OUT:-$(mktemp -d /tmp/rsslab-trimcost-XXXXXX)}
 export RSSLAB_HOME=$ROOT
 RPID=""; TPID=""
@@ -47,7 +47,7 @@ for p in $PROFILES; do
                         --auto_trim_min_spacing_s="$TRIM_EVERY" --auto_trim_gap_mb=0) ;;
         auto_burst) extra=(--auto_trim=after_burst) ;;
       esac
-      "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/control/profiles.textproto" \
+      "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/agent/profiles.textproto" \
         --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
         --control_listen=127.0.0.1:0 "${extra[@]}" >"$d/server.out" 2>"$d/server.err" &
       RPID=$!

@@ -25,7 +25,7 @@ SCALE=${SCALE:-0.25}
 AUTO=${AUTO:-after_burst}
 read -r -a SERVER_FLAGS <<<"${SERVER_FLAGS:-}"
 THREADS=${THREADS:-"64 1"}
-PROFILES=${PROFILES:-$(sed -n 's/^  name: "\(.*\)"/\1/p' control/profiles.textproto)}
+PROFILES=${PROFILES:-$(sed -n 's/^  name: "\(.*\)"/\1/p' agent/profiles.textproto)}
 OUT=${OUT:-$(mktemp -d /tmp/rsslab-trimgoals-XXXXXX)}
 export RSSLAB_HOME=$ROOT
 RPID=""
@@ -37,7 +37,7 @@ for t in $THREADS; do
   for p in $PROFILES; do
     d=$OUT/$p-$t; mkdir -p "$d"
     if [ -z "${REPORT_ONLY:-}" ]; then
-    "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/control/profiles.textproto" \
+    "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/agent/profiles.textproto" \
       --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
       --control_listen=127.0.0.1:0 --auto_trim="$AUTO" "${SERVER_FLAGS[@]}" \
       >"$d/server.out" 2>"$d/server.err" &

@@ -389,26 +389,22 @@ rsslab::v1::Latency LoadEngine::TakeInterval() {
   return h.LatencyMicros();
 }
 
-LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
-                           const StopFlag* stop) {
-  LoadResult result;
-  auto& sum = result.summary;
-  sum.set_step(step);
-  sum.set_mode(spec.rate() > 0 ? "open" : "closed");
-  sum.set_concurrency(spec.concurrency());
-  sum.set_channels(spec.channels());
-  sum.set_target_rate(spec.rate());
-  sum.set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+namespace {
 
+using RunState = LoadEngine::RunState;
+
+// A run's state: its channels (each its own connection), stubs, histogram
+// shards and, for completion queues, the poller threads, already polling.
+std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Options& options) {
   auto st = std::make_shared<RunState>();
   st->spec = spec;
-  st->max_errors = options_.max_errors;
-  st->metrics = options_.metrics;
+  st->max_errors = options.max_errors;
+  st->metrics = options.metrics;
   st->open_loop = spec.rate() > 0;
   // Closed loop only: an open-loop completion frees its slot, and freeing a
   // call's context from inside its own callback is not something gRPC 1.51
   // promises to survive.
-  st->callback_api = options_.callback_api && !st->open_loop;
+  st->callback_api = options.callback_api && !st->open_loop;
   st->payload.assign(spec.payload_bytes(), 'x');
   if (!st->payload.empty()) st->request_template.set_payload(st->payload);
   *st->request_template.mutable_params() = spec.params();
@@ -428,15 +424,15 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
     // drain on stop relies on (GRPC_ARG_MINIMAL_STACK would drop it).
     args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
     st->channels.push_back(
-        options_.security != nullptr
-            ? options_.security->Channel(options_.target, args)
-            : grpc::CreateCustomChannel(options_.target, grpc::InsecureChannelCredentials(),
+        options.security != nullptr
+            ? options.security->Channel(options.target, args)
+            : grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(),
                                         args));
     st->stubs.push_back(rsslab::v1::Load::NewStub(st->channels.back()));
     st->shards.push_back(std::make_unique<RunState::Shard>());
   }
   // A few completion-queue threads serve every channel: no thread per RPC.
-  int npoll = options_.client_threads;
+  int npoll = options.client_threads;
   if (npoll <= 0) {
     cpu_set_t set;
     const int cpus = sched_getaffinity(0, sizeof(set), &set) == 0
@@ -452,6 +448,128 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
   for (int i = 0; i < npoll; ++i) {
     st->pollers.emplace_back([s = st.get(), cq = st->cqs[i].get()] { s->Poll(cq); });
   }
+  return st;
+}
+
+// How the sends kept to their schedule (open loop), and whether a stop
+// request cut the step short.
+struct Sends {
+  uint64_t late = 0;
+  int64_t max_lag_ns = 0;
+  bool interrupted = false;
+};
+
+// Open loop: requests leave on the schedule from `t0` whatever the server
+// does, until the step's end, the engine stopping or `stop`.
+void SendOpenLoop(RunState* st, int64_t t0, absl::Duration late_tolerance,
+                  const StopFlag* stop, Sends* sends) {
+  const LoadSpec& spec = st->spec;
+  const int nch = std::max<int>(1, spec.channels());
+  std::mt19937_64 rng(spec.seed());
+  std::exponential_distribution<double> gap(spec.rate());
+  const bool poisson = spec.arrival() == "poisson";
+  const int64_t late_ns = absl::ToInt64Nanoseconds(late_tolerance);
+  double offset_s = 0;
+  for (uint64_t i = 0;; ++i) {
+    // Constant arrivals: i / rate from t0 (no accumulated drift).
+    offset_s = poisson ? offset_s + gap(rng) : i / spec.rate();
+    const int64_t intended = t0 + static_cast<int64_t>(offset_s * 1e9);
+    if (intended >= st->measure_end_ns || st->stopping.load()) break;
+    // Sleep in slices so a stop request is seen promptly.
+    while (MonoNs() < intended) {
+      if (stop != nullptr && stop->stopped()) break;
+      SleepUntilMono(std::min(intended, MonoNs() + 50000000));
+    }
+    if (stop != nullptr && stop->stopped()) {
+      sends->interrupted = true;
+      st->stopping = true;
+      break;
+    }
+    // The in-flight cap: waiting here makes the send late, which is
+    // counted; its latency still runs from `intended`.
+    while (st->in_flight.load() >= static_cast<int64_t>(spec.max_outstanding()) &&
+           !st->stopping.load() && !(stop != nullptr && stop->stopped())) {
+      absl::SleepFor(absl::Microseconds(100));
+    }
+    const int64_t lag = MonoNs() - intended;
+    if (lag > late_ns) ++sends->late;
+    sends->max_lag_ns = std::max(sends->max_lag_ns, lag);
+    if (!st->Issue(nullptr, static_cast<int>(i % nch), intended)) break;
+  }
+}
+
+// The step's figures, from a drained run, into result->summary; the
+// status when the step failed (too many errors, interrupted, short).
+void Summarize(RunState* st, double cpu, const Sends& sends, LoadResult* result) {
+  auto& sum = result->summary;
+  {
+    Histogram tail;
+    for (auto& sh : st->shards) {
+      absl::MutexLock l(&sh->mu);
+      tail.Merge(sh->interval);
+      sh->interval.Reset();
+    }
+    if (tail.count() > 0) result->tail_interval = tail.LatencyMicros();
+  }
+  result->histogram = st->Merged();
+  std::array<uint64_t, kCodes> codes = {};
+  for (auto& s : st->shards) {
+    absl::MutexLock l(&s->mu);
+    for (int c = 0; c < kCodes; ++c) codes[c] += s->codes[c];
+  }
+  for (int c = 0; c < kCodes; ++c) {
+    if (codes[c] > 0) (*sum.mutable_status_counts())[StatusCodeName(c)] = codes[c];
+  }
+  const uint64_t done = st->done.load();
+  const uint64_t failed = st->failed.load();
+  sum.set_requests_ok(done - failed);
+  sum.set_requests_failed(failed);
+  sum.set_warmup_requests(st->warm_done.load());
+  const int64_t ms = st->measure_start_ns.load();
+  const int64_t me = st->last_done_ns.load();
+  const double elapsed = (done > 0 && me > ms) ? (me - ms) / 1e9 : 0;
+  sum.set_elapsed_s(elapsed);
+  sum.set_qps(elapsed > 0 ? done / elapsed : 0);
+  *sum.mutable_latency() = result->histogram.LatencyMicros();
+  sum.set_client_cpu_s(cpu);
+  sum.set_requests_per_client_cpu_s(cpu > 0 ? done / cpu : 0);
+  sum.set_behind_schedule(sends.late);
+  sum.set_max_schedule_lag_us(sends.max_lag_ns / 1e3);
+  *sum.mutable_histogram() = result->histogram.ToProto();
+  sum.set_interrupted(sends.interrupted);
+  sum.set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  {
+    absl::MutexLock l(&st->mu);
+    sum.set_first_error(st->first_error);
+    if (st->too_many_errors) {
+      result->status = absl::AbortedError(absl::StrFormat(
+          "%d RPCs failed (more than --max_errors=%d); first: %s",
+          st->failed_all.load(), st->max_errors, st->first_error));
+    }
+  }
+  if (result->status.ok() && sends.interrupted) {
+    result->status = absl::CancelledError("interrupted");
+  }
+  if (result->status.ok() && st->spec.requests() > 0 && done < st->spec.requests()) {
+    result->status = absl::InternalError(absl::StrFormat(
+        "only %d of %d requests completed", done, st->spec.requests()));
+  }
+}
+
+}  // namespace
+
+LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
+                           const StopFlag* stop) {
+  LoadResult result;
+  auto& sum = result.summary;
+  sum.set_step(step);
+  sum.set_mode(spec.rate() > 0 ? "open" : "closed");
+  sum.set_concurrency(spec.concurrency());
+  sum.set_channels(spec.channels());
+  sum.set_target_rate(spec.rate());
+  sum.set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+
+  std::shared_ptr<RunState> st = NewRunState(spec, options_);
   // Connect first, so connection set-up is not in the measurements.
   const auto connect_deadline =
       std::chrono::system_clock::now() +
@@ -478,47 +596,17 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
     st->measure_end_ns =
         st->warmup_end_ns + static_cast<int64_t>(spec.duration_s() * 1e9);
   }
-  bool interrupted = false;
-  uint64_t late = 0;
-  int64_t max_lag = 0;
-  if (!st->open_loop) {
+  Sends sends;
+  if (st->open_loop) {
+    SendOpenLoop(st.get(), t0, options_.late_tolerance, stop, &sends);
+  } else {
+    // Closed loop: `concurrency` slots, each re-armed by its completion.
+    const int nch = static_cast<int>(st->channels.size());
     for (uint32_t i = 0; i < spec.concurrency(); ++i) {
       if (!st->Issue(nullptr, static_cast<int>(i % nch), MonoNs())) break;
     }
-  } else {
-    std::mt19937_64 rng(spec.seed());
-    std::exponential_distribution<double> gap(spec.rate());
-    const bool poisson = spec.arrival() == "poisson";
-    const int64_t late_ns = absl::ToInt64Nanoseconds(options_.late_tolerance);
-    double offset_s = 0;
-    for (uint64_t i = 0;; ++i) {
-      // Constant arrivals: i / rate from t0 (no accumulated drift).
-      offset_s = poisson ? offset_s + gap(rng) : i / spec.rate();
-      const int64_t intended = t0 + static_cast<int64_t>(offset_s * 1e9);
-      if (intended >= st->measure_end_ns || st->stopping.load()) break;
-      // Sleep in slices so a stop request is seen promptly.
-      while (MonoNs() < intended) {
-        if (stop != nullptr && stop->stopped()) break;
-        SleepUntilMono(std::min(intended, MonoNs() + 50000000));
-      }
-      if (stop != nullptr && stop->stopped()) {
-        interrupted = true;
-        st->stopping = true;
-        break;
-      }
-      // The in-flight cap: waiting here makes the send late, which is
-      // counted; its latency still runs from `intended`.
-      while (st->in_flight.load() >= static_cast<int64_t>(spec.max_outstanding()) &&
-             !st->stopping.load() && !(stop != nullptr && stop->stopped())) {
-        absl::SleepFor(absl::Microseconds(100));
-      }
-      const int64_t lag = MonoNs() - intended;
-      if (lag > late_ns) ++late;
-      max_lag = std::max(max_lag, lag);
-      if (!st->Issue(nullptr, static_cast<int>(i % nch), intended)) break;
-    }
   }
-  st->WaitDrained(stop, &interrupted);
+  st->WaitDrained(stop, &sends.interrupted);
   // Cancels anything still in flight (only past the safety net) and joins.
   st->StopPollers();
   const double cpu = CpuSeconds() - cpu0;
@@ -526,59 +614,7 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
     absl::MutexLock l(&mu_);
     current_.reset();
   }
-  {
-    Histogram tail;
-    for (auto& sh : st->shards) {
-      absl::MutexLock l(&sh->mu);
-      tail.Merge(sh->interval);
-      sh->interval.Reset();
-    }
-    if (tail.count() > 0) result.tail_interval = tail.LatencyMicros();
-  }
-
-  result.histogram = st->Merged();
-  std::array<uint64_t, kCodes> codes = {};
-  for (auto& s : st->shards) {
-    absl::MutexLock l(&s->mu);
-    for (int c = 0; c < kCodes; ++c) codes[c] += s->codes[c];
-  }
-  for (int c = 0; c < kCodes; ++c) {
-    if (codes[c] > 0) (*sum.mutable_status_counts())[StatusCodeName(c)] = codes[c];
-  }
-  const uint64_t done = st->done.load();
-  const uint64_t failed = st->failed.load();
-  sum.set_requests_ok(done - failed);
-  sum.set_requests_failed(failed);
-  sum.set_warmup_requests(st->warm_done.load());
-  const int64_t ms = st->measure_start_ns.load();
-  const int64_t me = st->last_done_ns.load();
-  const double elapsed = (done > 0 && me > ms) ? (me - ms) / 1e9 : 0;
-  sum.set_elapsed_s(elapsed);
-  sum.set_qps(elapsed > 0 ? done / elapsed : 0);
-  *sum.mutable_latency() = result.histogram.LatencyMicros();
-  sum.set_client_cpu_s(cpu);
-  sum.set_requests_per_client_cpu_s(cpu > 0 ? done / cpu : 0);
-  sum.set_behind_schedule(late);
-  sum.set_max_schedule_lag_us(max_lag / 1e3);
-  *sum.mutable_histogram() = result.histogram.ToProto();
-  sum.set_interrupted(interrupted);
-  sum.set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
-  {
-    absl::MutexLock l(&st->mu);
-    sum.set_first_error(st->first_error);
-    if (st->too_many_errors) {
-      result.status = absl::AbortedError(absl::StrFormat(
-          "%d RPCs failed (more than --max_errors=%d); first: %s",
-          st->failed_all.load(), st->max_errors, st->first_error));
-    }
-  }
-  if (result.status.ok() && interrupted) {
-    result.status = absl::CancelledError("interrupted");
-  }
-  if (result.status.ok() && spec.requests() > 0 && done < spec.requests()) {
-    result.status = absl::InternalError(absl::StrFormat(
-        "only %d of %d requests completed", done, spec.requests()));
-  }
+  Summarize(st.get(), cpu, sends, &result);
   return result;
 }
 

@@ -35,7 +35,7 @@
 #include "loadgen/status_code.h"
 #include "proto/results.pb.h"
 #include "proto/scenario.pb.h"
-#include "server/auth/auth.h"
+#include "common/auth.h"
 
 namespace rsslab {
 

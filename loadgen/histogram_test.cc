@@ -48,7 +48,9 @@ TEST(HistogramTest, BucketsCoverEveryValueWithBoundedWidth) {
     const double lo = Histogram::LowestEquivalent(i);
     const double width = Histogram::HighestEquivalent(i) - lo + 1;
     // Exact below 2048; beyond, never wider than 1/1024 of the lower edge.
-    if (width > 1) ASSERT_LE(width / lo, 1.0 / 1024 + 1e-12) << i;
+    if (width > 1) {
+      ASSERT_LE(width / lo, 1.0 / 1024 + 1e-12) << i;
+    }
     ASSERT_EQ(Histogram::IndexOf(Histogram::LowestEquivalent(i)), i);
     ASSERT_EQ(Histogram::IndexOf(Histogram::HighestEquivalent(i)), i);
   }

@@ -1,7 +1,7 @@
 #include "loadgen/loadgen_metrics.h"
 
 #include "absl/time/clock.h"
-#include "server/metrics/exposition.h"
+#include "common/metrics/exposition.h"
 
 namespace rsslab {
 

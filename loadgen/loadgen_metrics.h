@@ -2,7 +2,7 @@
 // runs long enough that someone graphs them: requests by gRPC status,
 // errors, RPCs in flight, the latency histogram, the step and cycle
 // running, and the last server RSS the loadgen saw. Rendered with the
-// server's exposition code (//server/metrics) and served by the same HTTP
+// server's exposition code (//common/metrics) and served by the same HTTP
 // endpoint.
 //
 // The engine calls OnSend/OnDone from its poller threads (relaxed atomics
@@ -29,7 +29,7 @@
 #include "absl/time/time.h"
 #include "loadgen/status_code.h"
 #include "proto/snapshot.pb.h"
-#include "server/metrics/latency_histogram.h"
+#include "common/metrics/latency_histogram.h"
 
 namespace rsslab {
 

@@ -1,43 +1,22 @@
 #include "loadgen/runner.h"
 
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
-#include "loadgen/scenario.h"
+#include "loadgen/summary_render.h"
 
 namespace rsslab {
 
 using ::rsslab::v1::Event;
-using ::rsslab::v1::Scenario;
-using ::rsslab::v1::Step;
-
-struct Runner::Ctx {
-  std::string phase;  // the phase this loadgen last set
-  int cycle = 0;
-};
 
 namespace {
-
-const char* KindName(const Step& s) {
-  switch (s.kind_case()) {
-    case Step::kSetPhase: return "set_phase";
-    case Step::kLoad: return "load";
-    case Step::kWait: return "wait";
-    case Step::kSnapshot: return "snapshot";
-    case Step::kTrim: return "trim";
-    case Step::kRepeat: return "repeat";
-    default: return "empty";
-  }
-}
 
 std::string StatusText(const grpc::Status& s) {
   return absl::StrFormat("%s: %s", StatusCodeName(s.error_code()),
@@ -78,13 +57,7 @@ std::shared_ptr<grpc::Channel> Runner::ControlChannel() const {
 }
 
 void Runner::Line(const std::string& text) {
-  if (options_.progress == ProgressMode::kNone) return;
-  if (options_.progress == ProgressMode::kLive) {
-    fprintf(stderr, "\r\033[K%s%s\n", options_.line_prefix.c_str(), text.c_str());
-  } else {
-    fprintf(stderr, "%s%s\n", options_.line_prefix.c_str(), text.c_str());
-  }
-  fflush(stderr);
+  PrintProgressLine(options_.progress, options_.line_prefix + text);
 }
 
 void Runner::Saw(const rsslab::v1::Snapshot& snap) {
@@ -115,10 +88,7 @@ absl::Status Runner::AppendLocked(Event e) {
   return log_->Append(std::move(e));
 }
 
-void Runner::StartWatch(const Scenario& scenario) {
-  const double interval = scenario.soak().watch_interval_s() > 0
-                              ? scenario.soak().watch_interval_s()
-                              : kDefaultWatchIntervalS;
+void Runner::StartWatch(double interval) {
   watch_ctx_ = std::make_unique<grpc::ClientContext>();
   watch_stopping_ = false;
   watch_interval_s_ = interval;
@@ -219,8 +189,8 @@ void Runner::CycleLine(int cycle) {
   if (!text.empty()) Line(absl::StrCat("[soak] ", text));
 }
 
-absl::Status Runner::Run(const Scenario& scenario) {
-  if (NeedsControl(scenario)) {
+absl::Status Runner::Run(const Plan& plan) {
+  if (plan.needs_control) {
     if (options_.control.empty()) {
       return absl::InvalidArgumentError(
           "the scenario changes phases or takes snapshots but --control is "
@@ -240,272 +210,246 @@ absl::Status Runner::Run(const Scenario& scenario) {
     control_channel_ = ControlChannel();
     control_ = rsslab::v1::Control::NewStub(control_channel_);
   }
+  soak_ = plan.soak;
   Ctx ctx;
-  if (scenario.has_soak()) {
+  if (plan.soak) {
     if (control_ == nullptr) {
       return absl::InvalidArgumentError("a soak needs --control (it watches snapshots)");
     }
-    StartWatch(scenario);
+    StartWatch(plan.watch_interval_s);
   }
-  absl::Status s = RunSteps(scenario.step(), scenario, ctx, "");
+  absl::Status s = RunSteps(plan.steps, ctx, "");
   StopWatch(!s.ok() && !absl::IsCancelled(s));
   return s;
 }
 
-absl::Status Runner::RunSteps(
-    const google::protobuf::RepeatedPtrField<Step>& steps,
-    const Scenario& scenario, Ctx& ctx, const std::string& prefix) {
-  for (int i = 0; i < steps.size(); ++i) {
+absl::Status Runner::RunSteps(const std::vector<PlanStep>& steps, Ctx& ctx,
+                              const std::string& prefix) {
+  for (size_t i = 0; i < steps.size(); ++i) {
     if (stop_ != nullptr && stop_->stopped()) {
       return absl::CancelledError("interrupted");
     }
     const std::string label =
         absl::StrFormat("%s%d/%d", prefix, i + 1, steps.size());
-    absl::Status s = RunStep(steps[i], scenario, ctx, label);
+    absl::Status s = RunStep(steps[i], ctx, label);
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-absl::Status Runner::RunStep(const Step& step, const Scenario& scenario,
-                             Ctx& ctx, const std::string& label) {
-  const std::string name = step.name().empty() ? KindName(step) : step.name();
-  const std::string kind = KindName(step);
+absl::Status Runner::RunStep(const PlanStep& step, Ctx& ctx, const std::string& label) {
   const absl::Time start = absl::Now();
-  absl::Status status;
-  std::string detail;
-  Event rec;
-  rec.set_label(name);
-  if (options_.metrics != nullptr) options_.metrics->StepStarted(label, name, kind, ctx.cycle);
-
-  switch (step.kind_case()) {
-    case Step::kSetPhase: {
-      rsslab::v1::SetPhaseRequest req;
-      req.set_phase(step.set_phase().phase());
-      if (step.set_phase().has_cache_limit_mb()) {
-        req.set_cache_limit_bytes(step.set_phase().cache_limit_mb() << 20);
-      }
-      req.set_gc(step.set_phase().has_gc() ? step.set_phase().gc() : true);
-      grpc::ClientContext cc;
-      cc.set_deadline(Deadline(options_.control_timeout));
-      rsslab::v1::SetPhaseResponse resp;
-      grpc::Status gs = control_->SetPhase(&cc, req, &resp);
-      if (!gs.ok()) {
-        status = absl::UnavailableError(absl::StrFormat(
-            "SetPhase(%s) at %s failed: %s", req.phase(), options_.control,
-            StatusText(gs)));
-        break;
-      }
-      ctx.phase = req.phase();
-      SetState(ctx);
-      Saw(resp.snapshot());
-      *rec.mutable_phase() = resp;
-      status = Append(rec, ctx);
-      detail = absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
-      if (resp.has_trim()) {
-        absl::StrAppendFormat(&detail, " (before %.1f MiB, %s took %d us)",
-                              resp.before().status().rss_bytes() / 1048576.0,
-                              resp.trim().call(), resp.trim().trim_duration_us());
-      }
-      break;
-    }
-    case Step::kSnapshot: {
-      rsslab::v1::SnapshotRequest req;
-      req.set_gc(step.snapshot().has_gc() ? step.snapshot().gc() : true);
-      req.set_detail(step.snapshot().detail());
-      grpc::ClientContext cc;
-      cc.set_deadline(Deadline(options_.control_timeout));
-      rsslab::v1::Snapshot snap;
-      grpc::Status gs = control_->GetSnapshot(&cc, req, &snap);
-      if (!gs.ok()) {
-        status = absl::UnavailableError(absl::StrFormat(
-            "GetSnapshot at %s failed: %s", options_.control, StatusText(gs)));
-        break;
-      }
-      Saw(snap);
-      *rec.mutable_snapshot() = snap;
-      status = Append(rec, ctx);
-      detail = absl::StrFormat("rss %.1f MiB, hwm %.1f MiB, %d threads, %d arenas",
-                               snap.status().rss_bytes() / 1048576.0,
-                               snap.status().hwm_bytes() / 1048576.0,
-                               snap.status().threads(), snap.memory_map().arena_count());
-      break;
-    }
-    case Step::kTrim: {
-      rsslab::v1::TrimRequest req;
-      req.set_mode(step.trim().mode());
-      req.set_gc(true);
-      grpc::ClientContext cc;
-      cc.set_deadline(Deadline(options_.control_timeout));
-      rsslab::v1::TrimResponse resp;
-      grpc::Status gs = control_->Trim(&cc, req, &resp);
-      if (!gs.ok()) {
-        status = absl::UnavailableError(absl::StrFormat(
-            "Trim at %s failed: %s", options_.control, StatusText(gs)));
-        break;
-      }
-      Saw(resp.after());
-      *rec.mutable_trim() = resp;
-      status = Append(rec, ctx);
-      detail = absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0);
-      break;
-    }
-    case Step::kWait: {
-      if (stop_ != nullptr && stop_->WaitFor(absl::Seconds(step.wait().seconds()))) {
-        status = absl::CancelledError("interrupted");
-      } else if (stop_ == nullptr) {
-        absl::SleepFor(absl::Seconds(step.wait().seconds()));
-      }
-      detail = absl::StrFormat("%.1f s", step.wait().seconds());
-      break;
-    }
-    case Step::kLoad: {
-      absl::StatusOr<rsslab::v1::LoadSpec> spec =
-          ResolveLoad(step.load(), scenario.load_defaults(), options_.flags);
-      if (!spec.ok()) {
-        status = spec.status();
-        break;
-      }
-      Line(absl::StrFormat(
-          "[%s] %s: load started (%s, %s)", label, name,
-          spec->rate() > 0
-              ? absl::StrFormat("open loop %.0f/s %s, %d channels", spec->rate(),
-                                spec->arrival(), spec->channels())
-              : absl::StrFormat("closed loop %d outstanding over %d channels",
-                                spec->concurrency(), spec->channels()),
-          spec->requests() > 0 ? absl::StrFormat("%d requests", spec->requests())
-                               : absl::StrFormat("%.1f s", spec->duration_s())));
-      // The live line: requests done, QPS, p99 so far, errors, server RSS.
-      absl::Notification done;
-      std::thread live;
-      if (options_.progress == ProgressMode::kLive) {
-        live = std::thread([&] {
-          uint64_t last_done = 0;
-          absl::Time last = absl::Now();
-          absl::Time last_rss_at = absl::InfinitePast();
-          double rss_mib = -1;
-          while (!done.WaitForNotificationWithTimeout(absl::Milliseconds(500))) {
-            if (control_ != nullptr && absl::Now() - last_rss_at > absl::Seconds(2)) {
-              rsslab::v1::SnapshotRequest req;  // no gc: must not disturb
-              grpc::ClientContext cc;
-              cc.set_deadline(Deadline(absl::Seconds(1)));
-              rsslab::v1::Snapshot snap;
-              if (control_->GetSnapshot(&cc, req, &snap).ok()) {
-                Saw(snap);
-                rss_mib = snap.status().rss_bytes() / 1048576.0;
-              }
-              last_rss_at = absl::Now();
-            }
-            const LiveProgress p = engine_.Progress();
-            // Not started yet (connecting) or already over: the engine has
-            // no run to show, and a "0 done" line would go backwards.
-            if (!p.running) continue;
-            const absl::Time now = absl::Now();
-            const double qps =
-                p.done >= last_done
-                    ? (p.done - last_done) / absl::ToDoubleSeconds(now - last)
-                    : 0;
-            last_done = p.done;
-            last = now;
-            std::string text = absl::StrFormat(
-                "[%s] %s  %d%s done  %.0f qps  p99 %.2f ms  errors %d  server rss %s",
-                label, name, p.done,
-                p.target ? absl::StrFormat("/%d", p.target) : "", qps,
-                p.p99_us / 1000, p.failed,
-                rss_mib < 0 ? "-" : absl::StrFormat("%.1f MiB", rss_mib));
-            // A line wider than the terminal wraps, and "\r" then only
-            // returns to the start of its last row: every update would leave
-            // a stale row behind. Cut it to the width (read each time, so a
-            // resize is followed).
-            winsize ws{};
-            if (ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 &&
-                text.size() >= ws.ws_col) {
-              text.resize(ws.ws_col - 1);
-            }
-            fprintf(stderr, "\r\033[K%s", text.c_str());
-            fflush(stderr);
-          }
-        });
-      }
-      {
-        absl::MutexLock l(&mu_);
-        step_intervals_.clear();
-      }
-      LoadResult r = engine_.Run(*spec, name, stop_);
-      done.Notify();
-      if (live.joinable()) live.join();
-      *rec.mutable_load() = r.summary;
-      {
-        absl::MutexLock l(&mu_);
-        for (auto& i : step_intervals_) *rec.mutable_load()->add_intervals() = i;
-        step_intervals_.clear();
-        // Only for soaks (a watch took the earlier ones): a plain run's
-        // total is its only interval.
-        if (watch_.joinable() && r.tail_interval.count() > 0) {
-          *rec.mutable_load()->add_intervals() = r.tail_interval;
-        }
-      }
-      absl::Status ws = Append(rec, ctx);
-      status = r.status.ok() ? ws : r.status;
-      const auto& l = r.summary.latency();
-      detail = absl::StrFormat(
-          "%d ok, %d failed, %.0f qps, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
-          r.summary.requests_ok(), r.summary.requests_failed(), r.summary.qps(),
-          l.p50_us() / 1000, l.p99_us() / 1000, l.max_us() / 1000);
-      if (r.summary.mode() == "open") {
-        absl::StrAppendFormat(&detail, ", %d late sends (max lag %.2f ms)",
-                              r.summary.behind_schedule(),
-                              r.summary.max_schedule_lag_us() / 1000);
-      }
-      break;
-    }
-    case Step::kRepeat: {
-      const auto& rep = step.repeat();
-      const absl::Time from =
-          options_.repeat_started != absl::InfinitePast() ? options_.repeat_started : start;
-      const absl::Time until = rep.duration_s() > 0
-                                   ? from + absl::Seconds(rep.duration_s())
-                                   : absl::InfiniteFuture();
-      const int outer_cycle = ctx.cycle;
-      // Records after the loop (its own step record, late watch records)
-      // belong to no cycle: the phase goes back to what it was too.
-      const std::string outer_phase = ctx.phase;
-      for (uint32_t c = static_cast<uint32_t>(options_.first_cycle);
-           rep.times() == 0 || c < rep.times(); ++c) {
-        if (absl::Now() >= until) break;
-        ctx.cycle = static_cast<int>(c);
-        SetState(ctx);
-        status = RunSteps(rep.step(), scenario, ctx,
-                          absl::StrFormat("%s cycle %d: ", label, c + 1));
-        if (!status.ok()) break;
-        if (scenario.has_soak()) CycleLine(ctx.cycle);
-      }
-      ctx.cycle = outer_cycle;
-      ctx.phase = outer_phase;
-      SetState(ctx);
-      break;
-    }
-    default:
-      status = absl::InvalidArgumentError("empty step");
+  if (options_.metrics != nullptr) {
+    options_.metrics->StepStarted(label, step.name, step.kind_name, ctx.cycle);
   }
+  StepDone done;
+  switch (step.kind) {
+    case PlanStep::Kind::kSetPhase: done = SetPhase(step, ctx); break;
+    case PlanStep::Kind::kSnapshot: done = Snapshot(step, ctx); break;
+    case PlanStep::Kind::kTrim: done = Trim(step, ctx); break;
+    case PlanStep::Kind::kWait: done = Wait(step); break;
+    case PlanStep::Kind::kLoad: done = Load(step, ctx, label); break;
+    case PlanStep::Kind::kRepeat: done = Repeat(step, ctx, label, start); break;
+  }
+  const absl::Status& status = done.status;
+  const std::string& detail = done.detail;
 
   Event srec;
   auto* sr = srec.mutable_step();
-  sr->set_step(name);
-  sr->set_kind(kind);
+  sr->set_step(step.name);
+  sr->set_kind(step.kind_name);
   sr->set_start_unix_nanos(absl::ToUnixNanos(start));
   sr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
   sr->set_ok(status.ok());
   if (!status.ok()) sr->set_error(std::string(status.message()));
   if (options_.metrics != nullptr) options_.metrics->StepEnded(status.ok());
-  srec.set_label(name);
+  srec.set_label(step.name);
   absl::Status ws = Append(srec, ctx);
-  Line(absl::StrFormat("[%s] %s: %s %s%s", label, name, kind,
+  Line(absl::StrFormat("[%s] %s: %s %s%s", label, step.name, step.kind_name,
                        status.ok() ? "ok" : "FAILED",
                        status.ok() ? (detail.empty() ? "" : ": " + detail)
                                    : ": " + std::string(status.message()) +
                                          (detail.empty() ? "" : " (" + detail + ")")));
   return status.ok() ? ws : status;
+}
+
+Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
+  rsslab::v1::SetPhaseRequest req;
+  req.set_phase(step.set_phase.phase());
+  if (step.set_phase.has_cache_limit_mb()) {
+    req.set_cache_limit_bytes(step.set_phase.cache_limit_mb() << 20);
+  }
+  req.set_gc(step.set_phase.has_gc() ? step.set_phase.gc() : true);
+  grpc::ClientContext cc;
+  cc.set_deadline(Deadline(options_.control_timeout));
+  rsslab::v1::SetPhaseResponse resp;
+  grpc::Status gs = control_->SetPhase(&cc, req, &resp);
+  if (!gs.ok()) {
+    return {absl::UnavailableError(absl::StrFormat("SetPhase(%s) at %s failed: %s",
+                                                   req.phase(), options_.control,
+                                                   StatusText(gs))),
+            ""};
+  }
+  ctx.phase = req.phase();
+  SetState(ctx);
+  Saw(resp.snapshot());
+  Event rec;
+  rec.set_label(step.name);
+  *rec.mutable_phase() = resp;
+  StepDone done{Append(rec, ctx), ""};
+  done.detail =
+      absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
+  if (resp.has_trim()) {
+    absl::StrAppendFormat(&done.detail, " (before %.1f MiB, %s took %d us)",
+                          resp.before().status().rss_bytes() / 1048576.0,
+                          resp.trim().call(), resp.trim().trim_duration_us());
+  }
+  return done;
+}
+
+Runner::StepDone Runner::Snapshot(const PlanStep& step, const Ctx& ctx) {
+  rsslab::v1::SnapshotRequest req;
+  req.set_gc(step.snapshot.has_gc() ? step.snapshot.gc() : true);
+  req.set_detail(step.snapshot.detail());
+  grpc::ClientContext cc;
+  cc.set_deadline(Deadline(options_.control_timeout));
+  rsslab::v1::Snapshot snap;
+  grpc::Status gs = control_->GetSnapshot(&cc, req, &snap);
+  if (!gs.ok()) {
+    return {absl::UnavailableError(absl::StrFormat("GetSnapshot at %s failed: %s",
+                                                   options_.control, StatusText(gs))),
+            ""};
+  }
+  Saw(snap);
+  Event rec;
+  rec.set_label(step.name);
+  *rec.mutable_snapshot() = snap;
+  return {Append(rec, ctx),
+          absl::StrFormat("rss %.1f MiB, hwm %.1f MiB, %d threads, %d arenas",
+                          snap.status().rss_bytes() / 1048576.0,
+                          snap.status().hwm_bytes() / 1048576.0, snap.status().threads(),
+                          snap.memory_map().arena_count())};
+}
+
+Runner::StepDone Runner::Trim(const PlanStep& step, const Ctx& ctx) {
+  rsslab::v1::TrimRequest req;
+  req.set_mode(step.trim.mode());
+  req.set_gc(true);
+  grpc::ClientContext cc;
+  cc.set_deadline(Deadline(options_.control_timeout));
+  rsslab::v1::TrimResponse resp;
+  grpc::Status gs = control_->Trim(&cc, req, &resp);
+  if (!gs.ok()) {
+    return {absl::UnavailableError(
+                absl::StrFormat("Trim at %s failed: %s", options_.control, StatusText(gs))),
+            ""};
+  }
+  Saw(resp.after());
+  Event rec;
+  rec.set_label(step.name);
+  *rec.mutable_trim() = resp;
+  return {Append(rec, ctx),
+          absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0)};
+}
+
+Runner::StepDone Runner::Wait(const PlanStep& step) {
+  StepDone done{absl::OkStatus(), absl::StrFormat("%.1f s", step.wait_s)};
+  if (stop_ == nullptr) {
+    absl::SleepFor(absl::Seconds(step.wait_s));
+  } else if (stop_->WaitFor(absl::Seconds(step.wait_s))) {
+    done.status = absl::CancelledError("interrupted");
+  }
+  return done;
+}
+
+Runner::StepDone Runner::Load(const PlanStep& step, const Ctx& ctx,
+                              const std::string& label) {
+  const rsslab::v1::LoadSpec& spec = step.load;
+  Line(absl::StrFormat(
+      "[%s] %s: load started (%s, %s)", label, step.name,
+      spec.rate() > 0
+          ? absl::StrFormat("open loop %.0f/s %s, %d channels", spec.rate(),
+                            spec.arrival(), spec.channels())
+          : absl::StrFormat("closed loop %d outstanding over %d channels",
+                            spec.concurrency(), spec.channels()),
+      spec.requests() > 0 ? absl::StrFormat("%d requests", spec.requests())
+                          : absl::StrFormat("%.1f s", spec.duration_s())));
+  {
+    absl::MutexLock l(&mu_);
+    step_intervals_.clear();
+  }
+  LoadResult r;
+  {
+    std::optional<ProgressLine> live;
+    if (options_.progress == ProgressMode::kLive) {
+      ProgressLine::RssFn rss;
+      if (control_ != nullptr) {
+        rss = [this] {
+          rsslab::v1::SnapshotRequest req;  // no gc: must not disturb
+          grpc::ClientContext cc;
+          cc.set_deadline(Deadline(absl::Seconds(1)));
+          rsslab::v1::Snapshot snap;
+          if (!control_->GetSnapshot(&cc, req, &snap).ok()) return -1.0;
+          Saw(snap);
+          return snap.status().rss_bytes() / 1048576.0;
+        };
+      }
+      live.emplace(label, step.name, [this] { return engine_.Progress(); }, std::move(rss));
+    }
+    r = engine_.Run(spec, step.name, stop_);
+  }
+  Event rec;
+  rec.set_label(step.name);
+  *rec.mutable_load() = r.summary;
+  {
+    absl::MutexLock l(&mu_);
+    for (auto& i : step_intervals_) *rec.mutable_load()->add_intervals() = i;
+    step_intervals_.clear();
+    // Only for soaks (a watch took the earlier ones): a plain run's
+    // total is its only interval.
+    if (watch_.joinable() && r.tail_interval.count() > 0) {
+      *rec.mutable_load()->add_intervals() = r.tail_interval;
+    }
+  }
+  absl::Status ws = Append(rec, ctx);
+  StepDone done{r.status.ok() ? ws : r.status, ""};
+  const auto& l = r.summary.latency();
+  done.detail = absl::StrFormat(
+      "%d ok, %d failed, %.0f qps, p50 %.2f ms, p99 %.2f ms, max %.2f ms",
+      r.summary.requests_ok(), r.summary.requests_failed(), r.summary.qps(),
+      l.p50_us() / 1000, l.p99_us() / 1000, l.max_us() / 1000);
+  if (r.summary.mode() == "open") {
+    absl::StrAppendFormat(&done.detail, ", %d late sends (max lag %.2f ms)",
+                          r.summary.behind_schedule(),
+                          r.summary.max_schedule_lag_us() / 1000);
+  }
+  return done;
+}
+
+Runner::StepDone Runner::Repeat(const PlanStep& step, Ctx& ctx, const std::string& label,
+                                absl::Time start) {
+  const absl::Time from =
+      options_.repeat_started != absl::InfinitePast() ? options_.repeat_started : start;
+  const absl::Time until =
+      step.duration_s > 0 ? from + absl::Seconds(step.duration_s) : absl::InfiniteFuture();
+  const int outer_cycle = ctx.cycle;
+  // Records after the loop (its own step record, late watch records)
+  // belong to no cycle: the phase goes back to what it was too.
+  const std::string outer_phase = ctx.phase;
+  StepDone done;
+  for (uint32_t c = static_cast<uint32_t>(options_.first_cycle);
+       step.times == 0 || c < step.times; ++c) {
+    if (absl::Now() >= until) break;
+    ctx.cycle = static_cast<int>(c);
+    SetState(ctx);
+    done.status = RunSteps(step.steps, ctx, absl::StrFormat("%s cycle %d: ", label, c + 1));
+    if (!done.status.ok()) break;
+    if (soak_) CycleLine(ctx.cycle);
+  }
+  ctx.cycle = outer_cycle;
+  ctx.phase = outer_phase;
+  SetState(ctx);
+  return done;
 }
 
 }  // namespace rsslab

@@ -1,9 +1,9 @@
-// Executes a scenario's steps against a server's Load and Control services,
-// writing every record to the run's EventLog as it happens.
+// Executes a plan's steps (plan.h) against a server's Load and Control
+// services, writing every record to the run's EventLog as it happens.
 //
 //   rsslab::Runner::Options o;  o.target = ...; o.control = ...;
 //   rsslab::Runner runner(o, log.get(), &stop, &summary_builder);
-//   absl::Status s = runner.Run(scenario);   // first failure, if any
+//   absl::Status s = runner.Run(plan);   // first failure, if any
 //
 // A failed step ends the run (later steps would measure a broken server);
 // a stop request (SIGINT/SIGTERM) ends the current step gracefully and
@@ -23,15 +23,17 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
-#include "loadgen/results.h"
+#include "loadgen/event_log.h"
+#include "loadgen/plan.h"
+#include "loadgen/progress_line.h"
+#include "loadgen/summary.h"
 #include "proto/control.grpc.pb.h"
-#include "proto/scenario.pb.h"
 
 namespace rsslab {
 
 class Runner {
  public:
-  enum class ProgressMode { kNone, kLines, kLive };
+  using ProgressMode = ::rsslab::ProgressMode;
   struct Options {
     std::string target = "127.0.0.1:50051";
     std::string control = "127.0.0.1:50052";
@@ -64,19 +66,33 @@ class Runner {
          SummaryBuilder* summary);
   ~Runner();
 
-  absl::Status Run(const rsslab::v1::Scenario& scenario);
+  absl::Status Run(const Plan& plan);
 
  private:
-  struct Ctx;
-  absl::Status RunSteps(const google::protobuf::RepeatedPtrField<rsslab::v1::Step>& steps,
-                        const rsslab::v1::Scenario& scenario, Ctx& ctx,
+  // The phase and cycle the main thread is in, stamped on its records.
+  struct Ctx {
+    std::string phase;  // the phase this loadgen last set
+    int cycle = 0;
+  };
+  // What a step did, for its progress line (the records are written).
+  struct StepDone {
+    absl::Status status;
+    std::string detail;
+  };
+  absl::Status RunSteps(const std::vector<PlanStep>& steps, Ctx& ctx,
                         const std::string& prefix);
-  absl::Status RunStep(const rsslab::v1::Step& step,
-                       const rsslab::v1::Scenario& scenario, Ctx& ctx,
-                       const std::string& label);
+  // One step: its kind's method, then its step record and progress line.
+  absl::Status RunStep(const PlanStep& step, Ctx& ctx, const std::string& label);
+  StepDone SetPhase(const PlanStep& step, Ctx& ctx);
+  StepDone Snapshot(const PlanStep& step, const Ctx& ctx);
+  StepDone Trim(const PlanStep& step, const Ctx& ctx);
+  StepDone Wait(const PlanStep& step);
+  StepDone Load(const PlanStep& step, const Ctx& ctx, const std::string& label);
+  StepDone Repeat(const PlanStep& step, Ctx& ctx, const std::string& label,
+                  absl::Time start);
   absl::Status Append(rsslab::v1::Event e, const Ctx& ctx);
   // Soak: records WatchSnapshots on its own thread until StopWatch().
-  void StartWatch(const rsslab::v1::Scenario& scenario);
+  void StartWatch(double interval_s);
   // `failed`: the run ended on an error, perhaps because the server died;
   // give the stream a moment to end by itself so the loss is recorded.
   void StopWatch(bool failed);
@@ -96,6 +112,7 @@ class Runner {
   LoadEngine engine_;
   std::shared_ptr<grpc::Channel> control_channel_;
   std::unique_ptr<rsslab::v1::Control::Stub> control_;
+  bool soak_ = false;  // the plan being run is a soak
 
   // The main thread and the watch thread both append: the summary builder
   // is not thread-safe, and watch records are stamped with the phase and

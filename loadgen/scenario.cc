@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/phase.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 
@@ -18,9 +19,6 @@ using ::google::protobuf::TextFormat;
 using ::rsslab::v1::LoadSpec;
 using ::rsslab::v1::Scenario;
 using ::rsslab::v1::Step;
-
-constexpr absl::string_view kPhases[] = {"fill", "shrink", "idle", "trim",
-                                         "start"};
 
 // Seed 000's cycle, which every built-in runs at its own sizes: fill (cache
 // 100 MiB), shrink (10 MiB), idle, trim, a snapshot after each after gc.
@@ -40,7 +38,7 @@ step { name: "trim" set_phase { phase: "trim" gc: true } }
                          fill, shrink, idle_s);
 }
 
-// The seed 000 experiment, step for step (see ../shared/seeds/000_*.txt).
+// The seed 000 experiment, step for step (docs/FIELD-REPORTS.md, seed 000).
 // Load parameters are left to the flags so one built-in serves every setup.
 std::string SeedText() {
   return absl::StrCat(R"pb(
@@ -242,11 +240,9 @@ void CheckSteps(const google::protobuf::Message& parent,
       case Step::kSetPhase: {
         const auto& p = step.set_phase();
         const Where pw = sw.Nested(step, "set_phase", -1, "set_phase");
-        if (!IsKnownPhase(p.phase())) {
+        if (!ParsePhase(p.phase())) {
           add(p, "phase", pw,
-              absl::StrFormat("unknown phase \"%s\" (fill, shrink, idle, trim "
-                              "or start)",
-                              p.phase()));
+              absl::StrFormat("unknown phase \"%s\" (%s)", p.phase(), AllowedPhases()));
         }
         if (p.has_cache_limit_mb() && p.cache_limit_mb() < 0) {
           add(p, "cache_limit_mb", pw,
@@ -299,6 +295,70 @@ void CheckSteps(const google::protobuf::Message& parent,
   }
 }
 
+// The sweep block: names the agent can take, a matrix of sane size.
+void CheckSweep(const Scenario& sc, const Where& top, std::vector<std::string>* errors) {
+  // The agent checks names again; checking here fails before any launch.
+  const auto& sw = sc.sweep();
+  const Where ww = top.Nested(sc, "sweep", -1, "sweep");
+  auto is_name = [](absl::string_view n) {
+    if (n.empty() || n.size() > 100) return false;
+    for (char c : n) {
+      if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') return false;
+    }
+    return true;
+  };
+  if (sw.profiles_size() == 0) {
+    errors->push_back(absl::StrCat(ww.At(sw, ""),
+                                   ": sweep needs at least one profile"));
+  }
+  for (const std::string& p : sw.profiles()) {
+    if (!is_name(p)) {
+      errors->push_back(absl::StrFormat(
+          "%s: profile \"%s\" is not a profile name ([A-Za-z0-9._-]+)",
+          ww.At(sw, "profiles"), p));
+    }
+  }
+  if (sw.threads_size() == 0) {
+    errors->push_back(absl::StrCat(ww.At(sw, ""),
+                                   ": sweep needs at least one thread count"));
+  }
+  for (int t : sw.threads()) {
+    if (t < 1 || t > 1024) {
+      errors->push_back(absl::StrFormat(
+          "%s: thread count %d is outside 1..1024", ww.At(sw, "threads"), t));
+    }
+  }
+  if (sw.repeats() > 1000) {
+    errors->push_back(absl::StrFormat("%s: %d repeats is absurd (at most 1000)",
+                                      ww.At(sw, "repeats"), sw.repeats()));
+  }
+  if (!sw.handler().empty() && !is_name(sw.handler())) {
+    errors->push_back(absl::StrFormat(
+        "%s: handler \"%s\" must be a handler name such as web_worker",
+        ww.At(sw, "handler"), sw.handler()));
+  }
+}
+
+// The soak block: a watch interval the server can keep, a sane threshold.
+void CheckSoak(const Scenario& sc, const Where& top, std::vector<std::string>* errors) {
+  const auto& k = sc.soak();
+  const Where kw = top.Nested(sc, "soak", -1, "soak");
+  if (k.watch_interval_s() < 0 || !std::isfinite(k.watch_interval_s()) ||
+      (k.watch_interval_s() > 0 && k.watch_interval_s() < 0.01)) {
+    errors->push_back(absl::StrCat(kw.At(k, "watch_interval_s"),
+                                   ": watch_interval_s must be at least 0.01 s "
+                                   "(0 = every 5 s)"));
+  }
+  if (k.growth_threshold_mb() < 0 || !std::isfinite(k.growth_threshold_mb())) {
+    errors->push_back(absl::StrCat(kw.At(k, "growth_threshold_mb"),
+                                   ": growth_threshold_mb must be positive"));
+  }
+  if (sc.has_sweep()) {
+    errors->push_back(absl::StrCat(kw.At(k, ""),
+                                   ": a scenario is a soak or a sweep, not both"));
+  }
+}
+
 absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
                                        absl::string_view origin,
                                        const LoadSpec& flags) {
@@ -318,66 +378,8 @@ absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
   if (sc.step_size() == 0) {
     errors.push_back(absl::StrCat(origin, ": the scenario has no steps"));
   }
-  if (sc.has_sweep()) {
-    // The agent checks names again; checking here fails before any launch.
-    const auto& sw = sc.sweep();
-    const Where ww = top.Nested(sc, "sweep", -1, "sweep");
-    auto is_name = [](absl::string_view n) {
-      if (n.empty() || n.size() > 100) return false;
-      for (char c : n) {
-        if (!absl::ascii_isalnum(c) && c != '.' && c != '_' && c != '-') return false;
-      }
-      return true;
-    };
-    if (sw.profiles_size() == 0) {
-      errors.push_back(absl::StrCat(ww.At(sw, ""),
-                                    ": sweep needs at least one profile"));
-    }
-    for (const std::string& p : sw.profiles()) {
-      if (!is_name(p)) {
-        errors.push_back(absl::StrFormat(
-            "%s: profile \"%s\" is not a profile name ([A-Za-z0-9._-]+)",
-            ww.At(sw, "profiles"), p));
-      }
-    }
-    if (sw.threads_size() == 0) {
-      errors.push_back(absl::StrCat(ww.At(sw, ""),
-                                    ": sweep needs at least one thread count"));
-    }
-    for (int t : sw.threads()) {
-      if (t < 1 || t > 1024) {
-        errors.push_back(absl::StrFormat(
-            "%s: thread count %d is outside 1..1024", ww.At(sw, "threads"), t));
-      }
-    }
-    if (sw.repeats() > 1000) {
-      errors.push_back(absl::StrFormat("%s: %d repeats is absurd (at most 1000)",
-                                       ww.At(sw, "repeats"), sw.repeats()));
-    }
-    if (!sw.handler().empty() && !is_name(sw.handler())) {
-      errors.push_back(absl::StrFormat(
-          "%s: handler \"%s\" must be a handler name such as web_worker",
-          ww.At(sw, "handler"), sw.handler()));
-    }
-  }
-  if (sc.has_soak()) {
-    const auto& k = sc.soak();
-    const Where kw = top.Nested(sc, "soak", -1, "soak");
-    if (k.watch_interval_s() < 0 || !std::isfinite(k.watch_interval_s()) ||
-        (k.watch_interval_s() > 0 && k.watch_interval_s() < 0.01)) {
-      errors.push_back(absl::StrCat(kw.At(k, "watch_interval_s"),
-                                    ": watch_interval_s must be at least 0.01 s "
-                                    "(0 = every 5 s)"));
-    }
-    if (k.growth_threshold_mb() < 0 || !std::isfinite(k.growth_threshold_mb())) {
-      errors.push_back(absl::StrCat(kw.At(k, "growth_threshold_mb"),
-                                    ": growth_threshold_mb must be positive"));
-    }
-    if (sc.has_sweep()) {
-      errors.push_back(absl::StrCat(kw.At(k, ""),
-                                    ": a scenario is a soak or a sweep, not both"));
-    }
-  }
+  if (sc.has_sweep()) CheckSweep(sc, top, &errors);
+  if (sc.has_soak()) CheckSoak(sc, top, &errors);
   if (sc.has_load_defaults()) {
     CheckLayerAt(sc.load_defaults(),
                  top.Nested(sc, "load_defaults", -1, "load_defaults"), &errors);
@@ -406,13 +408,6 @@ T First(const LoadSpec* const* layers, Get get, T fallback) {
 }
 
 }  // namespace
-
-bool IsKnownPhase(absl::string_view phase) {
-  for (absl::string_view p : kPhases) {
-    if (p == phase) return true;
-  }
-  return false;
-}
 
 std::vector<std::string> CheckLoadLayer(const LoadSpec& spec,
                                         absl::string_view where) {

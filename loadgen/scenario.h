@@ -5,7 +5,8 @@
 //   auto sc = rsslab::LoadScenarioFile("x.txtpb", flags);  // or:
 //   auto sc = rsslab::BuiltinScenario("seed", flags);
 //   if (!sc.ok()) { /* message: "x.txtpb:7: step 2 "fill": load: ..." */ }
-//   auto spec = rsslab::ResolveLoad(step.load(), sc->load_defaults(), flags);
+//   auto plan = rsslab::BuildPlan(*sc, flags);   // plan.h: every load step
+//                                                // resolved with ResolveLoad
 //
 // Everything is checked before any traffic: a scenario that parses but would
 // fail half-way (an unknown phase in step 9) is rejected up front, with the
@@ -35,9 +36,6 @@ inline constexpr uint32_t kDefaultMaxOutstanding = 10000;
 // Soak: WatchSnapshots interval when the scenario's soak block sets none.
 inline constexpr double kDefaultWatchIntervalS = 5;
 
-// The phases the server's SetPhase accepts.
-bool IsKnownPhase(absl::string_view phase);
-
 // Parses and validates; `origin` names the text in errors (a file name).
 absl::StatusOr<rsslab::v1::Scenario> ParseScenario(
     absl::string_view text, absl::string_view origin,
@@ -45,7 +43,14 @@ absl::StatusOr<rsslab::v1::Scenario> ParseScenario(
 absl::StatusOr<rsslab::v1::Scenario> LoadScenarioFile(
     const std::string& path, const rsslab::v1::LoadSpec& flags);
 
-// "seed" (seed 000 exactly, scaled by flags.scale()) and "quick".
+// The built-ins (BuiltinNames()), parsed and checked like a file:
+//   seed   seed 000 exactly: fill, shrink, idle, trim, a snapshot after each
+//   quick  the same cycle at smoke-test size
+//   sweep  seed 000's matrix (a sweep block: profiles x threads x repeats),
+//          run through rsslab_agent
+//   soak   seed 000's cycle at a fifth of its size, repeated for --duration
+//          while the server is watched
+// Request counts are multiplied by flags.scale().
 absl::StatusOr<rsslab::v1::Scenario> BuiltinScenario(
     absl::string_view name, const rsslab::v1::LoadSpec& flags);
 std::vector<std::string> BuiltinNames();
@@ -69,11 +74,12 @@ absl::StatusOr<rsslab::v1::LoadSpec> ResolveLoad(
     const rsslab::v1::LoadSpec& step, const rsslab::v1::LoadSpec& defaults,
     const rsslab::v1::LoadSpec& flags);
 
-// Whether any step needs the Control service (phases, snapshots, trims).
 // Soak: --duration is the soak's length: every top-level repeat step runs
 // for `seconds` (times cleared), not the length of each load step.
 void ApplySoakDuration(rsslab::v1::Scenario* scenario, double seconds);
 
+// Whether the run needs the Control service: a step sets phases, takes
+// snapshots or trims, or the scenario is a soak (it watches snapshots).
 bool NeedsControl(const rsslab::v1::Scenario& scenario);
 
 }  // namespace rsslab

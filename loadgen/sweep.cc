@@ -1,23 +1,16 @@
 #include "loadgen/sweep.h"
 
-#include <limits.h>
 #include <stdio.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <memory>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/agent.grpc.pb.h"
 
@@ -41,22 +34,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 }
 
 void Progress(const Runner::Options& o, const std::string& text) {
-  if (o.progress == Runner::ProgressMode::kNone) return;
-  fprintf(stderr, "%s%s\n", o.progress == Runner::ProgressMode::kLive ? "\r\033[K" : "",
-          text.c_str());
-  fflush(stderr);
-}
-
-std::string Quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) {
-    if (c == '\'') {
-      q += "'\\''";
-    } else {
-      q += c;
-    }
-  }
-  return q + "'";
+  PrintProgressLine(o.progress, text);
 }
 
 std::string FirstLine(absl::string_view s) {
@@ -98,113 +76,184 @@ absl::Status ApplySweepOverrides(Scenario* scenario, const std::string& profiles
   return absl::OkStatus();
 }
 
-std::set<std::string> SuccessfulCells(const std::vector<Event>& events) {
-  std::set<std::string> done;
-  for (const Event& e : events) {
-    if (e.has_cell_result() && e.cell_result().ok() && !e.cell().empty()) done.insert(e.cell());
-  }
-  return done;
-}
+namespace {
 
-absl::Status CheckResumable(const Event& header, const Scenario& now,
-                            const rsslab::v1::LoadSpec& flags_now) {
-  if (!header.has_header() || (!header.header().scenario().has_sweep() &&
-                                !header.header().scenario().has_soak())) {
-    return absl::FailedPreconditionError(
-        "its events.jsonl does not start with a sweep's or a soak's header record: only those "
-        "can be resumed");
+// One sweep under way: the agent, and what every cell shares.
+class SweepRun {
+ public:
+  SweepRun(const SweepOptions& options, const Scenario& scenario, const Plan& plan,
+           EventLog* log, const StopFlag* stop)
+      : options_(options), scenario_(scenario), plan_(plan), log_(log), stop_(stop) {}
+
+  // Reaches the agent and checks it knows every profile: unknown ones fail
+  // here (NOT_FOUND), before the first of many cells runs.
+  absl::Status Connect();
+
+  struct CellEnd {
+    bool ok = false;
+    bool interrupted = false;
+  };
+  // One cell: a fresh server launched, the plan run against it, the server
+  // stopped, and the cell_result record. An error status means the sweep
+  // cannot go on (the log cannot be written, the agent is gone).
+  absl::StatusOr<CellEnd> RunCell(const Event& tag, const std::string& head);
+
+ private:
+  absl::StatusOr<CellEnd> LaunchFailed(const grpc::Status& ls, const std::string& head,
+                                       Event* result);
+  absl::Status RunPlan(const Event& tag, const rsslab::v1::ServerProcess& server);
+  grpc::Status StopServer(const std::string& id, rsslab::v1::StopResponse* stopped);
+
+  const SweepOptions& options_;
+  const Scenario& scenario_;
+  const Plan& plan_;
+  EventLog* const log_;
+  const StopFlag* const stop_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<rsslab::v1::Agent::Stub> agent_;
+};
+
+absl::Status SweepRun::Connect() {
+  channel_ = options_.runner.security != nullptr
+                 ? options_.runner.security->Channel(options_.agent)
+                 : grpc::CreateChannel(options_.agent, grpc::InsecureChannelCredentials());
+  if (!channel_->WaitForConnected(Deadline(options_.agent_connect_timeout))) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot reach rsslab_agent at %s within %s (start it with "
+        "rsslab_agent --listen=... on the server's machine)",
+        options_.agent, absl::FormatDuration(options_.agent_connect_timeout)));
   }
-  if (header.header().scenario().has_soak() != now.has_soak()) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the interrupted run is %s, this command is %s",
-        header.header().scenario().has_soak() ? "a soak" : "a sweep",
-        now.has_soak() ? "a soak" : "a sweep"));
+  agent_ = rsslab::v1::Agent::NewStub(channel_);
+  grpc::ClientContext cc;
+  cc.set_deadline(Deadline(absl::Seconds(30)));
+  rsslab::v1::ListProfilesResponse known;
+  grpc::Status gs = agent_->ListProfiles(&cc, {}, &known);
+  if (!gs.ok()) {
+    return absl::UnavailableError(absl::StrCat("ListProfiles at ", options_.agent,
+                                               " failed: ", gs.error_message()));
   }
-  const Scenario& was = header.header().scenario();
-  if (!google::protobuf::util::MessageDifferencer::Equals(was.sweep(), now.sweep())) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the sweep matrix differs from the interrupted run's: it ran { %s }, this command asks "
-        "for { %s }; resume with the same --profiles, --threads_list, --repeats and scenario",
-        was.sweep().ShortDebugString(), now.sweep().ShortDebugString()));
-  }
-  google::protobuf::util::MessageDifferencer d;
-  std::string diff;
-  d.ReportDifferencesToString(&diff);
-  if (!d.Compare(was, now)) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the steps or load flags differ from the interrupted run's (%s); resume with the "
-        "command line that started it (its header's argv: %s)",
-        FirstLine(diff), absl::StrJoin(header.header().argv(), " ")));
-  }
-  // Flags were recorded from this loadgen on; an older header has none.
-  if (header.header().has_flags()) {
-    google::protobuf::util::MessageDifferencer fd;
-    std::string fdiff;
-    fd.ReportDifferencesToString(&fdiff);
-    if (!fd.Compare(header.header().flags(), flags_now)) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "the load flags differ from the interrupted run's (%s); resume with the command line "
-          "that started it (its header's argv: %s)",
-          FirstLine(fdiff), absl::StrJoin(header.header().argv(), " ")));
+  std::vector<std::string> unknown;
+  for (const std::string& p : scenario_.sweep().profiles()) {
+    if (std::find(known.names().begin(), known.names().end(), p) == known.names().end()) {
+      unknown.push_back(p);
     }
+  }
+  if (!unknown.empty()) {
+    return absl::NotFoundError(absl::StrFormat(
+        "the agent at %s has no profile %s (it has: %s)", options_.agent,
+        absl::StrJoin(unknown, ", "), absl::StrJoin(known.names(), ", ")));
   }
   return absl::OkStatus();
 }
 
-SoakResume SoakResumePoint(const std::vector<Event>& events) {
-  SoakResume r;
-  bool in_cycles = false;
-  int last = 0;
-  for (const Event& e : events) {
-    if (e.has_header()) r.started = absl::FromUnixNanos(e.header().start_unix_nanos());
-    // Records inside the repeat carry the loadgen phase; cycle 0 is the
-    // proto default, so the phase is what says a cycle began.
-    if (!e.loadgen_phase().empty()) {
-      in_cycles = true;
-      last = std::max(last, e.cycle());
-    }
+absl::StatusOr<SweepRun::CellEnd> SweepRun::RunCell(const Event& tag, const std::string& head) {
+  const auto& sw = scenario_.sweep();
+  Event result = tag;
+  auto* cr = result.mutable_cell_result();
+  cr->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+
+  rsslab::v1::LaunchRequest lr;
+  lr.set_profile(tag.profile());
+  lr.set_threads(tag.threads());
+  lr.set_handler(sw.handler());
+  for (const auto& [k, v] : sw.server_flags()) (*lr.mutable_server_flags())[k] = v;
+  lr.set_label(absl::StrCat(scenario_.name(), " ", tag.cell()));
+  rsslab::v1::LaunchResponse launched;
+  grpc::Status ls;
+  {
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(options_.launch_timeout));
+    ls = agent_->Launch(&cc, lr, &launched);
   }
-  r.first_cycle = in_cycles ? last + 1 : 0;
-  return r;
+  if (!ls.ok()) return LaunchFailed(ls, head, &result);
+  const auto& server = launched.server();
+  Progress(options_.runner,
+           absl::StrFormat("%s: server %s pid %d (%s) data=%s control=%s", head, server.id(),
+                           server.pid(),
+                           server.mapped_library().empty() ? "glibc" : server.mapped_library(),
+                           server.data_address(), server.control_address()));
+
+  const absl::Status run_status = RunPlan(tag, server);
+  rsslab::v1::StopResponse stopped;
+  const grpc::Status ss = StopServer(server.id(), &stopped);
+  *cr->mutable_server() = ss.ok() ? stopped.server() : server;
+  const auto& fin = cr->server();
+  // A server stopped by us exits 0 after draining; anything else (a crash
+  // before or during the steps) makes the cell's figures those of a broken
+  // process.
+  const bool clean_exit = ss.ok() && fin.exit_code() == 0 && fin.term_signal() == 0;
+  cr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  if (run_status.ok() && clean_exit) {
+    cr->set_ok(true);
+    cr->set_failed_at("ok");
+  } else {
+    cr->set_ok(false);
+    std::vector<std::string> why;
+    if (!ss.ok()) {
+      why.push_back(absl::StrCat("Stop: ", ss.error_message()));
+    } else if (!clean_exit) {
+      why.push_back(absl::StrCat("server ", fin.exit()));
+    }
+    if (!run_status.ok()) why.push_back(std::string(run_status.message()));
+    cr->set_failed_at(!clean_exit ? "exit" : "steps");
+    cr->set_error(absl::StrJoin(why, "; "));
+  }
+  if (absl::Status s = log_->Append(result); !s.ok()) return s;
+  Progress(options_.runner,
+           absl::StrFormat("%s: %s (server %s)%s", head, cr->ok() ? "ok" : "FAILED",
+                           fin.exit().empty() ? "stopped" : fin.exit(),
+                           cr->ok() ? "" : absl::StrCat(": ", FirstLine(cr->error()))));
+  return CellEnd{cr->ok(), absl::IsCancelled(run_status)};
 }
 
-absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
-                                      const Scenario& scenario, EventLog* log,
-                                      const StopFlag* stop) {
-  const auto& sw = scenario.sweep();
-  auto channel = options.runner.security != nullptr
-                     ? options.runner.security->Channel(options.agent)
-                     : grpc::CreateChannel(options.agent, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(Deadline(options.agent_connect_timeout))) {
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot reach rsslab_agent at %s within %s (start it with "
-        "rsslab_agent --listen=... on the server's machine)",
-        options.agent, absl::FormatDuration(options.agent_connect_timeout)));
+// The agent's message carries the exit status and log tail.
+absl::StatusOr<SweepRun::CellEnd> SweepRun::LaunchFailed(const grpc::Status& ls,
+                                                         const std::string& head,
+                                                         Event* result) {
+  auto* cr = result->mutable_cell_result();
+  cr->set_ok(false);
+  cr->set_failed_at("launch");
+  cr->set_error(
+      absl::StrCat("Launch: ", StatusCodeName(ls.error_code()), ": ", ls.error_message()));
+  cr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  Progress(options_.runner,
+           absl::StrCat(head, ": FAILED to launch: ", FirstLine(ls.error_message())));
+  if (absl::Status s = log_->Append(*result); !s.ok()) return s;
+  if (ls.error_code() == grpc::StatusCode::UNAVAILABLE &&
+      channel_->GetState(false) != GRPC_CHANNEL_READY) {
+    return absl::UnavailableError(
+        absl::StrCat("lost rsslab_agent at ", options_.agent, ": ", ls.error_message()));
   }
-  auto agent = rsslab::v1::Agent::NewStub(channel);
-  {
-    // Unknown profiles fail here, before the first of many cells runs.
-    grpc::ClientContext cc;
-    cc.set_deadline(Deadline(absl::Seconds(30)));
-    rsslab::v1::ListProfilesResponse known;
-    grpc::Status gs = agent->ListProfiles(&cc, {}, &known);
-    if (!gs.ok()) {
-      return absl::UnavailableError(absl::StrCat("ListProfiles at ", options.agent,
-                                                 " failed: ", gs.error_message()));
-    }
-    std::vector<std::string> unknown;
-    for (const std::string& p : sw.profiles()) {
-      if (std::find(known.names().begin(), known.names().end(), p) == known.names().end()) {
-        unknown.push_back(p);
-      }
-    }
-    if (!unknown.empty()) {
-      return absl::NotFoundError(absl::StrFormat(
-          "the agent at %s has no profile %s (it has: %s)", options.agent,
-          absl::StrJoin(unknown, ", "), absl::StrJoin(known.names(), ", ")));
-    }
-  }
+  return CellEnd{};
+}
 
+absl::Status SweepRun::RunPlan(const Event& tag, const rsslab::v1::ServerProcess& server) {
+  Runner::Options ro = options_.runner;
+  ro.target = server.data_address();
+  ro.control = server.control_address();
+  ro.tag = tag;
+  ro.line_prefix = absl::StrCat(tag.cell(), " ");
+  Runner runner(ro, log_, stop_, /*summary=*/nullptr);
+  return runner.Run(plan_);
+}
+
+grpc::Status SweepRun::StopServer(const std::string& id, rsslab::v1::StopResponse* stopped) {
+  grpc::ClientContext cc;
+  cc.set_deadline(Deadline(absl::Milliseconds(options_.stop_grace_ms) + absl::Seconds(30)));
+  rsslab::v1::StopRequest sr;
+  sr.set_id(id);
+  sr.set_grace_ms(options_.stop_grace_ms);
+  return agent_->Stop(&cc, sr, stopped);
+}
+
+}  // namespace
+
+absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
+                                      const Scenario& scenario, const Plan& plan,
+                                      EventLog* log, const StopFlag* stop) {
+  SweepRun run(options, scenario, plan, log, stop);
+  if (absl::Status s = run.Connect(); !s.ok()) return s;
+  const auto& sw = scenario.sweep();
   SweepOutcome out;
   int index = 0;
   const int repeats = std::max<int>(1, sw.repeats());
@@ -231,100 +280,11 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
         tag.set_profile(profile);
         tag.set_threads(threads);
         tag.set_repeat(r);
-        Event result = tag;
-        auto* cr = result.mutable_cell_result();
-        cr->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
-        const std::string head = absl::StrFormat("sweep [%d/%d] %s", index, total, cell);
-
-        rsslab::v1::LaunchRequest lr;
-        lr.set_profile(profile);
-        lr.set_threads(threads);
-        lr.set_handler(sw.handler());
-        for (const auto& [k, v] : sw.server_flags()) (*lr.mutable_server_flags())[k] = v;
-        lr.set_label(absl::StrCat(scenario.name(), " ", cell));
-        rsslab::v1::LaunchResponse launched;
-        grpc::Status ls;
-        {
-          grpc::ClientContext cc;
-          cc.set_deadline(Deadline(options.launch_timeout));
-          ls = agent->Launch(&cc, lr, &launched);
-        }
-        if (!ls.ok()) {
-          // The agent's message carries the exit status and log tail.
-          cr->set_ok(false);
-          cr->set_failed_at("launch");
-          cr->set_error(absl::StrCat("Launch: ", StatusCodeName(ls.error_code()), ": ",
-                                     ls.error_message()));
-          cr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
-          ++out.failed;
-          Progress(options.runner, absl::StrCat(head, ": FAILED to launch: ",
-                                                FirstLine(ls.error_message())));
-          if (absl::Status s = log->Append(result); !s.ok()) return s;
-          if (ls.error_code() == grpc::StatusCode::UNAVAILABLE &&
-              channel->GetState(false) != GRPC_CHANNEL_READY) {
-            return absl::UnavailableError(absl::StrCat("lost rsslab_agent at ", options.agent,
-                                                       ": ", ls.error_message()));
-          }
-          continue;
-        }
-        const auto& server = launched.server();
-        Progress(options.runner,
-                 absl::StrFormat("%s: server %s pid %d (%s) data=%s control=%s", head,
-                                 server.id(), server.pid(),
-                                 server.mapped_library().empty() ? "glibc"
-                                                                 : server.mapped_library(),
-                                 server.data_address(), server.control_address()));
-
-        Runner::Options ro = options.runner;
-        ro.target = server.data_address();
-        ro.control = server.control_address();
-        ro.tag = tag;
-        ro.line_prefix = absl::StrCat(cell, " ");
-        absl::Status run_status;
-        {
-          Runner runner(ro, log, stop, /*summary=*/nullptr);
-          run_status = runner.Run(scenario);
-        }
-
-        rsslab::v1::StopResponse stopped;
-        grpc::Status ss;
-        {
-          grpc::ClientContext cc;
-          cc.set_deadline(Deadline(absl::Milliseconds(options.stop_grace_ms) + absl::Seconds(30)));
-          rsslab::v1::StopRequest sr;
-          sr.set_id(server.id());
-          sr.set_grace_ms(options.stop_grace_ms);
-          ss = agent->Stop(&cc, sr, &stopped);
-        }
-        *cr->mutable_server() = ss.ok() ? stopped.server() : server;
-        const auto& fin = cr->server();
-        // A server stopped by us exits 0 after draining; anything else
-        // (a crash before or during the steps) makes the cell's figures
-        // those of a broken process.
-        const bool clean_exit = ss.ok() && fin.exit_code() == 0 && fin.term_signal() == 0;
-        cr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
-        if (run_status.ok() && clean_exit) {
-          cr->set_ok(true);
-          cr->set_failed_at("ok");
-        } else {
-          cr->set_ok(false);
-          std::vector<std::string> why;
-          if (!ss.ok()) {
-            why.push_back(absl::StrCat("Stop: ", ss.error_message()));
-          } else if (!clean_exit) {
-            why.push_back(absl::StrCat("server ", fin.exit()));
-          }
-          if (!run_status.ok()) why.push_back(std::string(run_status.message()));
-          cr->set_failed_at(!clean_exit ? "exit" : "steps");
-          cr->set_error(absl::StrJoin(why, "; "));
-          ++out.failed;
-        }
-        if (absl::Status s = log->Append(result); !s.ok()) return s;
-        Progress(options.runner,
-                 absl::StrFormat("%s: %s (server %s)%s", head, cr->ok() ? "ok" : "FAILED",
-                                 fin.exit().empty() ? "stopped" : fin.exit(),
-                                 cr->ok() ? "" : absl::StrCat(": ", FirstLine(cr->error()))));
-        if (absl::IsCancelled(run_status)) {
+        absl::StatusOr<SweepRun::CellEnd> end =
+            run.RunCell(tag, absl::StrFormat("sweep [%d/%d] %s", index, total, cell));
+        if (!end.ok()) return end.status();
+        if (!end->ok) ++out.failed;
+        if (end->interrupted) {
           out.interrupted = true;
           return out;
         }
@@ -332,67 +292,6 @@ absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
     }
   }
   return out;
-}
-
-std::string FindReportTool() {
-  if (const char* env = getenv("RSSLAB_REPORT_TOOL"); env != nullptr && *env) return env;
-  std::vector<std::string> candidates;
-  char buf[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n > 0) {
-    std::string exe(buf, n);
-    const std::string dir = exe.substr(0, exe.find_last_of('/'));
-    candidates.push_back(dir + "/../tools/report.py");                       // bin/
-    candidates.push_back(exe + ".runfiles/rsslab/tools/report.py");           // bazel
-  }
-  if (const char* rf = getenv("RUNFILES_DIR"); rf != nullptr) {
-    candidates.push_back(absl::StrCat(rf, "/rsslab/tools/report.py"));
-  }
-  candidates.push_back("tools/report.py");
-  for (const std::string& c : candidates) {
-    if (access(c.c_str(), R_OK) == 0) {
-      char real[PATH_MAX];
-      return realpath(c.c_str(), real) ? std::string(real) : c;
-    }
-  }
-  return "";
-}
-
-absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,
-                           std::string* output) {
-  const std::string later = absl::StrFormat(
-      "plots skipped; install python3-matplotlib and run: /usr/bin/python3 %s %s",
-      tool.empty() ? "tools/report.py" : tool, run_dir);
-  if (tool.empty()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("tools/report.py not found next to the loadgen; ", later));
-  }
-  // Debian's interpreter first: python3-matplotlib is installed for it, and
-  // a python3 earlier in PATH (pyenv, a venv) usually lacks it.
-  std::string python = "python3";
-  if (const char* env = getenv("RSSLAB_PYTHON"); env != nullptr && *env) {
-    python = env;
-  } else if (access("/usr/bin/python3", X_OK) == 0) {
-    python = "/usr/bin/python3";
-  }
-  if (system(absl::StrCat(Quote(python), " -c 'import matplotlib' >/dev/null 2>&1").c_str()) != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(python, " cannot import matplotlib; ", later));
-  }
-  const std::string cmd =
-      absl::StrCat(Quote(python), " ", Quote(tool), " ", Quote(run_dir), " 2>&1");
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return absl::InternalError(absl::StrCat("cannot run ", cmd));
-  char chunk[4096];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof(chunk), p)) > 0) output->append(chunk, got);
-  const int st = pclose(p);
-  if (st != 0) {
-    return absl::InternalError(absl::StrFormat("%s failed (status %d): %s", cmd,
-                                               WIFEXITED(st) ? WEXITSTATUS(st) : -1,
-                                               *output));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace rsslab

@@ -7,7 +7,7 @@
 //   o.agent = "10.0.0.5:50060";
 //   o.runner = runner_options;          // load flags, timeouts, progress
 //   absl::StatusOr<rsslab::SweepOutcome> r =
-//       rsslab::RunSweep(o, scenario, log.get(), &stop);
+//       rsslab::RunSweep(o, scenario, plan, log.get(), &stop);
 //   // r->failed cells were recorded (exit status, log tail); the rest ran.
 //
 // A cell whose server fails to launch, crashes, or exits uncleanly is
@@ -24,7 +24,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
-#include "loadgen/results.h"
+#include "loadgen/event_log.h"
+#include "loadgen/plan.h"
 #include "loadgen/runner.h"
 #include "proto/scenario.pb.h"
 
@@ -57,40 +58,14 @@ absl::Status ApplySweepOverrides(rsslab::v1::Scenario* scenario,
 // The cell id used in records: "PROFILE/tTHREADS/rREPEAT" (repeat 1-based).
 std::string CellId(const std::string& profile, int threads, int repeat);
 
-// Cell ids with a successful cell_result among `events` (what --resume
-// keeps).
-std::set<std::string> SuccessfulCells(const std::vector<rsslab::v1::Event>& events);
-
-// Where a resumed soak picks up: the cycle after the last one any record
-// belongs to (an interrupted cycle is not finished: its records stay, the
-// next number starts afresh), and when the interrupted run started (its
-// --duration counts from there).
-struct SoakResume {
-  int first_cycle = 0;
-  absl::Time started = absl::InfinitePast();
-};
-SoakResume SoakResumePoint(const std::vector<rsslab::v1::Event>& events);
-
-// Why an interrupted run's header (a sweep's or a soak's) cannot be resumed
-// with `now` (the scenario after overrides) and `flags_now` (the load
-// flags): the matrix, the steps or the flags differ. OK when they match.
-absl::Status CheckResumable(const rsslab::v1::Event& header, const rsslab::v1::Scenario& now,
-                            const rsslab::v1::LoadSpec& flags_now);
-
 // Runs every cell. An error status means the sweep could not run at all
 // (agent unreachable, a profile it does not know); cell failures are in the
 // outcome and the records.
+// `plan` is the scenario's steps, resolved (BuildPlan); every cell runs it.
 absl::StatusOr<SweepOutcome> RunSweep(const SweepOptions& options,
                                       const rsslab::v1::Scenario& scenario,
-                                      EventLog* log, const StopFlag* stop);
-
-// tools/report.py (plots + "What to do"): where to find it next to this
-// binary (bin/../tools, or the Bazel runfiles tree), "" if nowhere.
-std::string FindReportTool();
-// Runs `python3 TOOL RUN_DIR` when python3 and matplotlib are there;
-// otherwise returns FAILED_PRECONDITION with the command to run later.
-absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,
-                           std::string* output);
+                                      const Plan& plan, EventLog* log,
+                                      const StopFlag* stop);
 
 }  // namespace rsslab
 

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "server/grpc_status.h"
+#include "common/grpc_status.h"
 
 namespace rsslab {
 

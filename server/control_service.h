@@ -7,7 +7,7 @@
 #include <atomic>
 
 #include "proto/control.grpc.pb.h"
-#include "server/auth/auth.h"
+#include "common/auth.h"
 #include "server/core.h"
 
 namespace rsslab {

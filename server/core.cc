@@ -8,9 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
+#include "common/phase.h"
+#include "common/procfs/procfs.h"
 #include "server/alloc/alloc.h"
 #include "server/bench_dispatch.h"
-#include "server/procfs/procfs.h"
 
 namespace rsslab {
 
@@ -336,11 +337,12 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
 
 absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
                                   rsslab::v1::SetPhaseResponse* response) {
-  const std::string& phase = request.phase();
-  if (!PhaseState::IsKnown(phase)) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown phase '", phase,
-                                                   "'; allowed: ", PhaseState::kAllowed));
+  const std::optional<v1::Phase> parsed = ParsePhase(request.phase());
+  if (!parsed) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown phase '", request.phase(),
+                                                   "'; allowed: ", AllowedPhases()));
   }
+  const v1::Phase phase = *parsed;
   int64_t limit = -1;
   if (request.has_cache_limit_bytes()) {
     limit = request.cache_limit_bytes();
@@ -349,9 +351,9 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
           "cache_limit_bytes must be between 0 and %d (--max_cache_limit_mb=%d); got %d",
           options_.max_cache_limit_bytes, options_.max_cache_limit_bytes / kMiB, limit));
     }
-  } else if (phase == "fill") {
+  } else if (phase == v1::PHASE_FILL) {
     limit = kFillDefault;
-  } else if (phase == "shrink") {
+  } else if (phase == v1::PHASE_SHRINK) {
     limit = kShrinkDefault;
   }
   const bool gc = request.has_gc() ? request.gc() : true;
@@ -364,7 +366,7 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
     RunPython([limit](PythonRuntime& rt) { rt.cache().Resize(limit); });
   }
   response->set_previous_phase(phase_.Set(phase));
-  if (phase == "trim") {
+  if (phase == v1::PHASE_TRIM) {
     TakeSnapshot(snap, response->mutable_before());
     *response->mutable_trim() = trimmer_->Run(request.trim_mode(), "phase");
     if (auto_trim_) auto_trim_->NoteTrim(absl::Now());

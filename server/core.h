@@ -4,10 +4,11 @@
 // layers over this.
 //
 // Example:
-//   ServerCore::Options o;            // defaults: 4 workers, web_worker.py
-//   o.handler_path = "server/handlers/web_worker.py";
+//   ServerCore::Options o;            // 4 workers, a 100 MiB cache (see Options)
+//   o.handler_path = "server/handlers/web_worker.py";  // required
 //   auto core = ServerCore::Create(o);  // imports the handler
-//   (*core)->Submit(request, [](absl::Status s, HandleResponse r) { ... });
+//   (*core)->Submit(&request, &response, /*cancelled=*/[] { return false; },
+//                   [](const absl::Status& s) { ... });
 //   rsslab::v1::Snapshot snap;
 //   (*core)->TakeSnapshot({.gc = true}, &snap);
 //   (*core)->Shutdown();              // joins workers, finalizes Python
@@ -29,8 +30,8 @@
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
 #include "server/auto_trim.h"
+#include "common/metrics/latency_histogram.h"
 #include "server/dispatch.h"
-#include "server/metrics/latency_histogram.h"
 #include "server/phase_state.h"
 #include "server/python/runtime.h"
 #include "server/trimmer.h"
@@ -54,10 +55,10 @@ class ServerCore {
     // "fixed", or "churn": replace a worker thread after `churn_every`
     // requests.
     std::string thread_mode = "fixed";
-    int churn_every = 0;
+    int churn_every = 100;
     // Churn: a replaced thread stays alive this long after its successor
     // started, so both hold an arena (seed 002's overlapping executors).
-    absl::Duration churn_overlap = absl::ZeroDuration();
+    absl::Duration churn_overlap = absl::Seconds(1);
     // A worker busy longer than this is reported as stuck.
     absl::Duration stuck_after = absl::Seconds(5);
     // Shown in snapshots.

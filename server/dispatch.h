@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "proto/load.pb.h"
-#include "server/metrics/latency_histogram.h"
+#include "common/metrics/latency_histogram.h"
 #include "server/phase_state.h"
 
 namespace rsslab {

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <utility>
 
-#include "server/grpc_status.h"
+#include "common/grpc_status.h"
 
 namespace rsslab {
 

@@ -31,7 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/load.grpc.pb.h"
-#include "server/auth/auth.h"
+#include "common/auth.h"
 #include "server/core.h"
 
 namespace rsslab {

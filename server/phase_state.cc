@@ -1,15 +1,12 @@
 #include "server/phase_state.h"
 
+#include "common/phase.h"
+
 namespace rsslab {
 
-PhaseState::PhaseState() : phase_("start"), phase_start_(absl::Now()) {}
+PhaseState::PhaseState() : phase_(PhaseName(v1::PHASE_START)), phase_start_(absl::Now()) {}
 
-bool PhaseState::IsKnown(absl::string_view phase) {
-  return phase == "fill" || phase == "shrink" || phase == "idle" || phase == "trim" ||
-         phase == "start";
-}
-
-std::string PhaseState::Set(absl::string_view phase) {
+std::string PhaseState::Set(v1::Phase phase) {
   absl::MutexLock lock(&mu_);
   std::string previous = phase_;
   const uint64_t served = served_.load();
@@ -17,11 +14,11 @@ std::string PhaseState::Set(absl::string_view phase) {
   PhaseTotals& closed = closed_[previous];
   closed.served += served - served_at_start_;
   closed.errors += errors - errors_at_start_;
-  phase_ = std::string(phase);
+  phase_ = PhaseName(phase);
   phase_start_ = absl::Now();
   served_at_start_ = served;
   errors_at_start_ = errors;
-  refuse_.store(phase == "idle");
+  refuse_.store(phase == v1::PHASE_IDLE);
   return previous;
 }
 

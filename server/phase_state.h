@@ -7,7 +7,7 @@
 //
 // Example:
 //   PhaseState state;
-//   state.Set("fill");
+//   state.Set(rsslab::v1::PHASE_FILL);
 //   if (state.RefusesLoad()) ...;
 //   state.CountServed(/*error=*/false);
 //   PhaseCounters c = state.Counters();
@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "proto/control.pb.h"
 
 namespace rsslab {
 
@@ -49,12 +50,9 @@ class PhaseState {
  public:
   PhaseState();
 
-  // The phases a client may ask for; "start" is the phase at start-up.
-  static bool IsKnown(absl::string_view phase);
-  static constexpr const char* kAllowed = "fill, shrink, idle, trim (or start)";
-
-  // Switches phase; returns the previous one.
-  std::string Set(absl::string_view phase);
+  // Switches phase; returns the previous one's wire name. Starts in
+  // PHASE_START; idle refuses load.
+  std::string Set(v1::Phase phase);
   std::string phase() const;
   bool RefusesLoad() const { return refuse_.load(std::memory_order_relaxed); }
 

@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "server/alloc/alloc.h"
-#include "server/procfs/procfs.h"
+#include "common/procfs/procfs.h"
 
 namespace rsslab {
 namespace {

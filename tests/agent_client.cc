@@ -19,7 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/agent.grpc.pb.h"
-#include "server/auth/auth.h"
+#include "common/auth.h"
 
 ABSL_FLAG(std::string, agent, "127.0.0.1:50060", "Agent address.");
 

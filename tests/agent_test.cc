@@ -16,9 +16,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "control/agent_state.h"
-#include "control/profiles.h"
-#include "control/profiles_launch.h"
+#include "agent/agent_state.h"
+#include "agent/profiles.h"
+#include "agent/launcher.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -52,10 +52,10 @@ class AgentProcess {
     int out[2];
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
     launch::SpawnOptions so;
-    so.binary = ServerProcess::Runfile("control/rsslab_agent");
+    so.binary = ServerProcess::Runfile("agent/rsslab_agent");
     so.args = {"--listen=127.0.0.1:0",
                "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-               "--profiles=" + ServerProcess::Runfile("control/profiles.textproto") +
+               "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto") +
                    (extra_profiles.empty() ? "" : "," + extra_profiles),
                "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")) +
                    "," + DirOf(ServerProcess::Runfile("tests/handlers/import_error.py")),
@@ -166,7 +166,7 @@ class AgentTest : public ::testing::Test {
  protected:
   void SetUp() override {
     agent_ = AgentProcess::Start(/*max_servers=*/3);
-    auto set = profiles::LoadProfiles(ServerProcess::Runfile("control/profiles.textproto"));
+    auto set = profiles::LoadProfiles(ServerProcess::Runfile("agent/profiles.textproto"));
     ASSERT_TRUE(set.ok()) << set.status();
     profiles_ = *set;
   }
@@ -504,7 +504,8 @@ TEST(AgentRestart, CorruptStateFileIsSetAsideWithOneWarning) {
   EXPECT_THAT(ReadAll(aside.substr(0, aside.find(';'))), HasSubstr("s0001-glibc-t2"));
   EXPECT_EQ(agent->List().servers_size(), 0);
   v1::ServerProcess s;
-  ASSERT_TRUE(agent->Launch("glibc", "", {}, &s).ok());  // and it works
+  const grpc::Status launched = agent->Launch("glibc", "", {}, &s);
+  ASSERT_TRUE(launched.ok()) << launched.error_message();  // and it works
   EXPECT_THAT(ReadAll(dir + "/servers.json"), HasSubstr(s.id()));
 }
 

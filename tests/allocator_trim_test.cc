@@ -9,16 +9,19 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "control/profiles.h"
+#include "agent/profiles.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/load.grpc.pb.h"
+#include "tests/clients.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
 namespace {
 
+using ::rsslab::testing::Clients;
+using ::rsslab::testing::Params;
 using ::rsslab::testing::ServerProcess;
 constexpr int64_t kMiB = 1 << 20;
 
@@ -27,33 +30,15 @@ class AllocatorTrimTest : public ::testing::TestWithParam<const char*> {};
 // ~24 MiB of 16 KiB bodies, all stored, from 4 client threads: enough to
 // leave freed memory in every allocator once the cache shrinks to 1 MiB,
 // small enough to stay under mmap thresholds (so the frees land in the heap).
-void Fill(const std::string& data) {
-  auto load = v1::Load::NewStub(grpc::CreateChannel(data, grpc::InsecureChannelCredentials()));
-  std::vector<std::thread> ts;
-  for (int t = 0; t < 4; ++t) {
-    ts.emplace_back([&, t] {
-      for (int i = 0; i < 400; ++i) {
-        v1::HandleRequest req;
-        req.set_id(t * 1000 + i);
-        req.set_seed(t * 1000 + i + 1);
-        (*req.mutable_params())["median"] = "16384";
-        (*req.mutable_params())["sigma"] = "0.1";
-        (*req.mutable_params())["store_p"] = "1";
-        (*req.mutable_params())["dict_items"] = "10";
-        v1::HandleResponse resp;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        grpc::Status s = load->Handle(&ctx, req, &resp);
-        ASSERT_TRUE(s.ok()) << s.error_message();
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
+int Fill(Clients& c) {
+  return c.Drive(1600, 4, /*seed0=*/1, [](int) {
+    return Params{{"median", "16384"}, {"sigma", "0.1"}, {"store_p", "1"}, {"dict_items", "10"}};
+  });
 }
 
 TEST_P(AllocatorTrimTest, StatsPresentAndTrimAfterShrinkReleases) {
   absl::StatusOr<v1::ProfileSet> set =
-      profiles::LoadProfiles(ServerProcess::Runfile("control/profiles.textproto"));
+      profiles::LoadProfiles(ServerProcess::Runfile("agent/profiles.textproto"));
   ASSERT_TRUE(set.ok()) << set.status();
   const v1::Profile* p = profiles::FindProfile(*set, GetParam());
   ASSERT_NE(p, nullptr) << GetParam();
@@ -64,22 +49,15 @@ TEST_P(AllocatorTrimTest, StatsPresentAndTrimAfterShrinkReleases) {
   if (!p->preload().empty()) o.env["LD_PRELOAD"] = p->preload();
   auto server = ServerProcess::Start(o);
   ASSERT_TRUE(server.ok()) << server.status();
-  auto control = v1::Control::NewStub(
-      grpc::CreateChannel((*server)->control_address(), grpc::InsecureChannelCredentials()));
+  Clients c(server->get());
   auto phase = [&](const std::string& name, int64_t limit) {
-    v1::SetPhaseRequest req;
-    req.set_phase(name);
-    if (limit >= 0) req.set_cache_limit_bytes(limit);
-    req.set_gc(true);
     v1::SetPhaseResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    grpc::Status s = control->SetPhase(&ctx, req, &resp);
+    grpc::Status s = c.SetPhase(name, &resp, limit, /*gc=*/true);
     EXPECT_TRUE(s.ok()) << name << ": " << s.error_message();
     return resp;
   };
   phase("fill", 100 * kMiB);
-  Fill((*server)->data_address());
+  ASSERT_EQ(Fill(c), 0);
   v1::SetPhaseResponse shrunk = phase("shrink", 1 * kMiB);
   const v1::Snapshot& snap = shrunk.snapshot();
   ASSERT_EQ(snap.allocator(), p->allocator());

@@ -33,6 +33,7 @@
 #include "gtest/gtest.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/load.grpc.pb.h"
+#include "tests/clients.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
@@ -73,31 +74,9 @@ Outcome RunServer(const std::string& mode, const std::string& overlap_flag,
   auto s = ServerProcess::Start(o);
   EXPECT_TRUE(s.ok()) << s.status();
   if (!s.ok()) return out;
-  auto channel_load = grpc::CreateChannel((*s)->data_address(), grpc::InsecureChannelCredentials());
-  auto load = rsslab::v1::Load::NewStub(channel_load);
-  auto control = rsslab::v1::Control::NewStub(
-      grpc::CreateChannel((*s)->control_address(), grpc::InsecureChannelCredentials()));
-  std::atomic<int> next{0}, failed{0};
-  std::vector<std::thread> ts;
-  for (int t = 0; t < 2 * kThreads; ++t) {
-    ts.emplace_back([&] {
-      for (int i = next++; i < kRequests; i = next++) {
-        rsslab::v1::HandleRequest req;
-        req.set_id(i);
-        req.set_seed(i + 1);
-        rsslab::v1::HandleResponse resp;
-        grpc::ClientContext ctx;
-        ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        if (!load->Handle(&ctx, req, &resp).ok()) ++failed;
-      }
-    });
-  }
-  for (auto& t : ts) t.join();
-  EXPECT_EQ(failed.load(), 0);
-  rsslab::v1::SnapshotRequest req;
-  rsslab::v1::Snapshot snap;
-  grpc::ClientContext ctx;
-  EXPECT_TRUE(control->GetSnapshot(&ctx, req, &snap).ok());
+  rsslab::testing::Clients c(s->get());
+  EXPECT_EQ(c.Drive(kRequests, 2 * kThreads, /*seed0=*/1), 0);
+  rsslab::v1::Snapshot snap = c.Snapshot();
   out.arenas = snap.memory_map().arena_count();
   out.arena_rss = snap.memory_map().arena_rss_bytes();
   out.threads = snap.status().threads();

@@ -47,19 +47,7 @@ std::unique_ptr<ServerProcess> StartServer(const std::string& handler, int threa
   return s.ok() ? std::move(*s) : nullptr;
 }
 
-struct Clients : rsslab::testing::Clients {
-  using rsslab::testing::Clients::Clients;
-  grpc::Status Handle(uint64_t seed, const std::map<std::string, std::string>& params,
-                      rsslab::v1::HandleResponse* resp) {
-    rsslab::v1::HandleRequest req;
-    req.set_id(seed);
-    req.set_seed(seed);
-    for (const auto& [k, v] : params) (*req.mutable_params())[k] = v;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    return load->Handle(&ctx, req, resp);
-  }
-};
+using rsslab::testing::Clients;
 
 int64_t ResultInt(const rsslab::v1::HandleResponse& r, const std::string& key) {
   int64_t v = -1;
@@ -178,7 +166,9 @@ TEST(HandlersTest, AsyncioExecutorsLeakThreadsAndArenasWithoutFixNotWithFix) {
     EXPECT_EQ(s.handler_errors(), 0u);
     // The leaking server still has live cleanup threads: no clean stop
     // expected; the destructor kills it.
-    if (!leaky) EXPECT_EQ(server->Stop(), 0) << server->Stderr();
+    if (!leaky) {
+      EXPECT_EQ(server->Stop(), 0) << server->Stderr();
+    }
   }
   auto str = [](const std::vector<int>& v) {
     std::string out;

@@ -48,28 +48,15 @@ std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra) {
 
 struct Clients : rsslab::testing::Clients {
   using rsslab::testing::Clients::Clients;
-  // n requests over 4 client threads; `raise_every` > 0 makes every such
-  // request raise in the handler. Returns the number that failed.
+  // n requests over 4 client threads, each storing `store` bytes;
+  // `raise_every` > 0 makes every such request raise in the handler.
+  // Returns the number that failed.
   int Drive(int n, int raise_every = 0, int store = 2000) {
-    std::atomic<int> next{0}, failed{0};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < 4; ++t) {
-      ts.emplace_back([&] {
-        for (int i = next++; i < n; i = next++) {
-          rsslab::v1::HandleRequest req;
-          req.set_id(i);
-          req.set_seed(i + 1);
-          (*req.mutable_params())["store"] = absl::StrCat(store);
-          if (raise_every > 0 && i % raise_every == 0) (*req.mutable_params())["raise"] = "1";
-          rsslab::v1::HandleResponse resp;
-          grpc::ClientContext ctx;
-          ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-          if (!load->Handle(&ctx, req, &resp).ok()) ++failed;
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-    return failed.load();
+    return rsslab::testing::Clients::Drive(n, 4, /*seed0=*/1, [=](int i) {
+      rsslab::testing::Params p = {{"store", absl::StrCat(store)}};
+      if (raise_every > 0 && i % raise_every == 0) p["raise"] = "1";
+      return p;
+    });
   }
 };
 

@@ -1,4 +1,4 @@
-// The profiles file and //control:profiles against real server processes:
+// The profiles file and //agent:profiles against real server processes:
 // every shipped profile launches and is verified in /proc (maps + environ)
 // and by the server's own snapshot; broken profiles and profiles that did
 // not reach the process are caught; rsslab_run (./rsslab serve) verifies and
@@ -11,12 +11,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "control/profiles.h"
-#include "control/profiles_launch.h"
+#include "agent/profiles.h"
+#include "agent/launcher.h"
 #include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/control.grpc.pb.h"
+#include "tests/clients.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
@@ -25,7 +26,7 @@ namespace {
 using ::rsslab::testing::ServerProcess;
 using ::testing::HasSubstr;
 
-std::string ShippedProfiles() { return ServerProcess::Runfile("control/profiles.textproto"); }
+std::string ShippedProfiles() { return ServerProcess::Runfile("agent/profiles.textproto"); }
 std::string ServerBinary() { return ServerProcess::Runfile("server/rsslab_server"); }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
@@ -46,16 +47,8 @@ ServerProcess::Options ServerOptions(const v1::Profile& p) {
   return o;
 }
 
-v1::Snapshot GetSnapshot(const std::string& control) {
-  auto stub = v1::Control::NewStub(
-      grpc::CreateChannel(control, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  v1::SnapshotRequest req;
-  v1::Snapshot snap;
-  grpc::Status s = stub->GetSnapshot(&ctx, req, &snap);
-  EXPECT_TRUE(s.ok()) << s.error_message();
-  return snap;
+v1::Snapshot GetSnapshot(ServerProcess* server) {
+  return rsslab::testing::Clients(server).Snapshot();
 }
 
 TEST(ProfilesFile, ShippedFileHasTheRequiredProfiles) {
@@ -152,7 +145,7 @@ TEST(ProfilesLaunch, EveryShippedProfileTakesEffect) {
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(v->allocator, p.allocator());
     EXPECT_EQ(v->env.size(), static_cast<size_t>(p.env_size()));
-    v1::Snapshot snap = GetSnapshot((*server)->control_address());
+    v1::Snapshot snap = GetSnapshot(server->get());
     EXPECT_EQ(snap.allocator(), p.allocator());
     EXPECT_TRUE(profiles::CheckReportedAllocator(p, snap.allocator()).ok());
     for (const auto& e : p.env()) EXPECT_EQ(snap.allocator_env().at(e.name()), e.value());
@@ -237,7 +230,7 @@ TEST(ProfilesLaunch, NonexistentLibraryIsCaughtAfterStart) {
   ASSERT_FALSE(v.ok());
   EXPECT_THAT(std::string(v.status().message()),
               HasSubstr("/usr/lib/x86_64-linux-gnu/libjemaloc.so.2 is not mapped"));
-  v1::Snapshot snap = GetSnapshot((*server)->control_address());
+  v1::Snapshot snap = GetSnapshot(server->get());
   EXPECT_FALSE(profiles::CheckReportedAllocator(p, snap.allocator()).ok());
 }
 
@@ -245,7 +238,7 @@ TEST(ProfilesLaunch, NonexistentLibraryIsCaughtAfterStart) {
 // SIGTERM forwarded, exit code passed back.
 TEST(RsslabRun, StartsVerifiedServerAndForwardsStop) {
   ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("control/rsslab_run");
+  o.binary = ServerProcess::Runfile("agent/rsslab_run");
   o.args = {"--profile=tcmalloc-release", "--profiles=" + ShippedProfiles(),
             "--server_binary=" + ServerBinary(), "--threads=2", "--listen=127.0.0.1:0",
             "--control_listen=127.0.0.1:0"};
@@ -253,7 +246,7 @@ TEST(RsslabRun, StartsVerifiedServerAndForwardsStop) {
   o.env["MALLOC_ARENA_MAX"] = "1";
   auto run = ServerProcess::Start(o);
   ASSERT_TRUE(run.ok()) << run.status();
-  v1::Snapshot snap = GetSnapshot((*run)->control_address());
+  v1::Snapshot snap = GetSnapshot(run->get());
   EXPECT_EQ(snap.allocator(), "tcmalloc");
   EXPECT_EQ(snap.allocator_env().count("MALLOC_ARENA_MAX"), 0u);
   EXPECT_EQ(snap.allocator_env().at("TCMALLOC_RELEASE_RATE"), "10");
@@ -268,7 +261,7 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
       "never.textproto",
       "profile { name: \"never\" allocator: \"glibc\" expect_mapped: \"libnever-mapped\" }\n");
   ServerProcess::Result r = ServerProcess::Run(
-      ServerProcess::Runfile("control/rsslab_run"),
+      ServerProcess::Runfile("agent/rsslab_run"),
       {"--profile=never", "--profiles=" + file, "--server_binary=" + ServerBinary(),
        "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=1"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
@@ -279,12 +272,12 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
 
   std::string bad = WriteTemp("bad.textproto",
                               "profile { name: \"je\" preload: \"/usr/lib/libje-typo.so\" }\n");
-  r = ServerProcess::Run(ServerProcess::Runfile("control/rsslab_run"),
+  r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
                          {"--profile=je", "--profiles=" + bad, "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("profile 'je': preload library /usr/lib/libje-typo.so does not exist"));
 
-  r = ServerProcess::Run(ServerProcess::Runfile("control/rsslab_run"),
+  r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
                          {"--profile=jemalloc-typo", "--profiles=" + ShippedProfiles(),
                           "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);

@@ -84,8 +84,11 @@ std::map<std::string, double> ParseExposition(const std::string& body) {
     EXPECT_TRUE(helped.count(family) && typed.count(family)) << "no HELP/TYPE before: " << l;
     double v = 0;
     std::string value = m[6];
-    if (value == "+Inf") v = 1e308 * 10;
-    else if (value != "NaN") EXPECT_TRUE(absl::SimpleAtod(value, &v)) << l;
+    if (value == "+Inf") {
+      v = 1e308 * 10;
+    } else if (value != "NaN") {
+      EXPECT_TRUE(absl::SimpleAtod(value, &v)) << l;
+    }
     EXPECT_TRUE(out.emplace(name + std::string(m[2]), v).second) << "duplicate: " << l;
   }
   return out;

@@ -17,7 +17,7 @@
 #include "proto/agent.grpc.pb.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/load.grpc.pb.h"
-#include "server/auth/auth.h"
+#include "common/auth.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
@@ -240,10 +240,10 @@ TEST(SecurityTest, OversizedMessageIsRejectedNotACrash) {
 TEST(SecurityTest, AgentRequiresTokenAndPassesItToItsServers) {
   std::string token = WriteFile("agent-token", std::string(kToken) + "\n");
   ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("control/rsslab_agent");
+  o.binary = ServerProcess::Runfile("agent/rsslab_agent");
   o.ready_prefix = "rsslab_agent ready ";
   const std::string server_bin = ServerProcess::Runfile("server/rsslab_server");
-  const std::string profiles = ServerProcess::Runfile("control/profiles.textproto");
+  const std::string profiles = ServerProcess::Runfile("agent/profiles.textproto");
   o.args = {"--listen=127.0.0.1:0", "--server_binary=" + server_bin, "--profiles=" + profiles,
             "--log_dir=" + Tmp(), "--auth_token_file=" + token};
   auto agent_or = ServerProcess::Start(o);

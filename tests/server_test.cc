@@ -22,6 +22,7 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/load.grpc.pb.h"
+#include "tests/clients.h"
 #include "tests/server_process.h"
 
 namespace rsslab {
@@ -58,57 +59,7 @@ int64_t OutsideRss(pid_t pid) {
   return -1;
 }
 
-struct Clients {
-  explicit Clients(ServerProcess* s) {
-    load = rsslab::v1::Load::NewStub(
-        grpc::CreateChannel(s->data_address(), grpc::InsecureChannelCredentials()));
-    control = rsslab::v1::Control::NewStub(
-        grpc::CreateChannel(s->control_address(), grpc::InsecureChannelCredentials()));
-  }
-  grpc::Status Handle(const rsslab::v1::HandleRequest& req, rsslab::v1::HandleResponse* resp) {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    return load->Handle(&ctx, req, resp);
-  }
-  grpc::Status SetPhase(const std::string& phase, rsslab::v1::SetPhaseResponse* resp,
-                        int64_t limit = -1) {
-    rsslab::v1::SetPhaseRequest req;
-    req.set_phase(phase);
-    if (limit != -1) req.set_cache_limit_bytes(limit);
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    return control->SetPhase(&ctx, req, resp);
-  }
-  rsslab::v1::Snapshot Snapshot(bool gc = false) {
-    rsslab::v1::SnapshotRequest req;
-    req.set_gc(gc);
-    rsslab::v1::Snapshot snap;
-    grpc::ClientContext ctx;
-    EXPECT_TRUE(control->GetSnapshot(&ctx, req, &snap).ok());
-    return snap;
-  }
-  // Sends `n` seed-workload requests from `threads` client threads; returns
-  // the number that failed.
-  int Drive(int n, int threads, uint64_t seed0) {
-    std::atomic<int> next{0}, failed{0};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&] {
-        for (int i = next++; i < n; i = next++) {
-          rsslab::v1::HandleRequest req;
-          req.set_id(i);
-          req.set_seed(seed0 + i);
-          rsslab::v1::HandleResponse resp;
-          if (!Handle(req, &resp).ok()) ++failed;
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-    return failed.load();
-  }
-  std::unique_ptr<rsslab::v1::Load::Stub> load;
-  std::unique_ptr<rsslab::v1::Control::Stub> control;
-};
+using rsslab::testing::Clients;
 
 // The seed 000 experiment at one scale: fill, shrink, idle, trim.
 TEST(ServerTest, SeedPhasesFillShrinkIdleTrim) {

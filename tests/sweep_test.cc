@@ -18,8 +18,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "control/profiles.h"
-#include "control/profiles_launch.h"
+#include "agent/profiles.h"
+#include "agent/launcher.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -67,10 +67,10 @@ class Agent {
     int out[2];
     EXPECT_EQ(pipe2(out, O_CLOEXEC), 0);
     launch::SpawnOptions so;
-    so.binary = ServerProcess::Runfile("control/rsslab_agent");
+    so.binary = ServerProcess::Runfile("agent/rsslab_agent");
     so.args = {"--listen=127.0.0.1:0",
                "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-               "--profiles=" + ServerProcess::Runfile("control/profiles.textproto"),
+               "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
                "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")) +
                    "," + DirOf(ServerProcess::Runfile("tests/handlers/import_error.py")),
                "--log_dir=" + Tmp("agent-logs")};
@@ -375,7 +375,9 @@ TEST(SweepTest, KilledSweepResumesWithoutRerunningFinishedCells) {
       ASSERT_TRUE(e.cell_result().ok()) << e.cell() << ": " << e.cell_result().error();
       ++results[e.cell()];
       // A finished cell keeps its one result; it never ran again.
-      if (done.count(e.cell())) EXPECT_EQ(e.seq(), done[e.cell()]) << e.cell();
+      if (done.count(e.cell())) {
+        EXPECT_EQ(e.seq(), done[e.cell()]) << e.cell();
+      }
     }
     if (resumed > 0 && done.count(e.cell())) ADD_FAILURE() << "kept cell ran again: " << e.cell();
   }

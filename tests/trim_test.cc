@@ -45,42 +45,8 @@ std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra,
 
 struct Clients : rsslab::testing::Clients {
   using rsslab::testing::Clients::Clients;
-  bool Handle(uint64_t seed) {
-    rsslab::v1::HandleRequest req;
-    req.set_id(seed);
-    req.set_seed(seed);
-    rsslab::v1::HandleResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-    return load->Handle(&ctx, req, &resp).ok();
-  }
   // No gc: the test controls what Python frees.
   void Phase(const std::string& phase) { rsslab::testing::Clients::Phase(phase, /*gc=*/false); }
-  rsslab::v1::TrimResult Trim(rsslab::v1::TrimMode mode, bool gc = false) {
-    rsslab::v1::TrimRequest req;
-    req.set_mode(mode);
-    req.set_gc(gc);
-    rsslab::v1::TrimResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-    grpc::Status s = control->Trim(&ctx, req, &resp);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return resp.trim();
-  }
-  // `n` requests from `threads` client threads; returns how many failed.
-  int Drive(int n, int threads, uint64_t seed0) {
-    std::atomic<int> next{0}, failed{0};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&] {
-        for (int i = next++; i < n; i = next++) {
-          if (!Handle(seed0 + i)) ++failed;
-        }
-      });
-    }
-    for (auto& t : ts) t.join();
-    return failed.load();
-  }
 };
 
 // Every worker ran the release, once, on its own thread.
@@ -179,7 +145,7 @@ TEST(TrimTest, AutoTrimFiresAfterBurstNotDuringSteadyLoad) {
   for (int t = 0; t < 8; ++t) {
     clients.emplace_back([&, t] {
       for (uint64_t i = 0; !stop; ++i) {
-        if (!c.Handle(1000000 + t * 1000000 + i)) ++failed;
+        if (!c.Handle(1000000 + t * 1000000 + i).ok()) ++failed;
       }
     });
   }

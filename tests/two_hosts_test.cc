@@ -25,8 +25,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
-#include "control/profiles.h"
-#include "control/profiles_launch.h"
+#include "agent/profiles.h"
+#include "agent/launcher.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"
 
@@ -102,11 +102,11 @@ class Agent {
     if (pipe2(out, O_CLOEXEC) != 0) return "pipe";
     launch::SpawnOptions so;
     so.binary = kIp;
-    so.args = ns.In(ns.a(), ServerProcess::Runfile("control/rsslab_agent"));
+    so.args = ns.In(ns.a(), ServerProcess::Runfile("agent/rsslab_agent"));
     for (const std::string& a :
          {absl::StrCat("--listen=", kAddrA, ":50060"), absl::StrCat("--server_host=", kAddrA),
           "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-          "--profiles=" + ServerProcess::Runfile("control/profiles.textproto"),
+          "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
           "--log_dir=" + log_dir, std::string("--max_servers=2"),
           // Its own state dir: the default for a fixed port is under the
           // shared /tmp, where concurrent runs of this test would collide.

@@ -23,16 +23,16 @@ CXXFLAGS=(-std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-re
 LIBS=($(pkg-config --libs protobuf absl_status absl_statusor absl_strings absl_str_format absl_synchronization) -ldl -lpthread)
 GEN=("$WORK/gen/proto/snapshot.pb.cc" "$WORK/gen/proto/control.pb.cc" "$WORK/gen/proto/scenario.pb.cc" "$WORK/gen/proto/profile.pb.cc")
 declare -A SRCS=(
-  [procfs]="server/procfs/procfs.cc"
+  [procfs]="common/procfs/procfs.cc"
   [malloc_info]="server/alloc/malloc_info.cc"
   [scenario]="loadgen/scenario.cc"
-  [profiles]="control/profiles.cc server/procfs/procfs.cc"
+  [profiles]="agent/profiles.cc common/procfs/procfs.cc"
 )
 declare -A SEEDS=(
-  [procfs]="server/procfs/testdata"
+  [procfs]="common/procfs/testdata"
   [malloc_info]="server/alloc/testdata"
   [scenario]=""
-  [profiles]="control/profiles.textproto"
+  [profiles]="agent/profiles.textproto"
 )
 failed=0
 for t in "${TARGETS[@]}"; do

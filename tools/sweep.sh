@@ -51,7 +51,7 @@ trap cleanup EXIT
 # The agent prints "rsslab_agent ready listen=HOST:PORT pid=PID" once it
 # serves; wait for that line, not for a fixed time.
 "$BIN/rsslab_agent" --listen=127.0.0.1:0 --server_binary="$BIN/rsslab_server" \
-  --profiles="$ROOT/control/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
+  --profiles="$ROOT/agent/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
   --log_dir="$OUT/agent-logs$TAG" >"$OUT/agent$TAG.out" 2>"$OUT/agent$TAG.err" &
 AGENT_PID=$!
 AGENT=""

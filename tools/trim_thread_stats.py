@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Per-thread allocator figures of a trim, from a server run with
---trim_thread_stats (docs/TRIM.md, "Why goal (a) is missed").
+--trim_thread_stats (docs/TRIM.md, "Goal (a): ... out of reach, and why").
 
     tools/trim_thread_stats.py RUN_DIR/events.jsonl   # the scenario's phase trim
     tools/trim_thread_stats.py TRIM.json              # `rsslab_ctl --json trim` output

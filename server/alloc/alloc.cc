@@ -15,7 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "server/procfs/procfs.h"
+#include "common/procfs/procfs.h"
 
 namespace rsslab {
 namespace alloc {

@@ -21,7 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "proto/snapshot.pb.h"
 #include "server/alloc/alloc.h"
-#include "server/procfs/procfs.h"
+#include "common/procfs/procfs.h"
 
 namespace {
 

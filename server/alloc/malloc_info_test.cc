@@ -1,5 +1,5 @@
 // ParseMallocInfo against malloc_info(0, fp) XML captured from a python3
-// with 48 threads under PYTHONMALLOC=malloc (server/procfs/testdata/
+// with 48 threads under PYTHONMALLOC=malloc (common/procfs/testdata/
 // capture.py): 16 heaps, i.e. the main arena plus 15 thread arenas. The
 // expected numbers were read off the XML with awk, not from this parser.
 #include <fstream>

@@ -56,6 +56,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from _knob import knob
+
 DEFAULTS = {
     "fix": 0,
     "fanout": 4,
@@ -78,11 +80,7 @@ _PR_SET_NAME = 15
 
 
 def _knob(params, name):
-    value = params.get(name)
-    default = DEFAULTS[name]
-    if value is None:
-        return default
-    return type(default)(value)
+    return knob(params, name, DEFAULTS)
 
 
 def _name_thread(name):

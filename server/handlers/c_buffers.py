@@ -50,6 +50,8 @@ import random
 import time
 import zlib
 
+from _knob import knob
+
 DEFAULTS = {
     "events": 32,
     "min_kb": 1,
@@ -70,11 +72,7 @@ _libz.uncompress.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulong),
 
 
 def _knob(params, name):
-    value = params.get(name)
-    default = DEFAULTS[name]
-    if value is None:
-        return default
-    return type(default)(value)
+    return knob(params, name, DEFAULTS)
 
 
 def _now_us():

@@ -45,6 +45,8 @@ Knobs (server --handler_params=k=v,... or per-request params, strings):
 import random
 import time
 
+from _knob import knob
+
 DEFAULTS = {
     "big_count": 2,
     "big_mb": 4.0,
@@ -56,11 +58,7 @@ DEFAULTS = {
 
 
 def _knob(params, name):
-    value = params.get(name)
-    default = DEFAULTS[name]
-    if value is None:
-        return default
-    return type(default)(value)
+    return knob(params, name, DEFAULTS)
 
 
 def handle(request, cache):

@@ -46,6 +46,8 @@ import json
 import math
 import random
 
+from _knob import knob
+
 DEFAULTS = {
     "median": 4096.0,
     "sigma": 1.5,
@@ -59,11 +61,7 @@ SHAPES = ("flat", "nested")
 
 
 def _knob(params, name):
-    value = params.get(name)
-    default = DEFAULTS[name]
-    if value is None:
-        return default
-    return type(default)(value)
+    return knob(params, name, DEFAULTS)
 
 
 def handle(request, cache):

@@ -13,7 +13,7 @@
 //   auto rt = PythonRuntime::Start(o);           // on main
 //   // worker thread:
 //   rt->AttachThread();
-//   { PythonRuntime::Scope py; rt->Handle(req, &resp, worker); }
+//   { PythonRuntime::Scope py; rt->Handle(req, worker, &resp); }
 //   rt->DetachThread();
 //   // main, after the workers are joined:
 //   rt->Finalize();

@@ -88,7 +88,9 @@ TEST(LoadgenE2E, SeedAtTinyScaleRecordsEveryPhaseAndFillsTheSummary) {
       trim = true;
       EXPECT_TRUE(e.phase().has_trim());
     }
-    if (e.has_step()) EXPECT_TRUE(e.step().ok()) << e.step().error();
+    if (e.has_step()) {
+      EXPECT_TRUE(e.step().ok()) << e.step().error();
+    }
   }
   EXPECT_EQ(loads["fill"], 1);
   EXPECT_EQ(loads["shrink"], 1);

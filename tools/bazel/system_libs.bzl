@@ -9,10 +9,9 @@ RSSLAB_PYTHON_PC to another pkg-config module (for example
 How CPython is linked: RSSLAB_PYTHON_LINK=static (the default when the
 module is the default one and its static archive libpythonX.Y.a is
 installed, as Debian's libpython3.11-dev does) or shared. Static is what
-Debian's own /usr/bin/python3 does, and the interpreter runs ~15 % faster
-that way than through the position-independent libpython3.11.so (no PLT
-or GOT indirection inside the interpreter; docs/BENCHMARKS.md, "Seed
-overhead"). The archive holds non-PIC code, so binaries that link it are
+Debian's own /usr/bin/python3 does: the interpreter then calls itself
+directly, without the PLT and GOT indirection of the position-independent
+libpython3.11.so (docs/BENCHMARKS.md, "Seed overhead"). The archive holds non-PIC code, so binaries that link it are
 not position-independent (-no-pie), and they export their symbols
 (--export-dynamic) so the extension modules in lib-dynload (_json, ...)
 can resolve the C API against the executable: without it they fail to

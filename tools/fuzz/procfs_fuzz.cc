@@ -5,7 +5,7 @@
 #include <string>
 
 #include "proto/snapshot.pb.h"
-#include "server/procfs/procfs.h"
+#include "common/procfs/procfs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::string_view text(reinterpret_cast<const char*>(data), size);

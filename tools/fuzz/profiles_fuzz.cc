@@ -2,7 +2,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "control/profiles.h"
+#include "agent/profiles.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rsslab::profiles::ParseOptions o;

@@ -1,0 +1,92 @@
+// A tiny blocking HTTP/1.1 server for Prometheus scrapes: GET /metrics
+// answers with the text a callback renders; anything else gets an error
+// status. One thread (named rsslab-metrics), one connection at a time:
+// concurrent scrapes wait in the listen backlog and are served in turn,
+// every connection is closed after one response, and a client that sends
+// garbage or stalls is cut off after `io_timeout`. That is all a scraper
+// needs, and it keeps the metrics path away from the gRPC threads.
+//
+// Example:
+//   auto server = MetricsHttpServer::Start("127.0.0.1:9464",
+//                                          [] { return exposition_text; });
+//   if (!server.ok()) Die(server.status().message());  // names the address
+//   (*server)->address();   // "127.0.0.1:9464" (the bound port if 0 was asked)
+//   (*server)->Stop();      // also done by the destructor
+
+#ifndef RSSLAB_COMMON_METRICS_HTTP_SERVER_H_
+#define RSSLAB_COMMON_METRICS_HTTP_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace rsslab {
+namespace metrics {
+
+// "9464" or ":9464" -> "127.0.0.1:9464" (loopback unless a host is given);
+// anything else unchanged.
+std::string DefaultToLoopback(absl::string_view address);
+
+class MetricsHttpServer {
+ public:
+  using Render = std::function<std::string()>;
+  struct Options {
+    // Per connection: reading the request and writing the response each
+    // must finish within this.
+    absl::Duration io_timeout = absl::Seconds(5);
+    // Largest request head accepted (request line + headers).
+    int max_request_bytes = 8192;
+    // Thread name (15 bytes at most).
+    std::string thread_name = "rsslab-metrics";
+  };
+
+  // Binds (no SO_REUSEPORT: a taken port is an error naming the address),
+  // listens and starts the thread.
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(absl::string_view address,
+                                                                  Render render,
+                                                                  Options options);
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(absl::string_view address,
+                                                                  Render render) {
+    return Start(address, std::move(render), Options());
+  }
+  ~MetricsHttpServer();
+  MetricsHttpServer(const MetricsHttpServer&) = delete;
+  MetricsHttpServer& operator=(const MetricsHttpServer&) = delete;
+
+  // HOST:PORT actually bound.
+  const std::string& address() const { return address_; }
+  int port() const { return port_; }
+  uint64_t requests_served() const { return served_.load(); }
+
+  // Stops accepting, finishes the connection in hand, joins. Idempotent.
+  void Stop();
+
+ private:
+  MetricsHttpServer(Render render, Options options)
+      : render_(std::move(render)), options_(std::move(options)) {}
+  void Loop();
+  void ServeOne(int fd);
+
+  const Render render_;
+  const Options options_;
+  int listen_fd_ = -1;
+  // Written by Stop() to wake the loop out of poll().
+  int wake_fd_ = -1;
+  int port_ = 0;
+  std::string address_;
+  std::thread thread_;
+  std::atomic<bool> stopped_{false};
+  std::atomic<uint64_t> served_{0};
+};
+
+}  // namespace metrics
+}  // namespace rsslab
+
+#endif  // RSSLAB_COMMON_METRICS_HTTP_SERVER_H_

@@ -1,0 +1,186 @@
+// rsslab_ctl: one-off calls to a running server's Control service.
+//
+//   rsslab_ctl --control=127.0.0.1:50052 phase fill [--cache_limit_mb=100]
+//   rsslab_ctl snapshot [--json] [--gc] [--detail]
+//   rsslab_ctl watch --interval=1s [--json] [--count=N]
+//   rsslab_ctl trim [--mode=default|global|per_thread] [--json]
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "control/snapshot_text.h"
+#include "google/protobuf/util/json_util.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/control.grpc.pb.h"
+#include "common/auth.h"
+
+ABSL_FLAG(std::string, control, "127.0.0.1:50052", "Server's control address HOST:PORT.");
+ABSL_FLAG(int64_t, cache_limit_mb, -1, "phase: cache limit in MiB (default: fill 100, shrink 10, others unchanged).");
+ABSL_FLAG(bool, json, false, "Print protobuf JSON (proto field names), one object per line.");
+ABSL_FLAG(bool, gc, false, "snapshot/watch/trim: run gc.collect() first (phase always does unless --nophase_gc).");
+ABSL_FLAG(bool, phase_gc, true, "phase: run gc.collect() before the snapshot.");
+ABSL_FLAG(bool, detail, false, "Include the largest mappings and every worker.");
+ABSL_FLAG(absl::Duration, interval, absl::Seconds(1), "watch: time between snapshots.");
+ABSL_FLAG(int, count, 0, "watch: stop after this many snapshots (0 = until interrupted).");
+ABSL_FLAG(std::string, mode, "default", "trim: default (global + per-thread), global, per_thread.");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline for one call.");
+
+namespace rsslab {
+namespace {
+
+int Fail(const std::string& what, const grpc::Status& s) {
+  std::string addr = absl::GetFlag(FLAGS_control);
+  if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    fprintf(stderr, "rsslab_ctl: %s: cannot reach server at %s (%s)\n", what.c_str(), addr.c_str(),
+            s.error_message().c_str());
+  } else {
+    fprintf(stderr, "rsslab_ctl: %s: %s: %s\n", what.c_str(),
+            absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())).c_str(),
+            s.error_message().c_str());
+  }
+  return 1;
+}
+
+void PrintJson(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  printf("%s\n", out.c_str());
+  fflush(stdout);
+}
+
+void SetDeadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::GetFlag(FLAGS_timeout)));
+}
+
+bool ParseMode(const std::string& m, rsslab::v1::TrimMode* out) {
+  if (m == "default") *out = rsslab::v1::TRIM_MODE_DEFAULT;
+  else if (m == "global") *out = rsslab::v1::TRIM_GLOBAL_ONLY;
+  else if (m == "per_thread") *out = rsslab::v1::TRIM_PER_THREAD;
+  else return false;
+  return true;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "rsslab_ctl [--control=HOST:PORT] COMMAND\n"
+      "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
+      "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
+      "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
+      "  trim [--mode=default|global|per_thread]          release free memory now");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) {
+    fprintf(stderr, "rsslab_ctl: missing command (phase, snapshot, watch, trim); see --help\n");
+    return 2;
+  }
+  const std::string cmd = args[1];
+  const bool json = absl::GetFlag(FLAGS_json);
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) {
+    fprintf(stderr, "rsslab_ctl: %s\n", std::string(security.status().message()).c_str());
+    return 2;
+  }
+  auto channel = security->Channel(absl::GetFlag(FLAGS_control));
+  auto stub = rsslab::v1::Control::NewStub(channel);
+
+  if (cmd == "phase") {
+    if (args.size() != 3) {
+      fprintf(stderr, "rsslab_ctl: usage: phase fill|shrink|idle|trim [--cache_limit_mb=N]\n");
+      return 2;
+    }
+    rsslab::v1::SetPhaseRequest req;
+    req.set_phase(args[2]);
+    int64_t mb = absl::GetFlag(FLAGS_cache_limit_mb);
+    if (mb != -1) req.set_cache_limit_bytes(mb * (1 << 20));
+    req.set_gc(absl::GetFlag(FLAGS_phase_gc));
+    req.set_detail(absl::GetFlag(FLAGS_detail));
+    rsslab::v1::TrimMode mode;
+    if (!ParseMode(absl::GetFlag(FLAGS_mode), &mode)) {
+      fprintf(stderr, "rsslab_ctl: --mode must be default, global or per_thread\n");
+      return 2;
+    }
+    req.set_trim_mode(mode);
+    rsslab::v1::SetPhaseResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    grpc::Status s = stub->SetPhase(&ctx, req, &resp);
+    if (!s.ok()) return Fail("phase " + req.phase(), s);
+    if (json) {
+      PrintJson(resp);
+    } else {
+      printf("phase %s -> %s\n", resp.previous_phase().c_str(), req.phase().c_str());
+      if (resp.has_trim()) printf("trim %s", TrimText(resp.trim()).c_str());
+      printf("%s", SnapshotText(resp.snapshot()).c_str());
+    }
+    return 0;
+  }
+  if (cmd == "snapshot") {
+    rsslab::v1::SnapshotRequest req;
+    req.set_gc(absl::GetFlag(FLAGS_gc));
+    req.set_detail(absl::GetFlag(FLAGS_detail));
+    rsslab::v1::Snapshot snap;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    grpc::Status s = stub->GetSnapshot(&ctx, req, &snap);
+    if (!s.ok()) return Fail("snapshot", s);
+    if (json) PrintJson(snap); else printf("%s", SnapshotText(snap).c_str());
+    return 0;
+  }
+  if (cmd == "watch") {
+    rsslab::v1::WatchRequest req;
+    req.set_interval_ms(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_interval)));
+    req.set_gc(absl::GetFlag(FLAGS_gc));
+    req.set_detail(absl::GetFlag(FLAGS_detail));
+    req.set_max_count(absl::GetFlag(FLAGS_count));
+    grpc::ClientContext ctx;
+    auto reader = stub->WatchSnapshots(&ctx, req);
+    rsslab::v1::Snapshot snap;
+    while (reader->Read(&snap)) {
+      if (json) {
+        PrintJson(snap);
+      } else {
+        printf("%s", SnapshotLine(snap).c_str());
+        fflush(stdout);
+      }
+    }
+    grpc::Status s = reader->Finish();
+    if (!s.ok()) return Fail("watch", s);
+    return 0;
+  }
+  if (cmd == "trim") {
+    rsslab::v1::TrimRequest req;
+    rsslab::v1::TrimMode mode;
+    if (!ParseMode(absl::GetFlag(FLAGS_mode), &mode)) {
+      fprintf(stderr, "rsslab_ctl: --mode must be default, global or per_thread\n");
+      return 2;
+    }
+    req.set_mode(mode);
+    req.set_gc(absl::GetFlag(FLAGS_gc));
+    rsslab::v1::TrimResponse resp;
+    grpc::ClientContext ctx;
+    SetDeadline(&ctx);
+    grpc::Status s = stub->Trim(&ctx, req, &resp);
+    if (!s.ok()) return Fail("trim", s);
+    if (json) PrintJson(resp); else printf("trim %s", TrimText(resp.trim()).c_str());
+    return 0;
+  }
+  fprintf(stderr, "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim)\n", cmd.c_str());
+  return 2;
+}
+
+}  // namespace
+}  // namespace rsslab
+
+int main(int argc, char** argv) { return rsslab::Main(argc, argv); }

@@ -1,0 +1,288 @@
+// rsslab_server: a threaded gRPC server hosting an embedded CPython handler
+// and a shared byte-bounded LRU cache, reporting where its memory is.
+//
+//   rsslab_server --threads=16 --listen=127.0.0.1:0 --control_listen=127.0.0.1:0
+//
+// Prints exactly one line on stdout when ready:
+//   rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID
+// followed by " metrics=HOST:PORT" when --metrics_listen is given.
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "grpcpp/grpcpp.h"
+#include "common/auth.h"
+#include "common/handler_params.h"
+#include "common/listen.h"
+#include "common/metrics/http_server.h"
+#include "common/ready_line.h"
+#include "common/shipped.h"
+#include "server/control_service.h"
+#include "server/core.h"
+#include "server/load_service.h"
+#include "server/server_metrics.h"
+
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Data plane (Load service) address; port 0 picks a free port.");
+ABSL_FLAG(std::string, control_listen, "127.0.0.1:50052", "Control plane address; port 0 picks a free port.");
+// Defaults come from ServerCore::Options, the one place they are set.
+ABSL_FLAG(int, threads, rsslab::ServerCore::Options().threads, "Python worker threads (a fixed pool named rsslab-w<N>).");
+ABSL_FLAG(std::string, handler, "", "Handler .py file exposing handle(request, cache); default: the shipped server/handlers/web_worker.py.");
+ABSL_FLAG(std::string, handler_params, "", "Default handler params, k=v,k=v (a request's params override them).");
+ABSL_FLAG(int64_t, cache_limit_mb, rsslab::ServerCore::Options().cache_limit_bytes >> 20, "Initial cache limit in MiB.");
+ABSL_FLAG(int64_t, max_cache_limit_mb, 0, "Largest cache limit a client may set, MiB (default: MemTotal).");
+ABSL_FLAG(std::string, thread_mode, rsslab::ServerCore::Options().thread_mode, "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
+ABSL_FLAG(int, churn_every, rsslab::ServerCore::Options().churn_every, "Requests per worker thread in --thread_mode=churn.");
+ABSL_FLAG(int, churn_overlap_ms,
+          absl::ToInt64Milliseconds(rsslab::ServerCore::Options().churn_overlap),
+          "--thread_mode=churn: a replaced worker thread stays alive (idle) this long after its "
+          "successor started serving, as executor threads do; 0 = the successor starts after "
+          "it exited (glibc then reuses its arena).");
+ABSL_FLAG(int, stuck_after_ms, absl::ToInt64Milliseconds(rsslab::ServerCore::Options().stuck_after), "A worker busy this long is reported as stuck in snapshots.");
+ABSL_FLAG(int64_t, max_message_mb, 16, "Largest request or response message, MiB.");
+ABSL_FLAG(int, max_watch_streams, 16, "Concurrent WatchSnapshots streams allowed.");
+ABSL_FLAG(std::string, auto_trim, "off",
+          "Automatic trim (global + per-thread): off, after_burst (once load has dropped "
+          "and RSS exceeds the live estimate by --auto_trim_gap_mb), or interval. docs/TRIM.md.");
+ABSL_FLAG(int64_t, auto_trim_gap_mb, 16, "Auto trim only when RSS - live estimate >= this, MiB.");
+ABSL_FLAG(int, auto_trim_settle_ms, 2000,
+          "after_burst: load must stay dropped (rate <= --auto_trim_settle_fraction x recent peak, "
+          "or 0) this long.");
+ABSL_FLAG(double, auto_trim_settle_fraction, 0.1, "after_burst: what counts as dropped load.");
+ABSL_FLAG(int, auto_trim_interval_s, 60, "interval: seconds between automatic trims.");
+ABSL_FLAG(int, auto_trim_min_spacing_s, 10, "Never auto trim within this many seconds of any trim.");
+ABSL_FLAG(bool, trim_thread_stats, false,
+          "Each worker reads the allocator's per-thread figures (mimalloc heap areas, jemalloc "
+          "thread arena) before and after its release; in the trim result's workers[].");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Serve Prometheus metrics (HTTP GET /metrics) at HOST:PORT; a bare PORT means "
+          "127.0.0.1:PORT. Off when empty.");
+ABSL_FLAG(std::string, dispatch, "python",
+          "Benchmark knob (bench/dispatch_cost.sh), not for serving: python runs the handler; "
+          "pool answers on a worker without entering Python; inline answers on the thread "
+          "that accepted the call, without the worker pool.");
+ABSL_FLAG(int, shutdown_grace_ms, 10000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish.");
+
+namespace rsslab {
+namespace {
+
+[[noreturn]] void Die(const std::string& msg) {
+  fprintf(stderr, "rsslab_server: %s\n", msg.c_str());
+  fflush(stderr);
+  _exit(1);
+}
+
+// The shipped handler, wherever the binary runs from.
+std::string DefaultHandler() {
+  std::string found = FindShipped(DefaultHandlerPath());
+  if (found.empty()) {
+    Die(absl::StrCat("cannot find the default handler ", DefaultHandlerPath(),
+                     "; pass --handler=PATH or set RSSLAB_HOME"));
+  }
+  return found;
+}
+
+int64_t MemTotalBytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  while (f >> key >> kb) {
+    if (key == "MemTotal:") return kb * 1024;
+    f.ignore(1 << 10, '\n');
+  }
+  return 64ll << 30;
+}
+
+// `cq`: when set, a completion queue for an async service is added and
+// returned there.
+std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string& address,
+                                     const Security& security, grpc::Service* service, int* port,
+                                     std::unique_ptr<grpc::ServerCompletionQueue>* cq = nullptr) {
+  absl::Status s = CheckBindable(address);
+  if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
+  grpc::ServerBuilder b;
+  // Without this a second server could share a port silently.
+  b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  b.AddListeningPort(address, security.ServerCredentials(), port);
+  // Bounded so a hostile or broken client cannot make the server buffer
+  // arbitrarily large messages.
+  b.SetMaxReceiveMessageSize(absl::GetFlag(FLAGS_max_message_mb) << 20);
+  b.SetMaxSendMessageSize(absl::GetFlag(FLAGS_max_message_mb) << 20);
+  b.RegisterService(service);
+  if (cq != nullptr) *cq = b.AddCompletionQueue();
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  if (server == nullptr || *port == 0) {
+    Die(absl::StrCat("cannot listen on ", address, " (--", flag, ")"));
+  }
+  return server;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "rsslab_server: threaded gRPC server with an embedded CPython handler and a\n"
+      "shared LRU cache; reports RSS, arenas and allocator stats over its Control service.\n"
+      "Prints 'rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID' when ready.");
+  absl::ParseCommandLine(argc, argv);
+  // Debian's Abseil is built with Mutex deadlock detection on, and gRPC
+  // 1.51's own locks are absl::Mutex: the cycle bookkeeping
+  // (GraphCycles::GetId & co.) showed in a profile of the server under the
+  // seed workload. The server's own locks are never held two at a time,
+  // so the check buys little; it is turned off before any thread starts.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // gRPC's default poller (epoll1) shares one epoll set between every
+  // thread polling any completion queue, and hands the poller role from
+  // thread to thread: the control server's threads and the workers
+  // collecting answered calls took turns at the data plane's sockets,
+  // waking each other once or twice per request. "poll" polls each queue's
+  // own sockets, so the io thread alone serves the data plane: measured
+  // here, 12 % less server CPU per seed request and a no-op request at 18-20
+  // us instead of 41 (docs/BENCHMARKS.md, "Seed overhead"). An explicit
+  // GRPC_POLL_STRATEGY in the environment wins.
+  setenv("GRPC_POLL_STRATEGY", "poll", /*overwrite=*/0);
+
+  // Block the stop signals in every thread (gRPC's and Python's inherit the
+  // mask); main waits for them with sigwait.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  ServerCore::Options o;
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.handler_path = absl::GetFlag(FLAGS_handler);
+  if (o.handler_path.empty()) o.handler_path = DefaultHandler();
+  absl::StatusOr<std::map<std::string, std::string>> params =
+      ParseHandlerParams(absl::GetFlag(FLAGS_handler_params));
+  if (!params.ok()) Die(absl::StrCat("--handler_params: ", params.status().message()));
+  o.handler_params = *std::move(params);
+  int64_t max_mb = absl::GetFlag(FLAGS_max_cache_limit_mb);
+  o.max_cache_limit_bytes = max_mb > 0 ? max_mb << 20 : MemTotalBytes();
+  int64_t cache_mb = absl::GetFlag(FLAGS_cache_limit_mb);
+  if (cache_mb < 0 || (cache_mb << 20) > o.max_cache_limit_bytes) {
+    Die(absl::StrCat("--cache_limit_mb must be between 0 and ", o.max_cache_limit_bytes >> 20,
+                     "; got ", cache_mb));
+  }
+  o.cache_limit_bytes = cache_mb << 20;
+  o.thread_mode = absl::GetFlag(FLAGS_thread_mode);
+  o.churn_every = absl::GetFlag(FLAGS_churn_every);
+  o.churn_overlap = absl::Milliseconds(absl::GetFlag(FLAGS_churn_overlap_ms));
+  o.stuck_after = absl::Milliseconds(absl::GetFlag(FLAGS_stuck_after_ms));
+  absl::StatusOr<ServerCore::Options::Dispatch> dispatch =
+      ServerCore::ParseDispatch(absl::GetFlag(FLAGS_dispatch));
+  if (!dispatch.ok()) Die(std::string(dispatch.status().message()));
+  o.dispatch = *dispatch;
+  absl::StatusOr<AutoTrimOptions::Mode> auto_mode = ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
+  if (!auto_mode.ok()) Die(std::string(auto_mode.status().message()));
+  o.auto_trim.mode = *auto_mode;
+  o.auto_trim.gap_bytes = absl::GetFlag(FLAGS_auto_trim_gap_mb) << 20;
+  o.auto_trim.settle = absl::Milliseconds(absl::GetFlag(FLAGS_auto_trim_settle_ms));
+  o.auto_trim.settle_fraction = absl::GetFlag(FLAGS_auto_trim_settle_fraction);
+  o.auto_trim.interval = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_interval_s));
+  o.auto_trim.min_spacing = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
+  o.trim_thread_stats = absl::GetFlag(FLAGS_trim_thread_stats);
+  if (absl::Status s = ValidateAutoTrimOptions(o.auto_trim); !s.ok()) Die(std::string(s.message()));
+
+  const std::string data_addr = absl::GetFlag(FLAGS_listen);
+  const std::string control_addr = absl::GetFlag(FLAGS_control_listen);
+  absl::StatusOr<HostPort> data_hp = ParseHostPort(data_addr);
+  if (!data_hp.ok()) Die(absl::StrCat(data_hp.status().message(), " (--listen)"));
+  absl::StatusOr<HostPort> control_hp = ParseHostPort(control_addr);
+  if (!control_hp.ok()) Die(absl::StrCat(control_hp.status().message(), " (--control_listen)"));
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) Die(std::string(security.status().message()));
+  // Fail on a taken port or an unprotected non-loopback address before the
+  // (slower) interpreter start.
+  for (auto [flag, addr] : {std::pair<const char*, std::string>{"listen", data_addr},
+                            {"control_listen", control_addr}}) {
+    absl::Status s = security->CheckListen(addr, flag);
+    if (!s.ok()) Die(std::string(s.message()));
+    s = CheckBindable(addr);
+    if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
+  }
+
+  // The metrics port is checked with the others, before the interpreter.
+  const std::string metrics_addr =
+      metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
+  if (!metrics_addr.empty()) {
+    absl::Status s = CheckBindable(metrics_addr);
+    if (!s.ok()) Die(absl::StrCat(s.message(), " (--metrics_listen)"));
+  }
+
+  absl::StatusOr<std::unique_ptr<ServerCore>> core_or = ServerCore::Create(o);
+  if (!core_or.ok()) Die(std::string(core_or.status().message()));
+  std::unique_ptr<ServerCore> core = std::move(*core_or);
+
+  LoadService load(core.get(), &*security);
+  ControlService control(core.get(), absl::GetFlag(FLAGS_max_watch_streams), &*security);
+  int data_port = 0, control_port = 0;
+  std::unique_ptr<grpc::ServerCompletionQueue> load_cq;
+  std::unique_ptr<grpc::Server> data_server =
+      Listen("listen", data_addr, *security, load.service(), &data_port, &load_cq);
+  load.Start(std::move(load_cq));
+  std::unique_ptr<grpc::Server> control_server =
+      Listen("control_listen", control_addr, *security, &control, &control_port);
+  std::string data_bound = JoinHostPort(data_hp->host, data_port);
+  std::string control_bound = JoinHostPort(control_hp->host, control_port);
+  core->set_addresses(data_bound, control_bound);
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
+  std::string metrics_address;
+  if (!metrics_addr.empty()) {
+    ServerCore* c = core.get();
+    auto m = metrics::MetricsHttpServer::Start(metrics_addr,
+                                               [c] { return metrics::ServerMetricsText(c); });
+    if (!m.ok()) Die(absl::StrCat(m.status().message(), " (--metrics_listen)"));
+    metrics_http = std::move(*m);
+    metrics_address = metrics_http->address();
+  }
+
+  printf("%s\n", FormatReadyLine({data_bound, control_bound, getpid(), metrics_address}).c_str());
+  fflush(stdout);
+
+  int sig = 0;
+  sigwait(&stop, &sig);
+  fprintf(stderr, "rsslab_server: %s received, finishing in-flight calls\n",
+          sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  // Stop accepting and let in-flight calls finish (they need the workers,
+  // which are still running), then stop the control plane, the workers and
+  // the interpreter, in that order.
+  // Drain at our level first: gRPC's Shutdown(deadline) also waits out
+  // idle client connections, which would delay every exit by seconds.
+  int64_t left = core->Drain(absl::Milliseconds(absl::GetFlag(FLAGS_shutdown_grace_ms)));
+  if (left > 0) {
+    fprintf(stderr, "rsslab_server: %ld calls still running after the grace period; cancelling\n",
+            static_cast<long>(left));
+  }
+  control.StopWatches();
+  data_server->Shutdown(std::chrono::system_clock::now());
+  control_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  data_server->Wait();
+  control_server->Wait();
+  // Scrapes take snapshots of the core: stop them first.
+  if (metrics_http) metrics_http->Stop();
+  core->Shutdown();
+  // After the workers are gone: none can answer a call into the queue now.
+  load.Stop();
+  fprintf(stderr, "rsslab_server: stopped\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace rsslab
+
+int main(int argc, char** argv) { return rsslab::Main(argc, argv); }

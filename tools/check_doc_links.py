@@ -1,0 +1,254 @@
+#!/usr/bin/python3
+"""Checks that README.md and docs/*.md hold no dangling link and that the
+README's layout section matches the tree.
+
+    tools/check_doc_links.py [ROOT]     # ROOT: the checkout, default: this script's ../
+
+Exit 0 when everything resolves; otherwise one line per problem
+(FILE:LINE: what is wrong) and exit 1. Exit 2 for a bad invocation.
+
+What is checked, and why:
+- Every relative link and image, [text](path) or [text](path#anchor), names a
+  file or directory that exists, so a reader who follows it lands somewhere.
+  http(s) and mailto links are not fetched (the check runs offline).
+- An #anchor into a Markdown file names one of its headings, slugged the way
+  GitHub renders them, so a moved or renamed section is caught.
+- Every Bazel label written as //package:target (or //package for the
+  target named after its directory) names a package that exists and a
+  target its BUILD file declares or a file in it, so a renamed or moved
+  target is caught. //... and placeholders in capitals are skipped.
+- The fenced block under the README's "## Layout" heading lists only paths
+  that exist, and every top-level directory of the checkout (git-tracked
+  when git can tell, else every directory but the generated ones), so the
+  README and the tree cannot drift apart silently.
+Links inside fenced code blocks and `code spans` are not links and are not
+checked.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+# Directories the build and the demo create; never part of the layout.
+GENERATED_DIRS = {".git", ".bazel", "bin", "results", "__pycache__"}
+
+LINK_RE = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+FENCE_RE = re.compile(r"^\s*(```|~~~)")
+CODE_SPAN_RE = re.compile(r"(`+)(.+?)\1")
+# A label starts a word (not "@repo//", not "http://host").
+LABEL_RE = re.compile(r"(?<![\w:/@])//([a-z0-9_][a-z0-9_/.-]*|)(?::([A-Za-z0-9_.+-]+))?")
+BUILD_NAME_RE = re.compile(r"\bname\s*=\s*\"([^\"]+)\"")
+HTML_ANCHOR_RE = re.compile(r"<a\s+(?:name|id)=\"([^\"]+)\"")
+
+
+def github_slug(heading):
+    """The anchor GitHub gives a heading: markup dropped, lower case,
+    punctuation removed except '-' and '_', spaces to '-'."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # links -> their text
+    text = text.replace("`", "")
+    text = re.sub(r"<[^>]+>", "", text)
+    text = text.strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def prose_lines(path):
+    """(line number, text) of the lines outside fenced code blocks."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    fence = None
+    for n, line in enumerate(lines, 1):
+        m = FENCE_RE.match(line)
+        if m:
+            if fence is None:
+                fence = m.group(1)
+            elif m.group(1) == fence:
+                fence = None
+            continue
+        if fence is None:
+            yield n, line
+
+
+def anchors_of(path, cache={}):
+    if path not in cache:
+        seen = {}
+        anchors = set()
+        for _, line in prose_lines(path):
+            for a in HTML_ANCHOR_RE.findall(line):
+                anchors.add(a)
+            m = HEADING_RE.match(line)
+            if not m:
+                continue
+            slug = github_slug(m.group(2))
+            if slug in seen:
+                seen[slug] += 1
+                anchors.add("%s-%d" % (slug, seen[slug]))
+            else:
+                seen[slug] = 0
+                anchors.add(slug)
+        cache[path] = anchors
+    return cache[path]
+
+
+def check_links(root, md):
+    problems = []
+    rel = os.path.relpath(md, root)
+    for n, line in prose_lines(md):
+        line = CODE_SPAN_RE.sub("", line)
+        for target in LINK_RE.findall(line):
+            if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            if path:
+                dest = os.path.normpath(os.path.join(os.path.dirname(md), path))
+                if not os.path.exists(dest):
+                    problems.append("%s:%d: link to %s: no such file or directory" % (rel, n, target))
+                    continue
+                if not os.path.realpath(dest).startswith(os.path.realpath(root) + os.sep):
+                    problems.append("%s:%d: link to %s leaves the repository" % (rel, n, target))
+                    continue
+            else:
+                dest = md
+            if anchor:
+                if not dest.endswith(".md"):
+                    problems.append("%s:%d: link to %s: an anchor into a file that is not Markdown" % (rel, n, target))
+                elif anchor not in anchors_of(dest):
+                    problems.append("%s:%d: link to %s: %s has no heading with anchor #%s" %
+                                    (rel, n, target, os.path.relpath(dest, root), anchor))
+    return problems
+
+
+def targets_of(root, package, cache={}):
+    """The names a package's BUILD file declares, or None if there is no
+    such package."""
+    if package not in cache:
+        names = None
+        for build in ("BUILD.bazel", "BUILD"):
+            path = os.path.join(root, package, build)
+            if os.path.isfile(path):
+                with open(path, encoding="utf-8") as f:
+                    names = set(BUILD_NAME_RE.findall(f.read()))
+                break
+        cache[package] = names
+    return cache[package]
+
+
+def check_labels(root, md):
+    """Bazel labels anywhere in the file, code included: commands such as
+    `bazel test //tests:server_test` are where they matter most."""
+    problems = []
+    rel = os.path.relpath(md, root)
+    with open(md, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for n, line in enumerate(lines, 1):
+        for m in LABEL_RE.finditer(line):
+            package, target = m.group(1).rstrip("/."), m.group(2)
+            if package.endswith("...") or line[m.end():m.end() + 3] == "...":
+                continue
+            if target is None:
+                if not package:
+                    continue  # a bare "//"
+                target = package.rsplit("/", 1)[-1]
+            label = "//%s:%s" % (package, target)
+            names = targets_of(root, package)
+            if names is None:
+                problems.append("%s:%d: %s: no package %s (no BUILD file)" %
+                                (rel, n, m.group(0), package or "//"))
+            elif target not in names and not os.path.exists(os.path.join(root, package, target)):
+                problems.append("%s:%d: %s: %s declares no target %s" %
+                                (rel, n, m.group(0), os.path.join(package, "BUILD.bazel"), label))
+    return problems
+
+
+def top_level_dirs(root):
+    """The checkout's top-level directories: git-tracked ones when git can
+    tell (so an untracked scratch directory does not fail the check), else
+    every directory but the generated ones."""
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, check=True).stdout.decode()
+        tracked = {p.split("/", 1)[0] for p in out.split("\0") if "/" in p}
+        if tracked:
+            return tracked
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return {d for d in os.listdir(root)
+            if os.path.isdir(os.path.join(root, d)) and not os.path.islink(os.path.join(root, d))
+            and d not in GENERATED_DIRS}
+
+
+def check_layout(root, readme):
+    """The README's "## Layout" block: each line starts with one path or a
+    comma-separated list of paths (directories end in '/'), then what it
+    holds."""
+    with open(readme, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    rel = os.path.relpath(readme, root)
+    start = next((i for i, l in enumerate(lines) if re.match(r"^##\s+Layout\s*$", l)), None)
+    if start is None:
+        return ["%s: no '## Layout' section" % rel]
+    i = start + 1
+    while i < len(lines) and not FENCE_RE.match(lines[i]):
+        if lines[i].startswith("#"):
+            return ["%s:%d: the Layout section has no fenced block" % (rel, start + 1)]
+        i += 1
+    if i == len(lines):
+        return ["%s:%d: the Layout section has no fenced block" % (rel, start + 1)]
+    problems = []
+    listed_top = set()
+    i += 1
+    while i < len(lines) and not FENCE_RE.match(lines[i]):
+        line = lines[i]
+        i += 1
+        if not line.strip() or line[0].isspace():
+            continue  # blank, or a continuation of the line above
+        # The paths: everything up to the first run of two spaces.
+        head = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
+        for token in [t.strip() for t in head.split(",")]:
+            if not token:
+                continue
+            path = os.path.join(root, token)
+            if token.endswith("/"):
+                if not os.path.isdir(path):
+                    problems.append("%s:%d: layout lists %s, which is not a directory here" % (rel, i, token))
+                    continue
+                if token.count("/") == 1:
+                    listed_top.add(token[:-1])
+            elif not os.path.exists(path):
+                problems.append("%s:%d: layout lists %s, which does not exist" % (rel, i, token))
+    for d in sorted(top_level_dirs(root) - listed_top):
+        problems.append("%s:%d: the Layout section does not list the top-level directory %s/" % (rel, start + 1, d))
+    return problems
+
+
+def main(argv):
+    if len(argv) > 2 or (len(argv) == 2 and argv[1].startswith("-")):
+        sys.stderr.write("usage: check_doc_links.py [ROOT]\n")
+        return 2
+    root = os.path.abspath(argv[1] if len(argv) == 2 else os.path.join(os.path.dirname(__file__), ".."))
+    readme = os.path.join(root, "README.md")
+    docs = os.path.join(root, "docs")
+    if not os.path.isfile(readme):
+        sys.stderr.write("check_doc_links.py: %s has no README.md\n" % root)
+        return 2
+    files = [readme]
+    if os.path.isdir(docs):
+        files += sorted(os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+    problems = []
+    for md in files:
+        problems += check_links(root, md)
+        problems += check_labels(root, md)
+    problems += check_layout(root, readme)
+    for p in problems:
+        print(p)
+    if problems:
+        print("check_doc_links: %d problem(s) in %d file(s) under %s" % (len(problems), len(files), root))
+        return 1
+    print("check_doc_links: %d files, every link and label resolves, the layout matches the tree" % len(files))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
