@@ -15,6 +15,12 @@ void SummaryBuilder::AddSnapshot(const std::string& phase,
   if (snap.config().threads() > 0) s_.workers = snap.config().threads();
   else if (snap.workers().configured() > 0) s_.workers = snap.workers().configured();
   if (!snap.allocator().empty()) s_.allocator = snap.allocator();
+  if (!snap.config().handler().empty()) {
+    s_.handler = snap.config().handler();
+    s_.handler_params_recorded = !snap.config().handler_params().empty();
+    s_.handler_params.clear();
+    for (const auto& kv : snap.config().handler_params()) s_.handler_params[kv.first] = kv.second;
+  }
 }
 
 void SummaryBuilder::Add(const Event& e) {

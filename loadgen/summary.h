@@ -39,6 +39,12 @@ struct RunSummary {
   int arenas = -1;         // largest glibc arena count seen
   int workers = -1;        // configured worker threads
   std::string allocator;
+  // The server's handler and its effective default knobs
+  // (snapshot config.handler / handler_params); handler_params_recorded is
+  // false for servers from before the knobs were recorded.
+  std::string handler;
+  std::map<std::string, std::string> handler_params;
+  bool handler_params_recorded = false;
   std::vector<rsslab::v1::LoadSummary> loads;
   Histogram latency;       // every load step merged
   uint64_t requests = 0;   // measured, ok + failed

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -185,7 +186,7 @@ std::vector<std::string> SummaryRow(const RunSummary& s) {
 std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
   std::string md = absl::StrFormat("# rsslab run: %s\n\n", s.scenario);
   absl::StrAppend(&md, "Run directory: `", run_dir, "`  \nTarget: `", s.target,
-                  "`  \n");
+                  "`  \nHandler: `", HandlerLabel(s), "`  \n");
   if (s.completed) {
     absl::StrAppend(&md, "Status: **completed** (every step succeeded)\n\n");
   } else {
@@ -276,6 +277,14 @@ absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s) {
   return WriteFile(absl::StrCat(run_dir, "/soak_cycles.csv"), SoakCyclesCsv(s.soak));
 }
 
+std::string HandlerLabel(const RunSummary& s) {
+  if (s.handler.empty()) return "-";
+  std::string label = s.handler.substr(s.handler.find_last_of('/') + 1);
+  if (!s.handler_params_recorded) return label + " (knobs not recorded)";
+  for (const auto& kv : s.handler_params) absl::StrAppend(&label, " ", kv.first, "=", kv.second);
+  return label;
+}
+
 std::string SummaryTable(const std::vector<RunSummary>& runs,
                          const std::vector<std::string>& labels) {
   std::vector<std::string> cols = SummaryColumns();
@@ -296,6 +305,15 @@ std::string SummaryTable(const std::vector<RunSummary>& runs,
                       std::string(w[c] - r[c].size(), ' '));
     }
     out += "\n";
+  }
+  std::set<std::string> handlers;
+  for (const RunSummary& r : runs) handlers.insert(HandlerLabel(r));
+  if (handlers.size() > 1) {
+    out += "WARNING: these runs used different handlers or handler knobs; compare with care:\n";
+    for (size_t i = 0; i < runs.size(); ++i) {
+      absl::StrAppend(&out, "  ", i < labels.size() ? labels[i] : absl::StrCat(i + 1), ": ",
+                      HandlerLabel(runs[i]), "\n");
+    }
   }
   return out;
 }

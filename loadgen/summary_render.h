@@ -31,7 +31,13 @@ std::string SummaryCsv(const RunSummary& s, const std::string& run_dir);
 // For a soak also run_dir/soak_cycles.csv (one row per cycle).
 absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s);
 std::string SoakCyclesCsv(const SoakSummary& s);
-// A short fixed-width table for a terminal.
+// "web_worker.py dict_items=200 dict_shape=flat ...": the handler's file
+// name and its knobs, or "-" when no snapshot said.
+std::string HandlerLabel(const RunSummary& s);
+// A short fixed-width table for a terminal, with a warning under it when
+// the runs did not all use the same handler with the same knobs (their
+// figures are then not comparable: e.g. web_worker's dict_shape=flat vs
+// nested).
 std::string SummaryTable(const std::vector<RunSummary>& runs,
                          const std::vector<std::string>& labels);
 

@@ -12,6 +12,7 @@ namespace rsslab {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(SummaryTest, SummaryFillsEverySeedColumn) {
   SummaryBuilder b;
@@ -120,6 +121,37 @@ TEST(SummaryTest, WriteSummaryWritesBothFiles) {
   EXPECT_EQ(access((dir + "/summary.md").c_str(), R_OK), 0);
   EXPECT_EQ(access((dir + "/summary.csv").c_str(), R_OK), 0);
   EXPECT_THAT(SummaryTable({b.summary()}, {"x"}), HasSubstr("rss_trim_mib"));
+}
+
+// Snapshots record the handler and its knobs; summaries show them, and a
+// table of runs that differ in them says so (web_worker's flat and nested
+// dict shapes cost different CPU per request and must not be mixed up).
+TEST(SummaryTest, HandlerKnobsShownAndDifferencesFlagged) {
+  auto run = [](const std::string& shape) {
+    SummaryBuilder b;
+    for (auto e : SeedLikeRun(true)) {
+      if (e.has_snapshot()) {
+        auto* cfg = e.mutable_snapshot()->mutable_config();
+        cfg->set_handler("/x/server/handlers/web_worker.py");
+        if (!shape.empty()) {
+          (*cfg->mutable_handler_params())["dict_shape"] = shape;
+          (*cfg->mutable_handler_params())["dict_items"] = "200";
+        }
+      }
+      b.Add(e);
+    }
+    return b.summary();
+  };
+  RunSummary flat = run("flat"), flat2 = run("flat"), nested = run("nested"), old = run("");
+  EXPECT_EQ(HandlerLabel(flat), "web_worker.py dict_items=200 dict_shape=flat");
+  EXPECT_EQ(HandlerLabel(old), "web_worker.py (knobs not recorded)");
+  EXPECT_THAT(SummaryMarkdown(nested, "d"),
+              HasSubstr("Handler: `web_worker.py dict_items=200 dict_shape=nested`"));
+  EXPECT_THAT(SummaryTable({flat, flat2}, {"a", "b"}), Not(HasSubstr("WARNING")));
+  const std::string mixed = SummaryTable({flat, nested}, {"a", "b"});
+  EXPECT_THAT(mixed, HasSubstr("WARNING: these runs used different handlers"));
+  EXPECT_THAT(mixed, HasSubstr("b: web_worker.py dict_items=200 dict_shape=nested"));
+  EXPECT_THAT(SummaryTable({flat, old}, {"a", "b"}), HasSubstr("WARNING"));
 }
 
 }  // namespace

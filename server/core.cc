@@ -14,6 +14,7 @@
 #include "common/units.h"
 #include "server/alloc/alloc.h"
 #include "server/python/knobs.h"
+#include "server/bench_dispatch.h"
 
 namespace rsslab {
 
@@ -27,6 +28,152 @@ absl::Status CheckTrimMode(int mode, absl::string_view field) {
   }
   return absl::OkStatus();
 }
+
+// The product: each call runs handle(request, cache) on a worker thread
+// holding the GIL, and calls run in the order they arrived.
+//
+// A worker takes a call only once it holds the interpreter: which worker
+// wins the GIL is up to the OS, so a call bound to a worker before the GIL
+// could wait out several switch intervals while later ones were served (a
+// GIL convoy; docs/BENCHMARKS.md, "Seed p99"). Picked under the GIL, calls
+// run in arrival order whoever wins.
+//
+// A worker that finishes a call and finds more waiting takes the next one
+// at once, still holding the GIL, instead of sleeping and being woken once
+// per call: on a busy server a worker's task serves a run of calls with no
+// thread switch between them. Another worker is woken only when calls are
+// queued and no worker is about to look at the queue, so a handler that
+// releases the GIL (C code, I/O) still gets the other workers, up to
+// --threads, and once they are all serving nobody is woken per call.
+class PythonDispatcher : public Dispatcher {
+ public:
+  PythonDispatcher(WorkerPool* workers, PythonRuntime* runtime, int threads, Served served)
+      : workers_(workers), runtime_(runtime), threads_(threads), served_(served) {}
+
+  void Dispatch(PendingCall call) override {
+    bool wake = false;
+    {
+      absl::MutexLock lock(&mu_);
+      pending_.push_back(std::move(call));
+      wake = WakeLocked();
+    }
+    if (wake) SubmitTask();
+  }
+
+ private:
+  // Whether a new task must be started for a call just queued; counts it.
+  bool WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (seeking_ > 0 || tasks_ >= threads_) return false;
+    ++tasks_;
+    ++seeking_;
+    return true;
+  }
+
+  void SubmitTask() {
+    if (workers_->Submit([this](int worker) { Serve(worker); })) return;
+    // Stop() has begun. Tasks still running drain the queue; when none is
+    // left, the calls in it are refused.
+    std::deque<PendingCall> refused;
+    {
+      absl::MutexLock lock(&mu_);
+      --tasks_;
+      --seeking_;
+      if (tasks_ == 0) refused.swap(pending_);
+    }
+    for (PendingCall& p : refused) p.done(absl::UnavailableError("server is shutting down"));
+  }
+
+  void Serve(int worker) {
+    bool may_continue = true;
+    bool resubmit = false;
+    while (true) {
+      PendingCall p;
+      bool have = false;
+      bool wake_other = false;
+      bool skipped = false;
+      absl::Time start;
+      absl::Status s;
+      {
+        // GIL first, then the oldest call. The GIL is released after every
+        // call (uncontended that costs well under a microsecond): a worker
+        // waiting for it takes it then, before the next call is picked, so
+        // calls reach the handler in arrival order. Kept across calls, a
+        // waiting worker would ask for it after the 5 ms switch interval
+        // and could get it at the handler's first bytecode, after this
+        // worker had picked a call and before that call ran.
+        PythonRuntime::Scope scope;
+        {
+          absl::MutexLock lock(&mu_);
+          // More calls behind the one this worker will take, and no other
+          // worker about to look: wake one, so a handler that releases the
+          // GIL (C code, I/O) does not hold up the calls behind it. Once
+          // --threads tasks are live none is woken. Done before picking, so
+          // nothing that can switch threads (the wake) sits between picking
+          // a call and running it.
+          if (may_continue && pending_.size() > 1 && seeking_ <= 1 && tasks_ < threads_) {
+            ++tasks_;
+            ++seeking_;
+            wake_other = true;
+          }
+        }
+        if (wake_other) SubmitTask();
+        // A hand-over asked for while this worker waited or ran happens
+        // now, before it picks, not at the handler's first bytecode after.
+        runtime_->YieldIfAsked();
+        {
+          absl::MutexLock lock(&mu_);
+          if (!pending_.empty() && may_continue) {
+            p = std::move(pending_.front());
+            pending_.pop_front();
+            have = true;
+            --seeking_;
+          } else {
+            --seeking_;
+            --tasks_;
+            // Yielding to a trim or a thread replacement with calls still
+            // queued: someone must take them.
+            resubmit = !pending_.empty() && WakeLocked();
+          }
+        }
+        if (!have) break;
+        start = absl::Now();
+        skipped = p.cancelled && p.cancelled();
+        if (!skipped) s = runtime_->Handle(*p.request, worker, p.response);
+      }
+      // Answering (gRPC's write) needs no Python: after the GIL.
+      if (skipped) {
+        p.done(absl::CancelledError("client cancelled before a worker was free"));
+      } else {
+        served_(p, worker, start, absl::Now(), s);
+      }
+      may_continue = workers_->NoteServed(worker);
+      absl::MutexLock lock(&mu_);
+      // Between calls: this task looks at the queue again, and finishes
+      // without taking the GIL when it is empty.
+      ++seeking_;
+      if (pending_.empty()) {
+        --seeking_;
+        --tasks_;
+        break;
+      }
+    }
+    if (resubmit) SubmitTask();
+  }
+
+  WorkerPool* const workers_;
+  PythonRuntime* const runtime_;
+  const int threads_;
+  const Served served_;
+  absl::Mutex mu_;
+  // Calls accepted and not yet picked by a worker, oldest first.
+  std::deque<PendingCall> pending_ ABSL_GUARDED_BY(mu_);
+  // Worker tasks started and not finished; those of them not inside a
+  // handler (queued, waiting for the GIL, or between calls): each of these
+  // will look at pending_ before it finishes.
+  int tasks_ ABSL_GUARDED_BY(mu_) = 0;
+  int seeking_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
 }  // namespace
 
 ServerCore::ServerCore(const Options& options) : options_(options), start_(absl::Now()) {}
@@ -91,6 +238,20 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   c.on_thread_exit = w.on_thread_exit;
   core->py_control_ = std::make_unique<WorkerPool>(c);
   core->py_control_->Start();
+
+  Served served{&core->phase_, &core->handler_latency_};
+  switch (options.dispatch) {
+    case Options::Dispatch::kPython:
+      core->dispatcher_ = std::make_unique<PythonDispatcher>(core->workers_.get(), runtime,
+                                                             options.threads, served);
+      break;
+    case Options::Dispatch::kPool:
+      core->dispatcher_ = MakePoolDispatcher(core->workers_.get(), served);
+      break;
+    case Options::Dispatch::kInline:
+      core->dispatcher_ = MakeInlineDispatcher(&core->phase_);
+      break;
+  }
 
   core->trimmer_ = std::make_unique<Trimmer>(core->workers_.get(), absl::Seconds(10),
                                              options.trim_thread_stats);
@@ -192,80 +353,15 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
     }
     ++inflight_;
   }
-  if (options_.dispatch == Options::Dispatch::kInline) {
-    // Benchmark mode: what gRPC alone costs (plus the phase and in-flight
-    // bookkeeping every mode pays).
-    response->set_id(request->id());
-    phase_.CountServed(false);
-    done(absl::OkStatus());
-    absl::MutexLock lock(&inflight_mu_);
-    --inflight_;
-    return;
-  }
   // Answered exactly once, whichever way the call ends.
-  done = [this, done = std::move(done)](const absl::Status& s) {
-    done(s);
-    absl::MutexLock lock(&inflight_mu_);
-    --inflight_;
-  };
-  {
-    absl::MutexLock lock(&pending_mu_);
-    pending_.push_back(Pending{request, response, std::move(cancelled), std::move(done),
-                               absl::Now()});
-  }
-  // Each pool task serves one pending request, but only picks it once it
-  // holds the interpreter (ServeOldest): which worker wins the GIL is up to
-  // the OS, so a request bound to a worker before the GIL could wait out
-  // several switch intervals while later ones were served (a GIL convoy;
-  // docs/BENCHMARKS.md, "Seed p99"). Picked under the GIL, requests run in
-  // arrival order whoever wins.
-  bool ok = workers_->Submit([this](int worker) { ServeOldest(worker); });
-  if (!ok) {
-    Pending p;
-    {
-      absl::MutexLock lock(&pending_mu_);
-      // The newest entry, this call's or a later one's: Stop() has begun, so
-      // every later Submit fails too and takes one entry each.
-      p = std::move(pending_.back());
-      pending_.pop_back();
-    }
-    p.done(absl::UnavailableError("server is shutting down"));
-  }
-}
-
-void ServerCore::ServeOldest(int worker) {
-  Pending p;
-  absl::Time start;
-  absl::Status s;
-  bool cancelled = false;
-  auto take = [&] {
-    absl::MutexLock lock(&pending_mu_);
-    // One task per request was submitted, so there is always one here.
-    p = std::move(pending_.front());
-    pending_.pop_front();
-    start = absl::Now();
-    cancelled = p.cancelled && p.cancelled();
-  };
-  if (options_.dispatch == Options::Dispatch::kPython) {
-    PythonRuntime::Scope scope;
-    take();
-    if (!cancelled) s = runtime_->Handle(*p.request, worker, p.response);
-  } else {
-    take();  // --dispatch=pool: no GIL, no handler
-    if (!cancelled) p.response->set_id(p.request->id());
-  }
-  if (cancelled) {
-    p.done(absl::CancelledError("client cancelled before a worker was free"));
-    return;
-  }
-  absl::Time end = absl::Now();
-  p.response->set_worker(worker);
-  p.response->set_handler_us(absl::ToInt64Microseconds(end - start));
-  handler_latency_.Observe(end - start);
-  p.response->set_queue_us(absl::ToInt64Microseconds(start - p.queued));
-  phase_.CountServed(!s.ok());
-  // After the GIL is released: answering (gRPC's write) needs no Python.
-  p.done(s);
+  dispatcher_->Dispatch(PendingCall{
+      request, response, std::move(cancelled),
+      [this, done = std::move(done)](const absl::Status& s) {
+        done(s);
+        absl::MutexLock lock(&inflight_mu_);
+        --inflight_;
+      },
+      absl::Now()});
 }
 
 absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
@@ -420,6 +516,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_control_address(options_.control_address);
   cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));
   cfg->set_dispatch(DispatchName(options_.dispatch));
+  for (const auto& kv : runtime_->effective_params()) (*cfg->mutable_handler_params())[kv.first] = kv.second;
   out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
 }
 

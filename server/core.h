@@ -32,6 +32,7 @@
 #include "common/units.h"
 #include "server/auto_trim.h"
 #include "common/metrics/latency_histogram.h"
+#include "server/dispatch.h"
 #include "server/phase_state.h"
 #include "server/python/runtime.h"
 #include "server/trimmer.h"
@@ -71,9 +72,11 @@ class ServerCore {
     // A benchmark knob (bench/dispatch_cost.sh), never for real serving:
     // where a Load call is answered. kPython runs the handler on a worker
     // (the product); kPool hands the call to a worker, which answers without
-    // entering Python (no GIL, no handler call); kInline answers in the gRPC
-    // callback without the pool. Their CPU differences split the per-request
-    // cost into gRPC, the worker hand-off, and the GIL + Python call.
+    // entering Python (no GIL, no handler call); kInline answers on the
+    // thread that accepted the call, without the pool. Their CPU differences
+    // split the per-request cost into gRPC, the worker hand-off, and the
+    // GIL + Python call. Implemented behind the Dispatcher seam
+    // (bench_dispatch.cc), off the product's path.
     enum class Dispatch { kPython, kPool, kInline };
     Dispatch dispatch = Dispatch::kPython;
     // --trim_thread_stats: per-worker allocator figures around each release.
@@ -133,17 +136,6 @@ class ServerCore {
   // Runs `fn` on the control-side Python thread and waits: gRPC's threads
   // never run Python themselves.
   void RunPython(const std::function<void(PythonRuntime&)>& fn);
-  // A worker's task: takes the GIL, then the oldest pending request, runs
-  // the handler, releases the GIL and answers.
-  void ServeOldest(int worker);
-
-  struct Pending {
-    const rsslab::v1::HandleRequest* request = nullptr;
-    rsslab::v1::HandleResponse* response = nullptr;
-    std::function<bool()> cancelled;
-    Done done;
-    absl::Time queued;
-  };
 
   Options options_;
   const absl::Time start_;
@@ -164,9 +156,9 @@ class ServerCore {
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
   bool draining_ ABSL_GUARDED_BY(inflight_mu_) = false;
   bool shut_down_ = false;
-  // Requests accepted and not yet picked by a worker, oldest first.
-  absl::Mutex pending_mu_;
-  std::deque<Pending> pending_ ABSL_GUARDED_BY(pending_mu_);
+  // Runs accepted calls: the Python dispatcher (core.cc), or a benchmark
+  // mode's (bench_dispatch.cc).
+  std::unique_ptr<Dispatcher> dispatcher_;
 };
 
 }  // namespace rsslab

@@ -1,57 +1,172 @@
 #include "server/load_service.h"
 
-#include <memory>
+#include <pthread.h>
+
+#include <atomic>
+#include <utility>
 
 #include "common/grpc_status.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "grpcpp/support/proto_buffer_writer.h"
 
 namespace rsslab {
-namespace {
 
-// One call's messages, alive from the parse until the answer is written.
-struct Call {
+// One Load call from the moment a slot is primed until both its answer has
+// gone out (finish) and gRPC is done with it (done); only then is it
+// deleted, whichever comes first. Its request and response are what the
+// core's worker reads and writes.
+struct LoadService::Call {
+  enum Kind { kRequest, kFinish, kDone };
+  struct Tag {
+    Call* call;
+    Kind kind;
+  };
+  Tag request_tag{this, kRequest};
+  Tag finish_tag{this, kFinish};
+  Tag done_tag{this, kDone};
+  grpc::ServerContext ctx;
+  // Handle is a raw method: the bytes are parsed here, so a request that
+  // does not parse (a param name that is not UTF-8, which proto3 refuses)
+  // gets INVALID_ARGUMENT with a sentence, where gRPC's own parse answers
+  // UNIMPLEMENTED with an empty message.
+  grpc::ByteBuffer raw_request;
+  grpc::ByteBuffer raw_response;
   rsslab::v1::HandleRequest request;
   rsslab::v1::HandleResponse response;
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> writer{&ctx};
+  // Set on the io thread when gRPC reports the call over before it was
+  // answered (client cancel, deadline, reset); read by the worker, which
+  // then skips the handler. The async API allows IsCancelled() only after
+  // the done tag, hence the copy.
+  std::atomic<bool> cancelled{false};
+  // Whoever reaps (under reap_mu_).
+  bool finished = false;
+  bool done = false;
 };
 
-}  // namespace
+LoadService::~LoadService() { Stop(); }
 
-grpc::ServerUnaryReactor* LoadService::Handle(grpc::CallbackServerContext* context,
-                                              const grpc::ByteBuffer* request,
-                                              grpc::ByteBuffer* response) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  grpc::Status auth = security_->Authorize(*context);
-  if (!auth.ok()) {
-    reactor->Finish(auth);
-    return reactor;
+void LoadService::Start(std::unique_ptr<grpc::ServerCompletionQueue> cq) {
+  cq_ = std::move(cq);
+  // A few slots, so calls that arrive together are all matched at once
+  // rather than one per loop turn.
+  for (int i = 0; i < 8; ++i) Accept();
+  io_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "rsslab-io");
+    Loop();
+  });
+}
+
+void LoadService::Accept() {
+  absl::MutexLock lock(&accept_mu_);
+  // Once Stop() has shut the queue down, nothing may be added to it.
+  if (stopping_) return;
+  Call* c = new Call;
+  c->ctx.AsyncNotifyWhenDone(&c->done_tag);
+  service_.RequestHandle(&c->ctx, &c->raw_request, &c->writer, &reap_cq_, cq_.get(),
+                         &c->request_tag);
+}
+
+void LoadService::Reap() {
+  if (!reap_mu_.TryLock()) return;
+  void* tag = nullptr;
+  bool ok = false;
+  while (reap_cq_.AsyncNext(&tag, &ok, gpr_time_0(GPR_CLOCK_MONOTONIC)) ==
+         grpc::CompletionQueue::GOT_EVENT) {
+    ReapOne(tag);
   }
-  auto call = std::make_unique<Call>();
-  // The reader only reads; it wants a mutable pointer for its slice walk.
-  grpc::ProtoBufferReader reader(const_cast<grpc::ByteBuffer*>(request));
-  if (!call->request.ParseFromZeroCopyStream(&reader)) {
-    reactor->Finish(grpc::Status(
-        grpc::StatusCode::INVALID_ARGUMENT,
-        "the request does not parse as rsslab.v1.HandleRequest: a string (a param name or "
-        "value) is not valid UTF-8, or the bytes are not a HandleRequest"));
-    return reactor;
+  reap_mu_.Unlock();
+}
+
+void LoadService::ReapOne(void* tag) {
+  auto* t = static_cast<Call::Tag*>(tag);
+  Call* c = t->call;
+  if (t->kind == Call::kFinish) {
+    c->finished = true;
+  } else {
+    if (c->ctx.IsCancelled()) c->cancelled.store(true, std::memory_order_relaxed);
+    c->done = true;
   }
-  Call* c = call.release();
-  core_->Submit(
-      &c->request, &c->response, [context] { return context->IsCancelled(); },
-      [reactor, c, response](const absl::Status& s) {
-        grpc::Status status = ToGrpc(s);
-        if (s.ok()) {
-          bool own = false;
-          grpc::Status ser = grpc::GenericSerialize<grpc::ProtoBufferWriter,
-                                                    rsslab::v1::HandleResponse>(c->response,
-                                                                                response, &own);
-          if (!ser.ok()) status = ser;
+  if (c->finished && c->done) delete c;
+}
+
+void LoadService::Loop() {
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq_->Next(&tag, &ok)) {
+    Reap();
+    auto* t = static_cast<Call::Tag*>(tag);
+    Call* c = t->call;
+    switch (t->kind) {
+      case Call::kRequest: {
+        if (!ok) {
+          // The server is shutting down: this slot was never matched to a
+          // call, so no done tag follows.
+          delete c;
+          break;
         }
-        delete c;
-        reactor->Finish(status);
-      });
-  return reactor;
+        Accept();
+        grpc::Status auth = security_->Authorize(c->ctx);
+        if (!auth.ok()) {
+          c->writer.FinishWithError(auth, &c->finish_tag);
+          break;
+        }
+        {
+          grpc::ProtoBufferReader reader(&c->raw_request);
+          if (!c->request.ParseFromZeroCopyStream(&reader)) {
+            c->writer.FinishWithError(
+                grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                             "the request does not parse as rsslab.v1.HandleRequest: a string (a "
+                             "param name or value) is not valid UTF-8, or the bytes are not a "
+                             "HandleRequest"),
+                &c->finish_tag);
+            break;
+          }
+          c->raw_request.Clear();
+        }
+        core_->Submit(
+            &c->request, &c->response, [c] { return c->cancelled.load(std::memory_order_relaxed); },
+            [this, c](const absl::Status& s) {
+              // On the worker (or here, for refusals): the write happens in
+              // this call; then whatever has come back is freed.
+              grpc::Status status = ToGrpc(s);
+              if (s.ok()) {
+                bool own = false;
+                status = grpc::GenericSerialize<grpc::ProtoBufferWriter, rsslab::v1::HandleResponse>(
+                    c->response, &c->raw_response, &own);
+              }
+              if (status.ok()) {
+                c->writer.Finish(c->raw_response, grpc::Status::OK, &c->finish_tag);
+              } else {
+                c->writer.FinishWithError(status, &c->finish_tag);
+              }
+              Reap();
+            });
+        break;
+      }
+      case Call::kFinish:
+      case Call::kDone:
+        break;  // these come on reap_cq_
+    }
+  }
+}
+
+void LoadService::Stop() {
+  {
+    absl::MutexLock lock(&accept_mu_);
+    if (stopping_ || cq_ == nullptr) return;
+    stopping_ = true;
+    cq_->Shutdown();
+  }
+  // Next() returns false once every tag has been drained.
+  if (io_.joinable()) io_.join();
+  // The server is shut down and the workers are gone: every answered call
+  // has reported back, or will (cancelled ones) without new work.
+  reap_cq_.Shutdown();
+  absl::MutexLock lock(&reap_mu_);
+  void* tag = nullptr;
+  bool ok = false;
+  while (reap_cq_.Next(&tag, &ok)) ReapOne(tag);
 }
 
 }  // namespace rsslab

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 #include <map>
@@ -29,6 +30,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/grpcpp.h"
 #include "common/flags_parse.h"
 #include "common/protobuf_log.h"
@@ -80,8 +82,8 @@ ABSL_FLAG(std::string, metrics_listen, "",
           "127.0.0.1:PORT. Off when empty.");
 ABSL_FLAG(std::string, dispatch, "python",
           "Benchmark knob (bench/dispatch_cost.sh), not for serving: python runs the handler; "
-          "pool answers on a worker without entering Python; inline answers in the gRPC "
-          "callback without the worker pool.");
+          "pool answers on a worker without entering Python; inline answers on the thread "
+          "that accepted the call, without the worker pool.");
 ABSL_FLAG(int, shutdown_grace_ms, 10000,
           "On SIGTERM/SIGINT, how long in-flight calls may take to finish; a call still "
           "running after it makes the server exit 3 naming the busy workers.");
@@ -188,8 +190,11 @@ int64_t MemTotalBytes() {
   return 64ll << 30;
 }
 
+// `cq`: when set, a completion queue for an async service is added and
+// returned there.
 std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string& address,
-                                     const Security& security, grpc::Service* service, int* port) {
+                                     const Security& security, grpc::Service* service, int* port,
+                                     std::unique_ptr<grpc::ServerCompletionQueue>* cq = nullptr) {
   absl::Status s = CheckBindable(address);
   if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
   grpc::ServerBuilder b;
@@ -203,6 +208,7 @@ std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string&
   b.SetMaxReceiveMessageSize(max_bytes);
   b.SetMaxSendMessageSize(max_bytes);
   b.RegisterService(service);
+  if (cq != nullptr) *cq = b.AddCompletionQueue();
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr || *port == 0) {
     Die(absl::StrCat("cannot listen on ", address, " (--", flag, ")"));
@@ -217,6 +223,22 @@ int Main(int argc, char** argv) {
       "Prints 'rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID' when ready.");
   ParseFlags(argc, argv);
   InstallRateLimitedProtobufLog("rsslab_server");
+  // Debian's Abseil is built with Mutex deadlock detection on, and gRPC
+  // 1.51's own locks are absl::Mutex: the cycle bookkeeping
+  // (GraphCycles::GetId & co.) showed in a profile of the server under the
+  // seed workload. The server's own locks are never held two at a time,
+  // so the check buys little; it is turned off before any thread starts.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // gRPC's default poller (epoll1) shares one epoll set between every
+  // thread polling any completion queue, and hands the poller role from
+  // thread to thread: the control server's threads and the workers
+  // collecting answered calls took turns at the data plane's sockets,
+  // waking each other once or twice per request. "poll" polls each queue's
+  // own sockets, so the io thread alone serves the data plane: measured
+  // here, 12 % less server CPU per seed request and a no-op request at 18-20
+  // us instead of 41 (docs/BENCHMARKS.md, "Seed overhead"). An explicit
+  // GRPC_POLL_STRATEGY in the environment wins.
+  setenv("GRPC_POLL_STRATEGY", "poll", /*overwrite=*/0);
 
   // Block the stop signals in every thread (gRPC's and Python's inherit the
   // mask); main waits for them with sigwait.
@@ -315,8 +337,10 @@ int Main(int argc, char** argv) {
   LoadService load(core.get(), &*security);
   ControlService control(core.get(), absl::GetFlag(FLAGS_max_watch_streams), &*security);
   int data_port = 0, control_port = 0;
+  std::unique_ptr<grpc::ServerCompletionQueue> load_cq;
   std::unique_ptr<grpc::Server> data_server =
-      Listen("listen", data_addr, *security, &load, &data_port);
+      Listen("listen", data_addr, *security, load.service(), &data_port, &load_cq);
+  load.Start(std::move(load_cq));
   std::unique_ptr<grpc::Server> control_server =
       Listen("control_listen", control_addr, *security, &control, &control_port);
   std::string data_bound = JoinHostPort(data_hp->host, data_port);
@@ -379,6 +403,8 @@ int Main(int argc, char** argv) {
   // Scrapes take snapshots of the core: stop them first.
   if (metrics_http) metrics_http->Stop();
   core->Shutdown();
+  // After the workers are gone: none can answer a call into the queue now.
+  load.Stop();
   finished.Notify();
   watchdog.join();
   fprintf(stderr, "rsslab_server: stopped\n");

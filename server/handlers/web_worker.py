@@ -7,6 +7,17 @@ in a shared cache. Per request it
   2. round-trips a 200-item dict through json;
   3. with probability 0.3 stores the body in the shared LRU cache.
 
+The dict's shape (knob dict_shape):
+  flat    (default) item i is an int (even i) or a short string "v<i>" (odd
+          i): the plainest reading of the seed's "200-item dict", and what
+          a Python reproduction of the seed round-trips.
+  nested  item i is [i, rng.random(), "v<i>"]: three values per item, one a
+          float, which json prints and parses at several times the cost of
+          an int or a short string. The default before issue 18; kept so
+          older results can be reproduced exactly (same random stream, so
+          the same bodies are stored).
+docs/HANDLERS.md gives what each costs per request.
+
 Bodies over 512 bytes are allocated by CPython through the C allocator, so
 they land where a real service's would: in glibc's arenas (or the preloaded
 allocator's). Which snapshot figures show the effect: status.rss_bytes after
@@ -25,6 +36,10 @@ Knobs (server --handler_params=k=v,... or per-request params, strings):
   cap         maximum body size in bytes           (1048576)
   store_p     probability of storing the body      (0.3)
   dict_items  items in the json round-trip dict    (200)
+  dict_shape  flat | nested (see above)             (flat)
+  return_doc  1: also return the round-tripped dict  (0)
+              as json in result["doc"] (tests check
+              the shape with it)
 
 KNOBS bounds each knob; the server refuses a request outside them with
 INVALID_ARGUMENT before handle() runs, so one request allocates at most about
@@ -45,7 +60,10 @@ DEFAULTS = {
     "cap": 1048576,
     "store_p": 0.3,
     "dict_items": 200,
+    "dict_shape": "flat",
+    "return_doc": 0,
 }
+SHAPES = ("flat", "nested")
 
 # (lo, hi) for each knob: ints when both bounds are ints. Every DEFAULTS key
 # must have one (the server refuses to start otherwise).
@@ -55,8 +73,9 @@ KNOBS = {
     "cap": (1, 8388608),
     "store_p": (0.0, 1.0),
     "dict_items": (0, 20000),
-    # The dict's shape knob (issue 18's flat | nested).
-    "dict_shape": ("flat", "nested"),
+    # Flat scalars (seed 000's dict) or the nested lists of earlier runs.
+    "dict_shape": SHAPES,
+    "return_doc": (0, 1),
 }
 
 
@@ -72,11 +91,17 @@ def handle(request, cache):
     cap = int(_knob(params, "cap"))
     store_p = _knob(params, "store_p")
     items = int(_knob(params, "dict_items"))
+    shape = _knob(params, "dict_shape")
+    if shape not in SHAPES:
+        raise ValueError("dict_shape must be flat or nested, got %r" % shape)
 
     size = int(min(cap, max(1.0, rng.lognormvariate(math.log(median), sigma))))
     body = rng.randbytes(size)
 
-    doc = {"k%d" % i: [i, rng.random(), "v%d" % i] for i in range(items)}
+    if shape == "flat":
+        doc = {"k%d" % i: ("v%d" % i if i & 1 else i) for i in range(items)}
+    else:
+        doc = {"k%d" % i: [i, rng.random(), "v%d" % i] for i in range(items)}
     doc = json.loads(json.dumps(doc))
     if len(doc) != items:
         raise ValueError("json round-trip lost items")
@@ -84,4 +109,7 @@ def handle(request, cache):
     stored = False
     if rng.random() < store_p:
         stored = cache.put("body:%d" % request["seed"], body)
-    return {"body": body, "body_size": size, "stored": stored}
+    out = {"body": body, "body_size": size, "stored": stored}
+    if _knob(params, "return_doc"):
+        out["doc"] = json.dumps(doc)
+    return out

@@ -144,6 +144,15 @@ absl::Status PythonRuntime::Import() {
   allocated_blocks_fn_ = PyObject_GetAttrString(sys.get(), "getallocatedblocks");
   gil_enabled_fn_ = PyObject_GetAttrString(sys.get(), "_is_gil_enabled");
   if (gil_enabled_fn_ == nullptr) PyErr_Clear();  // before 3.13: always a GIL
+  CheckAccelerators();
+  Ref ns(PyDict_New());
+  Ref code(ns ? PyRun_String("def noop():\n    pass\n", Py_file_input, ns.get(), ns.get())
+              : nullptr);
+  noop_fn_ = code ? PyDict_GetItemString(ns.get(), "noop") : nullptr;
+  Py_XINCREF(noop_fn_);
+  if (noop_fn_ == nullptr) {
+    return absl::InternalError("cannot define the no-op function: " + TakePythonError(true));
+  }
   cache_module_ = ImportCacheModule();
   if (cache_module_ == nullptr) {
     return absl::InternalError("cannot import rsslab.cache: " + TakePythonError(true));
@@ -172,6 +181,25 @@ absl::Status PythonRuntime::Import() {
     return absl::InvalidArgumentError(
         absl::StrCat("handler ", handler_path_, " failed to import: ", TakePythonError(true)));
   }
+  // What the handler runs with when a request brings no params of its own,
+  // for snapshots: results then say which variant of a handler they measured
+  // even when the server's command line did not set a knob.
+  effective_params_.clear();
+  Ref defaults(PyObject_GetAttrString(module.get(), "DEFAULTS"));
+  if (!defaults) PyErr_Clear();
+  if (defaults && PyDict_Check(defaults.get())) {
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(defaults.get(), &pos, &key, &value)) {
+      Ref k(PyObject_Str(key));
+      Ref v(PyObject_Str(value));
+      const char* kc = k ? PyUnicode_AsUTF8(k.get()) : nullptr;
+      const char* vc = v ? PyUnicode_AsUTF8(v.get()) : nullptr;
+      if (kc != nullptr && vc != nullptr) effective_params_[kc] = vc;
+    }
+    PyErr_Clear();
+  }
+  for (const auto& kv : default_params_) effective_params_[kv.first] = kv.second;
   handle_fn_ = PyObject_GetAttrString(module.get(), "handle");
   if (handle_fn_ == nullptr || !PyCallable_Check(handle_fn_)) {
     PyErr_Clear();
@@ -300,6 +328,35 @@ void PythonRuntime::BudgetLoop() {
         slot.fired = true;
       }
       PyGILState_Release(g);
+    }
+  }
+}
+
+void PythonRuntime::CheckAccelerators() {
+  accelerators_.clear();
+  for (const char* name : kAccelerators) {
+    Accelerator a;
+    a.name = name;
+    Ref m(PyImport_ImportModule(name));
+    if (!m) {
+      // E.g. an extension module built against symbols the executable does
+      // not export: the import fails and json quietly uses pure Python.
+      a.origin = "missing: " + TakePythonError(false);
+    } else {
+      a.loaded = true;
+      Ref file(PyObject_GetAttrString(m.get(), "__file__"));
+      const char* f = file && PyUnicode_Check(file.get()) ? PyUnicode_AsUTF8(file.get()) : nullptr;
+      a.origin = f != nullptr ? f : "built-in";
+      PyErr_Clear();
+    }
+    accelerators_.push_back(std::move(a));
+  }
+  for (const Accelerator& a : accelerators_) {
+    if (!a.loaded) {
+      fprintf(stderr,
+              "rsslab_server: warning: Python accelerator %s is not available (%s); handlers "
+              "using it run a slower pure-Python fallback\n",
+              a.name.c_str(), a.origin.c_str());
     }
   }
 }
@@ -435,6 +492,11 @@ absl::Status PythonRuntime::Handle(const rsslab::v1::HandleRequest& request, int
   return absl::OkStatus();
 }
 
+void PythonRuntime::YieldIfAsked() {
+  Ref r(PyObject_CallNoArgs(noop_fn_));
+  if (!r) PyErr_Clear();
+}
+
 int64_t PythonRuntime::Collect() {
   Ref n(PyObject_CallNoArgs(gc_collect_));
   if (!n) {
@@ -460,6 +522,12 @@ void PythonRuntime::FillInfo(rsslab::v1::PythonInfo* info) {
     if (g) gil = PyObject_IsTrue(g.get()) == 1;
   }
   info->set_gil_enabled(gil);
+  for (const Accelerator& a : accelerators_) {
+    rsslab::v1::PythonModule* m = info->add_accelerators();
+    m->set_name(a.name);
+    m->set_origin(a.origin);
+    m->set_loaded(a.loaded);
+  }
   if (PyErr_Occurred()) PyErr_Clear();
 }
 
@@ -473,6 +541,7 @@ void PythonRuntime::Finalize() {
   Py_CLEAR(handle_fn_);
   Py_CLEAR(cache_module_);
   Py_CLEAR(gc_collect_);
+  Py_CLEAR(noop_fn_);
   Py_CLEAR(gc_get_count_);
   Py_CLEAR(gil_enabled_fn_);
   Py_CLEAR(allocated_blocks_fn_);

@@ -90,12 +90,34 @@ class PythonRuntime {
   absl::Status Handle(const rsslab::v1::HandleRequest& request, int worker,
                       rsslab::v1::HandleResponse* response);
 
+  // Inside a Scope: hands the GIL over if another thread has asked for it
+  // (after waiting a switch interval), by running one no-op Python function
+  // whose first bytecode services that request. The dispatcher calls it
+  // right before it picks a call, so the hand-over happens there and not
+  // at the handler's first bytecode, after the call was picked.
+  void YieldIfAsked();
+
   // Inside a Scope: gc.collect(), returns the number collected.
   int64_t Collect();
   // Inside a Scope: version, allocated blocks, gc counts, GIL state.
   void FillInfo(rsslab::v1::PythonInfo* info);
 
   PyCache& cache() { return cache_; }
+  // The handler's DEFAULTS (when it has one) with the server's params over
+  // them, as strings: what a request without params of its own gets.
+  // Fixed once Start() returned.
+  const std::map<std::string, std::string>& effective_params() const { return effective_params_; }
+  // The C accelerators checked at start (kAccelerators), in that order.
+  struct Accelerator {
+    std::string name;
+    std::string origin;  // a file path, "built-in", or "missing: <error>"
+    bool loaded = false;
+  };
+  const std::vector<Accelerator>& accelerators() const { return accelerators_; }
+  // The accelerator modules the shipped handlers need: json's _json (its
+  // pure-Python fallback costs several times as much per request), and
+  // random's _random and math (built into Debian's interpreter).
+  static constexpr const char* kAccelerators[] = {"_json", "_random", "math"};
   const std::string& handler_path() const { return handler_path_; }
   uint64_t handler_errors() const { return handler_errors_.load(); }
   // Handler exceptions by type name (for metrics).
@@ -125,14 +147,19 @@ class PythonRuntime {
   void BeginCall(int worker);
   // True when the budget fired for this call.
   bool EndCall(int worker);
+  // Imports each of kAccelerators and records where it came from.
+  void CheckAccelerators();
 
   std::string handler_path_;
   std::map<std::string, std::string> default_params_;
+  std::map<std::string, std::string> effective_params_;
+  std::vector<Accelerator> accelerators_;
   PyCache cache_;
   PyThreadState* main_state_ = nullptr;
   PyObject* handle_fn_ = nullptr;
   PyObject* cache_module_ = nullptr;
   PyObject* gc_collect_ = nullptr;
+  PyObject* noop_fn_ = nullptr;
   PyObject* gc_get_count_ = nullptr;
   PyObject* gil_enabled_fn_ = nullptr;
   PyObject* allocated_blocks_fn_ = nullptr;

@@ -55,6 +55,19 @@ bool WorkerPool::Submit(Task task) {
   return true;
 }
 
+bool WorkerPool::NoteServed(int worker) {
+  absl::MutexLock lock(&mu_);
+  Slot& s = slots_[worker];
+  ++s.served;
+  ++s.thread_served;
+  ++s.task_served;
+  s.busy_since = absl::Now();
+  // Not on stopping_: Stop() finishes what is queued, calls included.
+  if (!s.private_queue.empty()) return false;
+  return options_.churn_every <= 0 ||
+         s.thread_served < static_cast<uint64_t>(options_.churn_every);
+}
+
 void WorkerPool::RunBroadcast(int slot, const std::shared_ptr<Broadcast>& b) {
   absl::Time start = absl::Now();
   b->fn(slot);
@@ -74,7 +87,6 @@ void WorkerPool::Run(int slot, std::thread predecessor) {
   pthread_setname_np(pthread_self(), name.c_str());
   const int tid = static_cast<int>(syscall(SYS_gettid));
   if (options_.on_thread_start) options_.on_thread_start(slot);
-  uint64_t served_here = 0;
   bool replaced = false;
   bool linger = false;
   std::list<Retired>::iterator retired;
@@ -100,6 +112,7 @@ void WorkerPool::Run(int slot, std::thread predecessor) {
         queue_.pop_front();
         s->busy = true;
         s->busy_since = absl::Now();
+        s->task_served = 0;
       } else {
         break;  // stopping and drained
       }
@@ -109,15 +122,17 @@ void WorkerPool::Run(int slot, std::thread predecessor) {
       continue;
     }
     task(slot);
-    ++served_here;
     std::vector<std::thread> reap;
     {
       absl::MutexLock lock(&mu_);
       Slot& s = slots_[slot];
       s.busy = false;
-      ++s.served;
+      if (s.task_served == 0) {
+        ++s.served;
+        ++s.thread_served;
+      }
       if (options_.churn_every > 0 &&
-          served_here >= static_cast<uint64_t>(options_.churn_every) && !stopping_) {
+          s.thread_served >= static_cast<uint64_t>(options_.churn_every) && !stopping_) {
         // Hand the slot (and its pending broadcasts) to a fresh OS thread.
         ++s.generation;
         s.alive = false;

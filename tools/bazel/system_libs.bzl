@@ -5,6 +5,20 @@ flags it reports. The embedded CPython is chosen here, and only here: set
 RSSLAB_PYTHON_PC to another pkg-config module (for example
 `python-3.13t-embed`) or RSSLAB_PYTHON_PC_PATH to a directory holding its
 .pc file, then `bazel build --repo_env=RSSLAB_PYTHON_PC=...`.
+
+How CPython is linked: RSSLAB_PYTHON_LINK=static (the default when the
+module is the default one and its static archive libpythonX.Y.a is
+installed, as Debian's libpython3.11-dev does) or shared. Static is what
+Debian's own /usr/bin/python3 does: the interpreter then calls itself
+directly, without the PLT and GOT indirection of the position-independent
+libpython3.11.so (docs/BENCHMARKS.md, "Seed overhead"). The archive holds non-PIC code, so binaries that link it are
+not position-independent (-no-pie), and they export their symbols
+(--export-dynamic) so the extension modules in lib-dynload (_json, ...)
+can resolve the C API against the executable: without it they fail to
+import and json quietly falls back to pure Python. Snapshots list the
+accelerators that loaded (python.accelerators), and
+//tests:handlers_test (JsonAcceleratorLoaded) fails when _json is not
+among them.
 """
 
 _DEFAULT_PYTHON_PC = "python3-embed"
@@ -33,8 +47,9 @@ def _split(flags):
             copts.append(f)
     return includes, copts, linkopts
 
-def _lib(rctx, name, modules, extra_linkopts = []):
+def _lib(rctx, name, modules, extra_linkopts = [], drop_linkopts = []):
     includes, copts, linkopts = _split(_pkg_config(rctx, modules))
+    linkopts = [o for o in linkopts if not [d for d in drop_linkopts if o.startswith(d)]]
 
     # System include dirs must live inside the repository for `includes`;
     # /usr/include itself is already on the compiler's path.
@@ -64,11 +79,53 @@ cc_library(
         linkopts = repr(linkopts + extra_linkopts),
     )
 
+def _pkg_var(rctx, module, args):
+    env = {}
+    extra = rctx.os.environ.get("RSSLAB_PYTHON_PC_PATH", "")
+    if extra:
+        env["PKG_CONFIG_PATH"] = extra
+    res = rctx.execute(["pkg-config"] + args + [module], environment = env)
+    return res.stdout.strip() if res.return_code == 0 else ""
+
+# "static" or "shared", and the linkopts that replace pkg-config's -lpythonX.Y
+# for a static link.
+def _python_link(rctx, py_pc):
+    mode = rctx.os.environ.get("RSSLAB_PYTHON_LINK", "")
+    if mode not in ("", "static", "shared"):
+        fail("RSSLAB_PYTHON_LINK must be static or shared, got '%s'" % mode)
+    if mode == "shared":
+        return "shared", []
+    version = _pkg_var(rctx, py_pc, ["--modversion"])
+    libdir = _pkg_var(rctx, py_pc, ["--variable=libdir"])
+    archive = "%s/libpython%s.a" % (libdir, version)
+    if not version or not libdir or not rctx.path(archive).exists:
+        if mode == "static":
+            fail("RSSLAB_PYTHON_LINK=static: %s is missing (install libpython%s-dev)" % (archive, version))
+        return "shared", []
+    if mode == "" and py_pc != _DEFAULT_PYTHON_PC:
+        return "shared", []
+    return "static", [
+        # Every object, so the C API the extension modules call is there
+        # even when the server itself does not use it.
+        "-Wl,--whole-archive,-l:libpython%s.a,--no-whole-archive" % version,
+        # The built-in modules' own dependencies (pyexpat, zlib, binascii).
+        "-lexpat",
+        "-lz",
+        "-lutil",
+        "-no-pie",
+        "-Wl,--export-dynamic",
+    ]
+
 def _system_libs_impl(rctx):
     py_pc = rctx.os.environ.get("RSSLAB_PYTHON_PC", _DEFAULT_PYTHON_PC)
     build = ['package(default_visibility = ["//visibility:public"])\n']
     build.append(_lib(rctx, "grpc", ["grpc++", "protobuf"], ["-lpthread"]))
-    build.append(_lib(rctx, "python", [py_pc], ["-ldl", "-lm"]))
+    py_link, py_static_opts = _python_link(rctx, py_pc)
+    if py_link == "static":
+        build.append(_lib(rctx, "python", [py_pc], py_static_opts + ["-ldl", "-lm", "-lpthread"],
+                          drop_linkopts = ["-lpython"]))
+    else:
+        build.append(_lib(rctx, "python", [py_pc], ["-ldl", "-lm"]))
     build.append(_lib(rctx, "absl", [
         "absl_flags_parse",
         "absl_flags_usage",
@@ -105,9 +162,10 @@ cc_library(
     rctx.file("BUILD.bazel", "\n".join(build))
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)
     rctx.file("python_pc.txt", py_pc + "\n")
+    rctx.file("python_link.txt", py_link + "\n")
 
 system_libs = repository_rule(
     implementation = _system_libs_impl,
-    environ = ["RSSLAB_PYTHON_PC", "RSSLAB_PYTHON_PC_PATH", "PKG_CONFIG_PATH"],
+    environ = ["RSSLAB_PYTHON_PC", "RSSLAB_PYTHON_PC_PATH", "RSSLAB_PYTHON_LINK", "PKG_CONFIG_PATH"],
     local = True,
 )
