@@ -128,7 +128,9 @@ std::string Refusal(const CompareSide& bs, const CompareGroup& b, const CompareS
     const CompareSide& owner = side == &b ? bs : ns;
     int count = 0;
     for (const CompareSample& s : side->samples) {
-      if (s.fill_evictions == 0 && count++ == 0 && example.empty()) example = s.source;
+      if (s.fill && !s.fill->filled() && count++ == 0 && example.empty()) {
+        example = absl::StrCat(s.source, ": ", s.fill->verdict());
+      }
       const CompareSetup& su = owner.setups[s.setup];
       const double sa = EffectiveScale(ref.header), sb = EffectiveScale(su.header);
       if (sa != sb) {
@@ -146,10 +148,8 @@ std::string Refusal(const CompareSide& bs, const CompareGroup& b, const CompareS
     }
   }
   if (!unfilled.empty()) {
-    add(absl::StrFormat(
-        "the cache never filled in %s repeats (no eviction by the end of fill, e.g. %s: not "
-        "seed 000's conditions; raise --scale)",
-        absl::StrJoin(unfilled, " and "), example));
+    add(absl::StrFormat("the cache never filled in %s repeats (e.g. %s; raise --scale)",
+                        absl::StrJoin(unfilled, " and "), example));
   }
   return absl::StrJoin(why, "; ");
 }
@@ -307,11 +307,23 @@ std::string CompareGroup::Label() const {
 absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
   CompareSide side;
   side.path = path;
+  // DIR@NAME keeps only the profile (sweeps) or scenario (runs) NAME, so two
+  // setups of one sweep can be compared: SWEEP@glibc SWEEP@glibc-arena2.
+  std::string root = path, only;
+  if (const size_t at = path.rfind('@');
+      at != std::string::npos && path.find('/', at) == std::string::npos) {
+    root = path.substr(0, at);
+    only = path.substr(at + 1);
+    if (only.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: nothing after '@' (DIR@PROFILE, e.g. results/sweep@glibc)", path));
+    }
+  }
   std::vector<std::string> dirs;
-  FindRunDirs(std::string(absl::StripSuffix(path, "/")), 4, &dirs);
+  FindRunDirs(std::string(absl::StripSuffix(root, "/")), 4, &dirs);
   if (dirs.empty()) {
     return absl::NotFoundError(absl::StrFormat(
-        "%s: no events.jsonl in it or below it (give a run or sweep directory)", path));
+        "%s: no events.jsonl in it or below it (give a run or sweep directory)", root));
   }
   for (const std::string& dir : dirs) {
     int skipped = 0;
@@ -352,7 +364,7 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
         s.value[kFigP99] = c.value[kP99];
         s.value[kFigThreads] = c.max_threads;
         s.value[kFigArenas] = c.max_arenas;
-        s.fill_evictions = c.fill_evictions;
+        s.fill = c.fill;
         GroupFor(&side, true, c.profile, c.threads, c.allocator, "").samples.push_back(s);
       }
       continue;
@@ -391,10 +403,7 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
     }
     s.value[kFigThreads] = r.threads;
     s.value[kFigArenas] = r.arenas;
-    if (auto it = r.after_phase.find("fill"); it != r.after_phase.end() &&
-                                              it->second.has_cache()) {
-      s.fill_evictions = static_cast<int64_t>(it->second.cache().evictions());
-    }
+    s.fill = r.fill;
     // The allocator variables the server started with (the same in every
     // snapshot of a run): runs with other settings are another group.
     std::string env;
@@ -407,6 +416,19 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
       break;
     }
     GroupFor(&side, false, r.scenario, r.workers, r.allocator, env).samples.push_back(s);
+  }
+  if (!only.empty()) {
+    std::vector<std::string> names;
+    std::vector<CompareGroup> kept;
+    for (CompareGroup& g : side.groups) {
+      if (std::find(names.begin(), names.end(), g.name) == names.end()) names.push_back(g.name);
+      if (g.name == only) kept.push_back(std::move(g));
+    }
+    if (kept.empty()) {
+      return absl::NotFoundError(absl::StrFormat("%s: no completed %s in %s (it holds: %s)", path,
+                                                 only, root, absl::StrJoin(names, ", ")));
+    }
+    side.groups = std::move(kept);
   }
   // A group exists only once it has a sample, so every group has one.
   return side;

@@ -19,6 +19,7 @@
 #ifndef RSSLAB_LOADGEN_COMPARE_H_
 #define RSSLAB_LOADGEN_COMPARE_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,9 +65,9 @@ struct CompareSample {
   std::string source;  // run directory, plus " cell ID" for a sweep cell
   int setup = 0;       // index into CompareSide::setups (its header)
   double value[kNumCompareFigures];
-  // Cache evictions at the end of fill: 0 means the cache never filled (not
-  // seed 000's conditions); -1: the run has no fill snapshot to tell.
-  int64_t fill_evictions = -1;
+  // The fill check (loadgen/fill_check.h): unset when the run has no fill
+  // phase; `filled` false means not seed 000's conditions.
+  std::optional<rsslab::v1::FillCheck> fill;
   CompareSample() {
     for (double& v : value) v = -1;
   }
@@ -100,8 +101,9 @@ struct CompareSide {
 };
 
 // Reads PATH/events.jsonl, or every events.jsonl below PATH (at most 4
-// levels down, at most kMaxCompareRuns run directories). NotFound when there
-// is none.
+// levels down, at most kMaxCompareRuns run directories). PATH@NAME keeps
+// only the profile (sweeps) or scenario (runs) NAME. NotFound when there is
+// none.
 inline constexpr int kMaxCompareRuns = 2000;
 absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path);
 

@@ -7,7 +7,7 @@
 
 namespace rsslab {
 
-// `rsslab_loadgen compare BASE NEW [--fail_if=...]... [--format=text|md]
+// `rsslab_loadgen compare BASE[@NAME] NEW[@NAME] [--fail_if=...]... [--format=text|md]
 // [--json] [--force] [--alpha=0.05] [--plot=compare.png]`. `dirs` are the
 // arguments after "compare"; `argv` the whole command line (every --fail_if
 // occurrence counts, where a flag would keep only the last). Returns the

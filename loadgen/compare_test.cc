@@ -72,7 +72,13 @@ void AddRecords(EventLog* log, const std::string& profile, int threads, int repe
     s->mutable_status()->set_threads(c.threads_seen);
     s->mutable_memory_map()->set_arena_count(8);
     s->mutable_config()->set_threads(threads);
-    s->mutable_cache()->set_evictions(phase == "fill" ? c.evictions : c.evictions + 10);
+    // The fill check (loadgen/fill_check.h) reads these: a fill that
+    // evicted and stored at least the limit filled the cache.
+    auto* cache = s->mutable_cache();
+    cache->set_cache_limit_bytes(static_cast<int64_t>(100 * kMiB));
+    cache->set_evictions(c.evictions);
+    cache->set_cache_bytes(static_cast<int64_t>((c.evictions > 0 ? 100 : 60) * kMiB));
+    cache->set_evicted_bytes(static_cast<int64_t>((c.evictions > 0 ? 50 : 0) * kMiB));
     s->set_allocator("glibc");
     if (!c.arena_max.empty()) (*s->mutable_allocator_env())["MALLOC_ARENA_MAX"] = c.arena_max;
     tag(e, phase);
@@ -231,6 +237,29 @@ TEST(CompareTest, OneProfileASidePairsByThreads) {
   EXPECT_EQ(r->pairing, "glibc against glibc-arena2 at equal threads");
   EXPECT_THAT(CompareText(*r), HasSubstr("glibc x 64 threads -> glibc-arena2 x 64 threads"));
   EXPECT_THAT(CompareText(*r), HasSubstr("better"));
+}
+
+TEST(CompareTest, AtProfileSelectsOneSetupOfASweep) {
+  // One sweep directory with two profiles: SWEEP@a against SWEEP@b.
+  const std::string dir = Tmp("two-profiles");
+  auto log = EventLog::Create(dir, false);
+  ASSERT_TRUE(log.ok());
+  ASSERT_TRUE((*log)->Append(Header(true, 0.5, 96000)).ok());
+  std::vector<Cell> glibc = Idle({100, 101, 102, 103}), arena2 = Idle({90, 91, 92, 93});
+  for (int i = 0; i < 4; ++i) {
+    AddRecords(log->get(), "glibc", 64, i + 1, glibc[i]);
+    AddRecords(log->get(), "glibc-arena2", 64, i + 1, arena2[i]);
+  }
+  Footer(log->get());
+  auto r = CompareDirs(dir + "@glibc", dir + "@glibc-arena2");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->pairs.size(), 1u);
+  EXPECT_EQ(r->pairs[0].new_label, "glibc-arena2 x 64 threads");
+  EXPECT_TRUE(r->pairs[0].figure[kFigRssAfterIdle].significant);
+  auto none = LoadCompareSide(dir + "@jemalloc");
+  ASSERT_FALSE(none.ok());
+  EXPECT_THAT(none.status().message(),
+              HasSubstr("no completed jemalloc in " + dir + " (it holds: glibc, glibc-arena2)"));
 }
 
 TEST(CompareTest, NotComparableIsRefusedUnlessForced) {

@@ -218,9 +218,6 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
       st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
       st.c.max_arenas = std::max(st.c.max_arenas, sn.memory_map().arena_count());
-      if (after_phase && e.loadgen_phase() == "fill" && sn.has_cache()) {
-        st.c.fill_evictions = static_cast<int64_t>(sn.cache().evictions());
-      }
       if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
     };
     switch (e.record_case()) {

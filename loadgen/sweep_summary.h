@@ -71,13 +71,10 @@ struct CellSummary {
   std::optional<rsslab::v1::FillCheck> fill;
   double value[kNumSweepMetrics];
   // Not in the table; `rsslab_loadgen compare` reads them: the fill load's
-  // p50 (us), the largest OS thread and glibc arena counts seen, and the
-  // cache's evictions at the end of fill (0: the cache never filled; -1: no
-  // fill snapshot).
+  // p50 (us) and the largest OS thread and glibc arena counts seen.
   double fill_p50_us = -1;
   int max_threads = -1;
   int max_arenas = -1;
-  int64_t fill_evictions = -1;
   CellSummary() {
     for (double& v : value) v = -1;
   }

@@ -1,8 +1,8 @@
 // `rsslab_loadgen compare` on real runs: every run is a fresh rsslab_server
 // on loopback driven by the real loadgen through a small seed-shaped
 // scenario (a 2 MiB cache that fills and evicts, shrink, idle, trim). Four
-// runs at 1 worker against four at 6 workers differ (the thread count
-// deterministically, at 4 vs 4 repeats p = 0.029) and trip a threshold;
+// runs at 1 worker against four at 12 workers differ (11 more threads in
+// every run, at 4 vs 4 repeats p = 0.029) and trip a threshold;
 // three more runs of the first setup do not (every figure "~"); a run at
 // another scale is refused, or compared with --force and marked.
 #include <sys/stat.h>
@@ -83,7 +83,7 @@ class CompareE2eTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     Runs(Tmp("one"), 1, 4);
-    Runs(Tmp("six"), 6, 4);
+    Runs(Tmp("twelve"), 12, 4);
     Runs(Tmp("one-again"), 1, 3);
     Runs(Tmp("half"), 1, 1, "0.5");
   }
@@ -99,14 +99,14 @@ std::string Row(const std::string& out, const std::string& title) {
 
 TEST_F(CompareE2eTest, MoreWorkersDifferAndTripAThreshold) {
   const std::string png = Tmp("compare.png");
-  ServerProcess::Result r = Compare({Tmp("one"), Tmp("six"), "--fail_if=threads>+10%",
+  ServerProcess::Result r = Compare({Tmp("one"), Tmp("twelve"), "--fail_if=threads>+10%",
                                      "--fail_if=rss_after_idle>+1000%", "--plot=" + png});
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("cmp, 1 workers (glibc) -> cmp, 6 workers (glibc)  (4 vs 4 repeats)"));
-  // Five more worker threads in every run: the U test's smallest p at 4 vs 4.
+  EXPECT_THAT(r.out, HasSubstr("cmp, 1 workers (glibc) -> cmp, 12 workers (glibc)  (4 vs 4 repeats)"));
+  // Eleven more worker threads in every run: the U test's smallest p at 4 vs 4.
   const std::string threads = Row(r.out, "OS threads (max)");
   EXPECT_THAT(threads, HasSubstr("0.029  worse")) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("FAIL threads>+10%: cmp, 1 workers (glibc) -> cmp, 6 workers "
+  EXPECT_THAT(r.out, HasSubstr("FAIL threads>+10%: cmp, 1 workers (glibc) -> cmp, 12 workers "
                                "(glibc) threads changed +"));
   EXPECT_THAT(r.out, Not(HasSubstr("FAIL rss_after_idle")));
   // The fill phase filled the cache in every run, so the pair is comparable.
@@ -115,7 +115,7 @@ TEST_F(CompareE2eTest, MoreWorkersDifferAndTripAThreshold) {
   EXPECT_EQ(stat(png.c_str(), &st), 0) << r.err;
   EXPECT_GT(st.st_size, 10000);
 
-  ServerProcess::Result j = Compare({Tmp("one"), Tmp("six"), "--json", "--plot="});
+  ServerProcess::Result j = Compare({Tmp("one"), Tmp("twelve"), "--json", "--plot="});
   EXPECT_EQ(j.exit_code, 0) << j.err;
   google::protobuf::Struct json;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(j.out, &json).ok()) << j.out;
@@ -145,7 +145,8 @@ TEST_F(CompareE2eTest, MoreWorkersDifferAndTripAThreshold) {
     seen = true;
     EXPECT_TRUE(m.at("significant").bool_value());
     EXPECT_EQ(m.at("base_values").list_value().values_size(), 4);
-    EXPECT_NEAR(m.at("new_median").number_value() - m.at("base_median").number_value(), 5, 1);
+    // 11 more workers; gRPC's own pools vary by a few threads under load.
+    EXPECT_GE(m.at("new_median").number_value() - m.at("base_median").number_value(), 6);
   }
   EXPECT_TRUE(seen) << j.out;
 }
@@ -179,11 +180,11 @@ TEST_F(CompareE2eTest, AnotherScaleIsRefusedUnlessForced) {
 
 TEST_F(CompareE2eTest, BadInputIsOneLineAndExit2) {
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {Tmp("one"), Tmp("six"), "--fail_if=rss_idle>+10%"},
-           {Tmp("one"), Tmp("six"), "--fail_if=threads>10"},
+           {Tmp("one"), Tmp("twelve"), "--fail_if=rss_idle>+10%"},
+           {Tmp("one"), Tmp("twelve"), "--fail_if=threads>10"},
            {Tmp("one")},
            {Tmp("one"), Tmp("nowhere")},
-           {Tmp("one"), Tmp("six"), "--format=html"}}) {
+           {Tmp("one"), Tmp("twelve"), "--format=html"}}) {
     ServerProcess::Result r = Compare(args);
     EXPECT_EQ(r.exit_code, 2) << args.back();
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
