@@ -812,20 +812,30 @@ int PrepareHosts(const Invocation& inv, std::vector<std::unique_ptr<rsslab::Cell
       hosts->push_back(rsslab::MakeAgentHost(ao));
     }
   }
-  // Checked one by one but together: each unreachable agent costs its
-  // connect timeout once, not once per agent in turn.
-  std::vector<absl::Status> ready(hosts->size());
+  return 0;
+}
+
+// Every host reachable and knowing every profile. Checked one by one but
+// together: each unreachable agent costs its connect timeout once, not once
+// per agent in turn.
+absl::Status CheckHosts(const Invocation& inv,
+                        const std::vector<std::unique_ptr<rsslab::CellHost>>& hosts) {
+  std::vector<absl::Status> ready(hosts.size());
   std::vector<std::thread> checks;
-  for (size_t i = 0; i < hosts->size(); ++i) {
-    checks.emplace_back([&, i] { ready[i] = (*hosts)[i]->Prepare(inv.scenario.sweep()); });
+  for (size_t i = 0; i < hosts.size(); ++i) {
+    checks.emplace_back([&, i] { ready[i] = hosts[i]->Prepare(inv.scenario.sweep()); });
   }
   for (std::thread& t : checks) t.join();
   std::vector<std::string> bad;
+  absl::StatusCode code = absl::StatusCode::kOk;
   for (const absl::Status& st : ready) {
-    if (!st.ok()) bad.emplace_back(st.message());
+    if (st.ok()) continue;
+    bad.emplace_back(st.message());
+    // An unknown profile is the command's mistake (NOT_FOUND, exit 2).
+    if (code == absl::StatusCode::kOk || st.code() == absl::StatusCode::kNotFound) code = st.code();
   }
-  if (!bad.empty()) return Fail(kExitUsage, absl::StrCat(absl::StrJoin(bad, "; "), "; nothing run"));
-  return 0;
+  if (bad.empty()) return absl::OkStatus();
+  return absl::Status(code, absl::StrJoin(bad, "; "));
 }
 
 // SIGINT/SIGTERM are blocked before any thread exists (gRPC makes some); this
@@ -1144,8 +1154,19 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<std::unique_ptr<rsslab::CellHost>> hosts;
-  if (inv->scenario.has_sweep()) {
+  const bool sweep = inv->scenario.has_sweep();
+  if (sweep) {
     if (int rc = PrepareHosts(*inv, &hosts); rc != 0) return rc;
+  }
+  // Several agents, or --local: every host is checked before the run
+  // directory exists, so a bad list is a usage error with nothing run. One
+  // agent is checked as before, inside the run: its header records what was
+  // asked (and --resume checks it), the footer why it could not run.
+  const bool check_first = inv->local || hosts.size() > 1;
+  if (sweep && check_first) {
+    if (absl::Status s = CheckHosts(*inv, hosts); !s.ok()) {
+      return Fail(kExitUsage, absl::StrCat(s.message(), "; nothing run"));
+    }
   }
   Metrics metrics;
   if (int rc = OpenMetrics(*inv, &metrics); rc != 0) return rc;
@@ -1153,6 +1174,14 @@ int main(int argc, char** argv) {
   if (int rc = OpenRunDir(*inv, &dir); rc != 0) return rc;
   rsslab::StopFlag stop;
   StopOnSignals(sigs, &stop);
-  const Outcome outcome = Execute(*inv, &dir, &metrics, std::move(hosts), &stop);
+  Outcome outcome;
+  const absl::Status ready = sweep && !check_first ? CheckHosts(*inv, hosts) : absl::OkStatus();
+  if (ready.ok()) {
+    outcome = Execute(*inv, &dir, &metrics, std::move(hosts), &stop);
+  } else {
+    outcome.sweep = true;
+    outcome.start = absl::Now();
+    outcome.status = ready;
+  }
   return Finish(*inv, outcome, &dir, &metrics, stop);
 }
