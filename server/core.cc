@@ -38,140 +38,70 @@ absl::Status CheckTrimMode(int mode, absl::string_view field) {
 // GIL convoy; docs/BENCHMARKS.md, "Seed p99"). Picked under the GIL, calls
 // run in arrival order whoever wins.
 //
-// A worker that finishes a call and finds more waiting takes the next one
-// at once, still holding the GIL, instead of sleeping and being woken once
-// per call: on a busy server a worker's task serves a run of calls with no
-// thread switch between them. Another worker is woken only when calls are
-// queued and no worker is about to look at the queue, so a handler that
-// releases the GIL (C code, I/O) still gets the other workers, up to
-// --threads, and once they are all serving nobody is woken per call.
+// One pool task per call, so calls spread over the workers as the pool
+// wakes them. A variant where a worker drained the queue (took the next
+// call without a pool round trip, woke others only when needed) saved no
+// measurable CPU once the io thread answered without wake-ups, and it
+// changed the memory picture at 64 workers (fewer threads did most of the
+// allocating: RSS after trim 53-78 MiB against 81-88 before;
+// docs/BENCHMARKS.md, "Seed overhead").
 class PythonDispatcher : public Dispatcher {
  public:
-  PythonDispatcher(WorkerPool* workers, PythonRuntime* runtime, int threads, Served served)
-      : workers_(workers), runtime_(runtime), threads_(threads), served_(served) {}
+  PythonDispatcher(WorkerPool* workers, PythonRuntime* runtime, Served served)
+      : workers_(workers), runtime_(runtime), served_(served) {}
 
   void Dispatch(PendingCall call) override {
-    bool wake = false;
     {
       absl::MutexLock lock(&mu_);
       pending_.push_back(std::move(call));
-      wake = WakeLocked();
     }
-    if (wake) SubmitTask();
+    if (workers_->Submit([this](int worker) { ServeOldest(worker); })) return;
+    PendingCall p;
+    {
+      absl::MutexLock lock(&mu_);
+      // The newest entry, this call's or a later one's: Stop() has begun,
+      // so every later Submit fails too and takes one entry each.
+      p = std::move(pending_.back());
+      pending_.pop_back();
+    }
+    p.done(absl::UnavailableError("server is shutting down"));
   }
 
  private:
-  // Whether a new task must be started for a call just queued; counts it.
-  bool WakeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (seeking_ > 0 || tasks_ >= threads_) return false;
-    ++tasks_;
-    ++seeking_;
-    return true;
-  }
-
-  void SubmitTask() {
-    if (workers_->Submit([this](int worker) { Serve(worker); })) return;
-    // Stop() has begun. Tasks still running drain the queue; when none is
-    // left, the calls in it are refused.
-    std::deque<PendingCall> refused;
+  void ServeOldest(int worker) {
+    PendingCall p;
+    absl::Time start;
+    absl::Status s;
+    bool skipped = false;
     {
-      absl::MutexLock lock(&mu_);
-      --tasks_;
-      --seeking_;
-      if (tasks_ == 0) refused.swap(pending_);
-    }
-    for (PendingCall& p : refused) p.done(absl::UnavailableError("server is shutting down"));
-  }
-
-  void Serve(int worker) {
-    bool may_continue = true;
-    bool resubmit = false;
-    while (true) {
-      PendingCall p;
-      bool have = false;
-      bool wake_other = false;
-      bool skipped = false;
-      absl::Time start;
-      absl::Status s;
+      PythonRuntime::Scope scope;
+      // A hand-over another worker asked for happens now, before this one
+      // picks, not at the handler's first bytecode after.
+      runtime_->YieldIfAsked();
       {
-        // GIL first, then the oldest call. The GIL is released after every
-        // call (uncontended that costs well under a microsecond): a worker
-        // waiting for it takes it then, before the next call is picked, so
-        // calls reach the handler in arrival order. Kept across calls, a
-        // waiting worker would ask for it after the 5 ms switch interval
-        // and could get it at the handler's first bytecode, after this
-        // worker had picked a call and before that call ran.
-        PythonRuntime::Scope scope;
-        {
-          absl::MutexLock lock(&mu_);
-          // More calls behind the one this worker will take, and no other
-          // worker about to look: wake one, so a handler that releases the
-          // GIL (C code, I/O) does not hold up the calls behind it. Once
-          // --threads tasks are live none is woken. Done before picking, so
-          // nothing that can switch threads (the wake) sits between picking
-          // a call and running it.
-          if (may_continue && pending_.size() > 1 && seeking_ <= 1 && tasks_ < threads_) {
-            ++tasks_;
-            ++seeking_;
-            wake_other = true;
-          }
-        }
-        if (wake_other) SubmitTask();
-        // A hand-over asked for while this worker waited or ran happens
-        // now, before it picks, not at the handler's first bytecode after.
-        runtime_->YieldIfAsked();
-        {
-          absl::MutexLock lock(&mu_);
-          if (!pending_.empty() && may_continue) {
-            p = std::move(pending_.front());
-            pending_.pop_front();
-            have = true;
-            --seeking_;
-          } else {
-            --seeking_;
-            --tasks_;
-            // Yielding to a trim or a thread replacement with calls still
-            // queued: someone must take them.
-            resubmit = !pending_.empty() && WakeLocked();
-          }
-        }
-        if (!have) break;
-        start = absl::Now();
-        skipped = p.cancelled && p.cancelled();
-        if (!skipped) s = runtime_->Handle(*p.request, worker, p.response);
+        absl::MutexLock lock(&mu_);
+        // One task per call was submitted, so there is always one here.
+        p = std::move(pending_.front());
+        pending_.pop_front();
       }
-      // Answering (gRPC's write) needs no Python: after the GIL.
-      if (skipped) {
-        p.done(absl::CancelledError("client cancelled before a worker was free"));
-      } else {
-        served_(p, worker, start, absl::Now(), s);
-      }
-      may_continue = workers_->NoteServed(worker);
-      absl::MutexLock lock(&mu_);
-      // Between calls: this task looks at the queue again, and finishes
-      // without taking the GIL when it is empty.
-      ++seeking_;
-      if (pending_.empty()) {
-        --seeking_;
-        --tasks_;
-        break;
-      }
+      start = absl::Now();
+      skipped = p.cancelled && p.cancelled();
+      if (!skipped) s = runtime_->Handle(*p.request, worker, p.response);
     }
-    if (resubmit) SubmitTask();
+    // Answering (gRPC's write) needs no Python: after the GIL.
+    if (skipped) {
+      p.done(absl::CancelledError("client cancelled before a worker was free"));
+      return;
+    }
+    served_(p, worker, start, absl::Now(), s);
   }
 
   WorkerPool* const workers_;
   PythonRuntime* const runtime_;
-  const int threads_;
   const Served served_;
   absl::Mutex mu_;
   // Calls accepted and not yet picked by a worker, oldest first.
   std::deque<PendingCall> pending_ ABSL_GUARDED_BY(mu_);
-  // Worker tasks started and not finished; those of them not inside a
-  // handler (queued, waiting for the GIL, or between calls): each of these
-  // will look at pending_ before it finishes.
-  int tasks_ ABSL_GUARDED_BY(mu_) = 0;
-  int seeking_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace
@@ -242,8 +172,7 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   Served served{&core->phase_, &core->handler_latency_};
   switch (options.dispatch) {
     case Options::Dispatch::kPython:
-      core->dispatcher_ = std::make_unique<PythonDispatcher>(core->workers_.get(), runtime,
-                                                             options.threads, served);
+      core->dispatcher_ = std::make_unique<PythonDispatcher>(core->workers_.get(), runtime, served);
       break;
     case Options::Dispatch::kPool:
       core->dispatcher_ = MakePoolDispatcher(core->workers_.get(), served);

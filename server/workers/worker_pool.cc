@@ -55,19 +55,6 @@ bool WorkerPool::Submit(Task task) {
   return true;
 }
 
-bool WorkerPool::NoteServed(int worker) {
-  absl::MutexLock lock(&mu_);
-  Slot& s = slots_[worker];
-  ++s.served;
-  ++s.thread_served;
-  ++s.task_served;
-  s.busy_since = absl::Now();
-  // Not on stopping_: Stop() finishes what is queued, calls included.
-  if (!s.private_queue.empty()) return false;
-  return options_.churn_every <= 0 ||
-         s.thread_served < static_cast<uint64_t>(options_.churn_every);
-}
-
 void WorkerPool::RunBroadcast(int slot, const std::shared_ptr<Broadcast>& b) {
   absl::Time start = absl::Now();
   b->fn(slot);
@@ -87,6 +74,7 @@ void WorkerPool::Run(int slot, std::thread predecessor) {
   pthread_setname_np(pthread_self(), name.c_str());
   const int tid = static_cast<int>(syscall(SYS_gettid));
   if (options_.on_thread_start) options_.on_thread_start(slot);
+  uint64_t served_here = 0;
   bool replaced = false;
   bool linger = false;
   std::list<Retired>::iterator retired;
@@ -112,7 +100,6 @@ void WorkerPool::Run(int slot, std::thread predecessor) {
         queue_.pop_front();
         s->busy = true;
         s->busy_since = absl::Now();
-        s->task_served = 0;
       } else {
         break;  // stopping and drained
       }
@@ -122,17 +109,15 @@ void WorkerPool::Run(int slot, std::thread predecessor) {
       continue;
     }
     task(slot);
+    ++served_here;
     std::vector<std::thread> reap;
     {
       absl::MutexLock lock(&mu_);
       Slot& s = slots_[slot];
       s.busy = false;
-      if (s.task_served == 0) {
-        ++s.served;
-        ++s.thread_served;
-      }
+      ++s.served;
       if (options_.churn_every > 0 &&
-          s.thread_served >= static_cast<uint64_t>(options_.churn_every) && !stopping_) {
+          served_here >= static_cast<uint64_t>(options_.churn_every) && !stopping_) {
         // Hand the slot (and its pending broadcasts) to a fresh OS thread.
         ++s.generation;
         s.alive = false;

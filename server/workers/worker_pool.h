@@ -107,16 +107,6 @@ class WorkerPool {
   // Queues a task for any worker. Returns false once Stop() has begun.
   bool Submit(Task task);
 
-  // For a task that serves several requests in a row (the server's Python
-  // workers drain their queue): counts one served request for `worker`
-  // (the worker running the task; it then counts as busy since now, for
-  // stuck detection) and says whether the task may take another one. False
-  // when the worker is wanted back between tasks: a RunOnEachWorker() is
-  // waiting for it, or (churn) its thread has served its share and is due
-  // to be replaced. A task that never calls it counts as
-  // one request.
-  bool NoteServed(int worker);
-
   // Runs `fn` once on every worker thread, ahead of queued tasks, between
   // tasks; waits up to `timeout` for all of them. A worker stuck in a task
   // reports ran=false (and runs `fn` later, when it gets free).
@@ -140,10 +130,6 @@ class WorkerPool {
     absl::Time busy_since;
     uint64_t served = 0;
     uint32_t generation = 0;
-    // Requests served by the current OS thread (churn replaces it at
-    // churn_every), and by the current task via NoteServed().
-    uint64_t thread_served = 0;
-    uint64_t task_served = 0;
   };
 
   // A replaced thread lingering (or exiting) on its own; joined once done,
