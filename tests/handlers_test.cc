@@ -338,16 +338,17 @@ TEST(HandlersTest, WebWorkerDictShapes) {
   EXPECT_GT(stored_differs, 0);
 
   rsslab::v1::HandleResponse bad;
+  // Refused against the handler's KNOBS before handle() runs.
   grpc::Status st = c.Handle(3, {{"dict_shape", "deep"}}, &bad);
-  EXPECT_EQ(st.error_code(), grpc::StatusCode::INTERNAL);
-  EXPECT_NE(st.error_message().find("dict_shape must be flat or nested, got 'deep'"),
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("dict_shape=deep is out of range: must be one of flat, nested"),
             std::string::npos)
       << st.error_message();
 
   rsslab::v1::Snapshot s = c.Snapshot();
   EXPECT_EQ(s.config().handler_params().at("dict_shape"), "flat");
   EXPECT_EQ(s.config().handler_params().at("dict_items"), "200");
-  EXPECT_EQ(s.handler_errors(), 1u);
+  EXPECT_EQ(s.handler_errors(), 0u);  // refused, never handled
   EXPECT_EQ(server->Stop(), 0) << server->Stderr();
 
   // --handler_params overrides the handler's DEFAULTS in what snapshots say.
