@@ -26,6 +26,9 @@ for w in $WORKLOADS; do
   case $w in noop|seed) ;; *) echo "vs_python_peer.sh: WORKLOADS takes noop and/or seed, got '$w'" >&2; exit 2 ;; esac
 done
 [ -z "$BEFORE" ] || [ -x "$BEFORE" ] || { echo "vs_python_peer.sh: BEFORE=$BEFORE is not an executable" >&2; exit 2; }
+# The peer is Debian's grpcio; without it the peer cannot start.
+/usr/bin/python3 -c 'import grpc' 2>/dev/null ||
+  { echo "vs_python_peer.sh: /usr/bin/python3 cannot import grpc: apt-get install python3-grpcio" >&2; exit 1; }
 KINDS="rsslab python"
 [ -n "$BEFORE" ] && KINDS="before rsslab python"
 OUT=$(mktemp -d /tmp/rsslab-peer-XXXXXX)

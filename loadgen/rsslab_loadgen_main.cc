@@ -570,6 +570,10 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   if (absl::Status s = CheckResumeAndMetricsFlags(inv.scenario); !s.ok()) return s;
   if (inv.scenario.has_sweep()) {
     if (absl::Status s = SweepFlags(&inv); !s.ok()) return s;
+  } else if (absl::GetFlag(FLAGS_target).empty()) {
+    // gRPC would take "" for a DNS name and retry until --connect_timeout.
+    return absl::InvalidArgumentError(
+        "--target is empty: give the server's data address, HOST:PORT");
   }
   inv.resume = absl::GetFlag(FLAGS_resume);
   inv.metrics_address = rsslab::metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));

@@ -401,5 +401,18 @@ TEST(HostileInputTest, ResumeMustMeasureTheSameServer) {
   }
 }
 
+TEST(HostileInputTest, EmptyTargetIsAUsageError) {
+  // Before: gRPC took "" for a DNS name, logged resolver errors and the run
+  // failed only after --connect_timeout, with a run directory written.
+  const std::string out = Tmp() + "/empty-target-run";
+  ServerProcess::Result r = ServerProcess::Run(
+      Bin("loadgen/rsslab_loadgen"),
+      {"--target=", "--control=", "--requests=10", "--progress=none", "--out=" + out});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "--target is empty")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "dns")) << r.err;
+  EXPECT_NE(access(out.c_str(), F_OK), 0) << "a usage error wrote " << out;
+}
+
 }  // namespace
 }  // namespace rsslab
