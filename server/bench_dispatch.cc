@@ -1,10 +1,7 @@
 #include "server/bench_dispatch.h"
 
-#include <deque>
 #include <utility>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 
 namespace rsslab {
 namespace {
@@ -30,29 +27,12 @@ class PoolDispatcher : public Dispatcher {
  public:
   PoolDispatcher(WorkerPool* workers, Served served) : workers_(workers), served_(served) {}
   void Dispatch(PendingCall call) override {
-    {
-      absl::MutexLock lock(&mu_);
-      pending_.push_back(std::move(call));
-    }
-    if (workers_->Submit([this](int worker) { ServeOldest(worker); })) return;
-    PendingCall p;
-    {
-      absl::MutexLock lock(&mu_);
-      // Stop() has begun: every later Submit fails too and takes one each.
-      p = std::move(pending_.back());
-      pending_.pop_back();
-    }
-    p.done(absl::UnavailableError("server is shutting down"));
+    queue_.Enqueue(workers_, std::move(call), [this](int worker) { ServeOldest(worker); });
   }
 
  private:
   void ServeOldest(int worker) {
-    PendingCall p;
-    {
-      absl::MutexLock lock(&mu_);
-      p = std::move(pending_.front());
-      pending_.pop_front();
-    }
+    PendingCall p = queue_.PopOldest();
     absl::Time start = absl::Now();
     if (p.cancelled && p.cancelled()) {
       p.done(absl::CancelledError("client cancelled before a worker was free"));
@@ -64,8 +44,7 @@ class PoolDispatcher : public Dispatcher {
 
   WorkerPool* const workers_;
   const Served served_;
-  absl::Mutex mu_;
-  std::deque<PendingCall> pending_ ABSL_GUARDED_BY(mu_);
+  PendingQueue queue_;
 };
 
 }  // namespace

@@ -51,20 +51,7 @@ class PythonDispatcher : public Dispatcher {
       : workers_(workers), runtime_(runtime), served_(served) {}
 
   void Dispatch(PendingCall call) override {
-    {
-      absl::MutexLock lock(&mu_);
-      pending_.push_back(std::move(call));
-    }
-    if (workers_->Submit([this](int worker) { ServeOldest(worker); })) return;
-    PendingCall p;
-    {
-      absl::MutexLock lock(&mu_);
-      // The newest entry, this call's or a later one's: Stop() has begun,
-      // so every later Submit fails too and takes one entry each.
-      p = std::move(pending_.back());
-      pending_.pop_back();
-    }
-    p.done(absl::UnavailableError("server is shutting down"));
+    queue_.Enqueue(workers_, std::move(call), [this](int worker) { ServeOldest(worker); });
   }
 
  private:
@@ -78,12 +65,7 @@ class PythonDispatcher : public Dispatcher {
       // A hand-over another worker asked for happens now, before this one
       // picks, not at the handler's first bytecode after.
       runtime_->YieldIfAsked();
-      {
-        absl::MutexLock lock(&mu_);
-        // One task per call was submitted, so there is always one here.
-        p = std::move(pending_.front());
-        pending_.pop_front();
-      }
+      p = queue_.PopOldest();
       start = absl::Now();
       skipped = p.cancelled && p.cancelled();
       if (!skipped) s = runtime_->Handle(*p.request, worker, p.response);
@@ -99,9 +81,8 @@ class PythonDispatcher : public Dispatcher {
   WorkerPool* const workers_;
   PythonRuntime* const runtime_;
   const Served served_;
-  absl::Mutex mu_;
   // Calls accepted and not yet picked by a worker, oldest first.
-  std::deque<PendingCall> pending_ ABSL_GUARDED_BY(mu_);
+  PendingQueue queue_;
 };
 
 }  // namespace

@@ -9,13 +9,17 @@
 #ifndef RSSLAB_SERVER_DISPATCH_H_
 #define RSSLAB_SERVER_DISPATCH_H_
 
+#include <deque>
 #include <functional>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/load.pb.h"
 #include "common/metrics/latency_histogram.h"
 #include "server/phase_state.h"
+#include "server/workers/worker_pool.h"
 
 namespace rsslab {
 
@@ -27,6 +31,29 @@ struct PendingCall {
   // Called exactly once, with the call's outcome.
   std::function<void(const absl::Status&)> done;
   absl::Time queued;
+};
+
+// Accepted calls in arrival order, for dispatchers that hand calls to the
+// worker pool: one pool task per call, and whichever worker runs a task
+// serves the oldest call then, so calls are served in arrival order
+// whichever worker wakes first.
+//
+//   void Dispatch(PendingCall call) override {
+//     queue_.Enqueue(workers_, std::move(call), [this](int w) { Serve(w); });
+//   }
+//   void Serve(int worker) { PendingCall p = queue_.PopOldest(); ... }
+class PendingQueue {
+ public:
+  // Queues `call` and submits `serve_oldest` to `workers`. Once the pool
+  // has stopped, every later Submit fails too, and each failing call
+  // answers one queued call (the newest) UNAVAILABLE.
+  void Enqueue(WorkerPool* workers, PendingCall call, std::function<void(int)> serve_oldest);
+  // The oldest queued call; one task per call, so there is always one.
+  PendingCall PopOldest();
+
+ private:
+  absl::Mutex mu_;
+  std::deque<PendingCall> pending_ ABSL_GUARDED_BY(mu_);
 };
 
 class Dispatcher {
