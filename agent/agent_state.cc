@@ -8,8 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -117,32 +115,8 @@ absl::Status Write(const std::string& path, const v1::AgentState& state) {
   std::string text;
   (void)google::protobuf::util::MessageToJsonString(state, &text, o);
   text += "\n";
-  const std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(errno)));
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int e = errno;
-      close(fd);
-      unlink(tmp.c_str());
-      return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(e)));
-    }
-    done += n;
-  }
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    const int e = errno;
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", tmp, ": ", strerror(e)));
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot rename ", tmp, " to ", path, ": ", strerror(e)));
-  }
-  return absl::OkStatus();
+  // 0600: the state names the servers' command lines and pids.
+  return WriteFileAtomically(path, text, 0600);
 }
 
 absl::Status PrepareDir(const std::string& dir) {

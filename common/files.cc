@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -41,6 +42,16 @@ absl::Status CheckStat(const struct stat& st, const std::string& path, int64_t m
 // and without following the file into a terminal's control.
 int OpenNoBlock(const std::string& path) {
   return open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+}
+
+// A temporary name beside `path` (same directory, so the rename is atomic),
+// hidden, and unique per process and call so two writers never share one.
+std::string TempNameFor(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
+  const std::string base = slash == std::string::npos ? path : path.substr(slash + 1);
+  return absl::StrCat(dir, ".", base, ".tmp-", getpid(), "-", counter.fetch_add(1));
 }
 
 }  // namespace
@@ -110,6 +121,37 @@ absl::Status CheckPrivateFile(const std::string& path, absl::string_view what) {
         "chmod 600 %s",
         what, path, st.st_mode & 07777, path));
   }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view text, mode_t mode) {
+  const std::string tmp = TempNameFor(path);
+  auto fail = [&](int e) {
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(e)));
+  };
+  // O_EXCL: never write through a file (or a symlink) someone left there.
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = n < 0 ? errno : EIO;
+      close(fd);
+      return fail(e);
+    }
+    done += static_cast<size_t>(n);
+  }
+  // fsync before rename: otherwise a crash can leave `path` renamed but empty.
+  if (fsync(fd) != 0) {
+    const int e = errno;
+    close(fd);
+    return fail(e);
+  }
+  if (close(fd) != 0) return fail(errno);
+  if (rename(tmp.c_str(), path.c_str()) != 0) return fail(errno);
   return absl::OkStatus();
 }
 

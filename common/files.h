@@ -1,6 +1,7 @@
 // The one way rsslab reads a file a user named (a token, TLS files,
 // profiles, scenarios, the handler): with a size limit suited to its kind,
-// and only if it is a regular file.
+// and only if it is a regular file. And the one way it writes a whole file
+// (WriteFileAtomically, at the end).
 //
 // Why: `--scenario=/dev/zero` once grew the loadgen past 23 GB, and a FIFO
 // blocks a plain open() forever. Here a device, FIFO, socket or directory is
@@ -14,6 +15,8 @@
 
 #ifndef RSSLAB_COMMON_FILES_H_
 #define RSSLAB_COMMON_FILES_H_
+
+#include <sys/types.h>
 
 #include <cstdint>
 #include <string>
@@ -48,6 +51,18 @@ absl::Status CheckRegularFile(const std::string& path, int64_t max_bytes, absl::
 // Refuses a secret file that its group or others may read or write (mode &
 // 077), as OpenSSH does for private keys; the message gives the chmod.
 absl::Status CheckPrivateFile(const std::string& path, absl::string_view what);
+
+// The one way rsslab writes a whole file (summaries, merged events, the
+// agent's state): `text` goes to a new temporary file beside `path`, is
+// fsync'ed, and is renamed over `path`. A reader therefore sees the old file
+// or the new one, never a torn one, even if the writer dies midway (which
+// leaves a hidden .NAME.tmp-PID-N beside it); the temporary file is removed
+// on every failure reported. `mode` is the new file's
+// permission bits before the umask (0600 for a secret). Errors name `path`
+// and the system's reason: "cannot write /x/summary.md: No such file or
+// directory".
+absl::Status WriteFileAtomically(const std::string& path, absl::string_view text,
+                                 mode_t mode = 0666);
 
 }  // namespace rsslab
 

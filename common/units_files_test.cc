@@ -1,12 +1,15 @@
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "common/files.h"
@@ -84,6 +87,70 @@ TEST(Files, PrivateFile) {
   auto s = CheckPrivateFile(p, "--t");
   EXPECT_TRUE(absl::IsPermissionDenied(s)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "chmod 600")) << s;
+}
+
+// Every name in `dir` but . and ..
+std::vector<std::string> Names(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    const std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
+  }
+  closedir(d);
+  return out;
+}
+
+std::string FreshDir(const std::string& name) {
+  const std::string d = Tmp() + "/" + name;
+  mkdir(d.c_str(), 0755);
+  for (const std::string& n : Names(d)) unlink((d + "/" + n).c_str());
+  return d;
+}
+
+TEST(Files, WriteFileAtomicallyWritesAndOverwrites) {
+  const std::string dir = FreshDir("write");
+  const std::string p = dir + "/summary.md";
+  ASSERT_TRUE(WriteFileAtomically(p, "a longer first text\n").ok());
+  EXPECT_EQ(*ReadFileBounded(p, 100, "--f"), "a longer first text\n");
+  ASSERT_TRUE(WriteFileAtomically(p, "short").ok());  // replaced, not overwritten in place
+  EXPECT_EQ(*ReadFileBounded(p, 100, "--f"), "short");
+  ASSERT_TRUE(WriteFileAtomically(p, "").ok());
+  EXPECT_EQ(*ReadFileBounded(p, 100, "--f"), "");
+  EXPECT_EQ(Names(dir), std::vector<std::string>{"summary.md"});  // no temporary left
+}
+
+TEST(Files, WriteFileAtomicallyHonoursTheMode) {
+  const std::string p = FreshDir("write_mode") + "/state.json";
+  std::ofstream(p) << "old";
+  ASSERT_EQ(chmod(p.c_str(), 0644), 0);
+  ASSERT_TRUE(WriteFileAtomically(p, "{}", 0600).ok());
+  struct stat st;
+  ASSERT_EQ(stat(p.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);  // the new file's mode, not the old one's
+  EXPECT_TRUE(CheckPrivateFile(p, "--state").ok());
+}
+
+TEST(Files, WriteFileAtomicallyNamesThePathAndTheReason) {
+  const std::string dir = FreshDir("write_bad");
+  const std::string plain = dir + "/plain";
+  std::ofstream(plain) << "x";
+  ASSERT_EQ(mkdir((dir + "/adir").c_str(), 0755), 0);
+  // Tests may run as root, so "unwritable" is a missing directory, a
+  // regular file used as a directory, and a directory in the file's place.
+  for (const auto& [path, reason] : {std::pair<std::string, std::string>{
+                                         dir + "/missing/summary.md", "No such file or directory"},
+                                     {plain + "/summary.md", "Not a directory"},
+                                     {dir + "/adir", "Is a directory"}}) {
+    absl::Status s = WriteFileAtomically(path, "text");
+    ASSERT_FALSE(s.ok()) << path;
+    EXPECT_EQ(s.message(), "cannot write " + path + ": " + reason);
+  }
+  std::vector<std::string> names = Names(dir);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"adir", "plain"}));  // temporaries removed
+  EXPECT_TRUE(Names(dir + "/adir").empty());
 }
 
 }  // namespace

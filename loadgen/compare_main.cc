@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -13,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/files.h"
 #include "loadgen/compare.h"
 #include "loadgen/report_tool.h"
 
@@ -71,7 +71,11 @@ void Plot(const CompareResult& r, const std::string& png) {
     return;
   }
   close(fd);
-  std::ofstream(tmpl) << CompareJson(r);
+  if (absl::Status w = WriteFileAtomically(tmpl, CompareJson(r)); !w.ok()) {
+    unlink(tmpl);
+    fprintf(stderr, "rsslab_loadgen: compare: no plot: %s\n", std::string(w.message()).c_str());
+    return;
+  }
   std::string tool = absl::GetFlag(FLAGS_report_tool);
   if (tool.empty()) tool = FindReportTool();
   std::string output;

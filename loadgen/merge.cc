@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <map>
 #include <tuple>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/files.h"
 #include "loadgen/cells.h"
 #include "loadgen/event_log.h"
 
@@ -95,21 +95,9 @@ absl::Status MakeDirs(const std::string& dir) {
 }
 
 absl::Status WriteEvents(const std::string& out, const std::vector<Event>& events) {
-  const std::string tmp = absl::StrCat(out, "/.events.jsonl.merge-", getpid());
-  FILE* f = fopen(tmp.c_str(), "w");
-  if (f == nullptr) return absl::InternalError(absl::StrCat("cannot create ", tmp));
-  bool ok = true;
-  for (const Event& e : events) {
-    const std::string line = EventToJson(e) + "\n";
-    ok = ok && fwrite(line.data(), 1, line.size(), f) == line.size();
-  }
-  ok = (fflush(f) == 0) && ok;
-  ok = (fclose(f) == 0) && ok;
-  if (!ok || rename(tmp.c_str(), absl::StrCat(out, "/events.jsonl").c_str()) != 0) {
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("cannot write ", out, "/events.jsonl"));
-  }
-  return absl::OkStatus();
+  std::string text;
+  for (const Event& e : events) absl::StrAppend(&text, EventToJson(e), "\n");
+  return WriteFileAtomically(absl::StrCat(out, "/events.jsonl"), text);
 }
 
 // --out may already hold an earlier merge (it is rebuilt), nothing else.

@@ -1,7 +1,6 @@
 #include "loadgen/summary_render.h"
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "common/files.h"
 #include "common/phase.h"
 #include "loadgen/fill_check.h"
 
@@ -20,14 +20,6 @@ std::string Mib(int64_t bytes) {
 }
 
 std::string Ms(double us) { return absl::StrFormat("%.2f", us / 1000.0); }
-
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
 
 std::string PhaseRss(const SoakCycle& c, const char* phase) {
   auto it = c.rss.find(phase);
@@ -264,17 +256,18 @@ std::string SummaryCsv(const RunSummary& s, const std::string& run_dir) {
 }
 
 absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s) {
-  if (auto st = WriteFile(absl::StrCat(run_dir, "/summary.md"),
-                          SummaryMarkdown(s, run_dir));
+  if (auto st = WriteFileAtomically(absl::StrCat(run_dir, "/summary.md"),
+                                    SummaryMarkdown(s, run_dir));
       !st.ok()) {
     return st;
   }
-  if (auto st = WriteFile(absl::StrCat(run_dir, "/summary.csv"), SummaryCsv(s, run_dir));
+  if (auto st =
+          WriteFileAtomically(absl::StrCat(run_dir, "/summary.csv"), SummaryCsv(s, run_dir));
       !st.ok()) {
     return st;
   }
   if (!s.soak.enabled) return absl::OkStatus();
-  return WriteFile(absl::StrCat(run_dir, "/soak_cycles.csv"), SoakCyclesCsv(s.soak));
+  return WriteFileAtomically(absl::StrCat(run_dir, "/soak_cycles.csv"), SoakCyclesCsv(s.soak));
 }
 
 std::string HandlerLabel(const RunSummary& s) {

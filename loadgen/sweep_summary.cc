@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
@@ -13,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/files.h"
 #include "loadgen/fill_check.h"
 
 namespace rsslab {
@@ -30,14 +30,6 @@ constexpr SweepMetricInfo kMetrics[kNumSweepMetrics] = {
     {"qps", "fill QPS"},
     {"p99_ms", "fill p99 ms"},
 };
-
-absl::Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
 
 std::string Cell(const Aggregate& a, int metric) {
   if (a.n == 0) return "-";
@@ -458,12 +450,12 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
 }
 
 absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s) {
-  if (absl::Status st = WriteFile(absl::StrCat(run_dir, "/summary.md"),
-                                  SweepMarkdown(s, run_dir));
+  if (absl::Status st =
+          WriteFileAtomically(absl::StrCat(run_dir, "/summary.md"), SweepMarkdown(s, run_dir));
       !st.ok()) {
     return st;
   }
-  return WriteFile(absl::StrCat(run_dir, "/summary.csv"), SweepCsv(s));
+  return WriteFileAtomically(absl::StrCat(run_dir, "/summary.csv"), SweepCsv(s));
 }
 
 bool SweepComplete(const SweepSummary& s) {
