@@ -203,7 +203,7 @@ std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string&
   b.AddListeningPort(address, security.ServerCredentials(), port);
   // Bounded so a hostile or broken client cannot make the server buffer
   // arbitrarily large messages.
-  // Range-checked in Main (1..1024 MiB), so the int cannot overflow.
+  // Range-checked in ConfigFromFlags (1..1024 MiB), so the int cannot overflow.
   const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) * kMiB);
   b.SetMaxReceiveMessageSize(max_bytes);
   b.SetMaxSendMessageSize(max_bytes);
@@ -216,12 +216,8 @@ std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string&
   return server;
 }
 
-int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "rsslab_server: threaded gRPC server with an embedded CPython handler and a\n"
-      "shared LRU cache; reports RSS, arenas and allocator stats over its Control service.\n"
-      "Prints 'rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID' when ready.");
-  ParseFlags(argc, argv);
+// Process-wide settings made before any thread starts.
+void TuneProcess() {
   InstallRateLimitedProtobufLog("rsslab_server");
   // Debian's Abseil is built with Mutex deadlock detection on, and gRPC
   // 1.51's own locks are absl::Mutex: the cycle bookkeeping
@@ -239,19 +235,35 @@ int Main(int argc, char** argv) {
   // us instead of 41 (docs/BENCHMARKS.md, "Seed overhead"). An explicit
   // GRPC_POLL_STRATEGY in the environment wins.
   setenv("GRPC_POLL_STRATEGY", "poll", /*overwrite=*/0);
+}
 
-  // Block the stop signals in every thread (gRPC's and Python's inherit the
-  // mask); main waits for them with sigwait.
+// Blocks the stop signals in the calling thread, and so in every thread
+// started after it (gRPC's and Python's inherit the mask); StopSignals
+// takes them with sigwait.
+sigset_t BlockStopSignals() {
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  return stop;
+}
 
-  StopSignals signals(stop);
+// Everything the command line decides, checked.
+struct Config {
+  ServerCore::Options core;
+  absl::Duration grace;  // --shutdown_grace_ms
+  std::string data_addr;
+  std::string control_addr;
+  HostPort data_hp;
+  HostPort control_hp;
+  std::string metrics_addr;  // empty: no metrics endpoint
+  Security security;
+};
 
-  // Every number is range-checked before it is converted or used; the
-  // message names the flag and the allowed range (exit 2).
+// Every number is range-checked before it is converted or used; the
+// message names the flag and the allowed range (exit 2).
+ServerCore::Options CoreOptionsFromFlags() {
   ServerCore::Options o;
   o.threads = absl::GetFlag(FLAGS_threads);
   Need(CheckRange(o.threads, "--threads", 1, 4096));
@@ -272,9 +284,52 @@ int Main(int argc, char** argv) {
   o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms", 0, 3600000));
   o.stuck_after = Need(MsToDuration(absl::GetFlag(FLAGS_stuck_after_ms), "--stuck_after_ms", 1, 86400000));
   o.handler_budget = Need(MsToDuration(absl::GetFlag(FLAGS_handler_budget_ms), "--handler_budget_ms", 0, 3600000));
+  return o;
+}
+
+// The listen addresses and the credentials: a malformed address, a bad
+// credential file or an unprotected non-loopback address exits 2, a taken
+// port 1.
+void AddressesFromFlags(Config* config) {
+  Config& c = *config;
+  c.data_addr = absl::GetFlag(FLAGS_listen);
+  c.control_addr = absl::GetFlag(FLAGS_control_listen);
+  absl::StatusOr<HostPort> data_hp = ParseHostPort(c.data_addr);
+  if (!data_hp.ok()) DieUsage(absl::StrCat(data_hp.status().message(), " (--listen)"));
+  c.data_hp = *std::move(data_hp);
+  absl::StatusOr<HostPort> control_hp = ParseHostPort(c.control_addr);
+  if (!control_hp.ok()) DieUsage(absl::StrCat(control_hp.status().message(), " (--control_listen)"));
+  c.control_hp = *std::move(control_hp);
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) DieUsage(std::string(security.status().message()));
+  c.security = *std::move(security);
+  // Fail on a taken port or an unprotected non-loopback address before the
+  // (slower) interpreter start.
+  for (auto [flag, addr] : {std::pair<const char*, std::string>{"listen", c.data_addr},
+                            {"control_listen", c.control_addr}}) {
+    absl::Status s = c.security.CheckListen(addr, flag);
+    if (!s.ok()) DieUsage(std::string(s.message()));
+    s = CheckBindable(addr);
+    if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
+  }
+
+  // The metrics port is checked with the others, before the interpreter.
+  c.metrics_addr = metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
+  if (!c.metrics_addr.empty()) {
+    absl::Status s = CheckBindable(c.metrics_addr);
+    if (!s.ok()) Die(absl::StrCat(s.message(), " (--metrics_listen)"));
+  }
+}
+
+// All flags, checked in a fixed order (the first bad one on a command line
+// is the one reported).
+Config ConfigFromFlags() {
+  Config c;
+  c.core = CoreOptionsFromFlags();
+  ServerCore::Options& o = c.core;
   Need(CheckRange(absl::GetFlag(FLAGS_max_message_mb), "--max_message_mb", 1, 1024, " (MiB)"));
   Need(CheckRange(absl::GetFlag(FLAGS_max_watch_streams), "--max_watch_streams", 0, 1024));
-  const absl::Duration grace =
+  c.grace =
       Need(MsToDuration(absl::GetFlag(FLAGS_shutdown_grace_ms), "--shutdown_grace_ms", 0, 3600000));
   absl::StatusOr<ServerCore::Options::Dispatch> dispatch =
       ServerCore::ParseDispatch(absl::GetFlag(FLAGS_dispatch));
@@ -295,120 +350,135 @@ int Main(int argc, char** argv) {
   if (o.thread_mode != "fixed" && o.thread_mode != "churn") {
     DieUsage(absl::StrCat("--thread_mode must be fixed or churn, got '", o.thread_mode, "'"));
   }
+  AddressesFromFlags(&c);
+  return c;
+}
 
-  const std::string data_addr = absl::GetFlag(FLAGS_listen);
-  const std::string control_addr = absl::GetFlag(FLAGS_control_listen);
-  absl::StatusOr<HostPort> data_hp = ParseHostPort(data_addr);
-  if (!data_hp.ok()) DieUsage(absl::StrCat(data_hp.status().message(), " (--listen)"));
-  absl::StatusOr<HostPort> control_hp = ParseHostPort(control_addr);
-  if (!control_hp.ok()) DieUsage(absl::StrCat(control_hp.status().message(), " (--control_listen)"));
-  absl::StatusOr<Security> security = Security::FromFlags();
-  if (!security.ok()) DieUsage(std::string(security.status().message()));
-  // Fail on a taken port or an unprotected non-loopback address before the
-  // (slower) interpreter start.
-  for (auto [flag, addr] : {std::pair<const char*, std::string>{"listen", data_addr},
-                            {"control_listen", control_addr}}) {
-    absl::Status s = security->CheckListen(addr, flag);
-    if (!s.ok()) DieUsage(std::string(s.message()));
-    s = CheckBindable(addr);
-    if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
-  }
-
-  // The metrics port is checked with the others, before the interpreter.
-  const std::string metrics_addr =
-      metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
-  if (!metrics_addr.empty()) {
-    absl::Status s = CheckBindable(metrics_addr);
-    if (!s.ok()) Die(absl::StrCat(s.message(), " (--metrics_listen)"));
-  }
-
-  absl::StatusOr<std::unique_ptr<ServerCore>> core_or = ServerCore::Create(o);
-  if (!core_or.ok()) {
+// Starts the interpreter and the workers.
+std::unique_ptr<ServerCore> CreateCore(const ServerCore::Options& o) {
+  absl::StatusOr<std::unique_ptr<ServerCore>> core = ServerCore::Create(o);
+  if (!core.ok()) {
     // A handler file that is not a regular file (or too large) is a usage
     // error like any bad flag; one that fails to import is the handler's.
-    if (absl::IsInvalidArgument(core_or.status()) &&
-        absl::StartsWith(core_or.status().message(), "--")) {
-      DieUsage(std::string(core_or.status().message()));
+    if (absl::IsInvalidArgument(core.status()) && absl::StartsWith(core.status().message(), "--")) {
+      DieUsage(std::string(core.status().message()));
     }
-    Die(std::string(core_or.status().message()));
+    Die(std::string(core.status().message()));
   }
-  std::unique_ptr<ServerCore> core = std::move(*core_or);
+  return *std::move(core);
+}
 
-  LoadService load(core.get(), &*security);
-  ControlService control(core.get(), absl::GetFlag(FLAGS_max_watch_streams), &*security);
-  int data_port = 0, control_port = 0;
-  std::unique_ptr<grpc::ServerCompletionQueue> load_cq;
-  std::unique_ptr<grpc::Server> data_server =
-      Listen("listen", data_addr, *security, load.service(), &data_port, &load_cq);
-  load.Start(std::move(load_cq));
-  std::unique_ptr<grpc::Server> control_server =
-      Listen("control_listen", control_addr, *security, &control, &control_port);
-  std::string data_bound = JoinHostPort(data_hp->host, data_port);
-  std::string control_bound = JoinHostPort(control_hp->host, control_port);
-  core->set_addresses(data_bound, control_bound);
-  std::unique_ptr<metrics::MetricsHttpServer> metrics_http;
-  std::string metrics_address;
-  if (!metrics_addr.empty()) {
-    ServerCore* c = core.get();
-    auto m = metrics::MetricsHttpServer::Start(metrics_addr,
-                                               [c] { return metrics::ServerMetricsText(c); });
-    if (!m.ok()) Die(absl::StrCat(m.status().message(), " (--metrics_listen)"));
-    metrics_http = std::move(*m);
-    metrics_address = metrics_http->address();
+// The data plane, the control plane and the metrics endpoint, serving from
+// construction until Shutdown. Members are declared in start order, so they
+// are destroyed in reverse (the services before the core they call).
+class Serving {
+ public:
+  // `config` must outlive this (the services keep its Security).
+  Serving(std::unique_ptr<ServerCore> core, const Config& config)
+      : core_(std::move(core)),
+        load_(core_.get(), &config.security),
+        control_(core_.get(), absl::GetFlag(FLAGS_max_watch_streams), &config.security) {
+    int data_port = 0, control_port = 0;
+    std::unique_ptr<grpc::ServerCompletionQueue> load_cq;
+    data_server_ = Listen("listen", config.data_addr, config.security, load_.service(), &data_port,
+                          &load_cq);
+    load_.Start(std::move(load_cq));
+    control_server_ =
+        Listen("control_listen", config.control_addr, config.security, &control_, &control_port);
+    ready_.data_address = JoinHostPort(config.data_hp.host, data_port);
+    ready_.control_address = JoinHostPort(config.control_hp.host, control_port);
+    ready_.pid = getpid();
+    core_->set_addresses(ready_.data_address, ready_.control_address);
+    if (!config.metrics_addr.empty()) {
+      ServerCore* c = core_.get();
+      auto m = metrics::MetricsHttpServer::Start(config.metrics_addr,
+                                                 [c] { return metrics::ServerMetricsText(c); });
+      if (!m.ok()) Die(absl::StrCat(m.status().message(), " (--metrics_listen)"));
+      metrics_http_ = std::move(*m);
+      ready_.metrics_address = metrics_http_->address();
+    }
   }
 
+  std::string FormattedReadyLine() const { return FormatReadyLine(ready_); }
+
+  // After a stop signal: lets in-flight calls finish for up to `grace`, then
+  // stops everything. Returns the exit code, or exits kExitStuck itself when
+  // a call or the shutdown does not finish in time.
+  int Shutdown(int sig, absl::Duration grace) {
+    fprintf(stderr, "rsslab_server: %s received, finishing in-flight calls\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    // The whole shutdown is bounded, whatever hangs (a handler that never
+    // returns holds its worker, and with it gRPC's Shutdown, the pool's join
+    // and Py_FinalizeEx): past grace + slack the process exits anyway.
+    absl::Notification finished;
+    ServerCore* c = core_.get();
+    std::thread watchdog([&finished, c, grace] {
+      if (finished.WaitForNotificationWithTimeout(grace + kShutdownSlack)) return;
+      fprintf(stderr,
+              "rsslab_server: shutdown still not finished %s after the grace period; busy "
+              "workers: %s; exiting\n",
+              absl::FormatDuration(kShutdownSlack).c_str(), c->BusyWorkers().c_str());
+      fflush(stderr);
+      _exit(kExitStuck);
+    });
+    // Stop accepting and let in-flight calls finish (they need the workers,
+    // which are still running), then stop the control plane, the workers and
+    // the interpreter, in that order.
+    // Drain at our level first: gRPC's Shutdown(deadline) also waits out
+    // idle client connections, which would delay every exit by seconds.
+    int64_t left = core_->Drain(grace);
+    if (left > 0) {
+      // A Python thread cannot be stopped from outside, and waiting for it
+      // is what made the server unkillable but by SIGKILL (issue 14).
+      fprintf(stderr,
+              "rsslab_server: %ld calls still running after the grace period (%s); busy workers: "
+              "%s; exiting without them\n",
+              static_cast<long>(left), absl::FormatDuration(grace).c_str(),
+              core_->BusyWorkers().c_str());
+      fflush(stderr);
+      _exit(kExitStuck);
+    }
+    control_.StopWatches();
+    data_server_->Shutdown(std::chrono::system_clock::now());
+    control_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    data_server_->Wait();
+    control_server_->Wait();
+    // Scrapes take snapshots of the core: stop them first.
+    if (metrics_http_) metrics_http_->Stop();
+    core_->Shutdown();
+    // After the workers are gone: none can answer a call into the queue now.
+    load_.Stop();
+    finished.Notify();
+    watchdog.join();
+    fprintf(stderr, "rsslab_server: stopped\n");
+    return 0;
+  }
+
+ private:
+  std::unique_ptr<ServerCore> core_;
+  LoadService load_;
+  ControlService control_;
+  std::unique_ptr<grpc::Server> data_server_;
+  std::unique_ptr<grpc::Server> control_server_;
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_http_;
+  ReadyLine ready_;
+};
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "rsslab_server: threaded gRPC server with an embedded CPython handler and a\n"
+      "shared LRU cache; reports RSS, arenas and allocator stats over its Control service.\n"
+      "Prints 'rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID' when ready.");
+  ParseFlags(argc, argv);
+  TuneProcess();
+  // From here on a stop signal is answered at every stage (StopSignals).
+  StopSignals signals(BlockStopSignals());
+  const Config config = ConfigFromFlags();
+  Serving serving(CreateCore(config.core), config);
   signals.SetReady();
-  printf("%s\n", FormatReadyLine({data_bound, control_bound, getpid(), metrics_address}).c_str());
+  printf("%s\n", serving.FormattedReadyLine().c_str());
   fflush(stdout);
-
-  const int sig = signals.Wait();
-  fprintf(stderr, "rsslab_server: %s received, finishing in-flight calls\n",
-          sig == SIGTERM ? "SIGTERM" : "SIGINT");
-  // The whole shutdown is bounded, whatever hangs (a handler that never
-  // returns holds its worker, and with it gRPC's Shutdown, the pool's join
-  // and Py_FinalizeEx): past grace + slack the process exits anyway.
-  absl::Notification finished;
-  ServerCore* c = core.get();
-  std::thread watchdog([&finished, c, grace] {
-    if (finished.WaitForNotificationWithTimeout(grace + kShutdownSlack)) return;
-    fprintf(stderr,
-            "rsslab_server: shutdown still not finished %s after the grace period; busy "
-            "workers: %s; exiting\n",
-            absl::FormatDuration(kShutdownSlack).c_str(), c->BusyWorkers().c_str());
-    fflush(stderr);
-    _exit(kExitStuck);
-  });
-  // Stop accepting and let in-flight calls finish (they need the workers,
-  // which are still running), then stop the control plane, the workers and
-  // the interpreter, in that order.
-  // Drain at our level first: gRPC's Shutdown(deadline) also waits out
-  // idle client connections, which would delay every exit by seconds.
-  int64_t left = core->Drain(grace);
-  if (left > 0) {
-    // A Python thread cannot be stopped from outside, and waiting for it
-    // is what made the server unkillable but by SIGKILL (issue 14).
-    fprintf(stderr,
-            "rsslab_server: %ld calls still running after the grace period (%s); busy workers: "
-            "%s; exiting without them\n",
-            static_cast<long>(left), absl::FormatDuration(grace).c_str(),
-            core->BusyWorkers().c_str());
-    fflush(stderr);
-    _exit(kExitStuck);
-  }
-  control.StopWatches();
-  data_server->Shutdown(std::chrono::system_clock::now());
-  control_server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-  data_server->Wait();
-  control_server->Wait();
-  // Scrapes take snapshots of the core: stop them first.
-  if (metrics_http) metrics_http->Stop();
-  core->Shutdown();
-  // After the workers are gone: none can answer a call into the queue now.
-  load.Stop();
-  finished.Notify();
-  watchdog.join();
-  fprintf(stderr, "rsslab_server: stopped\n");
-  return 0;
+  return serving.Shutdown(signals.Wait(), config.grace);
 }
 
 }  // namespace
