@@ -81,6 +81,9 @@ absl::StatusOr<Security> Security::Load(const SecurityOptions& o) {
     if (!c.ok()) return c.status();
     absl::StatusOr<std::string> k = ReadFile(o.tls_key, "tls_key", kTlsFileMaxBytes);
     if (!k.ok()) return k.status();
+    // The key is a secret like the token (whoever reads it can pose as this
+    // side); the certificate and the CA are public and are not checked.
+    if (absl::Status p = CheckPrivateFile(o.tls_key, "--tls_key"); !p.ok()) return p;
     s.cert_ = *std::move(c);
     s.key_ = *std::move(k);
   }

@@ -127,6 +127,37 @@ TEST(HostileInputTest, TokenFilesReadableByOthersAreRefused) {
   }
 }
 
+// The TLS private key is a secret like the token; the certificate and the
+// CA beside it are public (0644 here) and must still be accepted.
+TEST(HostileInputTest, TlsKeyFilesReadableByOthersAreRefused) {
+  auto write = [](const std::string& name, mode_t mode) {
+    const std::string path = Tmp() + "/" + name;
+    FILE* f = fopen(path.c_str(), "w");
+    EXPECT_NE(f, nullptr) << path;
+    if (f != nullptr) {
+      fputs("-----BEGIN PLACEHOLDER-----\n", f);  // refused before it is parsed
+      fclose(f);
+    }
+    EXPECT_EQ(chmod(path.c_str(), mode), 0) << path;
+    return path;
+  };
+  const std::string cert = write("open-cert.pem", 0644);
+  const std::string ca = write("open-ca.pem", 0644);
+  const std::string key = write("open-key.pem", 0640);
+  for (const auto& [name, b] : Binaries("tlskey")) {
+    std::vector<std::string> args = b.base;
+    args.insert(args.end(), {"--tls_cert=" + cert, "--tls_key=" + key, "--tls_ca=" + ca});
+    ServerProcess::Result r = ServerProcess::Run(b.path, args);
+    EXPECT_EQ(r.exit_code, 2) << name << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "--tls_key: " + key)) << name << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "chmod 600 " + key)) << name << ": " << r.err;
+    EXPECT_FALSE(absl::StrContains(r.out, "ready")) << name << ": " << r.out;
+    if (!b.created.empty()) {
+      EXPECT_FALSE(Exists(b.created)) << b.created;
+    }
+  }
+}
+
 // ---------------------------------------------------------------- numbers
 
 TEST(HostileInputTest, EveryNumericFlagRefusesEdgeValuesWithExit2AndCreatesNothing) {

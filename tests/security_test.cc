@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -63,6 +64,11 @@ class Certs : public ::testing::Environment {
     leaf("server", "ca", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n");
     leaf("client", "ca", "extendedKeyUsage=clientAuth\n");
     leaf("rogue-client", "rogue-ca", "extendedKeyUsage=clientAuth\n");
+    // Private keys must be private (--tls_key refuses group/other bits),
+    // whatever mode this openssl gives them.
+    for (const char* n : {"ca", "rogue-ca", "server", "client", "rogue-client"}) {
+      ASSERT_EQ(chmod(absl::StrCat(d, "/", n, ".key").c_str(), 0600), 0) << n;
+    }
   }
 };
 const auto* kCerts = ::testing::AddGlobalTestEnvironment(new Certs);
@@ -219,6 +225,17 @@ TEST(SecurityTest, BadCredentialFilesAreOneLineErrors) {
                                "--tls_cert=" + Pem("server")});
   EXPECT_EQ(r.exit_code, 2);  // a usage error
   EXPECT_TRUE(absl::StrContains(r.err, "go together")) << r.err;
+  // A real key its group may read: refused before the server starts.
+  std::ifstream in(Key("server"));
+  std::string key_text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string open_key = WriteFile("group-readable.key", key_text);
+  ASSERT_EQ(chmod(open_key.c_str(), 0640), 0);
+  r = ServerProcess::Run(bin, {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+                               "--tls_cert=" + Pem("server"), "--tls_key=" + open_key});
+  EXPECT_EQ(r.exit_code, 2);  // a usage error
+  EXPECT_TRUE(absl::StrContains(r.err, "--tls_key: " + open_key)) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "chmod 600 " + open_key)) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.out, "ready")) << r.out;
 }
 
 TEST(SecurityTest, OversizedMessageIsRejectedNotACrash) {
