@@ -6,11 +6,24 @@
 
 namespace rsslab {
 
-grpc::Status ControlService::SetPhase(grpc::ServerContext* context,
-                                      const rsslab::v1::SetPhaseRequest* request,
-                                      rsslab::v1::SetPhaseResponse* response) {
+grpc::Status ControlService::StreamedSetPhase(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<rsslab::v1::SetPhaseRequest, rsslab::v1::SetPhaseResponse>* stream) {
   if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
-  return ToGrpc(core_->SetPhase(*request, response));
+  rsslab::v1::SetPhaseRequest request;
+  // A unary call carries exactly one message: Read fails when it does not
+  // parse, or when the client has gone (then nobody reads the answer).
+  if (!stream->Read(&request)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the request does not parse as rsslab.v1.SetPhaseRequest: the phase is not "
+                        "valid UTF-8, or the bytes are not a SetPhaseRequest");
+  }
+  rsslab::v1::SetPhaseResponse response;
+  grpc::Status status = ToGrpc(core_->SetPhase(request, &response));
+  if (status.ok() && !stream->Write(response)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away before the answer");
+  }
+  return status;
 }
 
 grpc::Status ControlService::GetSnapshot(grpc::ServerContext* context,

@@ -12,15 +12,22 @@
 
 namespace rsslab {
 
-class ControlService final : public rsslab::v1::Control::Service {
+// SetPhase is a streamed unary method: it reads its own request, so one that
+// does not parse (a phase that is not UTF-8, which proto3 refuses) gets
+// INVALID_ARGUMENT with a sentence, where gRPC's own parse answers INTERNAL
+// with an empty message. The other requests carry no strings.
+class ControlService final
+    : public rsslab::v1::Control::WithStreamedUnaryMethod_SetPhase<rsslab::v1::Control::Service> {
  public:
   // `security` checks the caller's token (when one is configured) before
   // anything changes.
   ControlService(ServerCore* core, int max_watch_streams, const Security* security)
       : core_(core), max_watch_streams_(max_watch_streams), security_(security) {}
 
-  grpc::Status SetPhase(grpc::ServerContext* context, const rsslab::v1::SetPhaseRequest* request,
-                        rsslab::v1::SetPhaseResponse* response) override;
+  grpc::Status StreamedSetPhase(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<rsslab::v1::SetPhaseRequest, rsslab::v1::SetPhaseResponse>* stream)
+      override;
   grpc::Status GetSnapshot(grpc::ServerContext* context,
                            const rsslab::v1::SnapshotRequest* request,
                            rsslab::v1::Snapshot* response) override;

@@ -394,6 +394,44 @@ TEST_F(RpcFields, NonUtf8ParamKeysAreInvalidArgumentWithAMessage) {
   EXPECT_TRUE(absl::StrContains(r.err, "does not serve rsslab's Control service")) << r.err;
 }
 
+// SetPhaseRequest.phase is the one string a Control request carries.
+TEST_F(RpcFields, NonUtf8PhaseIsInvalidArgumentWithAMessage) {
+  rsslab::v1::SetPhaseRequest probe;
+  probe.set_phase("fill");
+  std::string wire = probe.SerializeAsString();
+  ASSERT_NE(wire.find('f'), std::string::npos);
+  wire[wire.find('f')] = '\xff';  // by hand: the C++ API would refuse to serialize it
+  grpc::GenericStub stub(
+      grpc::CreateChannel(server_->control_address(), grpc::InsecureChannelCredentials()));
+  auto call = [&](const std::string& method, const std::string& bytes) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer req(&slice, 1), resp;
+    grpc::Status st;
+    absl::Notification done;
+    stub.UnaryCall(&ctx, method, grpc::StubOptions(), &req, &resp, [&](grpc::Status s) {
+      st = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    return st;
+  };
+  grpc::Status st;
+  // Many of them: neither the answers nor the server's log may grow with them.
+  for (int i = 0; i < 50; ++i) st = call("/rsslab.v1.Control/SetPhase", wire);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "UTF-8")) << st.error_message();
+  EXPECT_TRUE(absl::StrContains(st.error_message(), "SetPhaseRequest")) << st.error_message();
+  // The same method still answers a well-formed request.
+  probe.set_phase("idle");
+  EXPECT_TRUE(call("/rsslab.v1.Control/SetPhase", probe.SerializeAsString()).ok());
+  probe.set_phase("fill");
+  EXPECT_TRUE(call("/rsslab.v1.Control/SetPhase", probe.SerializeAsString()).ok());
+  ExpectServing();
+  EXPECT_LT(server_->Stderr().size(), 2000u) << server_->Stderr();
+}
+
 // ---------------------------------------------------------------- resume
 
 TEST(HostileInputTest, ResumeMustMeasureTheSameServer) {
