@@ -8,10 +8,10 @@ Three repeats per cell. At 64 threads jemalloc's after-idle RSS spreads by
 be trusted) and mimalloc's by 15 % (95/100/110: not marked); fill QPS
 spreads 50 % everywhere (QPS is not a memory figure: never marked). Against
 a base RSS of 26 MiB (the fill set_phase's reply) the per-thread trim is
-1.24x (base + 10 MiB) for jemalloc (met, just under 1.25), 1.57x for mimalloc and 2.00x for
-glibc (missed). A second run directory has jemalloc at 1.30x: no profile
-meets the goal, and "What to do" names the closest. Both tools must write
-the same summary.csv, byte for byte.
+1.24x (base + 10 MiB) for jemalloc (met, just under 1.25), 1.57x for
+mimalloc and 2.00x for glibc (missed). A second run directory has jemalloc
+at 1.30x: no profile meets the goal, and "What to do" names the closest.
+Both tools must write the same summary.csv, byte for byte.
 """
 
 import json
