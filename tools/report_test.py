@@ -154,7 +154,7 @@ def main():
     advice = md[md.index("## What to do"):]
     check(rows[("jemalloc", "64")]["trim_goal_met"] == "no", "jemalloc at 1.30x missed",
           rows[("jemalloc", "64")])
-    check("at 64 threads: no profile meets it; the closest is **jemalloc** 1.30x "
+    check("at 64 threads: no profile meets it; the closest is **jemalloc** at 1.30x "
           "(46.8 MiB after the per-thread trim against a goal of 45.0)." in advice,
           "What to do: no profile meets the goal", advice)
     print("ok")
