@@ -203,9 +203,18 @@ bool SpreadJudged(const SweepRow& r) {
 
 bool TrimGoalMet(const Aggregate& goal) { return goal.n > 0 && goal.median <= kTrimGoalRatio; }
 
+std::string FormatGoalRatio(double ratio) {
+  int digits = 2;
+  while (digits < 4 && ratio != kTrimGoalRatio &&
+         absl::StrFormat("%.*f", digits, ratio) == absl::StrFormat("%.*f", digits, kTrimGoalRatio)) {
+    ++digits;
+  }
+  return absl::StrFormat("%.*f", digits, ratio);
+}
+
 std::string FormatTrimGoal(const Aggregate& goal) {
   if (goal.n == 0) return "-";
-  return absl::StrFormat("%.2fx %s", goal.median, TrimGoalMet(goal) ? "met" : "missed");
+  return absl::StrCat(FormatGoalRatio(goal.median), "x ", TrimGoalMet(goal) ? "met" : "missed");
 }
 
 bool IsSweepRun(const std::vector<Event>& events) {
@@ -404,7 +413,7 @@ std::string SweepCsv(const SweepSummary& s) {
     row.push_back(absl::StrCat(r.unfilled_cells));
     row.push_back(SpreadCsv(r));
     row.push_back(r.base_rss.n == 0 ? "-" : FormatMetric(kUnderLoad, r.base_rss.median));
-    row.push_back(r.trim_goal.n == 0 ? "-" : absl::StrFormat("%.2f", r.trim_goal.median));
+    row.push_back(r.trim_goal.n == 0 ? "-" : FormatGoalRatio(r.trim_goal.median));
     row.push_back(r.trim_goal.n == 0 ? "-" : TrimGoalMet(r.trim_goal) ? "yes" : "no");
     absl::StrAppend(&out, absl::StrJoin(row, ","), "\n");
   }
@@ -511,7 +520,7 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
       absl::StrAppend(&md, " ", FormatMetric(m, c.value[m]), " |");
     }
     absl::StrAppendFormat(&md, " %s | %s |", FormatMetric(kUnderLoad, c.base_rss),
-                          c.trim_goal < 0 ? "-" : absl::StrFormat("%.2fx", c.trim_goal));
+                          c.trim_goal < 0 ? "-" : absl::StrCat(FormatGoalRatio(c.trim_goal), "x"));
     absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
                           c.where.empty() ? "-" : c.where);
   }

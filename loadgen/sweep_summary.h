@@ -140,6 +140,9 @@ std::vector<int> WideSpreadMetrics(const SweepRow& r);
 bool SpreadJudged(const SweepRow& r);
 // Whether the row's median trim_goal is within kTrimGoalRatio (n > 0).
 bool TrimGoalMet(const Aggregate& goal);
+// The ratio with 2 decimals, or up to 4 when 2 would print the limit itself
+// for a ratio on the other side of it ("1.251", not "1.25" and missed).
+std::string FormatGoalRatio(double ratio);
 // "1.57x missed", "1.18x met"; "-" without a value.
 std::string FormatTrimGoal(const Aggregate& goal);
 

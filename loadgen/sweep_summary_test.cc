@@ -304,6 +304,19 @@ TEST(SweepSummaryTest, TrimGoalAgainstRssBeforeAnyLoad) {
   EXPECT_THAT(SweepTable(s), HasSubstr("1.57x missed"));
 }
 
+// "1.25x missed" would contradict itself: next to the limit, more digits.
+TEST(SweepSummaryTest, GoalRatioShowsWhichSideOfTheLimit) {
+  EXPECT_EQ(FormatGoalRatio(1.57), "1.57");
+  EXPECT_EQ(FormatGoalRatio(1.25), "1.25");
+  EXPECT_EQ(FormatGoalRatio(1.252), "1.252");
+  EXPECT_EQ(FormatGoalRatio(1.2496), "1.2496");
+  EXPECT_EQ(FormatGoalRatio(1.2549), "1.255");
+  EXPECT_EQ(FormatGoalRatio(1.24), "1.24");
+  EXPECT_EQ(FormatTrimGoal(Aggregate{1, 1.2501, 1.2501, 1.2501}), "1.2501x missed");
+  EXPECT_EQ(FormatTrimGoal(Aggregate{1, 1.2499, 1.2499, 1.2499}), "1.2499x met");
+  EXPECT_EQ(FormatTrimGoal(Aggregate{}), "-");
+}
+
 TEST(SweepSummaryTest, OrdinaryRunIsNotASweep) {
   Event h;
   h.mutable_header()->set_scenario_name("seed");

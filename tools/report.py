@@ -95,6 +95,16 @@ def goal_met(goal):
     return goal[0] > 0 and goal[1] <= TRIM_GOAL_RATIO
 
 
+def goal_ratio(ratio):
+    """sweep_summary.cc's FormatGoalRatio: 2 decimals, up to 4 when 2 would
+    print the limit itself for a ratio on the other side of it."""
+    digits = 2
+    while (digits < 4 and ratio != TRIM_GOAL_RATIO
+           and "%.*f" % (digits, ratio) == "%.*f" % (digits, TRIM_GOAL_RATIO)):
+        digits += 1
+    return "%.*f" % (digits, ratio)
+
+
 def num(d, key):
     """A protobuf-JSON number (int64 fields arrive as strings); 0 if absent."""
     return float(d.get(key, 0) or 0)
@@ -286,7 +296,7 @@ def csv_text(s):
         else:
             row.append(";".join(METRICS[m][0] for m in wide_spread(r)) or "none")
         row.append("-" if r["base"][0] == 0 else fmt(UNDER_LOAD, r["base"][1]))
-        row.append("-" if r["goal"][0] == 0 else "%.2f" % r["goal"][1])
+        row.append("-" if r["goal"][0] == 0 else goal_ratio(r["goal"][1]))
         row.append("-" if r["goal"][0] == 0 else ("yes" if goal_met(r["goal"]) else "no"))
         out += ",".join(row) + "\n"
     return out
@@ -365,15 +375,16 @@ def goal_line(s):
     met = [r for r in rows if goal_met(r["goal"])]
     if met:
         return "- %s at 64 threads: met by %s; missed by the other %d profile%s." % (
-            goal, ", ".join("**%s** %.2fx%s" % (
-                r["profile"], r["goal"][1],
+            goal, ", ".join("**%s** %sx%s" % (
+                r["profile"], goal_ratio(r["goal"][1]),
                 " (per-thread trim spread > 20 %: not to be trusted)" if untrusted(r) else "")
                 for r in met),
             len(rows) - len(met), "" if len(rows) - len(met) == 1 else "s")
     best = min(rows, key=lambda r: r["goal"][1])
-    return ("- %s at 64 threads: no profile meets it; the closest is **%s** at %.2fx (%.1f MiB "
+    return ("- %s at 64 threads: no profile meets it; the closest is **%s** at %sx (%.1f MiB "
             "after the per-thread trim against a goal of %.1f%s)." % (
-                goal, best["profile"], best["goal"][1], best["metric"][TRIM_PER_THREAD][1] / MIB,
+                goal, best["profile"], goal_ratio(best["goal"][1]),
+                best["metric"][TRIM_PER_THREAD][1] / MIB,
                 TRIM_GOAL_RATIO * (best["base"][1] + TRIM_GOAL_LIVE_CACHE_BYTES) / MIB,
                 "; its repeats spread > 20 %: not to be trusted" if untrusted(best) else ""))
 

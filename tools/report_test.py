@@ -64,6 +64,8 @@ def cell_events(profile, threads, repeat, idle, trim, qps):
 def write_run(path, jemalloc_goal):
     os.makedirs(path)
     goal = {"jemalloc": jemalloc_goal, "mimalloc": 1.57, "glibc": 2.00}
+    # At 1 thread, ratios that print as the limit with 2 decimals.
+    goal_t1 = {"jemalloc": 1.252, "mimalloc": 1.2496, "glibc": 1.00}
     idle = {"jemalloc": [90, 100, 115], "mimalloc": [95, 100, 110], "glibc": [150, 150, 150]}
     events = [{"seq": "1", "header": {
         "scenario_name": "sweep",
@@ -73,7 +75,8 @@ def write_run(path, jemalloc_goal):
         for r in range(3):
             for p in PROFILES:
                 events += cell_events(p, t, r + 1, idle[p][r] if t == 64 else 80,
-                                      goal[p] * (BASE + 10), [1000, 1500, 1200][r])
+                                      (goal if t == 64 else goal_t1)[p] * (BASE + 10),
+                                      [1000, 1500, 1200][r])
     events.append({"footer": {"completed": True}})
     with open(os.path.join(path, "events.jsonl"), "w") as f:
         for i, e in enumerate(events):
@@ -147,6 +150,15 @@ def main():
           "the trim goal column", md)
     check("at 64 threads: met by **jemalloc** 1.24x; missed by the other 2 profiles." in advice,
           "What to do: the goal met at 64 threads", advice)
+
+    # Next to the limit the ratio gets the digits that show which side it is on.
+    check((rows[("jemalloc", "1")]["trim_goal_median"],
+           rows[("jemalloc", "1")]["trim_goal_met"]) == ("1.252", "no"), "1.252 missed",
+          rows[("jemalloc", "1")])
+    check((rows[("mimalloc", "1")]["trim_goal_median"],
+           rows[("mimalloc", "1")]["trim_goal_met"]) == ("1.2496", "yes"), "1.2496 met",
+          rows[("mimalloc", "1")])
+    check("| 1.252x missed |" in md and "| 1.2496x met |" in md, "digits next to the limit", md)
 
     missed = os.path.join(tmp, "missed")
     write_run(missed, 1.30)
