@@ -31,12 +31,33 @@ constexpr SweepMetricInfo kMetrics[kNumSweepMetrics] = {
     {"p99_ms", "fill p99 ms"},
 };
 
+// The marker after a median whose repeats spread too far ("" otherwise).
+std::string SpreadMark(const Aggregate& a, int metric) {
+  return IsMemoryMetric(metric) && SpreadTooWide(a) ? kSpreadMark : "";
+}
+
 std::string Cell(const Aggregate& a, int metric) {
   if (a.n == 0) return "-";
   if (a.n == 1 || a.min == a.max) return FormatMetric(metric, a.median);
   return absl::StrCat(FormatMetric(metric, a.median), " (",
                       FormatMetric(metric, a.min), "-",
-                      FormatMetric(metric, a.max), ")");
+                      FormatMetric(metric, a.max), ")", SpreadMark(a, metric));
+}
+
+// Columns in a terminal: the dagger is one column but three bytes.
+size_t DisplayWidth(const std::string& s) {
+  size_t w = 0;
+  for (unsigned char ch : s) w += (ch & 0xC0) != 0x80 ? 1 : 0;
+  return w;
+}
+
+// summary.csv's spread column: the marked measures' keys joined by ';',
+// "none", or "n/a" when no measure has 2 repeats to judge.
+std::string SpreadCsv(const SweepRow& r) {
+  if (!SpreadJudged(r)) return "n/a";
+  std::vector<std::string> keys;
+  for (int m : WideSpreadMetrics(r)) keys.push_back(kMetrics[m].key);
+  return keys.empty() ? "none" : absl::StrJoin(keys, ";");
 }
 
 // Per-cell bookkeeping while reading the records.
@@ -45,6 +66,7 @@ struct CellState {
   std::map<std::string, int64_t> rss_by_phase;  // last snapshot per phase
   int64_t hwm = -1;
   bool have_trim = false;
+  bool loaded = false;  // a load step was recorded: no base RSS after it
   rsslab::v1::TrimResult trim;
   FillWatch fill_watch;
 };
@@ -150,6 +172,43 @@ Aggregate AggregateValues(std::vector<double> values) {
   return a;
 }
 
+bool IsMemoryMetric(int metric) { return metric >= kUnderLoad && metric <= kHwm; }
+
+bool SpreadTooWide(const Aggregate& a) {
+  return a.n >= 2 && a.median > 0 && (a.max - a.min) / a.median > kSpreadLimit;
+}
+
+std::vector<int> WideSpreadMetrics(const SweepRow& r) {
+  std::vector<int> out;
+  for (int m = 0; m < kNumSweepMetrics; ++m) {
+    if (IsMemoryMetric(m) && SpreadTooWide(r.metric[m])) out.push_back(m);
+  }
+  return out;
+}
+
+bool SpreadJudged(const SweepRow& r) {
+  for (int m = 0; m < kNumSweepMetrics; ++m) {
+    if (IsMemoryMetric(m) && r.metric[m].n >= 2) return true;
+  }
+  return false;
+}
+
+bool TrimGoalMet(const Aggregate& goal) { return goal.n > 0 && goal.median <= kTrimGoalRatio; }
+
+std::string FormatGoalRatio(double ratio) {
+  int digits = 2;
+  while (digits < 4 && ratio != kTrimGoalRatio &&
+         absl::StrFormat("%.*f", digits, ratio) == absl::StrFormat("%.*f", digits, kTrimGoalRatio)) {
+    ++digits;
+  }
+  return absl::StrFormat("%.*f", digits, ratio);
+}
+
+std::string FormatTrimGoal(const Aggregate& goal) {
+  if (goal.n == 0) return "-";
+  return absl::StrCat(FormatGoalRatio(goal.median), "x ", TrimGoalMet(goal) ? "met" : "missed");
+}
+
 bool IsSweepRun(const std::vector<Event>& events) {
   for (const Event& e : events) {
     if (e.has_header() && e.header().scenario().has_sweep()) return true;
@@ -217,6 +276,10 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
         snap(e.snapshot(), true);
         break;
       case Event::kPhase:
+        // The server's RSS before any load: the fill set_phase's reply.
+        if (!st.loaded && st.c.base_rss < 0 && e.loadgen_phase() == "fill") {
+          st.c.base_rss = static_cast<double>(e.phase().snapshot().status().rss_bytes());
+        }
         if (e.phase().has_before()) snap(e.phase().before(), false);
         snap(e.phase().snapshot(), true);
         if (e.phase().has_trim()) {
@@ -230,6 +293,7 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
         st.trim = e.trim().trim();
         break;
       case Event::kLoad:
+        st.loaded = true;
         if (e.loadgen_phase() == "fill") {
           st.c.value[kQps] = e.load().qps();
           st.c.value[kP99] = e.load().latency().p99_us();
@@ -269,6 +333,9 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       }
     }
     st.c.value[kHwm] = static_cast<double>(st.hwm);
+    if (st.c.base_rss > 0 && st.c.value[kTrimPerThread] >= 0) {
+      st.c.trim_goal = st.c.value[kTrimPerThread] / (st.c.base_rss + kTrimGoalLiveCacheBytes);
+    }
     if (!st.c.ok) ++s.failed_cells;
     s.cells.push_back(st.c);
     if (std::find(profile_order.begin(), profile_order.end(), st.c.profile) ==
@@ -296,6 +363,14 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
       }
       row.metric[m] = AggregateValues(v);
     }
+    std::vector<double> base, goal;
+    for (const CellSummary* c : members) {
+      if (!c->ok) continue;
+      base.push_back(c->base_rss);
+      goal.push_back(c->trim_goal);
+    }
+    row.base_rss = AggregateValues(base);
+    row.trim_goal = AggregateValues(goal);
     for (const CellSummary* c : members) {
       row.ok_cells += c->ok ? 1 : 0;
       row.unfilled_cells += c->ok && c->fill && !c->fill->filled() ? 1 : 0;
@@ -312,7 +387,11 @@ std::string SweepCsv(const SweepSummary& s) {
       cols.push_back(absl::StrCat(m.key, "_", suffix));
     }
   }
-  cols.push_back("unfilled_cells");
+  for (const char* c :
+       {"unfilled_cells", "spread_over_20pct", "base_rss_mib_median", "trim_goal_median",
+        "trim_goal_met"}) {
+    cols.push_back(c);
+  }
   std::string out = absl::StrCat(absl::StrJoin(cols, ","), "\n");
   for (const SweepRow& r : s.rows) {
     std::vector<std::string> row = {r.profile, absl::StrCat(r.threads),
@@ -324,6 +403,10 @@ std::string SweepCsv(const SweepSummary& s) {
       }
     }
     row.push_back(absl::StrCat(r.unfilled_cells));
+    row.push_back(SpreadCsv(r));
+    row.push_back(r.base_rss.n == 0 ? "-" : FormatMetric(kUnderLoad, r.base_rss.median));
+    row.push_back(r.trim_goal.n == 0 ? "-" : FormatGoalRatio(r.trim_goal.median));
+    row.push_back(r.trim_goal.n == 0 ? "-" : TrimGoalMet(r.trim_goal) ? "yes" : "no");
     absl::StrAppend(&out, absl::StrJoin(row, ","), "\n");
   }
   return out;
@@ -358,11 +441,14 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
   }
   md += "## Medians per profile x threads (min-max over repeats)\n\n";
   md += "| profile | threads | cells ok | fill |";
-  for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
+  for (int m = 0; m < kNumSweepMetrics; ++m) {
+    absl::StrAppend(&md, " ", kMetrics[m].title, " |", m == kTrimPerThread ? " trim goal |" : "");
+  }
   md += "\n|---|---|---|---|";
-  for (int m = 0; m < kNumSweepMetrics; ++m) md += "---|";
+  for (int m = 0; m <= kNumSweepMetrics; ++m) md += "---|";
   md += "\n";
   int unfilled = 0;
+  int marked = 0;
   for (const SweepRow& r : s.rows) {
     unfilled += r.unfilled_cells;
     absl::StrAppendFormat(&md, "| %s | %d | %d/%d | %s |", r.profile, r.threads,
@@ -374,8 +460,10 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
                                                 r.ok_cells));
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       absl::StrAppend(&md, " ", Cell(r.metric[m], m), " |");
+      if (m == kTrimPerThread) absl::StrAppend(&md, " ", FormatTrimGoal(r.trim_goal), " |");
     }
     md += "\n";
+    marked += static_cast<int>(WideSpreadMetrics(r).size());
   }
   md +=
       "\nRSS from the server's snapshot (after `gc.collect()`) at the end of "
@@ -386,6 +474,21 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
       "p99 are the fill phase's. Failed cells are not in the medians. fill: "
       "whether every completed cell's fill reached the cache limit and "
       "evicted (- without completed cells).\n\n";
+  absl::StrAppendFormat(
+      &md,
+      "%s after a memory figure (RSS, VmHWM): its repeats spread by more than %.0f %% "
+      "of their median, (max - min) / median > %.2f, so this run cannot tell that cell's "
+      "allocator from noise; rerun it with more repeats. %d figure(s) marked. QPS and "
+      "p99 are not marked: on a shared machine they vary by tens of percent between "
+      "repeats whatever the allocator (their min-max is shown).\n\n",
+      kSpreadMark, kSpreadLimit * 100, kSpreadLimit, marked);
+  absl::StrAppendFormat(
+      &md,
+      "trim goal: the median over repeats of RSS after the per-thread trim / (the same "
+      "server's RSS before any load + %.0f MiB of live cache); met at <= %.2fx "
+      "(docs/TRIM.md states the goal at 64 threads; it is shown at every thread count). "
+      "\"Before any load\" is the RSS in the reply to the cell's fill set_phase.\n\n",
+      kTrimGoalLiveCacheBytes / 1048576.0, kTrimGoalRatio);
   if (unfilled > 0) {
     absl::StrAppendFormat(&md,
                           "**%s** in %d cell(s) (fill column): their fill stored less "
@@ -396,9 +499,9 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
   }
   md += "## Cells\n\n| index | cell | ok | allocator | fill |";
   for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
-  md += " attempt | where |\n|---|---|---|---|---|";
+  md += " base MiB | trim goal | attempt | where |\n|---|---|---|---|---|";
   for (int m = 0; m < kNumSweepMetrics; ++m) md += "---|";
-  md += "---|---|\n";
+  md += "---|---|---|---|\n";
   for (const CellSummary& c : s.cells) {
     absl::StrAppendFormat(&md, "| %s | %s | %s | %s |",
                           c.index < 0 ? "-" : absl::StrCat(c.index), c.cell,
@@ -408,6 +511,8 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       absl::StrAppend(&md, " ", FormatMetric(m, c.value[m]), " |");
     }
+    absl::StrAppendFormat(&md, " %s | %s |", FormatMetric(kUnderLoad, c.base_rss),
+                          c.trim_goal < 0 ? "-" : absl::StrCat(FormatGoalRatio(c.trim_goal), "x"));
     absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
                           c.where.empty() ? "-" : c.where);
   }
@@ -470,8 +575,12 @@ std::string IncompleteLine(const SweepSummary& s) {
 
 std::string SweepTable(const SweepSummary& s) {
   std::vector<std::string> head = {"profile", "threads", "ok", "fill"};
-  for (const auto& m : kMetrics) head.push_back(m.key);
+  for (int m = 0; m < kNumSweepMetrics; ++m) {
+    head.push_back(kMetrics[m].key);
+    if (m == kTrimPerThread) head.push_back("trim_goal");
+  }
   std::vector<std::vector<std::string>> rows = {head};
+  int marked = 0;  // rows with a marked figure
   for (const SweepRow& r : s.rows) {
     std::vector<std::string> row = {
         r.profile, absl::StrCat(r.threads), absl::StrCat(r.ok_cells, "/", r.cells),
@@ -479,20 +588,30 @@ std::string SweepTable(const SweepSummary& s) {
         : r.unfilled_cells == 0 ? "yes"
                                 : absl::StrCat("NEVER(", r.unfilled_cells, ")")};
     for (int m = 0; m < kNumSweepMetrics; ++m) {
-      row.push_back(r.metric[m].n ? FormatMetric(m, r.metric[m].median) : "-");
+      row.push_back(r.metric[m].n ? absl::StrCat(FormatMetric(m, r.metric[m].median),
+                                                 SpreadMark(r.metric[m], m))
+                                  : "-");
+      if (m == kTrimPerThread) row.push_back(FormatTrimGoal(r.trim_goal));
     }
     rows.push_back(row);
+    marked += !WideSpreadMetrics(r).empty();
   }
   std::vector<size_t> w(head.size(), 0);
   for (const auto& r : rows) {
-    for (size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+    for (size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], DisplayWidth(r[c]));
   }
   std::string out;
   for (const auto& r : rows) {
     for (size_t c = 0; c < r.size(); ++c) {
-      absl::StrAppend(&out, c ? "  " : "", r[c], std::string(w[c] - r[c].size(), ' '));
+      absl::StrAppend(&out, c ? "  " : "", r[c], std::string(w[c] - DisplayWidth(r[c]), ' '));
     }
     out += "\n";
+  }
+  if (marked > 0) {
+    absl::StrAppendFormat(&out,
+                          "%s repeats spread by more than %.0f %% of the median ((max - min) / "
+                          "median; %d row(s)): not to be trusted from this run\n",
+                          kSpreadMark, kSpreadLimit * 100, marked);
   }
   if (!SweepComplete(s)) {
     absl::StrAppend(&out, IncompleteLine(s));

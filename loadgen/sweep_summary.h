@@ -1,8 +1,10 @@
 // A sweep's summary (seed 000's table): per profile x threads, the median
 // and min-max over repeats of RSS under load, after shrink, after idle,
 // after the global trim, after the per-thread trim, VmHWM, and each cell's
-// fill-phase QPS and p99. Built from events.jsonl alone, so
-// `rsslab_loadgen report RUN_DIR` and tools/report.py rebuild it exactly.
+// fill-phase QPS and p99; the memory measures whose repeats spread too far
+// to trust (kSpreadLimit), and issue 17's trim goal (kTrimGoalRatio). Built
+// from events.jsonl alone, so `rsslab_loadgen report RUN_DIR` and
+// tools/report.py rebuild it exactly.
 //
 //   int skipped = 0;
 //   auto events = rsslab::ReadEvents(run_dir, &skipped);
@@ -49,6 +51,25 @@ struct SweepMetricInfo {
 const SweepMetricInfo& MetricInfo(int metric);
 // The value in display units (MiB, QPS, ms), formatted as in the tables.
 std::string FormatMetric(int metric, double raw);
+// RSS and VmHWM: the measures the spread marking applies to. QPS and p99
+// are not marked: on a shared machine they vary by tens of percent between
+// repeats whatever the allocator, and the advice already treats throughput
+// whose min-max ranges overlap as no difference.
+bool IsMemoryMetric(int metric);
+
+// A memory measure whose repeats spread by more than this fraction of their
+// median, (max - min) / median, is marked in the table and named in "What to
+// do": one run of that cell cannot tell the allocator from noise.
+inline constexpr double kSpreadLimit = 0.20;
+// The marker after such a value in the tables.
+inline constexpr char kSpreadMark[] = "\u2020";  // a dagger
+
+// Issue 17's goal: RSS after the per-thread trim <= kTrimGoalRatio x (the
+// same server's RSS before any load + kTrimGoalLiveCacheBytes of live
+// cache). "Before any load" is the RSS in the reply to the cell's first
+// set_phase (fill), before its first load step.
+inline constexpr double kTrimGoalRatio = 1.25;
+inline constexpr double kTrimGoalLiveCacheBytes = 10 * 1048576.0;
 
 // One sweep cell as the events tell it; -1 for a measure that is missing.
 struct CellSummary {
@@ -70,6 +91,11 @@ struct CellSummary {
   // Did the cell's fill reach the cache limit (loadgen/fill_check.h)?
   std::optional<rsslab::v1::FillCheck> fill;
   double value[kNumSweepMetrics];
+  // RSS in the reply to the fill set_phase, before any load; -1: not seen.
+  double base_rss = -1;
+  // value[kTrimPerThread] / (base_rss + kTrimGoalLiveCacheBytes); -1 when
+  // either is missing.
+  double trim_goal = -1;
   // Not in the table; `rsslab_loadgen compare` reads them: the fill load's
   // p50 (us) and the largest OS thread and glibc arena counts seen.
   double fill_p50_us = -1;
@@ -90,6 +116,8 @@ struct Aggregate {
 // Ignores negative (missing) values; the median of an even count is the
 // mean of the middle two.
 Aggregate AggregateValues(std::vector<double> values);
+// Whether a has at least 2 values and (max - min) / median > kSpreadLimit.
+bool SpreadTooWide(const Aggregate& a);
 
 struct SweepRow {
   std::string profile;
@@ -100,7 +128,23 @@ struct SweepRow {
   // not show seed 000's conditions.
   int unfilled_cells = 0;
   Aggregate metric[kNumSweepMetrics];
+  // Over the completed cells' base_rss and trim_goal.
+  Aggregate base_rss;
+  Aggregate trim_goal;
 };
+
+// The row's memory measures whose repeats spread by more than kSpreadLimit,
+// in column order.
+std::vector<int> WideSpreadMetrics(const SweepRow& r);
+// Whether any memory measure of the row has 2 or more repeats to judge.
+bool SpreadJudged(const SweepRow& r);
+// Whether the row's median trim_goal is within kTrimGoalRatio (n > 0).
+bool TrimGoalMet(const Aggregate& goal);
+// The ratio with 2 decimals, or up to 4 when 2 would print the limit itself
+// for a ratio on the other side of it ("1.251", not "1.25" and missed).
+std::string FormatGoalRatio(double ratio);
+// "1.57x missed", "1.18x met"; "-" without a value.
+std::string FormatTrimGoal(const Aggregate& goal);
 
 // An attempt at a cell that does not count: a later one succeeded, or it
 // failed before a later attempt.

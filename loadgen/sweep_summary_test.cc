@@ -1,5 +1,6 @@
 // The sweep table's arithmetic: medians and ranges over repeats, the two
-// trim columns, failed cells kept out of the medians, CSV layout.
+// trim columns, failed cells kept out of the medians, CSV layout, memory
+// figures whose repeats spread by more than 20 % marked, issue 17's trim goal.
 #include "loadgen/sweep_summary.h"
 
 #include <algorithm>
@@ -56,7 +57,14 @@ Event Tagged(const std::string& profile, int threads, int repeat, const std::str
 // One cell's records as the runner writes them, RSS in MiB.
 void AddCell(std::vector<Event>* ev, const std::string& profile, int threads, int repeat,
              double fill, double shrink, double idle, double between, double after,
-             double qps, double p99_us, bool ok = true, double fill_stored_mib = 350) {
+             double qps, double p99_us, bool ok = true, double fill_stored_mib = 350,
+             double base_mib = 0) {
+  if (base_mib > 0) {  // the fill set_phase's reply: RSS before any load
+    Event e = Tagged(profile, threads, repeat, "fill");
+    e.mutable_phase()->mutable_snapshot()->mutable_status()->set_rss_bytes(
+        static_cast<int64_t>(base_mib * kMiB));
+    ev->push_back(e);
+  }
   auto snap = [&](const std::string& phase, double rss, double hwm) {
     Event e = Tagged(profile, threads, repeat, phase);
     e.mutable_snapshot()->mutable_status()->set_rss_bytes(static_cast<int64_t>(rss * kMiB));
@@ -174,10 +182,17 @@ TEST(SweepSummaryTest, MarkdownAndCsvShowEveryColumnAndTheFailure) {
   const std::string csv = SweepCsv(s);
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(), 5u + 3u * kNumSweepMetrics);
-  EXPECT_THAT(lines[0], ::testing::EndsWith(",unfilled_cells"));
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(), 9u + 3u * kNumSweepMetrics);
+  EXPECT_THAT(lines[0], ::testing::EndsWith(
+                            ",unfilled_cells,spread_over_20pct,base_rss_mib_median,"
+                            "trim_goal_median,trim_goal_met"));
   EXPECT_THAT(lines[2], HasSubstr("glibc,1,3,3,125.0,120.0,130.0,112.0,110.0,115.0,"));
-  EXPECT_THAT(lines[2], HasSubstr(",1100,1000,1200,2.50,2.00,3.00,0"));
+  // p99 spreads 40 % here, but only memory figures are marked; no fill
+  // set_phase was recorded, so there is no base and no goal.
+  EXPECT_THAT(lines[2], ::testing::EndsWith(",1100,1000,1200,2.50,2.00,3.00,0,none,-,-,-"));
+  EXPECT_THAT(lines[1], ::testing::EndsWith(",0,n/a,-,-,-")) << "one repeat: nothing to judge";
+  EXPECT_THAT(md, HasSubstr("| 2.50 (2.00-3.00) |"));
+  EXPECT_THAT(md, HasSubstr("0 figure(s) marked"));
 }
 
 // A reduced sweep whose fill never reached the cache limit in one repeat:
@@ -196,8 +211,110 @@ TEST(SweepSummaryTest, CellWhoseFillNeverFilledIsFlagged) {
   EXPECT_THAT(md, HasSubstr("| glibc | 4 | 2/2 | **NEVER FILLED** (1/2) |"));
   EXPECT_THAT(md, HasSubstr(absl::StrCat("**", kCacheNeverFilled, "** in 1 cell(s)")));
   EXPECT_THAT(md, HasSubstr("| glibc/t4/r2 | yes | - | NEVER(0.72x) |"));
-  EXPECT_THAT(SweepCsv(s), HasSubstr(",1\n"));
+  EXPECT_THAT(SweepCsv(s), HasSubstr(",1,none,-,-,-\n"));
   EXPECT_THAT(SweepTable(s), HasSubstr("NEVER(1)"));
+}
+
+// Three repeats of two rows, after idle 90/100/115 MiB (25 % of the median)
+// and 95/100/110 (15 %); the trim column exactly at the limit (20 %).
+std::vector<Event> Spread() {
+  std::vector<Event> ev;
+  const double wide[] = {90, 100, 115};
+  const double narrow[] = {95, 100, 110};
+  const double trim[] = {45, 50, 55};
+  for (int r = 0; r < 3; ++r) {
+    AddCell(&ev, "mimalloc", 64, r + 1, 300, 280, wide[r], 270, trim[r], 1000, 2000);
+    AddCell(&ev, "jemalloc", 64, r + 1, 150, 100, narrow[r], 60, trim[r], 1000, 2000);
+  }
+  return ev;
+}
+
+TEST(SweepSummaryTest, SpreadOverTwentyPercentIsMarked) {
+  EXPECT_TRUE(SpreadTooWide(AggregateValues({90, 100, 115})));
+  EXPECT_FALSE(SpreadTooWide(AggregateValues({95, 100, 110})));
+  EXPECT_FALSE(SpreadTooWide(AggregateValues({90, 100, 110}))) << "20 % is not more than 20 %";
+  EXPECT_FALSE(SpreadTooWide(Aggregate{1, 100, 50, 150})) << "one value is never marked";
+  SweepSummary s = BuildSweepSummary(Spread());
+  ASSERT_EQ(s.rows.size(), 2u);
+  const SweepRow& mi = s.rows[0];
+  const SweepRow& je = s.rows[1];
+  ASSERT_EQ(mi.profile, "mimalloc");
+  EXPECT_EQ(WideSpreadMetrics(mi), std::vector<int>{kAfterIdle});
+  EXPECT_TRUE(WideSpreadMetrics(je).empty());
+  const std::string md = SweepMarkdown(s, "d");
+  EXPECT_THAT(md, HasSubstr(absl::StrCat("| 100.0 (90.0-115.0)", kSpreadMark, " |")));
+  EXPECT_THAT(md, HasSubstr("| 100.0 (95.0-110.0) |"));
+  EXPECT_THAT(md, HasSubstr("| 50.0 (45.0-55.0) |"));  // exactly 20 %
+  EXPECT_THAT(md, HasSubstr("1 figure(s) marked"));
+  EXPECT_THAT(md, HasSubstr("(max - min) / median > 0.20"));
+  std::vector<std::string> lines = absl::StrSplit(SweepCsv(s), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_THAT(lines[1], HasSubstr(",0,after_idle_mib,-,"));
+  EXPECT_THAT(lines[2], HasSubstr(",0,none,-,"));
+  const std::string table = SweepTable(s);
+  EXPECT_THAT(table, HasSubstr(absl::StrCat("100.0", kSpreadMark)));
+  EXPECT_THAT(table, HasSubstr("not to be trusted from this run"));
+  // The dagger is one column: the header and rows stay aligned.
+  std::vector<std::string> t = absl::StrSplit(table, '\n');
+  auto column = [](const std::string& line, const std::string& text) {
+    const std::string before = line.substr(0, line.find(text));
+    return std::count_if(before.begin(), before.end(),
+                         [](unsigned char ch) { return (ch & 0xC0) != 0x80; });
+  };
+  EXPECT_EQ(column(t[0], "after_idle_mib"), column(t[1], "100.0"));
+  EXPECT_EQ(column(t[0], "trim_global_mib"), column(t[1], "270.0"));
+}
+
+TEST(SweepSummaryTest, TrimGoalAgainstRssBeforeAnyLoad) {
+  std::vector<Event> ev;
+  // base 26 MiB: the goal's denominator is 36 MiB.
+  for (int r = 1; r <= 3; ++r) {
+    AddCell(&ev, "jemalloc", 64, r, 150, 100, 60, 50, 36 * 1.2, 1000, 2000, true, 350, 26);
+    AddCell(&ev, "glibc", 64, r, 150, 140, 140, 56.52, 36 * 1.57, 1000, 2000, true, 350, 26);
+  }
+  // A set_phase(fill) after a load is no base: this cell has none.
+  AddCell(&ev, "tcmalloc", 64, 1, 150, 140, 140, 60, 60, 1000, 2000);
+  Event late = Tagged("tcmalloc", 64, 1, "fill");
+  late.mutable_phase()->mutable_snapshot()->mutable_status()->set_rss_bytes(
+      static_cast<int64_t>(140 * kMiB));
+  ev.insert(ev.begin() + static_cast<int>(ev.size()) - 5, late);
+  SweepSummary s = BuildSweepSummary(ev);
+  ASSERT_EQ(s.rows.size(), 3u);
+  const SweepRow& je = s.rows[0];
+  const SweepRow& gl = s.rows[1];
+  ASSERT_EQ(je.profile, "jemalloc");
+  EXPECT_EQ(s.cells[0].base_rss, 26 * kMiB);
+  EXPECT_NEAR(je.trim_goal.median, 1.20, 1e-6);  // RSS in whole bytes
+  EXPECT_TRUE(TrimGoalMet(je.trim_goal));
+  EXPECT_NEAR(gl.trim_goal.median, 1.57, 1e-6);
+  EXPECT_FALSE(TrimGoalMet(gl.trim_goal));
+  EXPECT_EQ(s.rows[2].base_rss.n, 0);
+  EXPECT_EQ(s.rows[2].trim_goal.n, 0);
+  const std::string md = SweepMarkdown(s, "d");
+  EXPECT_THAT(md, HasSubstr("| trim (per-thread) MiB | trim goal | VmHWM MiB |"));
+  EXPECT_THAT(md, HasSubstr("| 43.2 | 1.20x met | 160.0 |"));
+  EXPECT_THAT(md, HasSubstr("| 56.5 | 1.57x missed | 160.0 |"));
+  EXPECT_THAT(md, HasSubstr("| 60.0 | - | 160.0 |"));
+  EXPECT_THAT(md, HasSubstr("| 26.0 | 1.20x | 1 of 1 |"));  // the cells table
+  std::vector<std::string> lines = absl::StrSplit(SweepCsv(s), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_THAT(lines[1], ::testing::EndsWith(",none,26.0,1.20,yes"));
+  EXPECT_THAT(lines[2], ::testing::EndsWith(",none,26.0,1.57,no"));
+  EXPECT_THAT(lines[3], ::testing::EndsWith(",n/a,-,-,-"));
+  EXPECT_THAT(SweepTable(s), HasSubstr("1.57x missed"));
+}
+
+// "1.25x missed" would contradict itself: next to the limit, more digits.
+TEST(SweepSummaryTest, GoalRatioShowsWhichSideOfTheLimit) {
+  EXPECT_EQ(FormatGoalRatio(1.57), "1.57");
+  EXPECT_EQ(FormatGoalRatio(1.25), "1.25");
+  EXPECT_EQ(FormatGoalRatio(1.252), "1.252");
+  EXPECT_EQ(FormatGoalRatio(1.2496), "1.2496");
+  EXPECT_EQ(FormatGoalRatio(1.2549), "1.255");
+  EXPECT_EQ(FormatGoalRatio(1.24), "1.24");
+  EXPECT_EQ(FormatTrimGoal(Aggregate{1, 1.2501, 1.2501, 1.2501}), "1.2501x missed");
+  EXPECT_EQ(FormatTrimGoal(Aggregate{1, 1.2499, 1.2499, 1.2499}), "1.2499x met");
+  EXPECT_EQ(FormatTrimGoal(Aggregate{}), "-");
 }
 
 TEST(SweepSummaryTest, OrdinaryRunIsNotASweep) {

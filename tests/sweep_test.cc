@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 #include <set>
@@ -203,11 +204,31 @@ TEST(SweepTest, TinySweepYieldsCompleteTablePlotsAndTheSameTableFromEvents) {
   // 1,500 fill requests never fill the 100 MiB cache: every row, the table
   // and the advice say so (docs/FILL.md).
   EXPECT_THAT(md, HasSubstr("| glibc | 1 | 1/1 | **NEVER FILLED** (1/1) |"));
-  EXPECT_EQ(rows[1].back(), "1") << "unfilled_cells";
+  auto col = [&](const std::string& name) {
+    const auto it = std::find(rows[0].begin(), rows[0].end(), name);
+    EXPECT_NE(it, rows[0].end()) << name;
+    return it - rows[0].begin();
+  };
+  EXPECT_EQ(rows[1][col("unfilled_cells")], "1");
+  // One repeat: no spread to judge. The trim goal from each real server's
+  // RSS before its first load (the fill set_phase's reply): a server with
+  // its interpreter and threads up holds well over 10 MiB.
+  EXPECT_EQ(rows[1][col("spread_over_20pct")], "n/a");
+  for (size_t i = 1; i < rows.size(); ++i) {
+    EXPECT_GT(std::stod(rows[i][col("base_rss_mib_median")]), 10.0) << keys[i - 1];
+    EXPECT_LT(std::stod(rows[i][col("base_rss_mib_median")]),
+              std::stod(rows[i][col("under_load_mib_median")]))
+        << keys[i - 1] << ": the base is before any load";
+    EXPECT_GT(std::stod(rows[i][col("trim_goal_median")]), 0.0) << keys[i - 1];
+    EXPECT_THAT(rows[i][col("trim_goal_met")], ::testing::AnyOf("yes", "no"));
+  }
+  EXPECT_THAT(md, HasSubstr("| trim (per-thread) MiB | trim goal |"));
   const size_t advice = md.find("## What to do");
   ASSERT_NE(advice, std::string::npos);
   EXPECT_THAT(md.substr(advice),
               HasSubstr("**cache never filled: not seed 000's conditions** in glibc at 1 thread"));
+  EXPECT_THAT(md.substr(advice), HasSubstr("With one repeat per cell no figure here can be checked"));
+  EXPECT_THAT(md.substr(advice), HasSubstr("is stated at 64 threads, which this run did not measure"));
   ExpectPng(out + "/rss_under_load.png");
   ExpectPng(out + "/rss_after_shrink.png");
 

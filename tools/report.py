@@ -16,6 +16,9 @@ Seed 000's figure: resident memory against worker threads per allocator
 profile, under load (left panel there, rss_under_load.png here) and after the
 cache shrank and the server idled, with the after-trim points
 (rss_after_shrink.png). Medians over repeats, bars from min to max.
+"What to do" also names the memory figures whose repeats spread by more
+than 20 % (not to be trusted from this run) and which profiles meet issue
+17's trim goal at 64 threads, as the table marks them.
 
 The aggregation mirrors loadgen/sweep_summary.cc exactly (a test compares the
 two CSVs), so the advice quotes the same numbers as the table. Needs only the
@@ -42,6 +45,15 @@ METRICS = [
 ]
 UNDER_LOAD, AFTER_SHRINK, AFTER_IDLE, TRIM_GLOBAL, TRIM_PER_THREAD, HWM, QPS, P99 = range(8)
 WHAT_TO_DO = "## What to do"
+# loadgen/sweep_summary.h: a memory figure (RSS, VmHWM; not QPS or p99)
+# whose repeats spread by more than SPREAD_LIMIT of their median is marked.
+MEMORY_METRICS = range(UNDER_LOAD, HWM + 1)
+SPREAD_LIMIT = 0.20
+SPREAD_MARK = "\u2020"  # a dagger, as in the table
+# Issue 17's goal: RSS after the per-thread trim <= TRIM_GOAL_RATIO x (RSS
+# before any load + 10 MiB of live cache).
+TRIM_GOAL_RATIO = 1.25
+TRIM_GOAL_LIVE_CACHE_BYTES = 10 * MIB
 
 
 def fmt(metric, raw):
@@ -62,6 +74,35 @@ def aggregate(values):
         return (0, 0.0, 0.0, 0.0)
     med = v[n // 2] if n % 2 == 1 else (v[n // 2 - 1] + v[n // 2]) / 2.0
     return (n, float(med), float(v[0]), float(v[-1]))
+
+
+def spread_too_wide(a):
+    """sweep_summary.cc's SpreadTooWide: 2+ values, (max - min) / median > 20 %."""
+    n, med, lo, hi = a
+    return n >= 2 and med > 0 and (hi - lo) / med > SPREAD_LIMIT
+
+
+def wide_spread(row):
+    """The row's memory measures whose repeats spread too far, in column order."""
+    return [m for m in MEMORY_METRICS if spread_too_wide(row["metric"][m])]
+
+
+def spread_judged(row):
+    return any(row["metric"][m][0] >= 2 for m in MEMORY_METRICS)
+
+
+def goal_met(goal):
+    return goal[0] > 0 and goal[1] <= TRIM_GOAL_RATIO
+
+
+def goal_ratio(ratio):
+    """sweep_summary.cc's FormatGoalRatio: 2 decimals, up to 4 when 2 would
+    print the limit itself for a ratio on the other side of it."""
+    digits = 2
+    while (digits < 4 and ratio != TRIM_GOAL_RATIO
+           and "%.*f" % (digits, ratio) == "%.*f" % (digits, TRIM_GOAL_RATIO)):
+        digits += 1
+    return "%.*f" % (digits, ratio)
 
 
 def num(d, key):
@@ -87,7 +128,8 @@ def fresh_cell(cell, profile, threads, repeat):
     return {"cell": cell, "profile": profile, "threads": threads, "repeat": repeat,
             "ok": False, "has_result": False, "rss": {}, "hwm": -1.0, "trim": None,
             "value": [-1.0] * len(METRICS), "allocator": "", "error": "", "exit": "",
-            "fill": None, "fill_cache": None, "fill_done": False}
+            "fill": None, "fill_cache": None, "fill_done": False,
+            "base": -1.0, "loaded": False, "goal": -1.0}
 
 
 # loadgen/fill_check.h: the string every summary uses for a fill that never
@@ -175,6 +217,9 @@ def build(events):
             snap(e["snapshot"], True)
         elif "phase" in e:
             ph = e["phase"]
+            # The server's RSS before any load: the fill set_phase's reply.
+            if not st["loaded"] and st["base"] < 0 and phase == "fill":
+                st["base"] = num(ph.get("snapshot", {}).get("status", {}), "rss_bytes")
             if "before" in ph:
                 snap(ph["before"], False)
             snap(ph.get("snapshot", {}), True)
@@ -184,6 +229,7 @@ def build(events):
             snap(e["trim"].get("after", {}), True)
             st["trim"] = e["trim"].get("trim", {})
         elif "load" in e:
+            st["loaded"] = True
             if phase == "fill":
                 st["value"][QPS] = num(e["load"], "qps")
                 st["value"][P99] = num(e["load"].get("latency", {}), "p99_us")
@@ -209,6 +255,8 @@ def build(events):
             if per_thread:
                 v[TRIM_PER_THREAD] = num(t, "rss_after_bytes")
         v[HWM] = st["hwm"]
+        if st["base"] > 0 and v[TRIM_PER_THREAD] >= 0:
+            st["goal"] = v[TRIM_PER_THREAD] / (st["base"] + TRIM_GOAL_LIVE_CACHE_BYTES)
         s["cells"].append(st)
         if st["profile"] not in profile_order:
             profile_order.append(st["profile"])
@@ -223,6 +271,8 @@ def build(events):
             "ok_cells": len(ok),
             "unfilled_cells": len([c for c in ok if c["fill"] is not None and not c["fill"]["filled"]]),
             "metric": [aggregate([c["value"][m] for c in ok]) for m in range(len(METRICS))],
+            "base": aggregate([c["base"] for c in ok]),
+            "goal": aggregate([c["goal"] for c in ok]),
         })
     s["profiles"] = [p for p in profile_order if any(r["profile"] == p for r in s["rows"])]
     s["threads"] = sorted({r["threads"] for r in s["rows"]})
@@ -233,13 +283,21 @@ def csv_text(s):
     cols = ["profile", "threads", "cells", "ok_cells"]
     for key, _ in METRICS:
         cols += ["%s_%s" % (key, x) for x in ("median", "min", "max")]
-    cols.append("unfilled_cells")
+    cols += ["unfilled_cells", "spread_over_20pct", "base_rss_mib_median", "trim_goal_median",
+             "trim_goal_met"]
     out = ",".join(cols) + "\n"
     for r in s["rows"]:
         row = [r["profile"], str(r["threads"]), str(r["cells"]), str(r["ok_cells"])]
         for m, (n, med, lo, hi) in enumerate(r["metric"]):
             row += ["-" if n == 0 else fmt(m, x) for x in (med, lo, hi)]
         row.append(str(r["unfilled_cells"]))
+        if not spread_judged(r):
+            row.append("n/a")
+        else:
+            row.append(";".join(METRICS[m][0] for m in wide_spread(r)) or "none")
+        row.append("-" if r["base"][0] == 0 else fmt(UNDER_LOAD, r["base"][1]))
+        row.append("-" if r["goal"][0] == 0 else goal_ratio(r["goal"][1]))
+        row.append("-" if r["goal"][0] == 0 else ("yes" if goal_met(r["goal"]) else "no"))
         out += ",".join(row) + "\n"
     return out
 
@@ -267,6 +325,70 @@ def leanest(s, threads, metric):
     return best
 
 
+def mark(s, profile, threads, metric):
+    """The table's marker when that median's repeats spread too far."""
+    r = row_of(s, profile, threads)
+    return SPREAD_MARK if r is not None and metric in wide_spread(r) else ""
+
+
+def thread_word(t):
+    return "%d thread%s" % (t, "" if t == 1 else "s")
+
+
+def spread_lines(s):
+    """The cells whose memory figures cannot be trusted from this run."""
+    judged = [r for r in s["rows"] if spread_judged(r)]
+    if not judged:
+        return ["With one repeat per cell no figure here can be checked against another "
+                "(rerun with `--repeats=3` or more: the table then marks, with %s, the memory "
+                "figures whose repeats spread by more than %.0f %%)." % (
+                    SPREAD_MARK, SPREAD_LIMIT * 100), ""]
+    wide = [(r, wide_spread(r)) for r in judged if wide_spread(r)]
+    if not wide:
+        return ["Every memory figure's repeats are within %.0f %% of their median "
+                "((max - min) / median)." % (SPREAD_LIMIT * 100), ""]
+    parts = []
+    for r, ms in wide:
+        parts.append("%s at %s (%s)" % (r["profile"], thread_word(r["threads"]), ", ".join(
+            "%s %.1f-%.1f MiB" % (METRICS[m][1][:-4], r["metric"][m][2] / MIB,
+                                  r["metric"][m][3] / MIB) for m in ms)))
+    return ["**Not to be trusted from this run** (marked %s in the table: the repeats spread by "
+            "more than %.0f %% of their median, (max - min) / median; run these cells again with "
+            "more repeats before choosing from them): %s." % (
+                SPREAD_MARK, SPREAD_LIMIT * 100, "; ".join(parts)), ""]
+
+
+def goal_line(s):
+    """Issue 17's trim goal at 64 threads: which profiles meet it."""
+    goal = ("Issue 17's trim goal (RSS after the per-thread trim <= %.2fx (the server's RSS "
+            "before any load + 10 MiB); the table's trim goal column)" % TRIM_GOAL_RATIO)
+    if 64 not in s["threads"]:
+        return ("- %s is stated at 64 threads, which this run did not measure; the column shows "
+                "the ratio at %s threads." % (goal, ", ".join(str(t) for t in s["threads"])))
+    rows = [r for r in s["rows"] if r["threads"] == 64 and r["goal"][0] > 0]
+    if not rows:
+        return "- %s: not measured at 64 threads (no per-thread trim or no RSS before load)." % goal
+
+    def untrusted(r):
+        return TRIM_PER_THREAD in wide_spread(r)
+
+    met = [r for r in rows if goal_met(r["goal"])]
+    if met:
+        return "- %s at 64 threads: met by %s; missed by the other %d profile%s." % (
+            goal, ", ".join("**%s** %sx%s" % (
+                r["profile"], goal_ratio(r["goal"][1]),
+                " (per-thread trim spread > 20 %: not to be trusted)" if untrusted(r) else "")
+                for r in met),
+            len(rows) - len(met), "" if len(rows) - len(met) == 1 else "s")
+    best = min(rows, key=lambda r: r["goal"][1])
+    return ("- %s at 64 threads: no profile meets it; the closest is **%s** at %sx (%.1f MiB "
+            "after the per-thread trim against a goal of %.1f%s)." % (
+                goal, best["profile"], goal_ratio(best["goal"][1]),
+                best["metric"][TRIM_PER_THREAD][1] / MIB,
+                TRIM_GOAL_RATIO * (best["base"][1] + TRIM_GOAL_LIVE_CACHE_BYTES) / MIB,
+                "; its repeats spread > 20 %: not to be trusted" if untrusted(best) else ""))
+
+
 def advice(s, run_dir, plots):
     """The "What to do" section, every sentence from this run's numbers."""
     lines = [WHAT_TO_DO, ""]
@@ -286,6 +408,7 @@ def advice(s, run_dir, plots):
                              r["unfilled_cells"], r["ok_cells"]) for r in unfilled),
                          max(churns)))
         lines.append("")
+    lines.extend(spread_lines(s))
     lines.append("| threads | leanest under load | leanest after shrink + idle (no call) "
                  "| leanest after trim (global + per-thread) | glibc after shrink + idle |")
     lines.append("|---|---|---|---|---|")
@@ -294,10 +417,14 @@ def advice(s, run_dir, plots):
         for m in (UNDER_LOAD, AFTER_IDLE, TRIM_PER_THREAD):
             b = leanest(s, t, m)
             if b is None and m == TRIM_PER_THREAD:
-                b = leanest(s, t, TRIM_GLOBAL)
-            cells.append("-" if b is None else "**%s** %.1f" % (b[0], b[1] / MIB))
+                m = TRIM_GLOBAL
+                b = leanest(s, t, m)
+            if b is None:
+                cells.append("-")
+                continue
+            cells.append("**%s** %.1f%s" % (b[0], b[1] / MIB, mark(s, b[0], t, m)))
         g = median_of(s, "glibc", t, AFTER_IDLE)
-        cells.append("-" if g is None else "%.1f" % (g / MIB))
+        cells.append("-" if g is None else "%.1f%s" % (g / MIB, mark(s, "glibc", t, AFTER_IDLE)))
         lines.append("| %d | %s |" % (t, " | ".join(cells)))
     lines.append("")
     # One sentence per question, quoting the numbers.
@@ -375,6 +502,7 @@ def advice(s, run_dir, plots):
         lines.append("- With a trim call after the burst (what the server's trim phase does), "
                      "**%s** ends lowest (%s MiB)." % (
                          with_trim[0], ", ".join("%.1f" % (v / MIB) for v in with_trim[2])))
+    lines.append(goal_line(s))
     lines.append("")
     lines.append("These are this machine's numbers for one synthetic workload; rerun the sweep "
                  "where your service runs before choosing.")
@@ -388,14 +516,14 @@ def write_summary_section(run_dir, section):
     path = os.path.join(run_dir, "summary.md")
     text = ""
     if os.path.exists(path):
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             text = f.read()
     i = text.find(WHAT_TO_DO)
     if i >= 0:
         text = text[:i]
     if text and not text.endswith("\n\n"):
         text = text.rstrip("\n") + "\n\n"
-    with open(path, "w") as f:
+    with open(path, "w", encoding="utf-8") as f:
         f.write(text + section)
 
 

@@ -5,7 +5,7 @@
 # its allocator profile), stops the agent, prints the table and the plots.
 #
 #   tools/sweep.sh                                   # reduced default, below
-#   RSSLAB_SWEEP_SCALE=1 RSSLAB_SWEEP_REPEATS=5 tools/sweep.sh   # seed 000 in full
+#   RSSLAB_SWEEP_SCALE=1 RSSLAB_SWEEP_REPEATS=5 RSSLAB_SWEEP_THREADS=1,4,16,64 tools/sweep.sh  # seed 000 in full
 #   RSSLAB_SWEEP_PROFILES=glibc,mimalloc-purge0 RSSLAB_SWEEP_THREADS=1,64 tools/sweep.sh
 #   tools/sweep.sh --concurrency=32                  # extra args go to the loadgen
 #   RSSLAB_SWEEP_OUT=results/sweep-X tools/sweep.sh --resume   # continue a killed sweep (same matrix)

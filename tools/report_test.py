@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""//tools:report_test: the sweep table's spread marks and trim goal, from
+`rsslab_loadgen report` (loadgen/sweep_summary.cc) and tools/report.py on
+the same synthetic events.jsonl.
+
+Three repeats per cell. At 64 threads jemalloc's after-idle RSS spreads by
+25 % of its median (90/100/115 MiB: marked, named in "What to do" as not to
+be trusted) and mimalloc's by 15 % (95/100/110: not marked); fill QPS
+spreads 50 % everywhere (QPS is not a memory figure: never marked). Against
+a base RSS of 26 MiB (the fill set_phase's reply) the per-thread trim is
+1.24x (base + 10 MiB) for jemalloc (met, just under 1.25), 1.57x for
+mimalloc and 2.00x for glibc (missed). A second run directory has jemalloc
+at 1.30x: no profile meets the goal, and "What to do" names the closest.
+Both tools must write the same summary.csv, byte for byte.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+MIB = 1048576
+WORKSPACE = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
+LOADGEN = os.path.join(WORKSPACE, "loadgen/rsslab_loadgen")
+REPORT = os.path.join(WORKSPACE, "tools/report.py")
+DAGGER = "\u2020"
+PROFILES = ["jemalloc", "mimalloc", "glibc"]
+THREADS = [1, 64]
+BASE = 26.0
+
+
+def cell_events(profile, threads, repeat, idle, trim, qps):
+    """One cell's records as the runner writes them (RSS in MiB)."""
+    tag = {"cell": "%s/t%d/r%d" % (profile, threads, repeat), "profile": profile,
+           "threads": threads, "repeat": repeat, "attempt": 1}
+
+    def rec(loadgen_phase, **kw):
+        e = dict(tag, loadgen_phase=loadgen_phase)
+        e.update(kw)
+        return e
+
+    def status(rss):
+        return {"status": {"rss_bytes": str(int(rss * MIB)), "hwm_bytes": str(int(300 * MIB))}}
+
+    cache = {"cache_limit_bytes": str(100 * MIB), "cache_bytes": str(100 * MIB),
+             "evicted_bytes": str(250 * MIB), "evictions": "1000"}
+    after_fill = status(250)
+    after_fill["cache"] = cache
+    return [
+        # The set_phase(fill) reply: the server's RSS before any load.
+        rec("fill", phase={"snapshot": status(BASE), "previous_phase": "start"}),
+        rec("fill", load={"qps": qps, "latency": {"p99_us": 2000, "p50_us": 500}}),
+        rec("fill", snapshot=after_fill, label="after_fill"),
+        rec("shrink", snapshot=status(120), label="after_shrink"),
+        rec("idle", snapshot=status(idle), label="after_idle"),
+        rec("trim", phase={"before": status(idle), "snapshot": status(trim),
+                           "trim": {"per_thread": True, "rss_between_bytes": str(int(110 * MIB)),
+                                    "rss_after_bytes": str(int(trim * MIB))}}),
+        dict(tag, cell_result={"ok": True}),
+    ]
+
+
+def write_run(path, jemalloc_goal):
+    os.makedirs(path)
+    goal = {"jemalloc": jemalloc_goal, "mimalloc": 1.57, "glibc": 2.00}
+    # At 1 thread, ratios that print as the limit with 2 decimals.
+    goal_t1 = {"jemalloc": 1.252, "mimalloc": 1.2496, "glibc": 1.00}
+    idle = {"jemalloc": [90, 100, 115], "mimalloc": [95, 100, 110], "glibc": [150, 150, 150]}
+    events = [{"seq": "1", "header": {
+        "scenario_name": "sweep",
+        "scenario": {"name": "sweep", "sweep": {"profiles": PROFILES, "threads": THREADS,
+                                                "repeats": 3}}}}]
+    for t in THREADS:
+        for r in range(3):
+            for p in PROFILES:
+                events += cell_events(p, t, r + 1, idle[p][r] if t == 64 else 80,
+                                      (goal if t == 64 else goal_t1)[p] * (BASE + 10),
+                                      [1000, 1500, 1200][r])
+    events.append({"footer": {"completed": True}})
+    with open(os.path.join(path, "events.jsonl"), "w") as f:
+        for i, e in enumerate(events):
+            e["seq"] = str(i + 1)
+            f.write(json.dumps(e) + "\n")
+
+
+def run(args):
+    r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       universal_newlines=True, encoding="utf-8")
+    assert r.returncode == 0, "%s exited %d: %s%s" % (args, r.returncode, r.stdout, r.stderr)
+    return r.stdout
+
+
+def both(path):
+    """`rsslab_loadgen report` and report.py on one run: their CSVs agree."""
+    table = run([LOADGEN, "--report_tool=" + REPORT, "report", path])
+    run(["/usr/bin/python3", REPORT, path, "--no-plots", "--csv", path + "/py.csv"])
+    with open(path + "/summary.csv", encoding="utf-8") as f:
+        csv = f.read()
+    with open(path + "/py.csv", encoding="utf-8") as f:
+        assert f.read() == csv, "report.py's CSV differs from the loadgen's"
+    with open(path + "/summary.md", encoding="utf-8") as f:
+        md = f.read()
+    rows = [line.split(",") for line in csv.splitlines()]
+    head = rows[0]
+    by_key = {(r[0], r[1]): dict(zip(head, r)) for r in rows[1:]}
+    return table, md, by_key
+
+
+def check(cond, what, text=""):
+    if not cond:
+        print("FAILED: %s\n%s" % (what, text), file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    tmp = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
+    met = os.path.join(tmp, "met")
+    write_run(met, 1.24)
+    table, md, rows = both(met)
+    advice = md[md.index("## What to do"):]
+
+    # Spread: 25 % marked, 15 % not, QPS (50 %) never.
+    check(rows[("jemalloc", "64")]["spread_over_20pct"] == "after_idle_mib", "jemalloc/64 spread",
+          rows[("jemalloc", "64")])
+    check(rows[("mimalloc", "64")]["spread_over_20pct"] == "none", "mimalloc/64 spread (15 %)",
+          rows[("mimalloc", "64")])
+    check(rows[("glibc", "1")]["spread_over_20pct"] == "none", "QPS spread is not marked",
+          rows[("glibc", "1")])
+    check("| 100.0 (90.0-115.0)%s |" % DAGGER in md, "the 25 % median marked", md)
+    check("| 100.0 (95.0-110.0) |" in md, "the 15 % median unmarked", md)
+    check("| 1200 (1000-1500) |" in md, "QPS unmarked", md)
+    check("100.0%s" % DAGGER in table, "the terminal table's mark", table)
+    check("**Not to be trusted from this run**" in advice, "What to do names the spread", advice)
+    check("jemalloc at 64 threads (after idle 90.0-115.0 MiB)" in advice,
+          "What to do names jemalloc/64's after idle", advice)
+    check("mimalloc at 64 threads (after idle" not in advice, "mimalloc/64 is not named", advice)
+    check("**jemalloc** 100.0%s |" % DAGGER in advice, "the leanest table's mark", advice)
+
+    # The trim goal: base 26 MiB; jemalloc met at 1.24x, the others missed.
+    check(rows[("jemalloc", "64")]["base_rss_mib_median"] == "26.0", "base RSS",
+          rows[("jemalloc", "64")])
+    check((rows[("jemalloc", "64")]["trim_goal_median"],
+           rows[("jemalloc", "64")]["trim_goal_met"]) == ("1.24", "yes"), "jemalloc goal met",
+          rows[("jemalloc", "64")])
+    check((rows[("mimalloc", "64")]["trim_goal_median"],
+           rows[("mimalloc", "64")]["trim_goal_met"]) == ("1.57", "no"), "mimalloc goal missed",
+          rows[("mimalloc", "64")])
+    check("| 1.24x met |" in md and "| 1.57x missed |" in md and "| 2.00x missed |" in md,
+          "the trim goal column", md)
+    check("at 64 threads: met by **jemalloc** 1.24x; missed by the other 2 profiles." in advice,
+          "What to do: the goal met at 64 threads", advice)
+
+    # Next to the limit the ratio gets the digits that show which side it is on.
+    check((rows[("jemalloc", "1")]["trim_goal_median"],
+           rows[("jemalloc", "1")]["trim_goal_met"]) == ("1.252", "no"), "1.252 missed",
+          rows[("jemalloc", "1")])
+    check((rows[("mimalloc", "1")]["trim_goal_median"],
+           rows[("mimalloc", "1")]["trim_goal_met"]) == ("1.2496", "yes"), "1.2496 met",
+          rows[("mimalloc", "1")])
+    check("| 1.252x missed |" in md and "| 1.2496x met |" in md, "digits next to the limit", md)
+
+    missed = os.path.join(tmp, "missed")
+    write_run(missed, 1.30)
+    _, md, rows = both(missed)
+    advice = md[md.index("## What to do"):]
+    check(rows[("jemalloc", "64")]["trim_goal_met"] == "no", "jemalloc at 1.30x missed",
+          rows[("jemalloc", "64")])
+    check("at 64 threads: no profile meets it; the closest is **jemalloc** at 1.30x "
+          "(46.8 MiB after the per-thread trim against a goal of 45.0)." in advice,
+          "What to do: no profile meets the goal", advice)
+    print("ok")
+
+
+if __name__ == "__main__":
+    main()
