@@ -360,7 +360,7 @@ def spread_lines(s):
 
 def goal_line(s):
     """Issue 17's trim goal at 64 threads: which profiles meet it."""
-    goal = ("Issue 17's trim goal (RSS after the per-thread trim <= %.2fx (the server's RSS "
+    goal = ("The trim goal (RSS after the per-thread trim <= %.2fx (the server's RSS "
             "before any load + 10 MiB); the table's trim goal column)" % TRIM_GOAL_RATIO)
     if 64 not in s["threads"]:
         return ("- %s is stated at 64 threads, which this run did not measure; the column shows "

@@ -7,6 +7,8 @@
 #   tools/sweep.sh                                   # reduced default, below
 #   RSSLAB_SWEEP_SCALE=1 RSSLAB_SWEEP_REPEATS=5 RSSLAB_SWEEP_THREADS=1,4,16,64 tools/sweep.sh  # seed 000 in full
 #   RSSLAB_SWEEP_PROFILES=glibc,mimalloc-purge0 RSSLAB_SWEEP_THREADS=1,64 tools/sweep.sh
+#   RSSLAB_SWEEP_PROFILES=all ...                    # every profile rsslab_run --list_profiles shows
+#   tools/sweep.sh --print_cells                     # the matrix's numbered cells; runs nothing
 #   tools/sweep.sh --concurrency=32                  # extra args go to the loadgen
 #   RSSLAB_SWEEP_OUT=results/sweep-X tools/sweep.sh --resume   # continue a killed sweep (same matrix)
 #
@@ -23,17 +25,27 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 BIN=${RSSLAB_BIN:-$ROOT/bin}
+die() { echo "sweep: $*" >&2; exit 1; }
 # Seed 000's fill churns the cache twice from here on (docs/FILL.md).
 MIN_SCALE=0.6
 SCALE=${RSSLAB_SWEEP_SCALE:-$MIN_SCALE}
 PROFILES=${RSSLAB_SWEEP_PROFILES:-glibc,glibc-arena2,jemalloc,jemalloc-bg,mimalloc,mimalloc-purge0,tcmalloc}
+if [ "$PROFILES" = all ]; then
+  [ -x "$BIN/rsslab_run" ] || die "$BIN/rsslab_run missing (run ./rsslab build)"
+  PROFILES=$("$BIN/rsslab_run" --profiles="$ROOT/agent/profiles.textproto" --list_profiles | awk '{ print $1 }' | paste -sd, -)
+  [ -n "$PROFILES" ] || die "no profile in $ROOT/agent/profiles.textproto"
+fi
 THREADS=${RSSLAB_SWEEP_THREADS:-1,16,64}
 REPEATS=${RSSLAB_SWEEP_REPEATS:-1}
 OUT=${RSSLAB_SWEEP_OUT:-$ROOT/results/sweep-$(date -u +%Y%m%dT%H%M%SZ)}
 
-die() { echo "sweep: $*" >&2; exit 1; }
 for b in rsslab_agent rsslab_server rsslab_loadgen; do
   [ -x "$BIN/$b" ] || die "$BIN/$b missing (run ./rsslab build)"
+done
+LOADGEN_MATRIX=(--builtin=sweep --profiles="$PROFILES" --threads_list="$THREADS" --repeats="$REPEATS" --scale="$SCALE")
+# The matrix alone (what a long sweep will run), before any agent or directory.
+for a in "$@"; do
+  case $a in --print_cells|--print_cells=*) exec "$BIN/rsslab_loadgen" "${LOADGEN_MATRIX[@]}" "$@" ;; esac
 done
 RESUME=0
 for a in "$@"; do [ "$a" = "--resume" ] && RESUME=1; done
@@ -76,8 +88,7 @@ done
 START=$(date +%s)
 echo "sweep: agent $AGENT; profiles $PROFILES; threads $THREADS; repeats $REPEATS; scale $SCALE" >&2
 status=0
-"$BIN/rsslab_loadgen" --builtin=sweep --agent="$AGENT" --profiles="$PROFILES" \
-  --threads_list="$THREADS" --repeats="$REPEATS" --scale="$SCALE" --out="$OUT/run" \
+"$BIN/rsslab_loadgen" "${LOADGEN_MATRIX[@]}" --agent="$AGENT" --out="$OUT/run" \
   --report_tool="$ROOT/tools/report.py" --progress=lines "$@" || status=$?
 cleanup
 AGENT_PID=""
