@@ -1,6 +1,8 @@
 // Integration tests of rsslab_server: the real binary on ephemeral loopback
 // ports, driven over gRPC, checked against procfs read from outside.
 
+#include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <netinet/in.h>
@@ -8,6 +10,8 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,6 +38,17 @@ constexpr int64_t kMiB = 1 << 20;
 std::string ServerBinary() { return ServerProcess::Runfile("server/rsslab_server"); }
 std::string CtlBinary() { return ServerProcess::Runfile("control/rsslab_ctl"); }
 std::string TestHandler() { return ServerProcess::Runfile("tests/handlers/test_handler.py"); }
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    }
+    closedir(d);
+  }
+  return names;
+}
 
 std::unique_ptr<ServerProcess> StartServer(std::vector<std::string> extra) {
   ServerProcess::Options o;
@@ -141,6 +156,36 @@ TEST(ServerTest, SnapshotReportsThreadsArenasAndEnvironment) {
   EXPECT_TRUE(absl::StartsWith(snap.python().version(), "3."));
   EXPECT_GT(snap.memory_map().file_rss_bytes(), 0);
   EXPECT_GT(snap.snapshot_duration_us(), 0);
+}
+
+// The io thread runs SCHED_BATCH (server/load_service.cc says why); the
+// workers stay SCHED_OTHER, so the handler is scheduled as a Python
+// service's threads are. Policy is field 41 of /proc/PID/task/TID/stat.
+TEST(ServerTest, IoThreadIsBatchWorkersAreNot) {
+  auto s = StartServer({"--threads=2"});
+  ASSERT_NE(s, nullptr);
+  Clients c(s.get());
+  ASSERT_EQ(c.Drive(200, 2, 4), 0);
+  const std::string task_dir = absl::StrCat("/proc/", s->pid(), "/task");
+  std::map<std::string, std::vector<int>> policies;  // comm -> policies
+  for (const auto& tid : ListDir(task_dir)) {
+    std::ifstream comm_in(absl::StrCat(task_dir, "/", tid, "/comm"));
+    std::string comm;
+    std::getline(comm_in, comm);
+    std::ifstream stat_in(absl::StrCat(task_dir, "/", tid, "/stat"));
+    std::string stat((std::istreambuf_iterator<char>(stat_in)), std::istreambuf_iterator<char>());
+    // Fields after the parenthesized comm, which may hold spaces.
+    std::vector<std::string> f = absl::StrSplit(stat.substr(stat.rfind(')') + 2), ' ');
+    ASSERT_GT(f.size(), 38u) << stat;
+    int policy = -1;
+    ASSERT_TRUE(absl::SimpleAtoi(f[38], &policy)) << stat;  // field 41
+    policies[comm].push_back(policy);
+  }
+  ASSERT_EQ(policies["rsslab-io"].size(), 1u);
+  EXPECT_EQ(policies["rsslab-io"][0], SCHED_BATCH);
+  ASSERT_EQ(policies["rsslab-w0"].size(), 1u);
+  EXPECT_EQ(policies["rsslab-w0"][0], SCHED_OTHER);
+  EXPECT_EQ(policies["rsslab-w1"].at(0), SCHED_OTHER);
 }
 
 TEST(ServerTest, HandlerExceptionIsInternalAndServerKeepsServing) {
