@@ -113,12 +113,23 @@ def check(cond, what, text=""):
         sys.exit(1)
 
 
+def check_goal(rows, profile, threads, ratio, met):
+    row = rows[(profile, threads)]
+    check((row["trim_goal_median"], row["trim_goal_met"]) == (ratio, met),
+          "%s/%s trim goal %s %s" % (profile, threads, ratio, met), row)
+
+
+def report(tmp, name, goal_ratio):
+    """A synthetic run's terminal table, summary.md, CSV rows and What to do."""
+    run = os.path.join(tmp, name)
+    write_run(run, goal_ratio)
+    table, md, rows = both(run)
+    return table, md, rows, md[md.index("## What to do"):]
+
+
 def main():
     tmp = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
-    met = os.path.join(tmp, "met")
-    write_run(met, 1.24)
-    table, md, rows = both(met)
-    advice = md[md.index("## What to do"):]
+    table, md, rows, advice = report(tmp, "met", 1.24)
 
     # Spread: 25 % marked, 15 % not, QPS (50 %) never.
     check(rows[("jemalloc", "64")]["spread_over_20pct"] == "after_idle_mib", "jemalloc/64 spread",
@@ -140,30 +151,19 @@ def main():
     # The trim goal: base 26 MiB; jemalloc met at 1.24x, the others missed.
     check(rows[("jemalloc", "64")]["base_rss_mib_median"] == "26.0", "base RSS",
           rows[("jemalloc", "64")])
-    check((rows[("jemalloc", "64")]["trim_goal_median"],
-           rows[("jemalloc", "64")]["trim_goal_met"]) == ("1.24", "yes"), "jemalloc goal met",
-          rows[("jemalloc", "64")])
-    check((rows[("mimalloc", "64")]["trim_goal_median"],
-           rows[("mimalloc", "64")]["trim_goal_met"]) == ("1.57", "no"), "mimalloc goal missed",
-          rows[("mimalloc", "64")])
+    check_goal(rows, "jemalloc", "64", "1.24", "yes")
+    check_goal(rows, "mimalloc", "64", "1.57", "no")
     check("| 1.24x met |" in md and "| 1.57x missed |" in md and "| 2.00x missed |" in md,
           "the trim goal column", md)
     check("at 64 threads: met by **jemalloc** 1.24x; missed by the other 2 profiles." in advice,
           "What to do: the goal met at 64 threads", advice)
 
     # Next to the limit the ratio gets the digits that show which side it is on.
-    check((rows[("jemalloc", "1")]["trim_goal_median"],
-           rows[("jemalloc", "1")]["trim_goal_met"]) == ("1.252", "no"), "1.252 missed",
-          rows[("jemalloc", "1")])
-    check((rows[("mimalloc", "1")]["trim_goal_median"],
-           rows[("mimalloc", "1")]["trim_goal_met"]) == ("1.2496", "yes"), "1.2496 met",
-          rows[("mimalloc", "1")])
+    check_goal(rows, "jemalloc", "1", "1.252", "no")
+    check_goal(rows, "mimalloc", "1", "1.2496", "yes")
     check("| 1.252x missed |" in md and "| 1.2496x met |" in md, "digits next to the limit", md)
 
-    missed = os.path.join(tmp, "missed")
-    write_run(missed, 1.30)
-    _, md, rows = both(missed)
-    advice = md[md.index("## What to do"):]
+    _, md, rows, advice = report(tmp, "missed", 1.30)
     check(rows[("jemalloc", "64")]["trim_goal_met"] == "no", "jemalloc at 1.30x missed",
           rows[("jemalloc", "64")])
     check("at 64 threads: no profile meets it; the closest is **jemalloc** at 1.30x "
