@@ -21,6 +21,7 @@ using ::rsslab::testing::Events;
 using ::rsslab::testing::Loadgen;
 using ::rsslab::testing::ReadFile;
 using ::rsslab::testing::ServerProcess;
+using ::rsslab::testing::StartServer;
 using ::rsslab::testing::Tmp;
 using ::rsslab::v1::Event;
 using ::testing::HasSubstr;
@@ -29,15 +30,6 @@ using ::testing::Not;
 // Spelled out here, not taken from loadgen/fill_check.h: the test checks the
 // words a reader sees.
 constexpr char kNeverFilled[] = "cache never filled: not seed 000's conditions";
-
-std::unique_ptr<ServerProcess> StartServer() {
-  ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("server/rsslab_server");
-  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=2"};
-  auto s = ServerProcess::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? std::move(*s) : nullptr;
-}
 
 std::vector<const Event*> FillChecks(const std::vector<Event>& ev) {
   std::vector<const Event*> out;

@@ -29,23 +29,10 @@ using ::rsslab::testing::Events;
 using ::rsslab::testing::Loadgen;
 using ::rsslab::testing::ReadFile;
 using ::rsslab::testing::ServerProcess;
+using ::rsslab::testing::StartServer;
 using ::rsslab::testing::Tmp;
 using ::rsslab::v1::Event;
 using ::testing::HasSubstr;
-
-std::unique_ptr<ServerProcess> StartServer(int threads,
-                                           const std::string& handler = "") {
-  ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("server/rsslab_server");
-  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
-            absl::StrCat("--threads=", threads)};
-  if (!handler.empty()) {
-    o.args.push_back("--handler=" + ServerProcess::Runfile("tests/handlers/" + handler));
-  }
-  auto s = ServerProcess::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? std::move(*s) : nullptr;
-}
 
 std::vector<std::string> Addr(const ServerProcess& s) {
   return {"--target=" + s.data_address(), "--control=" + s.control_address()};

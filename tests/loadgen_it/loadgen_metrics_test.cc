@@ -35,20 +35,12 @@ using ::rsslab::testing::Loadgen;
 using ::rsslab::testing::ParseExposition;
 using ::rsslab::testing::ReadFile;
 using ::rsslab::testing::ServerProcess;
+using ::rsslab::testing::StartServer;
 using ::rsslab::testing::Tmp;
 using ::rsslab::v1::Event;
 using ::testing::HasSubstr;
 
 using Metrics = std::map<std::string, double>;
-
-std::unique_ptr<ServerProcess> StartServer() {
-  ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("server/rsslab_server");
-  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=2"};
-  auto s = ServerProcess::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? std::move(*s) : nullptr;
-}
 
 // A wait between two loads, so one scrape lands where nothing moves.
 std::string ScenarioFile() {

@@ -95,5 +95,18 @@ int Child::Wait(absl::Duration timeout) {
   return -1;
 }
 
+std::unique_ptr<ServerProcess> StartServer(int threads, const std::string& handler) {
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("server/rsslab_server");
+  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+            absl::StrCat("--threads=", threads)};
+  if (!handler.empty()) {
+    o.args.push_back("--handler=" + ServerProcess::Runfile("tests/handlers/" + handler));
+  }
+  auto s = ServerProcess::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
 }  // namespace testing
 }  // namespace rsslab

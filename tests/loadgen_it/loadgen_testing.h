@@ -13,11 +13,13 @@
 
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
 #include "proto/results.pb.h"
+#include "tests/server_process.h"
 
 namespace rsslab {
 namespace testing {
@@ -29,6 +31,10 @@ std::string Loadgen();
 std::string ReadFile(const std::string& path);
 // Every line of DIR/events.jsonl; a line that does not parse fails the test.
 std::vector<rsslab::v1::Event> Events(const std::string& dir);
+// A real rsslab_server on loopback ports with `threads` workers and, when
+// given, tests/handlers/`handler`; nullptr (and a failed expectation) if it
+// did not start.
+std::unique_ptr<ServerProcess> StartServer(int threads = 2, const std::string& handler = "");
 
 // The loadgen (or any binary) as a background child; stdout and stderr go
 // to files of their own.

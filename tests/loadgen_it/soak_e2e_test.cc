@@ -28,18 +28,10 @@ using ::rsslab::testing::Events;
 using ::rsslab::testing::Loadgen;
 using ::rsslab::testing::ReadFile;
 using ::rsslab::testing::ServerProcess;
+using ::rsslab::testing::StartServer;
 using ::rsslab::testing::Tmp;
 using ::rsslab::v1::Event;
 using ::testing::HasSubstr;
-
-std::unique_ptr<ServerProcess> StartServer() {
-  ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("server/rsslab_server");
-  o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=2"};
-  auto s = ServerProcess::Start(o);
-  EXPECT_TRUE(s.ok()) << s.status();
-  return s.ok() ? std::move(*s) : nullptr;
-}
 
 // The built-in soak's cycle, small enough for a test: fill long enough
 // (~0.5 s) that watch intervals fall inside load steps.
