@@ -525,6 +525,7 @@ grpc::Status AgentService::Stop(grpc::ServerContext* ctx, const rsslab::v1::Stop
   }
   run->stop_finished = true;
   *resp = run->stop_response;
+  ForgetOldRunsLocked();
   return run->stop_status;
 }
 

@@ -46,6 +46,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/echo.h"
 #include "common/flags_parse.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
@@ -169,8 +170,16 @@ constexpr int kExitUsage = 2;
 constexpr int kExitInterrupted = 130;
 
 int Fail(int code, const std::string& msg) {
+  // Messages quote scenario text and peers' errors: each line escaped (ESC
+  // or CR cannot forge a line or drive the terminal) and capped, and at most
+  // 40 lines.
+  int lines = 0;
   for (absl::string_view line : absl::StrSplit(msg, '\n')) {
-    fprintf(stderr, "rsslab_loadgen: %s\n", std::string(line).c_str());
+    if (++lines > 40) {
+      fprintf(stderr, "rsslab_loadgen: ... (more lines cut)\n");
+      break;
+    }
+    fprintf(stderr, "rsslab_loadgen: %s\n", rsslab::Echo(line, 1024).c_str());
   }
   return code;
 }
@@ -181,8 +190,8 @@ void SweepReport(const std::string& dir) {
   if (tool.empty()) tool = rsslab::FindReportTool();
   std::string output;
   absl::Status s = rsslab::RunReportTool(tool, dir, &output);
-  if (!output.empty()) fprintf(stderr, "%s", output.c_str());
-  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", std::string(s.message()).c_str());
+  if (!output.empty()) fprintf(stderr, "%s", rsslab::EchoMultiline(output, 4096).c_str());
+  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", rsslab::Echo(s.message(), 1024).c_str());
 }
 
 // The per-cycle table and, when the server went away, when and what it

@@ -33,6 +33,10 @@ grpc::Status ControlService::GetSnapshot(grpc::ServerContext* context,
   ServerCore::SnapshotOptions o;
   o.gc = request->gc();
   o.detail = request->detail();
+  // The Python section gets at most half the caller's time left (and 2 s at
+  // most): the rest of the snapshot still answers within the deadline.
+  const absl::Duration left = absl::FromChrono(context->deadline()) - absl::Now();
+  o.python_deadline = std::max(absl::Milliseconds(10), std::min(o.python_deadline, left / 2));
   core_->TakeSnapshot(o, response);
   return grpc::Status::OK;
 }

@@ -299,6 +299,62 @@ TEST_F(AgentTest, MaxServersIsEnforced) {
   EXPECT_EQ(kill(s.pid(), 0), -1);  // reaped by the agent: no such process
 }
 
+// Issue 27, class 7: two concurrent Stops of one server once sent two
+// SIGTERMs; the second made the server exit at once (143 seen), cutting
+// the call the first let drain. Now the second waits for the first and
+// both get the same answer; the call in flight finishes.
+TEST_F(AgentTest, ConcurrentStopsDrainLikeSigtermAndBothGetTheSameAnswer) {
+  v1::ServerProcess s;
+  grpc::Status st = agent_->Launch("glibc", "test_handler", {}, &s);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  auto load = v1::Load::NewStub(
+      grpc::CreateChannel(s.data_address(), grpc::InsecureChannelCredentials()));
+  grpc::Status call;
+  std::thread caller([&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    v1::HandleRequest req;
+    (*req.mutable_params())["sleep_ms"] = "1500";
+    v1::HandleResponse resp;
+    call = load->Handle(&ctx, req, &resp);
+  });
+  // The call is on a worker once the snapshot shows it busy.
+  const absl::Time until = absl::Now() + absl::Seconds(10);
+  while (absl::Now() < until && GetSnapshot(s.control_address()).workers().busy() == 0) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  v1::ServerProcess a, b;
+  grpc::Status sa, sb;
+  std::thread t1([&] { sa = agent_->Stop(s.id(), &a, 10000); });
+  std::thread t2([&] { sb = agent_->Stop(s.id(), &b, 10000); });
+  t1.join();
+  t2.join();
+  caller.join();
+  EXPECT_TRUE(call.ok()) << call.error_message();
+  ASSERT_TRUE(sa.ok()) << sa.error_message();
+  ASSERT_TRUE(sb.ok()) << sb.error_message();
+  EXPECT_EQ(a.exit_code(), 0) << a.exit();
+  EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
+}
+
+// Issue 27, class 7: the NOT_FOUND for an unknown id listed every id ever
+// launched; past about 600 launches it outgrew gRPC's metadata limit and
+// came back RESOURCE_EXHAUSTED. Now it names at most 16 running servers and
+// ended runs beyond the latest 64 are forgotten (List stays bounded).
+TEST_F(AgentTest, UnknownIdIsNotFoundWithABoundedMessageAfterManyLaunches) {
+  for (int i = 0; i < 70; ++i) {
+    v1::ServerProcess s;
+    grpc::Status st = agent_->Launch("glibc", "noop", {}, &s);
+    ASSERT_TRUE(st.ok()) << i << ": " << st.error_message();
+    ASSERT_TRUE(agent_->Stop(s.id(), nullptr).ok());
+  }
+  grpc::Status st = agent_->Stop("\x1b[2J" + std::string(5000, 'x'), nullptr);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND) << st.error_message();
+  EXPECT_LT(st.error_message().size(), 512u) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("\\x1b[2J")) << st.error_message();
+  EXPECT_LE(agent_->List().servers_size(), 64);
+}
+
 // A profile that does not take effect: the server starts, verification
 // fails, the agent kills it and says what is missing.
 TEST(AgentVerification, FailedVerificationKillsTheServer) {

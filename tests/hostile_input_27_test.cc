@@ -1,0 +1,143 @@
+// Hostile input, second pass (issue 27): the control plane while a handler
+// holds the GIL, handler exceptions that try to flood or forge the log, an
+// unauthenticated oversized message. Each case failed on the code before.
+
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/control.grpc.pb.h"
+#include "proto/load.grpc.pb.h"
+#include "tests/scrape.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::testing::ServerProcess;
+
+std::string Hostile() { return ServerProcess::Runfile("tests/handlers/hostile.py"); }
+
+grpc::Status Handle(rsslab::v1::Load::Stub* load, const std::string& what, absl::Duration deadline,
+                    std::map<std::string, std::string> extra = {}) {
+  rsslab::v1::HandleRequest req;
+  (*req.mutable_params())["do"] = what;
+  for (const auto& [k, v] : extra) (*req.mutable_params())[k] = v;
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  rsslab::v1::HandleResponse resp;
+  return load->Handle(&ctx, req, &resp);
+}
+
+// Class 5: a handler that keeps the GIL inside one C call (a catastrophic
+// regular expression) once left GetSnapshot, Handle and /metrics
+// unanswered for over 45 s. Now the snapshot answers within its deadline
+// with everything that needs no Python, the Python section saying why it
+// is missing; /metrics answers; new calls are refused with UNAVAILABLE
+// once every worker is stuck.
+TEST(GilHeld, ControlPlaneAnswersAndTheDataPortRefusesNewWork) {
+  ServerProcess::Options o = ServerProcess::TestServer(
+      {"--handler=" + Hostile(), "--threads=2", "--stuck_after_ms=1000",
+       "--metrics_listen=127.0.0.1:0", "--shutdown_grace_ms=500"});
+  auto server = ServerProcess::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel((*server)->data_address(), grpc::InsecureChannelCredentials());
+  auto load = rsslab::v1::Load::NewStub(channel);
+  auto control = rsslab::v1::Control::NewStub(
+      grpc::CreateChannel((*server)->control_address(), grpc::InsecureChannelCredentials()));
+  // n=34: minutes of matching under the GIL; SIGTERM's bounded shutdown
+  // ends it at the end of the test.
+  std::thread hog([&] { Handle(load.get(), "regex", absl::Seconds(120), {{"n", "34"}}); });
+  // Wait until it runs: a snapshot that cannot get the GIL says so.
+  rsslab::v1::Snapshot snap;
+  const absl::Time until = absl::Now() + absl::Seconds(20);
+  absl::Duration took;
+  while (absl::Now() < until) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
+    snap.Clear();
+    const absl::Time t0 = absl::Now();
+    grpc::Status s = control->GetSnapshot(&ctx, rsslab::v1::SnapshotRequest(), &snap);
+    took = absl::Now() - t0;
+    ASSERT_TRUE(s.ok()) << s.error_message() << " after " << took;
+    if (!snap.python().unavailable().empty()) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_FALSE(snap.python().unavailable().empty()) << "the hog never took the GIL";
+  EXPECT_LT(took, absl::Seconds(3));
+  EXPECT_TRUE(absl::StrContains(snap.python().unavailable(), "GIL")) << snap.python().unavailable();
+  EXPECT_TRUE(absl::StrContains(snap.python().unavailable(), "rsslab-w"))
+      << snap.python().unavailable();
+  EXPECT_GT(snap.status().vm_rss_bytes(), 0);
+  EXPECT_GT(snap.thread_names_size(), 0);
+  EXPECT_FALSE(snap.allocator().empty());
+  EXPECT_EQ(snap.workers().busy(), 1);
+  // A second snapshot does not queue behind the first one's wait: at once.
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
+    const absl::Time t0 = absl::Now();
+    ASSERT_TRUE(control->GetSnapshot(&ctx, rsslab::v1::SnapshotRequest(), &snap).ok());
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(1));
+    EXPECT_TRUE(absl::StrContains(snap.python().unavailable(), "waited")) << snap.python().unavailable();
+  }
+  // /metrics needs no Python.
+  const absl::Time m0 = absl::Now();
+  std::string r = Http((*server)->metrics_address(), "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK")) << r.substr(0, 200);
+  EXPECT_LT(absl::Now() - m0, absl::Seconds(2));
+  // The data port: the second worker takes a call and waits for the GIL;
+  // once both have made no progress for --stuck_after_ms, new calls are
+  // refused at once with a status that says why.
+  grpc::Status refused;
+  const absl::Time until2 = absl::Now() + absl::Seconds(20);
+  while (absl::Now() < until2) {
+    refused = Handle(load.get(), "", absl::Milliseconds(300));
+    if (refused.error_code() == grpc::StatusCode::UNAVAILABLE) break;
+  }
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE) << refused.error_message();
+  EXPECT_TRUE(absl::StrContains(refused.error_message(), "every worker is stuck"))
+      << refused.error_message();
+  const absl::Time h0 = absl::Now();
+  EXPECT_EQ(Handle(load.get(), "", absl::Seconds(5)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_LT(absl::Now() - h0, absl::Seconds(1));
+  // SIGTERM still ends it (the handler cannot be interrupted: exit 3).
+  EXPECT_EQ((*server)->Stop(SIGTERM, absl::Seconds(30)), 3);
+  hog.join();
+}
+
+// Class 9: three handler exceptions of 10 MB each once put 31 MB on stderr,
+// and their ESC, CR and LF were printed raw (a forged log line, a cleared
+// terminal). Now the message is escaped and capped, on stderr and in the
+// status the client gets.
+TEST(Echoes, HugeHandlerExceptionsAreCappedAndEscaped) {
+  ServerProcess::Options o = ServerProcess::TestServer({"--handler=" + Hostile()});
+  auto server = ServerProcess::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto load = rsslab::v1::Load::NewStub(
+      grpc::CreateChannel((*server)->data_address(), grpc::InsecureChannelCredentials()));
+  for (int i = 0; i < 3; ++i) {
+    grpc::Status s = Handle(load.get(), "bigraise", absl::Seconds(30));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INTERNAL);
+    EXPECT_LT(s.error_message().size(), 2048u);
+    EXPECT_TRUE(absl::StrContains(s.error_message(), "\\x1b[2J\\r\\nrsslab_server: FORGED"))
+        << s.error_message().substr(0, 200);
+  }
+  EXPECT_EQ((*server)->Stop(), 0);
+  const std::string err = (*server)->Stderr();
+  EXPECT_LT(err.size(), 64u << 10) << "stderr has " << err.size() << " bytes";
+  EXPECT_EQ(err.find('\x1b'), std::string::npos);
+  EXPECT_EQ(err.find('\r'), std::string::npos);
+  EXPECT_FALSE(absl::StrContains(err, "\nrsslab_server: FORGED")) << err.substr(0, 2000);
+  EXPECT_TRUE(absl::StrContains(err, "Traceback (most recent call last)")) << err.substr(0, 2000);
+}
+
+}  // namespace
+}  // namespace rsslab
