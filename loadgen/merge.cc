@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <map>
+#include <set>
 #include <tuple>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -120,7 +122,22 @@ struct Inputs {
   std::string ref_dir;
   std::string ref_id;
   std::vector<Segment> segments;
+  // Fingerprints of the attempts kept (their cell and records, byte for
+  // byte) -> the directory that had them first: a copy of a run directory,
+  // or the same one reached twice, is recognised and counted once rather
+  // than as extra re-queued attempts.
+  std::map<std::string, std::string> fingerprints;
 };
+
+std::string Fingerprint(const Segment& s) {
+  std::string f = absl::StrCat(s.cell, "|", s.records.empty() ? s.start : 0, "|");
+  for (const Event& e : s.records) {
+    std::string bytes;
+    e.SerializeToString(&bytes);
+    absl::StrAppend(&f, absl::Hash<std::string>()(bytes), ",");
+  }
+  return f;
+}
 
 // One run directory's records, split into attempts: (cell, attempt within
 // the run, resume epoch) -> segment.
@@ -201,7 +218,25 @@ absl::Status ReadRunDir(const std::string& dir, Inputs* in, MergeResult* result)
   result->run_dirs.push_back(dir);
   const bool finished = std::any_of(events->begin(), events->end(),
                                     [](const Event& e) { return e.has_footer(); });
-  AddSegments(dir, h, finished, &*events, &in->segments);
+  std::vector<Segment> segments;
+  AddSegments(dir, h, finished, &*events, &segments);
+  int same = 0;
+  std::string first;
+  for (Segment& seg : segments) {
+    auto [it, added] = in->fingerprints.emplace(Fingerprint(seg), dir);
+    if (!added) {
+      ++same;
+      first = it->second;
+      continue;
+    }
+    in->segments.push_back(std::move(seg));
+  }
+  if (same > 0) {
+    result->notes.push_back(absl::StrFormat(
+        "%s: %d attempt(s) hold the same records as %s (a copy, or the same run given twice); "
+        "counted once",
+        dir, same, first));
+  }
   return absl::OkStatus();
 }
 
@@ -216,11 +251,16 @@ absl::StatusOr<std::vector<std::string>> InputDirs(const std::vector<std::string
     }
     if (absl::Status s = ExpandInput(in, &dirs); !s.ok()) return s;
   }
-  // An earlier merge found inside an input directory.
-  dirs.erase(std::remove_if(dirs.begin(), dirs.end(),
-                            [&](const std::string& d) { return RealPath(d) == out_real; }),
-             dirs.end());
-  return dirs;
+  // An earlier merge found inside an input directory; a directory reached
+  // twice (given twice, or also inside a parent given) is read once.
+  std::vector<std::string> unique;
+  std::set<std::string> seen;
+  for (const std::string& d : dirs) {
+    const std::string real = RealPath(d);
+    if (real == out_real || !seen.insert(real).second) continue;
+    unique.push_back(d);
+  }
+  return unique;
 }
 
 Event MergedHeader(const Inputs& in, const MergeResult& result, int cells_total) {

@@ -2,7 +2,11 @@
 // holds the GIL, handler exceptions that try to flood or forge the log, an
 // unauthenticated oversized message. Each case failed on the code before.
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <vector>
 
 #include <memory>
 #include <string>
@@ -11,6 +15,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/control.grpc.pb.h"
@@ -137,6 +143,136 @@ TEST(Echoes, HugeHandlerExceptionsAreCappedAndEscaped) {
   EXPECT_EQ(err.find('\r'), std::string::npos);
   EXPECT_FALSE(absl::StrContains(err, "\nrsslab_server: FORGED")) << err.substr(0, 2000);
   EXPECT_TRUE(absl::StrContains(err, "Traceback (most recent call last)")) << err.substr(0, 2000);
+}
+
+
+std::string Tmp() { return getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp"; }
+
+void WriteFile(const std::string& path, const std::string& text) {
+  FILE* f = fopen(path.c_str(), "w");
+  ASSERT_NE(f, nullptr) << path;
+  fwrite(text.data(), 1, text.size(), f);
+  fclose(f);
+}
+
+ServerProcess::Result Loadgen(std::vector<std::string> args) {
+  args.push_back("--progress=none");
+  return ServerProcess::Run(ServerProcess::Runfile("loadgen/rsslab_loadgen"), args);
+}
+
+// Class 1 and 2: --agents_file entries of 16 or more characters were a
+// view of a freed temporary (dialled as heap garbage); a 1 MB line crashed
+// the loadgen; /dev/zero grew it to 16.8 GB and a FIFO hung it. Now the
+// file goes through the bounded reader and each entry is read in place.
+TEST(AgentsFile, LongEntriesHugeLinesDevicesAndFifos) {
+  const std::string f = Tmp() + "/agents.txt";
+  const std::string out = Tmp() + "/agents-run";
+  // Two long entries, the same: recognised as the same (not garbage).
+  WriteFile(f, "# agents\n  127.0.0.2:65001   # the first\n127.0.0.2:65001\n");
+  ServerProcess::Result r = Loadgen({"--builtin=sweep", "--agents_file=" + f, "--out=" + out});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "agent 127.0.0.2:65001 is listed twice")) << r.err;
+  WriteFile(f, "127.0.0.2:65001\n" + std::string(1 << 20, 'a') + "\n");
+  r = Loadgen({"--builtin=sweep", "--agents_file=" + f, "--out=" + out});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "--agents_file")) << r.err;
+  EXPECT_LT(r.err.size(), 600u) << r.err.substr(0, 600);
+  WriteFile(f, "127.0.0.2:65001\n" + std::string(300, 'b') + ":1\n");
+  r = Loadgen({"--builtin=sweep", "--agents_file=" + f, "--out=" + out});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "at most 255")) << r.err;
+  for (const std::string& dev : {std::string("/dev/zero"), Tmp() + "/agents-fifo"}) {
+    if (dev != "/dev/zero") {
+      unlink(dev.c_str());
+      ASSERT_EQ(mkfifo(dev.c_str(), 0600), 0);
+    }
+    r = Loadgen({"--builtin=sweep", "--agents_file=" + dev, "--out=" + out});
+    EXPECT_EQ(r.exit_code, 2) << dev << ": " << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "not a regular file")) << r.err;
+  }
+  EXPECT_NE(access(out.c_str(), F_OK), 0) << "a usage error wrote " << out;
+}
+
+
+// Class 8: a --local sweep (and so a batch task's cell) could not be
+// resumed with the command that started it: the header records the agent
+// as "local", --resume compared the raw --agent flag ("") and refused.
+TEST(Resume, LocalSweepResumesWithTheSameCommand) {
+  const std::string out = Tmp() + "/local-resume";
+  // A server that cannot start: the cell fails at once, the run leaves its
+  // header behind to resume.
+  std::vector<std::string> cmd = {"--builtin=sweep", "--local", "--cells=0", "--scale=0.001",
+                                  "--server_binary=/bin/false",
+                                  "--profile_file=" +
+                                      ServerProcess::Runfile("agent/profiles.textproto"),
+                                  "--out=" + out};
+  const std::string handler = ServerProcess::Runfile("server/handlers/web_worker.py");
+  cmd.push_back("--handler_dirs=" + handler.substr(0, handler.rfind('/')));
+  ServerProcess::Result r = Loadgen(cmd);
+  ASSERT_NE(r.exit_code, 2) << r.err;
+  ASSERT_EQ(access((out + "/events.jsonl").c_str(), F_OK), 0) << r.err;
+  cmd.push_back("--resume");
+  r = Loadgen(cmd);
+  EXPECT_NE(r.exit_code, 2) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "differs")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "resuming")) << r.err;
+}
+
+
+int64_t VmHwmKb(pid_t pid) {
+  FILE* f = fopen(absl::StrCat("/proc/", pid, "/status").c_str(), "r");
+  if (f == nullptr) return -1;
+  char line[256];
+  int64_t kb = -1;
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) break;
+  }
+  fclose(f);
+  return kb;
+}
+
+// Class 4: an unauthenticated client sent a 1,000 MiB message to a server
+// started with a token (and --max_message_mb=1024): gRPC 1.51 read it in
+// full (VmHWM 25 MiB -> 1.03 GiB) before the handler refused it. Now no
+// request is read before the token check, on either port.
+TEST(MessageSize, UnauthenticatedHugeMessageIsRefusedBeforeItIsRead) {
+  const std::string token = Tmp() + "/token-4b";
+  WriteFile(token, "0123456789abcdef-right-token\n");
+  chmod(token.c_str(), 0600);
+  ServerProcess::Options o = ServerProcess::TestServer(
+      {"--auth_token_file=" + token, "--max_message_mb=1024"});
+  auto server = ServerProcess::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int64_t before = VmHwmKb((*server)->pid());
+  ASSERT_GT(before, 0);
+  const std::string big(300 << 20, 'x');  // a 300 MiB request body
+  for (const auto& [address, method] :
+       std::vector<std::pair<std::string, std::string>>{
+           {(*server)->data_address(), "/rsslab.v1.Load/Handle"},
+           {(*server)->control_address(), "/rsslab.v1.Control/GetSnapshot"},
+           {(*server)->control_address(), "/rsslab.v1.Control/SetPhase"}}) {
+    grpc::GenericStub stub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    grpc::Slice slice(big);
+    grpc::ByteBuffer req(&slice, 1), resp;
+    grpc::Status st;
+    absl::Notification done;
+    const absl::Time t0 = absl::Now();
+    stub.UnaryCall(&ctx, method, grpc::StubOptions(), &req, &resp, [&](grpc::Status s) {
+      st = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAUTHENTICATED)
+        << method << ": " << st.error_message();
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(20)) << method;
+  }
+  const int64_t after = VmHwmKb((*server)->pid());
+  // Before: the peak grew by the whole message (300 MiB). Now by the
+  // transport's flow-control windows at most.
+  EXPECT_LT(after - before, 64 << 10) << "VmHWM " << before << " kB -> " << after << " kB";
+  EXPECT_EQ((*server)->Stop(), 0);
 }
 
 }  // namespace
