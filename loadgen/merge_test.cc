@@ -1,5 +1,7 @@
 #include "loadgen/merge.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -128,12 +130,14 @@ TEST(MergeTest, TheSameRunGivenTwiceOrCopiedIsCountedOnce) {
   const std::string b = CellRun("m9/b", sc, 1, 101, 40, true);
   // A byte-for-byte copy of a, elsewhere.
   const std::string copy = TmpDir("m9/copy");
+  ASSERT_EQ(mkdir(copy.c_str(), 0755), 0);
   {
     std::ofstream out(copy + "/events.jsonl");
     out << Read(a + "/events.jsonl");
   }
   MergeResult r;
-  ASSERT_TRUE(MergeRunDirs({a, b, a, copy}, TmpDir("m9/out"), &r).ok());
+  absl::Status st = MergeRunDirs({a, b, a, copy}, TmpDir("m9/out"), &r);
+  ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(r.attempts, 2);
   ASSERT_EQ(r.summary.cells.size(), 2u);
   EXPECT_EQ(r.summary.cells[0].attempts, 1);

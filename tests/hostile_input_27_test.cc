@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -81,7 +82,7 @@ TEST(GilHeld, ControlPlaneAnswersAndTheDataPortRefusesNewWork) {
   EXPECT_TRUE(absl::StrContains(snap.python().unavailable(), "GIL")) << snap.python().unavailable();
   EXPECT_TRUE(absl::StrContains(snap.python().unavailable(), "rsslab-w"))
       << snap.python().unavailable();
-  EXPECT_GT(snap.status().vm_rss_bytes(), 0);
+  EXPECT_GT(snap.status().rss_bytes(), 0);
   EXPECT_GT(snap.thread_names_size(), 0);
   EXPECT_FALSE(snap.allocator().empty());
   EXPECT_EQ(snap.workers().busy(), 1);
@@ -96,7 +97,8 @@ TEST(GilHeld, ControlPlaneAnswersAndTheDataPortRefusesNewWork) {
   }
   // /metrics needs no Python.
   const absl::Time m0 = absl::Now();
-  std::string r = Http((*server)->metrics_address(), "GET /metrics HTTP/1.1\r\n\r\n");
+  std::string r =
+      ::rsslab::testing::Http((*server)->metrics_address(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK")) << r.substr(0, 200);
   EXPECT_LT(absl::Now() - m0, absl::Seconds(2));
   // The data port: the second worker takes a call and waits for the GIL;
@@ -273,6 +275,19 @@ TEST(MessageSize, UnauthenticatedHugeMessageIsRefusedBeforeItIsRead) {
   // transport's flow-control windows at most.
   EXPECT_LT(after - before, 64 << 10) << "VmHWM " << before << " kB -> " << after << " kB";
   EXPECT_EQ((*server)->Stop(), 0);
+}
+
+
+// Class 9, minor: `compare --plot` to a path that cannot be written printed
+// a Python traceback and exited 0. Now one line, exit 2, before any reading.
+TEST(Echoes, ComparePlotToABadPathIsOneLine) {
+  ServerProcess::Result r = ServerProcess::Run(
+      ServerProcess::Runfile("loadgen/rsslab_loadgen"),
+      {"compare", Tmp(), Tmp(), "--plot=/nonexistent-dir/x.png"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "--plot=/nonexistent-dir/x.png")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "Traceback")) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 }  // namespace
