@@ -12,7 +12,7 @@
 #include "common/phase.h"
 #include "common/procfs/procfs.h"
 #include "common/units.h"
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
 #include "server/python/knobs.h"
 #include "server/bench_dispatch.h"
 

@@ -1,4 +1,4 @@
-#include "server/trimmer.h"
+#include "memory/trim/trimmer.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
 #include "common/procfs/procfs.h"
 
 namespace rsslab {

@@ -11,8 +11,8 @@
 //   Trimmer trimmer(&workers);
 //   rsslab::v1::TrimResult r = trimmer.Run(rsslab::v1::TRIM_MODE_DEFAULT, "manual");
 
-#ifndef RSSLAB_SERVER_TRIMMER_H_
-#define RSSLAB_SERVER_TRIMMER_H_
+#ifndef RSSLAB_MEMORY_TRIM_TRIMMER_H_
+#define RSSLAB_MEMORY_TRIM_TRIMMER_H_
 
 #include <cstdint>
 #include <deque>
@@ -81,4 +81,4 @@ class Trimmer {
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_SERVER_TRIMMER_H_
+#endif  // RSSLAB_MEMORY_TRIM_TRIMMER_H_
