@@ -21,7 +21,7 @@ int64_t RssNow() {
 
 }  // namespace
 
-Trimmer::Trimmer(WorkerPool* workers, absl::Duration worker_timeout, bool thread_stats)
+Trimmer::Trimmer(ThreadSet* workers, absl::Duration worker_timeout, bool thread_stats)
     : workers_(workers), worker_timeout_(worker_timeout), thread_stats_(thread_stats) {}
 
 rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string& trigger) {
