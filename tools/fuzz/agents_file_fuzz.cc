@@ -1,11 +1,11 @@
-// libFuzzer target: the --agents_file / --agent list (loadgen/agents_list.h).
+// libFuzzer target: the --agents_file / --agent list (loadgen/sweep/agents_list.h).
 // Run via tools/fuzz.sh. Aborts if an accepted entry is not what the text
 // held (the use-after-free of issue 27 dialled heap garbage).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
-#include "loadgen/agents_list.h"
+#include "loadgen/sweep/agents_list.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view text(reinterpret_cast<const char*>(data), size);
