@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <vector>
 
 #include <memory>
@@ -288,6 +289,54 @@ TEST(Echoes, ComparePlotToABadPathIsOneLine) {
   EXPECT_TRUE(absl::StrContains(r.err, "--plot=/nonexistent-dir/x.png")) << r.err;
   EXPECT_FALSE(absl::StrContains(r.err, "Traceback")) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+
+// Class 2: `merge` of cell directories whose events files are 150 MB each
+// took 2.86 GiB: it held every record of every input, then the output's
+// text. Now it holds where each record is, reads one at a time and writes
+// the output as it goes: memory is bounded by the largest record.
+TEST(Merge, MemoryIsBoundedByARecordNotTheInputs) {
+  const std::string base = Tmp() + "/merge-mem";
+  mkdir(base.c_str(), 0755);
+  const std::string header =
+      "{\"header\":{\"scenario\":{\"name\":\"m\",\"sweep\":{\"profiles\":[\"glibc\",\"jemalloc\"],"
+      "\"threads\":[1,2]},\"step\":[{\"name\":\"fill\"}]}}}\n";
+  const std::string blob(512 << 10, 'x');  // each record carries 512 KiB
+  int64_t input_bytes = 0;
+  for (int d = 0; d < 4; ++d) {
+    const std::string dir = absl::StrCat(base, "/run", d);
+    mkdir(dir.c_str(), 0755);
+    std::string text = header;
+    for (int i = 0; i < 100; ++i) {
+      absl::StrAppend(&text, "{\"cell\":\"c", d, "\",\"attempt\":1,\"unixNanos\":\"", 1000 + i,
+                      "\",\"label\":\"", blob, "\"}\n");
+    }
+    input_bytes += static_cast<int64_t>(text.size());
+    WriteFile(dir + "/events.jsonl", text);
+  }
+  const std::string out = base + "/merged";
+  // The merge's own peak RSS: python3 runs it as its only child and reports
+  // RUSAGE_CHILDREN (kB).
+  std::vector<std::string> args = {
+      "-c",
+      "import resource, subprocess, sys\n"
+      "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+      "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+      "sys.exit(p.returncode)\n",
+      ServerProcess::Runfile("loadgen/rsslab_loadgen"), "merge", "--out=" + out};
+  for (int d = 0; d < 4; ++d) args.push_back(absl::StrCat(base, "/run", d));
+  ServerProcess::Result r = ServerProcess::Run("/usr/bin/python3", args);
+  EXPECT_NE(r.exit_code, 2) << r.err;
+  const int64_t peak = std::strtoll(r.out.c_str(), nullptr, 10) << 10;  // kB -> bytes
+  EXPECT_GT(input_bytes, 200 << 20);
+  // 200 MB of inputs: before, the peak was a multiple of that.
+  EXPECT_GT(peak, 0) << r.out;
+  EXPECT_LT(peak, 100 << 20) << "peak RSS of the merge " << (peak >> 20) << " MiB for "
+                             << (input_bytes >> 20) << " MiB of input";
+  struct stat st {};
+  ASSERT_EQ(stat((out + "/events.jsonl").c_str(), &st), 0) << r.err;
+  EXPECT_GT(st.st_size, input_bytes - (1 << 20));
 }
 
 }  // namespace
