@@ -1,8 +1,8 @@
 // The control plane (rsslab.v1.Control), on its own port. Synchronous API:
 // calls are rare and some (WatchSnapshots) are long-lived streams.
 
-#ifndef RSSLAB_SERVER_CONTROL_SERVICE_H_
-#define RSSLAB_SERVER_CONTROL_SERVICE_H_
+#ifndef RSSLAB_CONTROL_SERVICE_CONTROL_SERVICE_H_
+#define RSSLAB_CONTROL_SERVICE_CONTROL_SERVICE_H_
 
 #include <atomic>
 
@@ -50,4 +50,4 @@ class ControlService final
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_SERVER_CONTROL_SERVICE_H_
+#endif  // RSSLAB_CONTROL_SERVICE_CONTROL_SERVICE_H_

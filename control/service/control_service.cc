@@ -1,4 +1,4 @@
-#include "server/control_service.h"
+#include "control/service/control_service.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
