@@ -8,7 +8,7 @@
 
 #include "proto/control.grpc.pb.h"
 #include "common/auth.h"
-#include "server/core.h"
+#include "control/service/control_backend.h"
 
 namespace rsslab {
 
@@ -21,7 +21,7 @@ class ControlService final
  public:
   // `security` checks the caller's token (when one is configured) before
   // anything changes.
-  ControlService(ServerCore* core, int max_watch_streams, const Security* security)
+  ControlService(ControlBackend* core, int max_watch_streams, const Security* security)
       : core_(core), max_watch_streams_(max_watch_streams), security_(security) {}
 
   grpc::Status StreamedSetPhase(
@@ -41,7 +41,7 @@ class ControlService final
   void StopWatches() { stopping_.store(true); }
 
  private:
-  ServerCore* const core_;
+  ControlBackend* const core_;
   const int max_watch_streams_;
   const Security* const security_;
   std::atomic<int> watch_streams_{0};
