@@ -1,4 +1,4 @@
-#include "server/control_service.h"
+#include "control/service/control_service.h"
 
 #include <algorithm>
 
@@ -43,7 +43,7 @@ grpc::Status ControlService::StreamedGetSnapshot(
   if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
   rsslab::v1::SnapshotRequest request;
   if (!stream->Read(&request)) return Unparsed("SnapshotRequest");
-  ServerCore::SnapshotOptions o;
+  ControlSnapshotOptions o;
   o.gc = request.gc();
   o.detail = request.detail();
   // The Python section gets at most half the caller's time left (and 2 s at
@@ -77,7 +77,7 @@ grpc::Status ControlService::StreamedWatchSnapshots(
                         absl::StrCat("too many WatchSnapshots streams (limit ",
                                      max_watch_streams_, ", --max_watch_streams)"));
   }
-  ServerCore::SnapshotOptions o;
+  ControlSnapshotOptions o;
   o.gc = request->gc();
   o.detail = request->detail();
   uint32_t sent = 0;
