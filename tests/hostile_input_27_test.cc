@@ -341,5 +341,31 @@ TEST(Merge, MemoryIsBoundedByARecordNotTheInputs) {
   EXPECT_GT(st.st_size, input_bytes - (1 << 20));
 }
 
+
+// Class 4: the agent refuses a `handler=` server flag, but the same flag in
+// a scenario's sweep server_flags run with --local was honoured and the
+// named Python file executed. Now every launch path takes the agent's
+// allowlist (one launch path); the file is never run.
+TEST(Allowlist, LocalSweepServerFlagsGoThroughTheAgentsAllowlist) {
+  const std::string marker = Tmp() + "/evil-ran";
+  const std::string evil = Tmp() + "/evil.py";
+  unlink(marker.c_str());
+  WriteFile(evil, "open(" + std::string("'") + marker + "', 'w').write('ran')\n"
+                  "def handle(request, cache):\n    return None\n");
+  const std::string scenario = Tmp() + "/evil.txtpb";
+  WriteFile(scenario, "sweep { profiles: \"glibc\" threads: 1 server_flags { key: \"handler\" "
+                      "value: \"" + evil + "\" } }\nstep { wait { seconds: 0.01 } }\n");
+  const std::string handler = ServerProcess::Runfile("server/handlers/web_worker.py");
+  ServerProcess::Result r = Loadgen(
+      {"--scenario=" + scenario, "--local", "--out=" + Tmp() + "/evil-run",
+       "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
+       "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
+       "--handler_dirs=" + handler.substr(0, handler.rfind('/'))});
+  EXPECT_NE(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "handler")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "not allowed")) << r.err;
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the handler named in server_flags ran";
+}
+
 }  // namespace
 }  // namespace rsslab
