@@ -1,6 +1,7 @@
 #include "python/native/package_state.h"
 
 #include <malloc.h>
+#include <pybind11/stl.h>
 #include <time.h>
 
 #include <algorithm>

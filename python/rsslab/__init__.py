@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 
-from . import _native
+from . import _rsslab as _native
 
 __version__ = "0.1.0"
 
@@ -379,4 +379,5 @@ def stop():
 
 _native.set_thread_hooks(_target_tids, _submit_visits)
 _native.set_snapshot_hook(_snapshot_part)
+_native.set_phase_hook(_set_phase)
 atexit.register(stop)
