@@ -1,5 +1,6 @@
 #include "python/native/control_server.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -10,11 +11,14 @@
 #include "absl/time/clock.h"
 #include "common/auth.h"
 #include "common/listen.h"
+#include "common/metrics/exposition.h"
+#include "common/metrics/http_server.h"
 #include "common/phase.h"
 #include "common/units.h"
 #include "control/service/control_backend.h"
 #include "control/service/control_service.h"
 #include "grpcpp/grpcpp.h"
+#include "memory/snapshot/snapshot_metrics.h"
 #include "python/native/package_state.h"
 #include "python/native/tracked_threads.h"
 
@@ -139,6 +143,25 @@ struct Running {
 
 absl::Mutex g_mu;
 std::unique_ptr<Running> g_running ABSL_GUARDED_BY(g_mu);
+std::unique_ptr<metrics::MetricsHttpServer> g_metrics ABSL_GUARDED_BY(g_mu);
+
+std::string RenderPackageMetrics() {
+  // Totals first, as the server does: a trim finishing in between shows in
+  // the gauges one scrape before the counters, never the reverse.
+  std::map<std::string, Trimmer::TriggerTotals> trims = State().trimmer().totals();
+  rsslab::v1::Snapshot s;
+  State().TakeSnapshot(/*gc=*/false, /*detail=*/false, &s);
+  metrics::Exposition e;
+  metrics::AppendMemoryMetrics(s, &e);
+  e.Gauge("rsslab_phase", "1 for the current phase.", int64_t{1}, {{"phase", s.phase()}});
+  e.Counter("rsslab_requests_total",
+            "Requests counted by rsslab.grpc_interceptor() or rsslab.count_request().",
+            s.requests_served());
+  e.Gauge("rsslab_workers_configured", "Worker threads of the tracked executors.",
+          static_cast<int64_t>(s.workers().configured()));
+  metrics::AppendTrimMetrics(s, trims, &e);
+  return e.Text();
+}
 
 }  // namespace
 
@@ -197,6 +220,29 @@ void StopControl() {
   // Calls in flight get a second; a snapshot or trim answers well within it.
   r->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   r->server->Wait();
+}
+
+absl::StatusOr<std::string> StartMetrics(const std::string& address) {
+  absl::MutexLock l(&g_mu);
+  if (g_metrics) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("/metrics already served on ", g_metrics->address()));
+  }
+  absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> m =
+      metrics::MetricsHttpServer::Start(metrics::DefaultToLoopback(address),
+                                        RenderPackageMetrics);
+  if (!m.ok()) return m.status();
+  g_metrics = *std::move(m);
+  return g_metrics->address();
+}
+
+void StopMetrics() {
+  std::unique_ptr<metrics::MetricsHttpServer> m;
+  {
+    absl::MutexLock l(&g_mu);
+    m = std::move(g_metrics);
+  }
+  if (m) m->Stop();
 }
 
 }  // namespace py

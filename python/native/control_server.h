@@ -33,6 +33,11 @@ absl::StatusOr<std::string> StartControl(const std::string& address,
 // Idempotent; bounded (about a second).
 void StopControl();
 
+// GET /metrics on `address` with rsslab_server's names where they apply
+// (memory, allocator, cache, requests, trims); returns the bound host:port.
+absl::StatusOr<std::string> StartMetrics(const std::string& address);
+void StopMetrics();
+
 }  // namespace py
 }  // namespace rsslab
 

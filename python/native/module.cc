@@ -252,12 +252,23 @@ PYBIND11_MODULE(_rsslab, m) {
   m.def("stop_serving", []() {
     py11::gil_scoped_release nogil;
     StopControl();
+    StopMetrics();
+  });
+  m.def("serve_metrics", [](const std::string& address) {
+    absl::StatusOr<std::string> r;
+    {
+      py11::gil_scoped_release nogil;
+      r = StartMetrics(address);
+    }
+    if (!r.ok()) throw py11::value_error(std::string(r.status().message()));
+    return *r;
   });
   m.def("shutdown", []() {
     MarkShuttingDown();
     {
       py11::gil_scoped_release nogil;
       StopControl();
+      StopMetrics();
       State().Shutdown();
     }
     State().ClearHooks();

@@ -46,9 +46,10 @@ def serve(control, metrics, token_file):
                          % (control,))
     if len(control) > 255:
         raise ValueError("serve(control=) is longer than 255 characters")
-    if metrics is not None:
-        raise NotImplementedError("serve(metrics=) is not available in this version of the "
-                                  "package; use rsslab.snapshot() or the Control service")
+    if metrics is not None and (not isinstance(metrics, str) or len(metrics) > 255
+                                or not metrics.rsplit(":", 1)[-1].isdigit()):
+        raise ValueError("serve(metrics=) must be 'host:port' or 'port' (0 = any free one), "
+                         "got %r" % (metrics,))
     if token_file is not None and not isinstance(token_file, (str, os.PathLike)):
         raise TypeError("serve(token_file=) must be a path or None")
     if _address is not None:
@@ -56,6 +57,13 @@ def serve(control, metrics, token_file):
                            "rsslab.stop() ends it)" % _address)
     address = _native.serve(control, os.fspath(token_file) if token_file is not None else "")
     _address = address
+    if metrics is not None:
+        try:
+            rsslab._metrics_address = _native.serve_metrics(metrics)
+        except ValueError:
+            _native.stop_serving()
+            _address = None
+            raise
     rsslab._control_address = address
     _publish(address)
     return address

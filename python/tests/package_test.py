@@ -218,6 +218,7 @@ cases = [
     (lambda: rsslab.on_phase("warm", print), ValueError), (lambda: rsslab.on_phase("fill", 3), TypeError),
     (lambda: rsslab.snapshot(gc="yes"), TypeError), (lambda: rsslab.count_request(0), ValueError),
     (lambda: rsslab.serve("nowhere"), ValueError), (lambda: rsslab.serve("127.0.0.1:99999"), ValueError),
+    (lambda: rsslab.serve(metrics="here"), ValueError),
 ]
 for i, (fn, exc) in enumerate(cases):
     try:
@@ -245,6 +246,17 @@ time.sleep(1.2)
 print("exiting", flush=True)
 """
 
+METRICS = r"""
+import rsslab, urllib.request
+rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0")
+rsslab.count_request(3)
+rsslab.release()
+body = urllib.request.urlopen("http://%s/metrics" % rsslab.metrics_address(), timeout=10).read().decode()
+for name in ("rsslab_process_resident_memory_bytes ", "rsslab_allocator_info{", "rsslab_requests_total 3",
+             'rsslab_trims_by_trigger_total{trigger="manual"} 1', "rsslab_last_trim_freed_bytes "):
+    print(name.strip(), name in body)
+"""
+
 RUN_SCRIPT = r"""
 import concurrent.futures as cf, rsslab, sys
 pool = cf.ThreadPoolExecutor(max_workers=3)
@@ -263,17 +275,19 @@ def small_checks(py):
     check(r.returncode == 0 and r.stdout.strip() == "done",
           "every call refuses bad arguments with a clear exception: "
           + (r.stdout + r.stderr).strip()[-300:])
-    t0 = time.monotonic()
+    r = snippet(py, METRICS)
+    check(r.returncode == 0 and r.stdout.count(" True") == 5,
+          "serve(metrics=) answers GET /metrics with the server's names: "
+          + (r.stdout + r.stderr).strip()[-400:])
     p = subprocess.Popen([py, "-c", EXIT_FAST], env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
+    line = p.stdout.readline()  # printed right before the interpreter exits
     t1 = time.monotonic()
     p.wait(30)
     took = time.monotonic() - t1
     check(line.strip() == "exiting" and p.returncode == 0 and took < 2.0,
           "exit with serve() and auto_trim() running took %.2f s (< 2 s), rc %s %s"
           % (took, p.returncode, p.stderr.read().strip()[-200:]))
-    del t0
     script = os.path.join(TMP, "user_script.py")
     with open(script, "w") as f:
         f.write(RUN_SCRIPT)
