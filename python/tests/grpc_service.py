@@ -25,6 +25,11 @@ p.add_argument("--workers", type=int, default=16)
 p.add_argument("--cap_arenas", type=int, default=0)
 p.add_argument("--auto_trim", default="")
 p.add_argument("--set_env_after_start", default="")
+p.add_argument("--no_package", action="store_true",
+               help="bench/service_fix.sh (a), (b): the package loaded but not used")
+p.add_argument("--timer_trim_s", type=float, default=0,
+               help="the seed's advice as people apply it: malloc_trim(0) from a timer thread")
+p.add_argument("--timer_trim_log", default="", help="append each timer trim's Unix time here")
 p.add_argument("--handler", required=True)
 p.add_argument("--peer_dir", required=True, help="bench/peer")
 args = p.parse_args()
@@ -49,8 +54,24 @@ from proto import load_pb2_grpc  # noqa: E402
 state = peer_server.State(argparse.Namespace(handler=args.handler, cache_limit_mb=100))
 
 # The package in five lines.
-pool = rsslab.track(concurrent.futures.ThreadPoolExecutor(max_workers=args.workers))
-server = grpc.server(pool, interceptors=[rsslab.grpc_interceptor()])
+pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers)
+if args.no_package:
+    server = grpc.server(pool)
+else:
+    server = grpc.server(rsslab.track(pool), interceptors=[rsslab.grpc_interceptor()])
+if args.timer_trim_s > 0:
+    import ctypes
+    import time
+
+    def timer_trim():
+        libc = ctypes.CDLL("libc.so.6")
+        while True:
+            time.sleep(args.timer_trim_s)
+            libc.malloc_trim(0)
+            if args.timer_trim_log:
+                with open(args.timer_trim_log, "a") as f:
+                    f.write("%.3f\n" % time.time())
+    threading.Thread(target=timer_trim, name="timer-trim", daemon=True).start()
 for phase in ("fill", "shrink", "idle", "trim"):
     def on_phase(limit, phase=phase):
         if limit is not None:
