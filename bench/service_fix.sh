@@ -9,11 +9,12 @@
 #      auto_trim("after_burst")
 #   d  jemalloc preloaded + the package (auto_trim, per-thread release)
 #   e  mimalloc preloaded + the package (auto_trim, per-thread release)
+#   m  mimalloc preloaded, nothing (the base (e) is compared with)
 # Scenario: fill, shrink (the seed's at RSSLAB_FIX_SCALE), then 65 s of
 # idle with snapshots at 12 s and 65 s after the burst. Prints one table row
 # per condition and worker count. Run it under the bench lock:
 #   flock -x /tmp/rsslab-bench.lock bench/service_fix.sh
-# RSSLAB_FIX_WORKERS="4 16" RSSLAB_FIX_SCALE=0.3 RSSLAB_FIX_CONDITIONS="a b c d e"
+# RSSLAB_FIX_WORKERS="4 16" RSSLAB_FIX_SCALE=0.3 RSSLAB_FIX_CONDITIONS="a b c d e m"
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib.sh"
@@ -57,6 +58,8 @@ for w in $WORKERS; do
       c) flags+=(--cap_arenas=2 --auto_trim=after_burst) ;;
       d) env+=(LD_PRELOAD=$LIBS/libjemalloc.so.2); flags+=(--auto_trim=after_burst) ;;
       e) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--auto_trim=after_burst) ;;
+      m) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--no_package) ;;
+      *) echo "service_fix.sh: unknown condition '$c' (a b c d e m)" >&2; exit 2 ;;
     esac
     "${env[@]}" "$PY" "$ROOT/python/tests/grpc_service.py" "${flags[@]}" >"$dir/service.out" 2>"$dir/service.err" &
     pid=$!

@@ -57,14 +57,6 @@ std::string Quote(const std::string& s) {
   return s.size() > 64 ? e + "..." : e;
 }
 
-absl::Status CheckTrimMode(int mode, const char* field) {
-  if (!rsslab::v1::TrimMode_IsValid(mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " must be 0 (default), 1 (global only) or 2 (per thread); got ", mode));
-  }
-  return absl::OkStatus();
-}
-
 class PackageBackend : public ControlBackend {
  public:
   absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,

@@ -3,8 +3,8 @@
 The service itself is native (control/service, the same code as
 rsslab_server's). This file checks the arguments and publishes the bound
 address where `rsslab_ctl inspect --pid=PID` looks for it:
-DIR/rsslab-control-<pid>.addr, DIR = $XDG_RUNTIME_DIR if it names a
-directory, else /tmp; one line HOST:PORT, mode 0600, written atomically,
+DIR/rsslab-control-<pid>.addr, DIR = $XDG_RUNTIME_DIR of the start
+environment if it names a directory, else /tmp; one line HOST:PORT, mode 0600, written atomically,
 removed at stop while it still holds this address.
 """
 
@@ -18,7 +18,16 @@ _address = None
 
 
 def _addr_dir():
-    d = os.environ.get("XDG_RUNTIME_DIR", "")
+    # The start environment, which is what inspect reads (/proc/PID/environ).
+    d = ""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"XDG_RUNTIME_DIR="):
+                    d = os.fsdecode(item.split(b"=", 1)[1])
+                    break
+    except OSError:
+        d = os.environ.get("XDG_RUNTIME_DIR", "")
     return d if d and os.path.isdir(d) else "/tmp"
 
 
