@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "proto/control.pb.h"
 #include "proto/snapshot.pb.h"
 
@@ -21,6 +22,13 @@ namespace rsslab {
 struct ControlSnapshotOptions {
   bool gc = false;
   bool detail = false;
+  // The Python section (and the gc) is waited for at most this long: a
+  // handler holding the GIL in a long C call must not stop the rest of the
+  // snapshot (procfs, smaps, allocator, census, workers), which needs no
+  // Python. Past it, python.unavailable says why.
+  absl::Duration python_deadline = absl::Seconds(2);
+  // False: no Python section at all (the /metrics scrape uses none).
+  bool python = true;
 };
 
 // A trim mode the proto does not name (a newer or a hostile client) is
