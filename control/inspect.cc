@@ -480,7 +480,8 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
   return r;
 }
 
-absl::StatusOr<rsslab::v1::InspectSample> TakeInspectSample(int pid) {
+absl::StatusOr<rsslab::v1::InspectSample> TakeInspectSample(int pid, rsslab::v1::ProcStatus* status,
+                                                           rsslab::v1::MemoryMap* map) {
   rsslab::v1::InspectSample s;
   s.set_pid(pid);
   s.set_unix_nanos(absl::ToUnixNanos(absl::Now()));
@@ -501,6 +502,8 @@ absl::StatusOr<rsslab::v1::InspectSample> TakeInspectSample(int pid) {
   s.set_threads(st.threads());
   s.set_arenas(mm.arena_count());
   s.set_arena_rss_bytes(mm.arena_rss_bytes());
+  if (status != nullptr) *status = st;
+  if (map != nullptr) *map = mm;
   return s;
 }
 

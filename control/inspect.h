@@ -46,8 +46,10 @@ struct InspectOptions {
 absl::StatusOr<rsslab::v1::InspectReport> BuildInspectReport(
     int pid, const InspectOptions& options = InspectOptions());
 
-// One --watch sample: RSS, threads and arenas (status + smaps only).
-absl::StatusOr<rsslab::v1::InspectSample> TakeInspectSample(int pid);
+// One --watch sample: RSS, threads and arenas (status + smaps only). The
+// figures read are also left in *status and *map when given.
+absl::StatusOr<rsslab::v1::InspectSample> TakeInspectSample(
+    int pid, rsslab::v1::ProcStatus* status = nullptr, rsslab::v1::MemoryMap* map = nullptr);
 
 // The default pool size of Python's ThreadPoolExecutor: min(32, cpus + 4).
 inline int DefaultExecutorWorkers(int cpus) { return cpus + 4 < 32 ? cpus + 4 : 32; }

@@ -78,7 +78,7 @@ void ExecutorBatches(InspectReport* r) {
 void GlibcArenas(InspectReport* r) {
   if (r->allocator() != "glibc") return;
   const auto& mm = r->memory_map();
-  if (mm.arena_count() < kManyArenas) return;
+  if (mm.arena_count() < kManyArenas || mm.arena_rss_bytes() < kArenaResidentBytes) return;
   const bool capped = EnvHas(*r, "MALLOC_ARENA_MAX") ||
                       absl::StrContains(Env(*r, "GLIBC_TUNABLES"), "glibc.malloc.arena_max");
   if (capped) return;

@@ -9,12 +9,17 @@
 #ifndef RSSLAB_CONTROL_INSPECT_RULES_H_
 #define RSSLAB_CONTROL_INSPECT_RULES_H_
 
+#include <cstdint>
+
 #include "proto/inspect.pb.h"
 
 namespace rsslab {
 
-// glibc_arenas fires from this many thread-arena heaps up.
+// glibc_arenas fires from this many thread-arena heaps up, holding at
+// least this much resident between them (a few idle arenas of a thread
+// pool hold next to nothing).
 inline constexpr int kManyArenas = 8;
+inline constexpr int64_t kArenaResidentBytes = 16 << 20;
 // executor_batches fires from this many batches of the default size up: one
 // full default pool is what any program using asyncio.to_thread has.
 inline constexpr int kExecutorBatches = 2;

@@ -1,0 +1,76 @@
+"""A target process for inspect's tests: seed 002's thread leak, or its fix.
+
+  asyncio_target.py leak N    N handlers, each in its own asyncio.run()
+                              (nested in a worker thread), each firing
+                              fire-and-forget to_thread() tasks that outlive
+                              it: one full default executor per handler.
+  asyncio_target.py capped N  the fix: asyncio.Runner with a 4-worker
+                              default executor, the tasks awaited.
+  asyncio_target.py once      one asyncio.run() with one to_thread() call.
+
+Prints "inspect_target ready pid=PID threads=T" once the threads are up,
+then sleeps until killed.
+"""
+import asyncio
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+
+STOP = threading.Event()
+
+
+def slow_cleanup():
+    # The S3 cleanup of seed 002: slower than the handler's shutdown.
+    STOP.wait()
+
+
+def quick_cleanup():
+    time.sleep(0.05)
+
+
+async def leaky_handler():
+    await asyncio.sleep(0.2)  # the handler's own work, before it fires and forgets
+    for _ in range(2 * ((os.cpu_count() or 1) + 4)):
+        asyncio.create_task(asyncio.to_thread(slow_cleanup))
+    await asyncio.sleep(0.1)  # the tasks start: the executor fills up
+    return True
+
+
+async def capped_handler():
+    await asyncio.sleep(0.2)
+    await asyncio.gather(*[asyncio.to_thread(quick_cleanup) for _ in range(16)])
+    return True
+
+
+def run_capped(coro):
+    with asyncio.Runner() as runner:
+        runner.get_loop().set_default_executor(
+            concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="capped"))
+        return runner.run(coro)
+
+
+def main():
+    mode = sys.argv[1]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    if mode == "leak":
+        # Each handler runs asyncio.run() in a thread of its own; it never
+        # returns (its executor's shutdown waits for the cleanups).
+        for _ in range(n):
+            threading.Thread(target=asyncio.run, args=(leaky_handler(),), daemon=True).start()
+            time.sleep(0.5)  # handlers complete at different times, as in seed 002
+    elif mode == "capped":
+        for _ in range(n):
+            run_capped(capped_handler())
+            time.sleep(0.2)
+    elif mode == "once":
+        asyncio.run(asyncio.to_thread(quick_cleanup))
+    else:
+        sys.exit("usage: asyncio_target.py leak|capped|once [N]")
+    print(f"inspect_target ready pid={os.getpid()} threads={threading.active_count()}", flush=True)
+    while True:
+        time.sleep(3600)
+
+
+main()
