@@ -114,10 +114,11 @@ int RunInspect(const InspectCliOptions& o) {
                                                      [&latest] { return latest.Render(); });
     if (!started.ok()) return Fail(started.status());
     exporter = std::move(*started);
-    // The bound address, for a port of 0 (stderr: stdout stays JSON).
-    fprintf(stderr, "rsslab_ctl inspect ready metrics=%s pid=%d\n", exporter->address().c_str(),
-            o.pid);
-    fflush(stderr);
+    // The bound address, for a port of 0; on stderr with --json, so that
+    // stdout stays one JSON object per line.
+    FILE* to = o.json ? stderr : stdout;
+    fprintf(to, "rsslab_ctl inspect ready metrics=%s pid=%d\n", exporter->address().c_str(), o.pid);
+    fflush(to);
   }
   if (o.json) {
     PrintJsonLine(*report);

@@ -34,7 +34,11 @@ async def leaky_handler():
     await asyncio.sleep(0.2)  # the handler's own work, before it fires and forgets
     for _ in range(2 * ((os.cpu_count() or 1) + 4)):
         asyncio.create_task(asyncio.to_thread(slow_cleanup))
-    await asyncio.sleep(0.1)  # the tasks start: the executor fills up
+    # The tasks start and the executor fills up; the handler carries on a
+    # while before it returns (and asyncio.run starts the executor's shutdown).
+    # Timed so that no two of these land within the 50 ms batch window:
+    # handler threads at 0, 1, 2 s; pools at +0.2 s; shutdowns at +0.7 s.
+    await asyncio.sleep(0.5)
     return True
 
 
@@ -59,7 +63,7 @@ def main():
         # returns (its executor's shutdown waits for the cleanups).
         for _ in range(n):
             threading.Thread(target=asyncio.run, args=(leaky_handler(),), daemon=True).start()
-            time.sleep(0.5)  # handlers complete at different times, as in seed 002
+            time.sleep(1.0)  # handlers complete at different times, as in seed 002
     elif mode == "capped":
         for _ in range(n):
             run_capped(capped_handler())
@@ -68,6 +72,8 @@ def main():
         asyncio.run(asyncio.to_thread(quick_cleanup))
     else:
         sys.exit("usage: asyncio_target.py leak|capped|once [N]")
+    if mode == "leak":
+        time.sleep(1.0)  # the last handler returns: its shutdown thread starts
     print(f"inspect_target ready pid={os.getpid()} threads={threading.active_count()}", flush=True)
     while True:
         time.sleep(3600)
