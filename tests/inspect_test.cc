@@ -199,6 +199,29 @@ TEST(InspectTest, NumpyWithOpenblasNumThreadsOneIsQuiet) {
   EXPECT_EQ(r.start_env().at("OPENBLAS_NUM_THREADS"), "1");
 }
 
+// --- openmp_idle -------------------------------------------------------
+
+TEST(InspectTest, OpenmpTeamIdle) {
+  auto p = StartTarget({ServerProcess::Runfile("tests/inspect/openmp_target")},
+                       {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  if (r.cpus_allowed() < 2) GTEST_SKIP() << "one CPU: the team is the calling thread alone";
+  const v1::Finding* f = FindingOf(r, "openmp_idle");
+  ASSERT_NE(f, nullptr) << InspectText(r);
+  EXPECT_TRUE(absl::StrContains(f->fix(), "OMP_NUM_THREADS=1"));
+  EXPECT_EQ(r.findings_size(), 1) << Rules(r);
+}
+
+TEST(InspectTest, OpenmpWithOneThreadIsQuiet) {
+  auto p = StartTarget({ServerProcess::Runfile("tests/inspect/openmp_target")}, {},
+                       {{"OMP_NUM_THREADS", "1"}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(r.threads(), 1);
+  EXPECT_EQ(r.findings_size(), 0) << Rules(r);
+}
+
 // --- jemalloc_bg -------------------------------------------------------
 
 TEST(InspectTest, JemallocBackgroundThreadsAreExpected) {

@@ -737,7 +737,7 @@ absl::Status ThreadCensus(
 
 int CountCpuList(absl::string_view list) {
   list = absl::StripAsciiWhitespace(list);
-  if (list.empty()) return -1;
+  if (list.empty() || list.back() == ',') return -1;
   int total = 0;
   while (!list.empty()) {
     size_t comma = list.find(',');
