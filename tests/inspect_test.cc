@@ -247,6 +247,59 @@ TEST(InspectTest, JemallocWithoutBackgroundThreadIsQuiet) {
   EXPECT_EQ(r.findings_size(), 0) << Rules(r);
 }
 
+// --- the rsslab package: detected by its mapped _rsslab*.so, its Control
+// address read from the file serve() writes (the contract in docs/INSPECT.md).
+// A stand-in: a copy of a stdlib extension named _rsslab..., loaded with
+// ctypes, and the address file written as the contract says.
+constexpr char kFakePackage[] =
+    "import ctypes, os, shutil, sys, time\n"
+    "d = sys.argv[1]\n"
+    "so = os.path.join(d, '_rsslab.cpython-311-x86_64-linux-gnu.so')\n"
+    "shutil.copy('/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so', so)\n"
+    "ctypes.CDLL(so)\n"
+    "run = os.environ.get('XDG_RUNTIME_DIR') or '/tmp'\n"
+    "tmp = os.path.join(run, f'.rsslab-control-{os.getpid()}.addr.tmp')\n"
+    "with open(tmp, 'w') as f: f.write(sys.argv[2] + '\\n')\n"
+    "os.chmod(tmp, 0o600)\n"
+    "os.replace(tmp, os.path.join(run, f'rsslab-control-{os.getpid()}.addr'))\n"
+    "print(f'inspect_target ready pid={os.getpid()}', flush=True)\n"
+    "time.sleep(60)\n";
+
+TEST(InspectTest, RsslabPackageAndItsControlAddress) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  auto p = StartTarget({kPython, "-c", kFakePackage, tmp, "127.0.0.1:45678"}, {},
+                       {{"XDG_RUNTIME_DIR", tmp}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_TRUE(r.rsslab_loaded()) << InspectText(r);
+  EXPECT_TRUE(absl::EndsWith(r.rsslab_module(), "/_rsslab.cpython-311-x86_64-linux-gnu.so"));
+  EXPECT_EQ(r.rsslab_control(), "127.0.0.1:45678") << r.rsslab_control_note();
+  EXPECT_TRUE(absl::StrContains(InspectText(r), "control 127.0.0.1:45678"));
+  const std::string file = ControlAddressFile(tmp, p->pid());
+
+  // A file that is not the target user's is not trusted.
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(file.c_str(), 65534, 65534), 0);
+    r = Inspect(p->pid());
+    EXPECT_EQ(r.rsslab_control(), "");
+    EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "owned by uid 65534")) << r.rsslab_control_note();
+    ASSERT_EQ(chown(file.c_str(), 0, 0), 0);
+  }
+  // Nor one that is not a HOST:PORT line.
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << "127.0.0.1:99999\n";
+  }
+  r = Inspect(p->pid());
+  EXPECT_EQ(r.rsslab_control(), "");
+  EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "not one HOST:PORT line")) << r.rsslab_control_note();
+  unlink(file.c_str());
+  r = Inspect(p->pid());
+  EXPECT_TRUE(r.rsslab_loaded());
+  EXPECT_EQ(r.rsslab_control_note(), "not registered");
+}
+
 // --- bounded: 10,000 threads -------------------------------------------
 
 int64_t SelfHwm() {
