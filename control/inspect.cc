@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <utility>
@@ -249,6 +250,9 @@ void RecognizePools(InspectReport* r) {
     std::string name;
     int size;
     std::string why;
+    // A library's pool starts once, when it loads: only the first batch of
+    // its size is it. Python makes a default executor per event loop.
+    bool once = true;
   };
   std::vector<Pool> pools;
   if (!r->python_version().empty()) {
@@ -270,7 +274,7 @@ void RecognizePools(InspectReport* r) {
     }
     if (cpus > 0) {
       pools.push_back({"ThreadPoolExecutor default", DefaultExecutorWorkers(cpus),
-                       absl::StrCat("min(32, cpus + 4), cpus = ", cpus, " (", src, ")")});
+                       absl::StrCat("min(32, cpus + 4), cpus = ", cpus, " (", src, ")"), false});
     }
   }
   auto has_lib = [&](absl::string_view prefix) {
@@ -315,9 +319,10 @@ void RecognizePools(InspectReport* r) {
     for (auto& b : *r->mutable_batches()) {
       // The main thread is never a pool's: it started the process.
       const int workers = b.count() - (b.has_main() ? 1 : 0);
-      if (workers == p.size) {
+      if (workers == p.size && b.pool().empty()) {
         ps->set_batches(ps->batches() + 1);
-        if (b.pool().empty()) b.set_pool(p.name);
+        b.set_pool(p.name);
+        if (p.once) break;
       }
     }
   }
@@ -386,7 +391,9 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
   }
   const double hz = ClockTicks();
   const double uptime = ReadUptimeSeconds();
-  if (uptime > 0) r.set_age_s(uptime - static_cast<double>(main.start_ticks) / hz);
+  if (uptime > 0) {
+    r.set_age_s(std::round((uptime - static_cast<double>(main.start_ticks) / hz) * 100) / 100);
+  }
   const int64_t boot = BootTime();
   const int64_t start_unix =
       boot > 0 ? boot + static_cast<int64_t>(static_cast<double>(main.start_ticks) / hz) : 0;

@@ -23,8 +23,8 @@ std::string Names(const ThreadBatch& b) {
 }
 
 std::string BatchLine(const ThreadBatch& b) {
-  return absl::StrFormat("batch %d: %d threads at +%.1f s (%s), %d idle", b.index(), b.count(),
-                         b.start_s(), Names(b), b.idle());
+  return absl::StrFormat("batch %d: %d thread%s at +%.1f s (%s), %d idle", b.index(), b.count(),
+                         b.count() == 1 ? "" : "s", b.start_s(), Names(b), b.idle());
 }
 
 const rsslab::v1::PoolSize* FindPool(const InspectReport& r, absl::string_view name) {

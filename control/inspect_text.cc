@@ -77,8 +77,9 @@ std::string InspectText(const rsslab::v1::InspectReport& r) {
     absl::StrAppendFormat(&out, "    ... %d more threads in later batches (--json lists them)\n", rest);
   }
   for (const auto& p : r.pools()) {
-    absl::StrAppendFormat(&out, "  pool      %s: %d threads (%s), %d batch%s of that size\n", p.name(),
-                          p.size(), p.why(), p.batches(), p.batches() == 1 ? "" : "es");
+    absl::StrAppendFormat(&out, "  pool      %s: %d thread%s (%s), %d batch%s of that size\n", p.name(),
+                          p.size(), p.size() == 1 ? "" : "s", p.why(), p.batches(),
+                          p.batches() == 1 ? "" : "es");
   }
   const auto& st = r.status();
   const auto& mm = r.memory_map();

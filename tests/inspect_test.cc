@@ -123,6 +123,21 @@ TEST(InspectTest, OneDefaultExecutorIsQuiet) {
   EXPECT_EQ(r.findings_size(), 0) << Rules(r);
 }
 
+// --- seed 002's three findings in one command ---------------------------
+
+TEST(InspectTest, Seed002ThreeFindingsInOneReport) {
+  auto p = StartTarget({kPython, AsyncioScript(), "seed002", "3"},
+                       {"MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "LD_PRELOAD", "OPENBLAS_NUM_THREADS",
+                        "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "PYTHON_CPU_COUNT"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_NE(FindingOf(r, "executor_batches"), nullptr) << InspectText(r);
+  EXPECT_NE(FindingOf(r, "glibc_arenas"), nullptr) << InspectText(r);
+  if (r.cpus_allowed() >= 2) {
+    EXPECT_NE(FindingOf(r, "openblas_idle"), nullptr) << InspectText(r);
+  }
+}
+
 // --- a clean process ---------------------------------------------------
 
 TEST(InspectTest, CleanSleepingPythonHasNoFindings) {

@@ -7,6 +7,10 @@
   asyncio_target.py capped N  the fix: asyncio.Runner with a 4-worker
                               default executor, the tasks awaited.
   asyncio_target.py once      one asyncio.run() with one to_thread() call.
+  asyncio_target.py seed002 N the leak, after `import numpy` (OpenBLAS's
+                              pool), each cleanup keeping 3 MiB of 2 KiB
+                              objects (malloc'd in its thread's glibc arena):
+                              seed 002's three findings in one process.
 
 Prints "inspect_target ready pid=PID threads=T" once the threads are up,
 then sleeps until killed.
@@ -21,8 +25,16 @@ import time
 STOP = threading.Event()
 
 
+KEEP = []
+KEEP_PER_TASK = 0
+
+
 def slow_cleanup():
-    # The S3 cleanup of seed 002: slower than the handler's shutdown.
+    # The S3 cleanup of seed 002: slower than the handler's shutdown. Its
+    # buffers (over pymalloc's 512 bytes: glibc malloc, this thread's arena).
+    if KEEP_PER_TASK:
+        time.sleep(0.3)  # the request first; then the buffers
+        KEEP.append([bytes(2048) for _ in range(KEEP_PER_TASK)])
     STOP.wait()
 
 
@@ -58,6 +70,11 @@ def run_capped(coro):
 def main():
     mode = sys.argv[1]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    if mode == "seed002":
+        global KEEP_PER_TASK
+        import numpy  # noqa: F401  OpenBLAS starts its pool here
+        KEEP_PER_TASK = 1536
+        mode = "leak"
     if mode == "leak":
         # Each handler runs asyncio.run() in a thread of its own; it never
         # returns (its executor's shutdown waits for the cleanups).
