@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <limits>
 #include <map>
 #include <utility>
 #include <vector>
@@ -63,32 +65,23 @@ int RealUid(absl::string_view status_text) {
 }
 
 double ReadUptimeSeconds() {
-  int fd = open("/proc/uptime", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[128];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
+  std::ifstream in("/proc/uptime");
   double up = -1;
-  absl::string_view v(buf, static_cast<size_t>(n));
-  (void)absl::SimpleAtod(v.substr(0, v.find(' ')), &up);
-  return up;
+  in >> up;
+  return in ? up : -1;
 }
 
 // Boot time (Unix seconds): /proc/stat's btime line.
 int64_t BootTime() {
-  int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  std::string t(1 << 20, '\0');
-  ssize_t n = read(fd, &t[0], t.size());
-  close(fd);
-  t.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  for (absl::string_view line : absl::StrSplit(t, '\n')) {
-    if (absl::ConsumePrefix(&line, "btime ")) {
+  std::ifstream in("/proc/stat");
+  std::string key;
+  while (in >> key) {
+    if (key == "btime") {
       int64_t b = 0;
-      if (absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &b)) return b;
+      in >> b;
+      return in ? b : 0;
     }
+    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
   }
   return 0;
 }

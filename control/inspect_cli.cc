@@ -13,21 +13,12 @@
 #include "common/growth/growth.h"
 #include "common/metrics/exposition.h"
 #include "common/metrics/http_server.h"
+#include "common/metrics/process_gauges.h"
 #include "control/inspect_rules.h"
-#include "google/protobuf/util/json_util.h"
+#include "control/snapshot_text.h"
 
 namespace rsslab {
 namespace {
-
-void PrintJsonLine(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  printf("%s\n", out.c_str());
-  fflush(stdout);
-}
 
 int Fail(const absl::Status& s) {
   fprintf(stderr, "rsslab_ctl: inspect: %s\n", std::string(s.message()).c_str());
@@ -65,24 +56,8 @@ std::string RenderInspectMetrics(const rsslab::v1::InspectReport& r,
                                  const rsslab::v1::MemoryMap& mm,
                                  const rsslab::v1::InspectSample& s) {
   metrics::Exposition e;
-  // The server's names and meanings (server/server_metrics.cc), for any pid.
-  e.Gauge("rsslab_process_resident_memory_bytes", "VmRSS of the process.", st.rss_bytes());
-  e.Gauge("rsslab_process_resident_memory_max_bytes", "VmHWM: the peak RSS since start.",
-          st.hwm_bytes());
-  e.Gauge("rsslab_process_anon_memory_bytes", "RssAnon: anonymous resident memory.",
-          st.anon_bytes());
-  e.Gauge("rsslab_process_threads", "OS threads of the process (Threads in /proc/PID/status).",
-          static_cast<int64_t>(st.threads()));
-  e.Gauge("rsslab_glibc_arenas", "glibc thread-arena heaps found in /proc/PID/smaps.",
-          static_cast<int64_t>(mm.arena_count()));
-  e.Gauge("rsslab_glibc_arena_resident_bytes", "Resident bytes of the glibc thread arenas.",
-          mm.arena_rss_bytes());
-  e.Gauge("rsslab_heap_resident_bytes", "Resident bytes of the brk heap (glibc main arena).",
-          mm.heap_rss_bytes());
-  e.Gauge("rsslab_thread_stacks_resident_bytes", "Resident bytes of thread stacks.",
-          mm.stack_rss_bytes());
-  e.Gauge("rsslab_allocator_info", "The allocator actually loaded (from /proc/PID/maps).",
-          int64_t{1}, {{"allocator", r.allocator()}, {"library", r.allocator_library()}});
+  // The server's names and meanings, for any pid.
+  metrics::ProcessGauges(st, mm, r.allocator(), r.allocator_library(), &e);
   // Only inspect has these.
   e.Gauge("rsslab_inspect_target_info", "The process inspected.", int64_t{1},
           {{"pid", std::to_string(r.pid())}, {"comm", r.comm()}, {"python", r.python_version()}});

@@ -20,7 +20,6 @@
 #include "absl/time/time.h"
 #include "control/inspect_cli.h"
 #include "control/snapshot_text.h"
-#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
 #include "common/flags_parse.h"
@@ -70,16 +69,6 @@ int Fail(const std::string& what, const grpc::Status& s) {
             s.error_message().c_str());
   }
   return 1;
-}
-
-void PrintJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  printf("%s\n", out.c_str());
-  fflush(stdout);
 }
 
 void SetDeadline(grpc::ClientContext* ctx) {
@@ -195,7 +184,7 @@ int Main(int argc, char** argv) {
     grpc::Status s = stub->SetPhase(&ctx, req, &resp);
     if (!s.ok()) return Fail("phase " + req.phase(), s);
     if (json) {
-      PrintJson(resp);
+      PrintJsonLine(resp);
     } else {
       printf("phase %s -> %s\n", resp.previous_phase().c_str(), req.phase().c_str());
       if (resp.has_trim()) printf("trim %s", TrimText(resp.trim()).c_str());
@@ -212,7 +201,7 @@ int Main(int argc, char** argv) {
     SetDeadline(&ctx);
     grpc::Status s = stub->GetSnapshot(&ctx, req, &snap);
     if (!s.ok()) return Fail("snapshot", s);
-    if (json) PrintJson(snap); else printf("%s", SnapshotText(snap).c_str());
+    if (json) PrintJsonLine(snap); else printf("%s", SnapshotText(snap).c_str());
     return 0;
   }
   if (cmd == "watch") {
@@ -226,7 +215,7 @@ int Main(int argc, char** argv) {
     rsslab::v1::Snapshot snap;
     while (reader->Read(&snap)) {
       if (json) {
-        PrintJson(snap);
+        PrintJsonLine(snap);
       } else {
         printf("%s", SnapshotLine(snap).c_str());
         fflush(stdout);
@@ -250,7 +239,7 @@ int Main(int argc, char** argv) {
     SetDeadline(&ctx);
     grpc::Status s = stub->Trim(&ctx, req, &resp);
     if (!s.ok()) return Fail("trim", s);
-    if (json) PrintJson(resp); else printf("trim %s", TrimText(resp.trim()).c_str());
+    if (json) PrintJsonLine(resp); else printf("trim %s", TrimText(resp.trim()).c_str());
     return 0;
   }
   fprintf(stderr, "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim, inspect)\n", cmd.c_str());

@@ -63,8 +63,13 @@ std::string Helper() { return ServerProcess::Runfile("tests/inspect/threads_targ
 std::string AsyncioScript() { return ServerProcess::Runfile("tests/inspect/asyncio_target.py"); }
 std::string Ctl() { return ServerProcess::Runfile("control/rsslab_ctl"); }
 
-InspectReport Inspect(int pid) {
-  absl::StatusOr<InspectReport> r = BuildInspectReport(pid);
+// The batch window for the tests: wider than the default 50 ms, because a
+// pool's threads start further apart on a loaded machine (load average 80
+// seen here); the targets keep their events 200 ms or more apart.
+InspectReport Inspect(int pid, absl::Duration window = absl::Milliseconds(150)) {
+  InspectOptions o;
+  o.batch_window = window;
+  absl::StatusOr<InspectReport> r = BuildInspectReport(pid, o);
   EXPECT_TRUE(r.ok()) << r.status();
   if (!r.ok()) return InspectReport();
   Diagnose(&*r);
