@@ -378,10 +378,6 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
     return absl::FailedPreconditionError(absl::StrCat(
         "pid ", pid, " is a kernel thread (", main.comm, "): it has no user memory to inspect"));
   }
-  if (main.state == 'Z') {
-    return absl::FailedPreconditionError(
-        absl::StrCat("pid ", pid, " (", main.comm, ") is a zombie: it has exited, its parent has not reaped it"));
-  }
   const double hz = ClockTicks();
   const double uptime = ReadUptimeSeconds();
   if (uptime > 0) {
@@ -395,6 +391,12 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
   absl::StatusOr<procfs::MappedText> status = procfs::MappedText::Read(pid, "status");
   if (!status.ok()) return absl::NotFoundError(absl::StrCat("pid ", pid, " exited before it could be read"));
   absl::Status ps = procfs::ParseStatus(status->view(), r.mutable_status());
+  // A main thread in Z with memory still mapped is a process whose main
+  // thread called pthread_exit: the others carry on, so it is inspected.
+  if (!ps.ok() && main.state == 'Z') {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "pid ", pid, " (", main.comm, ") is a zombie: it has exited, its parent has not reaped it"));
+  }
   if (!ps.ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("pid ", pid, " (", main.comm, ") has no memory (VmRSS) to inspect: a kernel thread or exiting"));
