@@ -447,7 +447,16 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
       std::string p = procfs::MappedPath(*maps, prefix, ".so");
       if (!p.empty()) r.add_libraries(p);
     }
-    std::string mod = procfs::MappedPath(*maps, "_rsslab", ".so");
+    // The package's extension module: _rsslab*.so anywhere, or the
+    // package's own layout, rsslab/_native*.so.
+    std::string mod = procfs::FirstMappedPath(*maps, [](absl::string_view path) {
+      size_t slash = path.rfind('/');
+      absl::string_view base = slash == absl::string_view::npos ? path : path.substr(slash + 1);
+      if (!absl::StrContains(base, ".so")) return false;
+      return absl::StartsWith(base, "_rsslab") ||
+             (absl::StartsWith(base, "_native") && slash != absl::string_view::npos &&
+              absl::EndsWith(path.substr(0, slash), "/rsslab"));
+    });
     if (!mod.empty()) {
       r.set_rsslab_loaded(true);
       r.set_rsslab_module(mod);

@@ -285,6 +285,28 @@ constexpr char kFakePackage[] =
     "print(f'inspect_target ready pid={os.getpid()}', flush=True)\n"
     "time.sleep(60)\n";
 
+TEST(InspectTest, RsslabPackageByItsOwnLayout) {
+  // The package as built (python/): rsslab/_native.so. A stand-in again.
+  const char* tmp = getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  auto p = StartTarget(
+      {kPython, "-c",
+       "import ctypes, os, shutil, sys, time\n"
+       "d = os.path.join(sys.argv[1], 'rsslab'); os.makedirs(d, exist_ok=True)\n"
+       "so = os.path.join(d, '_native.so')\n"
+       "shutil.copy('/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so', so)\n"
+       "ctypes.CDLL(so)\n"
+       "print(f'inspect_target ready pid={os.getpid()}', flush=True)\n"
+       "time.sleep(60)\n",
+       tmp},
+      {"XDG_RUNTIME_DIR"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_TRUE(r.rsslab_loaded()) << InspectText(r);
+  EXPECT_TRUE(absl::EndsWith(r.rsslab_module(), "/rsslab/_native.so")) << r.rsslab_module();
+  EXPECT_EQ(r.rsslab_control_note(), "not registered");
+}
+
 TEST(InspectTest, RsslabPackageAndItsControlAddress) {
   const char* tmp = getenv("TEST_TMPDIR");
   ASSERT_NE(tmp, nullptr);

@@ -518,18 +518,23 @@ bool IsMapped(absl::string_view maps_text, absl::string_view substring) {
   return hit;
 }
 
-std::string MappedPath(absl::string_view maps_text, absl::string_view prefix,
-                       absl::string_view contains) {
+std::string FirstMappedPath(absl::string_view maps_text,
+                            absl::FunctionRef<bool(absl::string_view path)> match) {
   std::string found;
   ForEachPath(maps_text, [&](absl::string_view path) {
-    absl::string_view base = Basename(path);
-    if (absl::StartsWith(base, prefix) && (contains.empty() || absl::StrContains(base, contains))) {
-      found = std::string(path);
-      return true;
-    }
-    return false;
+    if (!match(path)) return false;
+    found = std::string(path);
+    return true;
   });
   return found;
+}
+
+std::string MappedPath(absl::string_view maps_text, absl::string_view prefix,
+                       absl::string_view contains) {
+  return FirstMappedPath(maps_text, [&](absl::string_view path) {
+    absl::string_view base = Basename(path);
+    return absl::StartsWith(base, prefix) && (contains.empty() || absl::StrContains(base, contains));
+  });
 }
 
 namespace {

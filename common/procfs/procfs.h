@@ -136,6 +136,9 @@ bool IsMapped(absl::string_view maps_text, absl::string_view substring);
 //   MappedPath(maps, "_rsslab", ".so")
 std::string MappedPath(absl::string_view maps_text, absl::string_view prefix,
                        absl::string_view contains = "");
+// The path of the first mapping for which match(path) is true; "" if none.
+std::string FirstMappedPath(absl::string_view maps_text,
+                            absl::FunctionRef<bool(absl::string_view path)> match);
 
 // Parses /proc/<pid>/environ (NUL-separated NAME=value): the environment the
 // process was started with, not what it has setenv()ed since. If a name
