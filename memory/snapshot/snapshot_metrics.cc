@@ -1,34 +1,17 @@
 #include "memory/snapshot/snapshot_metrics.h"
 
 #include "absl/time/time.h"
+#include "common/metrics/process_gauges.h"
 
 namespace rsslab {
 namespace metrics {
 
 void AppendMemoryMetrics(const rsslab::v1::Snapshot& s, Exposition* e) {
-  const rsslab::v1::ProcStatus& st = s.status();
-  e->Gauge("rsslab_process_resident_memory_bytes", "VmRSS of the server process.", st.rss_bytes());
-  e->Gauge("rsslab_process_resident_memory_max_bytes", "VmHWM: the peak RSS since start.",
-          st.hwm_bytes());
-  e->Gauge("rsslab_process_anon_memory_bytes", "RssAnon: anonymous resident memory.",
-          st.anon_bytes());
-  e->Gauge("rsslab_process_threads", "OS threads of the process (Threads in /proc/self/status).",
-          static_cast<int64_t>(st.threads()));
+  // The process gauges every exporter shares (inspect's too): one home.
+  ProcessGauges(s.status(), s.memory_map(), s.allocator(), s.allocator_library(), e);
   e->Gauge("rsslab_uptime_seconds", "Seconds since the server started.", s.uptime_s());
 
-  const rsslab::v1::MemoryMap& mm = s.memory_map();
-  e->Gauge("rsslab_glibc_arenas", "glibc thread-arena heaps found in /proc/self/smaps.",
-          static_cast<int64_t>(mm.arena_count()));
-  e->Gauge("rsslab_glibc_arena_resident_bytes", "Resident bytes of the glibc thread arenas.",
-          mm.arena_rss_bytes());
-  e->Gauge("rsslab_heap_resident_bytes", "Resident bytes of the brk heap (glibc main arena).",
-          mm.heap_rss_bytes());
-  e->Gauge("rsslab_thread_stacks_resident_bytes", "Resident bytes of thread stacks.",
-          mm.stack_rss_bytes());
-
   const Labels alloc = {{"allocator", s.allocator()}};
-  e->Gauge("rsslab_allocator_info", "The allocator actually loaded (from /proc/self/maps).",
-          int64_t{1}, {{"allocator", s.allocator()}, {"library", s.allocator_library()}});
   const rsslab::v1::AllocatorStats& as = s.allocator_stats();
   // Only what the loaded allocator reports: a missing series is honest, a
   // zero would read as "nothing resident".
