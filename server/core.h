@@ -30,6 +30,7 @@
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
 #include "common/units.h"
+#include "control/service/control_backend.h"
 #include "memory/trim/auto_trim.h"
 #include "common/metrics/latency_histogram.h"
 #include "server/dispatch.h"
@@ -40,7 +41,7 @@
 
 namespace rsslab {
 
-class ServerCore {
+class ServerCore : public ControlBackend {
  public:
   struct Options {
     // Python worker threads (exactly this many run the handler).
@@ -87,13 +88,10 @@ class ServerCore {
   static absl::StatusOr<Options::Dispatch> ParseDispatch(const std::string& name);
   static const char* DispatchName(Options::Dispatch d);
 
-  struct SnapshotOptions {
-    bool gc = false;
-    bool detail = false;
-  };
+  using SnapshotOptions = ControlSnapshotOptions;
 
   static absl::StatusOr<std::unique_ptr<ServerCore>> Create(const Options& options);
-  ~ServerCore();
+  ~ServerCore() override;
 
   using Done = std::function<void(const absl::Status&)>;
   // Runs the handler on a worker; `done` is called on that worker. Refused
@@ -103,9 +101,10 @@ class ServerCore {
 
   // SetPhase semantics (see control.proto); validates its arguments.
   absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                        rsslab::v1::SetPhaseResponse* response);
-  absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response);
-  void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out);
+                        rsslab::v1::SetPhaseResponse* response) override;
+  absl::Status Trim(const rsslab::v1::TrimRequest& request,
+                    rsslab::v1::TrimResponse* response) override;
+  void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) override;
 
   // Refuses new calls (UNAVAILABLE) and waits up to `grace` for the calls
   // already accepted to finish; returns how many are still running.

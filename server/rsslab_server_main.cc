@@ -41,7 +41,7 @@
 #include "common/ready_line.h"
 #include "common/shipped.h"
 #include "common/units.h"
-#include "server/control_service.h"
+#include "control/service/control_service.h"
 #include "server/core.h"
 #include "server/load_service.h"
 #include "server/server_metrics.h"

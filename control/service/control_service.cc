@@ -1,4 +1,4 @@
-#include "server/control_service.h"
+#include "control/service/control_service.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -30,7 +30,7 @@ grpc::Status ControlService::GetSnapshot(grpc::ServerContext* context,
                                          const rsslab::v1::SnapshotRequest* request,
                                          rsslab::v1::Snapshot* response) {
   if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
-  ServerCore::SnapshotOptions o;
+  ControlSnapshotOptions o;
   o.gc = request->gc();
   o.detail = request->detail();
   core_->TakeSnapshot(o, response);
@@ -53,7 +53,7 @@ grpc::Status ControlService::WatchSnapshots(grpc::ServerContext* context,
                         absl::StrCat("too many WatchSnapshots streams (limit ",
                                      max_watch_streams_, ", --max_watch_streams)"));
   }
-  ServerCore::SnapshotOptions o;
+  ControlSnapshotOptions o;
   o.gc = request->gc();
   o.detail = request->detail();
   uint32_t sent = 0;

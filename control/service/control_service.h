@@ -1,14 +1,14 @@
 // The control plane (rsslab.v1.Control), on its own port. Synchronous API:
 // calls are rare and some (WatchSnapshots) are long-lived streams.
 
-#ifndef RSSLAB_SERVER_CONTROL_SERVICE_H_
-#define RSSLAB_SERVER_CONTROL_SERVICE_H_
+#ifndef RSSLAB_CONTROL_SERVICE_CONTROL_SERVICE_H_
+#define RSSLAB_CONTROL_SERVICE_CONTROL_SERVICE_H_
 
 #include <atomic>
 
 #include "proto/control.grpc.pb.h"
 #include "common/auth.h"
-#include "server/core.h"
+#include "control/service/control_backend.h"
 
 namespace rsslab {
 
@@ -21,7 +21,7 @@ class ControlService final
  public:
   // `security` checks the caller's token (when one is configured) before
   // anything changes.
-  ControlService(ServerCore* core, int max_watch_streams, const Security* security)
+  ControlService(ControlBackend* core, int max_watch_streams, const Security* security)
       : core_(core), max_watch_streams_(max_watch_streams), security_(security) {}
 
   grpc::Status StreamedSetPhase(
@@ -41,7 +41,7 @@ class ControlService final
   void StopWatches() { stopping_.store(true); }
 
  private:
-  ServerCore* const core_;
+  ControlBackend* const core_;
   const int max_watch_streams_;
   const Security* const security_;
   std::atomic<int> watch_streams_{0};
@@ -50,4 +50,4 @@ class ControlService final
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_SERVER_CONTROL_SERVICE_H_
+#endif  // RSSLAB_CONTROL_SERVICE_CONTROL_SERVICE_H_

@@ -1,0 +1,38 @@
+// What the Control service calls: phases, trims and snapshots of one
+// process. rsslab_server's ServerCore is one backend; the Python package's
+// in-process service (rsslab.serve()) is another.
+//
+// Example:
+//   class MyBackend : public ControlBackend { ... };
+//   MyBackend backend;
+//   ControlService service(&backend, /*max_watch_streams=*/8, &security);
+
+#ifndef RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
+#define RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
+
+#include "absl/status/status.h"
+#include "proto/control.pb.h"
+#include "proto/snapshot.pb.h"
+
+namespace rsslab {
+
+struct ControlSnapshotOptions {
+  bool gc = false;
+  bool detail = false;
+};
+
+class ControlBackend {
+ public:
+  virtual ~ControlBackend() = default;
+  // Each validates its request; an error status is the RPC's answer.
+  virtual absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
+                                rsslab::v1::SetPhaseResponse* response) = 0;
+  virtual absl::Status Trim(const rsslab::v1::TrimRequest& request,
+                            rsslab::v1::TrimResponse* response) = 0;
+  virtual void TakeSnapshot(const ControlSnapshotOptions& options,
+                            rsslab::v1::Snapshot* out) = 0;
+};
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
