@@ -30,6 +30,8 @@ What is checked, and why:
   patterns), or one of the other tools' flags listed in OTHER_TOOLS_FLAGS
   below, so a renamed or removed flag is caught where a doc still names
   it. `--name_*` stands for a family and needs one member.
+- README.md is at most README_MAX_LINES lines: it is the front door; the
+  depth goes in docs/.
 Links inside fenced code blocks and `code spans` are not links and are not
 checked.
 """
@@ -311,6 +313,17 @@ def check_flags(root, files):
     return problems
 
 
+README_MAX_LINES = 250
+
+
+def check_readme_length(readme):
+    with open(readme, encoding="utf-8") as f:
+        n = len(f.read().rstrip("\n").split("\n"))
+    if n > README_MAX_LINES:
+        return ["README.md: %d lines, more than %d: move the depth into docs/" % (n, README_MAX_LINES)]
+    return []
+
+
 TEST_RULE_RE = re.compile(r"\b\w+_test\(\s*name\s*=\s*\"([^\"]+)\"")
 
 
@@ -353,6 +366,7 @@ def main(argv):
         problems += check_labels(root, md)
     problems += check_layout(root, readme)
     problems += check_test_list(root)
+    problems += check_readme_length(readme)
     problems += check_flags(root, files)
     for p in problems:
         print(p)
