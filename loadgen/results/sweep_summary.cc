@@ -217,166 +217,196 @@ bool IsSweepRun(const std::vector<Event>& events) {
   return false;
 }
 
-SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
-  SweepSummary s;
-  std::vector<std::string> order;  // cells in the order first seen
-  // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
-  // another host or rerun by a batch system has several.
-  std::map<std::string, Attempts> cells;
-  std::vector<std::string> profile_order;
-  std::vector<SweepCell> matrix;
-  for (const Event& e : events) {
-    if (e.has_header()) {
-      s.scenario = e.header().scenario_name();
-      s.agent = e.header().agent();
-      s.matrix_id = e.header().matrix_id();
-      for (const std::string& p : e.header().scenario().sweep().profiles()) {
-        profile_order.push_back(p);
+namespace {
+
+// One record of a cell's attempt into its state.
+void AddCellRecord(const Event& e, CellState& st) {
+  if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
+    st.c.fill = *fill;
+  }
+  auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
+    if (after_phase && !e.loadgen_phase().empty()) {
+      st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
+    }
+    st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
+    st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
+    st.c.max_arenas = std::max(st.c.max_arenas, sn.memory_map().arena_count());
+    if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
+  };
+  switch (e.record_case()) {
+    case Event::kSnapshot:
+      snap(e.snapshot(), true);
+      break;
+    case Event::kPhase:
+      // The server's RSS before any load: the fill set_phase's reply.
+      if (!st.loaded && st.c.base_rss < 0 && e.loadgen_phase() == "fill") {
+        st.c.base_rss = static_cast<double>(e.phase().snapshot().status().rss_bytes());
       }
-      if (e.header().scenario().has_sweep()) matrix = ExpandCells(e.header().scenario().sweep());
-      s.cells_total = static_cast<int>(matrix.size());
-      continue;
-    }
-    if (e.has_resumed()) {
-      SupersedeUnfinished(&cells);
-      continue;
-    }
-    if (e.has_footer()) {
-      s.has_footer = true;
-      s.completed = e.footer().completed();
-      s.error = e.footer().error();
-      continue;
-    }
-    if (e.cell().empty()) continue;
-    auto [per_cell, fresh_cell] = cells.try_emplace(e.cell());
-    if (fresh_cell) order.push_back(e.cell());
-    auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
-    CellState& st = it->second;
-    if (fresh) {
-      st.c.cell = e.cell();
-      st.c.profile = e.profile();
-      st.c.threads = e.threads();
-      st.c.repeat = e.repeat();
-      st.c.index = e.has_cell_index() ? e.cell_index() : -1;
-    }
-    if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
-      st.c.fill = *fill;
-    }
-    auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
-      if (after_phase && !e.loadgen_phase().empty()) {
-        st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
-      }
-      st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
-      st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
-      st.c.max_arenas = std::max(st.c.max_arenas, sn.memory_map().arena_count());
-      if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
-    };
-    switch (e.record_case()) {
-      case Event::kSnapshot:
-        snap(e.snapshot(), true);
-        break;
-      case Event::kPhase:
-        // The server's RSS before any load: the fill set_phase's reply.
-        if (!st.loaded && st.c.base_rss < 0 && e.loadgen_phase() == "fill") {
-          st.c.base_rss = static_cast<double>(e.phase().snapshot().status().rss_bytes());
-        }
-        if (e.phase().has_before()) snap(e.phase().before(), false);
-        snap(e.phase().snapshot(), true);
-        if (e.phase().has_trim()) {
-          st.have_trim = true;
-          st.trim = e.phase().trim();
-        }
-        break;
-      case Event::kTrim:
-        snap(e.trim().after(), true);
+      if (e.phase().has_before()) snap(e.phase().before(), false);
+      snap(e.phase().snapshot(), true);
+      if (e.phase().has_trim()) {
         st.have_trim = true;
-        st.trim = e.trim().trim();
-        break;
-      case Event::kLoad:
-        st.loaded = true;
-        if (e.loadgen_phase() == "fill") {
-          st.c.value[kQps] = e.load().qps();
-          st.c.value[kP99] = e.load().latency().p99_us();
-          st.c.fill_p50_us = e.load().latency().p50_us();
-        }
-        break;
-      case Event::kCellResult: {
-        const auto& r = e.cell_result();
-        st.c.has_result = true;
-        st.c.ok = r.ok();
-        st.c.failed_at = r.failed_at();
-        st.c.error = r.error();
-        st.c.exit = r.server().exit();
-        st.c.log_tail = r.server().log_tail();
-        st.c.where = WhereText(r.host());
-        break;
+        st.trim = e.phase().trim();
       }
-      default:
-        break;
+      break;
+    case Event::kTrim:
+      snap(e.trim().after(), true);
+      st.have_trim = true;
+      st.trim = e.trim().trim();
+      break;
+    case Event::kLoad:
+      st.loaded = true;
+      if (e.loadgen_phase() == "fill") {
+        st.c.value[kQps] = e.load().qps();
+        st.c.value[kP99] = e.load().latency().p99_us();
+        st.c.fill_p50_us = e.load().latency().p50_us();
+      }
+      break;
+    case Event::kCellResult: {
+      const auto& r = e.cell_result();
+      st.c.has_result = true;
+      st.c.ok = r.ok();
+      st.c.failed_at = r.failed_at();
+      st.c.error = r.error();
+      st.c.exit = r.server().exit();
+      st.c.log_tail = r.server().log_tail();
+      st.c.where = WhereText(r.host());
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+// The counted attempt's figures, from what its records left in its state.
+void FinishCellValues(CellState& st) {
+  auto phase = [&](const char* p) -> double {
+    auto it = st.rss_by_phase.find(p);
+    return it == st.rss_by_phase.end() ? -1 : static_cast<double>(it->second);
+  };
+  st.c.value[kUnderLoad] = phase("fill");
+  st.c.value[kAfterShrink] = phase("shrink");
+  st.c.value[kAfterIdle] = phase("idle");
+  if (st.have_trim) {
+    // Without a per-thread pass the global release is the whole trim.
+    st.c.value[kTrimGlobal] = static_cast<double>(
+        st.trim.per_thread() ? st.trim.rss_between_bytes() : st.trim.rss_after_bytes());
+    if (st.trim.per_thread()) {
+      st.c.value[kTrimPerThread] = static_cast<double>(st.trim.rss_after_bytes());
     }
   }
-  for (const std::string& id : order) {
-    CellState& st = CountedAttempt(id, cells[id], matrix, &s);
-    auto phase = [&](const char* p) -> double {
-      auto it = st.rss_by_phase.find(p);
-      return it == st.rss_by_phase.end() ? -1 : static_cast<double>(it->second);
-    };
-    st.c.value[kUnderLoad] = phase("fill");
-    st.c.value[kAfterShrink] = phase("shrink");
-    st.c.value[kAfterIdle] = phase("idle");
-    if (st.have_trim) {
-      // Without a per-thread pass the global release is the whole trim.
-      st.c.value[kTrimGlobal] = static_cast<double>(
-          st.trim.per_thread() ? st.trim.rss_between_bytes() : st.trim.rss_after_bytes());
-      if (st.trim.per_thread()) {
-        st.c.value[kTrimPerThread] = static_cast<double>(st.trim.rss_after_bytes());
-      }
-    }
-    st.c.value[kHwm] = static_cast<double>(st.hwm);
-    if (st.c.base_rss > 0 && st.c.value[kTrimPerThread] >= 0) {
-      st.c.trim_goal = st.c.value[kTrimPerThread] / (st.c.base_rss + kTrimGoalLiveCacheBytes);
-    }
-    if (!st.c.ok) ++s.failed_cells;
-    s.cells.push_back(st.c);
-    if (std::find(profile_order.begin(), profile_order.end(), st.c.profile) ==
-        profile_order.end()) {
-      profile_order.push_back(st.c.profile);
-    }
+  st.c.value[kHwm] = static_cast<double>(st.hwm);
+  if (st.c.base_rss > 0 && st.c.value[kTrimPerThread] >= 0) {
+    st.c.trim_goal = st.c.value[kTrimPerThread] / (st.c.base_rss + kTrimGoalLiveCacheBytes);
   }
-  OrderAndCount(matrix, order, &s);
+}
+
+// One table row: the medians and ranges of a (profile, threads) group's
+// successful cells.
+SweepRow RowOf(const std::string& profile, int threads,
+               const std::vector<const CellSummary*>& members) {
+  SweepRow row;
+  row.profile = profile;
+  row.threads = threads;
+  row.cells = static_cast<int>(members.size());
+  for (int m = 0; m < kNumSweepMetrics; ++m) {
+    std::vector<double> v;
+    for (const CellSummary* c : members) {
+      if (c->ok) v.push_back(c->value[m]);
+    }
+    row.metric[m] = AggregateValues(v);
+  }
+  std::vector<double> base, goal;
+  for (const CellSummary* c : members) {
+    if (!c->ok) continue;
+    base.push_back(c->base_rss);
+    goal.push_back(c->trim_goal);
+  }
+  row.base_rss = AggregateValues(base);
+  row.trim_goal = AggregateValues(goal);
+  for (const CellSummary* c : members) {
+    row.ok_cells += c->ok ? 1 : 0;
+    row.unfilled_cells += c->ok && c->fill && !c->fill->filled() ? 1 : 0;
+  }
+  return row;
+}
+
+// Rows by profile (the matrix's order, then first seen) and threads.
+void BuildRows(const std::vector<std::string>& profile_order, SweepSummary* s) {
   std::map<std::pair<int, int>, std::vector<const CellSummary*>> groups;
-  for (const CellSummary& c : s.cells) {
+  for (const CellSummary& c : s->cells) {
     const int p = static_cast<int>(
         std::find(profile_order.begin(), profile_order.end(), c.profile) -
         profile_order.begin());
     groups[{p, c.threads}].push_back(&c);
   }
   for (const auto& [key, members] : groups) {
-    SweepRow row;
-    row.profile = profile_order[key.first];
-    row.threads = key.second;
-    row.cells = static_cast<int>(members.size());
-    for (int m = 0; m < kNumSweepMetrics; ++m) {
-      std::vector<double> v;
-      for (const CellSummary* c : members) {
-        if (c->ok) v.push_back(c->value[m]);
-      }
-      row.metric[m] = AggregateValues(v);
-    }
-    std::vector<double> base, goal;
-    for (const CellSummary* c : members) {
-      if (!c->ok) continue;
-      base.push_back(c->base_rss);
-      goal.push_back(c->trim_goal);
-    }
-    row.base_rss = AggregateValues(base);
-    row.trim_goal = AggregateValues(goal);
-    for (const CellSummary* c : members) {
-      row.ok_cells += c->ok ? 1 : 0;
-      row.unfilled_cells += c->ok && c->fill && !c->fill->filled() ? 1 : 0;
-    }
-    s.rows.push_back(row);
+    s->rows.push_back(RowOf(profile_order[key.first], key.second, members));
   }
+}
+
+// Every record read into per-cell, per-attempt states.
+struct SweepRecords {
+  std::vector<std::string> order;  // cells in the order first seen
+  // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
+  // another host or rerun by a batch system has several.
+  std::map<std::string, Attempts> cells;
+  std::vector<std::string> profile_order;
+  std::vector<SweepCell> matrix;
+};
+
+void ReadRecords(const std::vector<Event>& events, SweepRecords* r, SweepSummary* s) {
+  for (const Event& e : events) {
+    if (e.has_header()) {
+      s->scenario = e.header().scenario_name();
+      s->agent = e.header().agent();
+      s->matrix_id = e.header().matrix_id();
+      for (const std::string& p : e.header().scenario().sweep().profiles()) {
+        r->profile_order.push_back(p);
+      }
+      if (e.header().scenario().has_sweep()) r->matrix = ExpandCells(e.header().scenario().sweep());
+      s->cells_total = static_cast<int>(r->matrix.size());
+    } else if (e.has_resumed()) {
+      SupersedeUnfinished(&r->cells);
+    } else if (e.has_footer()) {
+      s->has_footer = true;
+      s->completed = e.footer().completed();
+      s->error = e.footer().error();
+    } else if (!e.cell().empty()) {
+      auto [per_cell, fresh_cell] = r->cells.try_emplace(e.cell());
+      if (fresh_cell) r->order.push_back(e.cell());
+      auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
+      CellState& st = it->second;
+      if (fresh) {
+        st.c.cell = e.cell();
+        st.c.profile = e.profile();
+        st.c.threads = e.threads();
+        st.c.repeat = e.repeat();
+        st.c.index = e.has_cell_index() ? e.cell_index() : -1;
+      }
+      AddCellRecord(e, st);
+    }
+  }
+}
+
+}  // namespace
+
+SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
+  SweepSummary s;
+  SweepRecords r;
+  ReadRecords(events, &r, &s);
+  for (const std::string& id : r.order) {
+    CellState& st = CountedAttempt(id, r.cells[id], r.matrix, &s);
+    FinishCellValues(st);
+    if (!st.c.ok) ++s.failed_cells;
+    s.cells.push_back(st.c);
+    if (std::find(r.profile_order.begin(), r.profile_order.end(), st.c.profile) ==
+        r.profile_order.end()) {
+      r.profile_order.push_back(st.c.profile);
+    }
+  }
+  OrderAndCount(r.matrix, r.order, &s);
+  BuildRows(r.profile_order, &s);
   return s;
 }
 
@@ -412,7 +442,10 @@ std::string SweepCsv(const SweepSummary& s) {
   return out;
 }
 
-std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
+namespace {
+
+// The title, where it ran, and whether it is complete.
+std::string MarkdownHead(const SweepSummary& s, const std::string& run_dir) {
   std::string md = absl::StrFormat("# rsslab sweep: %s\n\n", s.scenario);
   absl::StrAppend(&md, "Run directory: `", run_dir, "`  \nAgent: `", s.agent,
                   "`  \nCells: ", s.cells.size(), ", failed: ", s.failed_cells,
@@ -439,6 +472,12 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
                                    "without finishing)",
                     "\n\n");
   }
+  return md;
+}
+
+// The medians table and what its columns and marks mean.
+std::string MarkdownMedians(const SweepSummary& s) {
+  std::string md;
   md += "## Medians per profile x threads (min-max over repeats)\n\n";
   md += "| profile | threads | cells ok | fill |";
   for (int m = 0; m < kNumSweepMetrics; ++m) {
@@ -497,6 +536,12 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
                           "(docs/FILL.md).\n\n",
                           kCacheNeverFilled, unfilled);
   }
+  return md;
+}
+
+// Every cell's own figures.
+std::string MarkdownCells(const SweepSummary& s) {
+  std::string md;
   md += "## Cells\n\n| index | cell | ok | allocator | fill |";
   for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
   md += " base MiB | trim goal | attempt | where |\n|---|---|---|---|---|";
@@ -516,6 +561,12 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
     absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
                           c.where.empty() ? "-" : c.where);
   }
+  return md;
+}
+
+// Attempts that do not count, and the failed cells with their log tails.
+std::string MarkdownAttemptsAndFailures(const SweepSummary& s) {
+  std::string md;
   if (!s.superseded.empty()) {
     md += "\n## Attempts that do not count\n\nA cell run more than once (re-queued after "
           "its host failed it, or rerun by a batch system): the latest successful attempt "
@@ -548,6 +599,16 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
       }
     }
   }
+  return md;
+}
+
+}  // namespace
+
+std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
+  std::string md = MarkdownHead(s, run_dir);
+  md += MarkdownMedians(s);
+  md += MarkdownCells(s);
+  md += MarkdownAttemptsAndFailures(s);
   absl::StrAppend(&md,
                   "\nPlots and the \"What to do\" section: `tools/report.py ",
                   run_dir, "`\n");
