@@ -22,6 +22,7 @@
 #include "common/host_info.h"
 #include "common/listen.h"
 #include "common/procfs/procfs.h"
+#include "common/echo.h"
 #include "common/grpc_status.h"
 #include "common/ready_line.h"
 #include "common/server_flags.h"
@@ -74,11 +75,11 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
   if (req.profile().empty()) return absl::InvalidArgumentError("profile is required");
   if (!profiles::IsPlainName(req.profile())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("profile '", req.profile(), "' must be a profile name, not a path"));
+        absl::StrCat("profile '", Echo(req.profile(), 64), "' must be a profile name, not a path"));
   }
   *profile = profiles::FindProfile(options_.profiles, req.profile());
   if (*profile == nullptr) {
-    return absl::NotFoundError(absl::StrCat("unknown profile '", req.profile(), "' (known: ",
+    return absl::NotFoundError(absl::StrCat("unknown profile '", Echo(req.profile(), 64), "' (known: ",
                                             profiles::ProfileNames(options_.profiles), ")"));
   }
   if (req.threads() < 0 || req.threads() > options_.max_threads) {
@@ -155,6 +156,7 @@ class AgentService::RunChild : public launch::Child {
     run_->info.set_started_unix_nanos(NowNanos());
     agent_->runs_[run_->info.id()] = run_;
     agent_->by_pid_[*pid] = run_;
+    agent_->ForgetOldRunsLocked();
     agent_->SaveStateLocked();
     return pid;
   }
@@ -185,7 +187,9 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     absl::MutexLock l(&mu_);
     if (absl::Status s = CheckCapacityLocked(); !s.ok()) return ToGrpc(s);
     v1::ServerProcess& info = run->info;
-    info.set_id(absl::StrFormat("s%04d-%s-t%d", next_id_++, profile->name(), threads));
+    run->seq = next_id_;
+    info.set_id(absl::StrFormat("s%04llu-%s-t%d", static_cast<unsigned long long>(next_id_++),
+                                profile->name(), threads));
     info.set_profile(profile->name());
     info.set_threads(threads);
     info.set_handler(req->handler().empty() ? std::string(kDefaultHandlerName) : req->handler());
@@ -271,32 +275,72 @@ grpc::Status AgentService::Authorize(const grpc::ServerContext& ctx) const {
 grpc::Status AgentService::Stop(grpc::ServerContext* ctx, const rsslab::v1::StopRequest* req,
                                 rsslab::v1::StopResponse* resp) {
   if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  if (req->grace_ms() < 0 || req->grace_ms() > 600000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace_ms must be in [0, 600000]");
+  }
   std::shared_ptr<Run> run;
   {
     absl::MutexLock l(&mu_);
     auto it = runs_.find(req->id());
     if (it == runs_.end()) {
+      // The running ones only, and at most a few: a list of every id ever
+      // launched once outgrew gRPC's metadata limit, and an unknown id was
+      // then answered RESOURCE_EXHAUSTED instead of NOT_FOUND.
       std::vector<std::string> ids;
-      for (const auto& kv : runs_) ids.push_back(kv.first);
+      int more = 0;
+      for (const auto& kv : runs_) {
+        if (kv.second->exited) continue;
+        if (ids.size() < 16) {
+          ids.push_back(kv.first);
+        } else {
+          ++more;
+        }
+      }
+      std::string known = ids.empty() ? "none running" : absl::StrJoin(ids, ", ");
+      if (more > 0) absl::StrAppend(&known, " and ", more, " more");
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("no server '", req->id(), "' (known: ",
-                                       ids.empty() ? "none" : absl::StrJoin(ids, ", "), ")"));
+                          absl::StrCat("no server '", Echo(req->id(), 64), "' (running: ", known,
+                                       "; List shows every server)"));
     }
     run = it->second;
-  }
-  if (req->grace_ms() < 0 || req->grace_ms() > 600000) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace_ms must be in [0, 600000]");
+    if (run->stop_started) {
+      // Serialized per server: a second SIGTERM would make the server exit
+      // at once, cutting the calls the first one lets drain. This caller
+      // waits for the first Stop and gets its answer.
+      mu_.Await(absl::Condition(&run->stop_finished));
+      *resp = run->stop_response;
+      return run->stop_status;
+    }
+    run->stop_started = true;
   }
   Terminate(run, absl::Milliseconds(req->grace_ms() == 0 ? 5000 : req->grace_ms()));
   absl::MutexLock l(&mu_);
   if (!run->exited) {
-    return grpc::Status(grpc::StatusCode::INTERNAL,
-                        absl::StrCat("server ", req->id(), " (pid ", run->pid,
-                                     ") did not exit after SIGKILL"));
+    run->stop_status = grpc::Status(grpc::StatusCode::INTERNAL,
+                                    absl::StrCat("server ", run->info.id(), " (pid ", run->pid,
+                                                 ") did not exit after SIGKILL"));
+  } else {
+    run->info.set_log_tail(launch::LogTail(run->info.log_path()));
+    *run->stop_response.mutable_server() = run->info;
+    run->stop_status = grpc::Status::OK;
   }
-  run->info.set_log_tail(launch::LogTail(run->info.log_path()));
-  *resp->mutable_server() = run->info;
-  return grpc::Status::OK;
+  run->stop_finished = true;
+  *resp = run->stop_response;
+  ForgetOldRunsLocked();
+  return run->stop_status;
+}
+
+void AgentService::ForgetOldRunsLocked() {
+  // Ended runs stay listed (how they ended) but not for ever: the oldest
+  // beyond kKeepEnded are dropped, so memory and List stay bounded however
+  // many launches an agent serves. Ids keep counting (64-bit), never reused.
+  std::vector<std::pair<uint64_t, std::string>> ended;
+  for (const auto& [id, r] : runs_) {
+    if (r->exited && (!r->stop_started || r->stop_finished)) ended.emplace_back(r->seq, id);
+  }
+  if (ended.size() <= kKeepEnded) return;
+  std::sort(ended.begin(), ended.end());
+  for (size_t i = 0; i + kKeepEnded < ended.size(); ++i) runs_.erase(ended[i].second);
 }
 
 grpc::Status AgentService::List(grpc::ServerContext* ctx, const rsslab::v1::ListRequest*,
@@ -329,7 +373,9 @@ void AgentService::StopAll(absl::Duration grace) {
     shutting_down_ = true;  // no launches from now on
     for (const auto& kv : runs_) {
       if (!kv.second->exited) {
-        SignalLocked(*kv.second, SIGTERM);
+        // A Stop in progress already sent SIGTERM: a second one would end
+        // the drain at once.
+        if (!kv.second->stop_started) SignalLocked(*kv.second, SIGTERM);
         running.push_back(kv.second);
       }
     }
@@ -419,7 +465,9 @@ void AgentService::SaveStateLocked() {
   v1::AgentState state;
   state.set_agent_pid(getpid());
   state.set_written_unix_nanos(NowNanos());
-  state.set_next_id(next_id_);
+  // The state file's field is 32-bit; ids past it still never repeat
+  // within this agent (next_id_ is 64-bit), and the adopted ids are parsed.
+  state.set_next_id(static_cast<int32_t>(std::min<uint64_t>(next_id_, INT32_MAX)));
   for (const auto& [id, run] : runs_) {
     if (run->exited) continue;
     v1::AgentStateServer* s = state.add_servers();
@@ -461,12 +509,15 @@ void AgentService::AdoptFromState(std::vector<std::string>* log) {
     SaveStateLocked();
     return;
   }
-  next_id_ = std::max(next_id_, state->next_id());
+  if (state->next_id() > 0) next_id_ = std::max<uint64_t>(next_id_, state->next_id());
   for (const v1::AgentStateServer& rec : state->servers()) {
     const v1::ServerProcess& was = rec.server();
-    // Ids are sNNNN-...: keep new ones clear of every recorded one.
-    int n = 0;
-    if (was.id().size() > 5 && absl::SimpleAtoi(was.id().substr(1, 4), &n)) {
+    // Ids are sNNNN-...: keep new ones clear of every recorded one (the
+    // number may have more than 4 digits).
+    uint64_t n = 0;
+    const size_t dash = was.id().find('-');
+    if (was.id().size() > 1 && dash != std::string::npos &&
+        absl::SimpleAtoi(was.id().substr(1, dash - 1), &n)) {
       next_id_ = std::max(next_id_, n + 1);
     }
     if (runs_.count(was.id()) != 0) continue;  // a duplicate record

@@ -108,7 +108,18 @@ class AgentService final : public rsslab::v1::Agent::Service {
     bool adopted = false;
     uint64_t start_ticks = 0;
     std::vector<std::string> args;
+    // Launch order (the id's number), for dropping the oldest ended runs.
+    uint64_t seq = 0;
+    // Stop: the first caller stops it; later ones wait for its answer.
+    bool stop_started = false;
+    bool stop_finished = false;
+    grpc::Status stop_status;
+    rsslab::v1::StopResponse stop_response;
   };
+  // Ended runs kept for List and Stop (their exit status); older ones are
+  // forgotten.
+  static constexpr size_t kKeepEnded = 64;
+  void ForgetOldRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   class RunChild;  // launch::Child: forks under mu_, reaped by ReaperLoop
 
@@ -142,7 +153,7 @@ class AgentService final : public rsslab::v1::Agent::Service {
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
   std::map<pid_t, std::shared_ptr<Run>> by_pid_ ABSL_GUARDED_BY(mu_);
-  int next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   int live_children_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_watcher_ ABSL_GUARDED_BY(mu_) = false;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/echo.h"
 #include "common/shipped.h"
 
 namespace rsslab {
@@ -292,7 +293,7 @@ absl::StatusOr<std::string> FindHandler(const std::string& name_in,
   const std::string name = name_in.empty() ? std::string(kDefaultHandlerName) : name_in;
   if (!IsHandlerName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "handler '", name, "' must be a handler name such as ", kDefaultHandlerName,
+        "handler '", Echo(name, 64), "' must be a handler name such as ", kDefaultHandlerName,
         " ([A-Za-z0-9_]+), not a path"));
   }
   for (const std::string& d : dirs) {

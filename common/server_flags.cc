@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
+#include "common/echo.h"
 #include "common/handler_params.h"
 #include "common/units.h"
 
@@ -85,7 +86,7 @@ absl::Status CheckParams(absl::string_view v, const std::function<absl::Status(a
 
 absl::Status CheckValue(const ServerFlagRule& f, absl::string_view v) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("server flag ", f.name, "='", v, "': ", why));
+    return absl::InvalidArgumentError(absl::StrCat("server flag ", f.name, "='", Echo(v, 64), "': ", why));
   };
   switch (f.kind) {
     case R::kInt: {
@@ -183,7 +184,7 @@ absl::Status CheckServerFlag(absl::string_view name, absl::string_view value, Fl
   const ServerFlagRule* rule = FindServerFlag(name);
   if (rule == nullptr || !MaySet(*rule, source)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "server flag '", name, "' is not allowed (allowed: ", ServerFlagNames(source),
+        "server flag '", Echo(name, 64), "' is not allowed (allowed: ", ServerFlagNames(source),
         source == kReq ? "; threads, handler and the listen addresses are chosen by the launcher"
                        : "",
         ")"));
@@ -198,7 +199,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseServerArgs
     absl::string_view a = args[i];
     if (!absl::ConsumePrefix(&a, "--") && !absl::ConsumePrefix(&a, "-")) {
       return absl::InvalidArgumentError(
-          absl::StrCat("'", args[i], "' is not a server flag (want --name=value)"));
+          absl::StrCat("'", Echo(args[i], 64), "' is not a server flag (want --name=value)"));
     }
     std::string name, value;
     if (const size_t eq = a.find('='); eq != absl::string_view::npos) {
@@ -215,7 +216,8 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseServerArgs
       name = std::string(a);
       value = args[++i];
     } else {
-      return absl::InvalidArgumentError(absl::StrCat("server flag --", a, " needs a value"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("server flag --", Echo(a, 64), " needs a value"));
     }
     if (absl::Status s = CheckServerFlag(name, value, source); !s.ok()) return s;
     out.emplace_back(std::move(name), std::move(value));

@@ -136,6 +136,14 @@ class ServerCore : public ControlBackend {
   // Runs `fn` on the control-side Python thread and waits: gRPC's threads
   // never run Python themselves.
   void RunPython(const std::function<void(PythonRuntime&)>& fn);
+  // The same, waiting at most `timeout` for the GIL: false (and `why` set)
+  // if `fn` did not run; it then never runs. While an earlier such call
+  // still waits for the GIL, returns false at once (at most one waits).
+  bool RunPythonWithin(const std::function<void(PythonRuntime&)>& fn, absl::Duration timeout,
+                       std::string* why);
+  struct PyJob;
+  absl::Mutex py_job_mu_;
+  std::shared_ptr<PyJob> waiting_job_ ABSL_GUARDED_BY(py_job_mu_);
 
   Options options_;
   const absl::Time start_;
@@ -154,6 +162,11 @@ class ServerCore : public ControlBackend {
   // Calls accepted and not yet answered; draining refuses new ones.
   absl::Mutex inflight_mu_;
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
+  // Last sign that the workers move: a call finished, or one was accepted
+  // while a worker was free. Every worker busy and no progress for
+  // stuck_after: new calls are refused (UNAVAILABLE) rather than queued
+  // behind a handler that holds the GIL.
+  absl::Time last_progress_ ABSL_GUARDED_BY(inflight_mu_) = absl::Now();
   bool draining_ ABSL_GUARDED_BY(inflight_mu_) = false;
   bool shut_down_ = false;
   // Runs accepted calls: the Python dispatcher (core.cc), or a benchmark

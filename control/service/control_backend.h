@@ -11,6 +11,7 @@
 #define RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "proto/control.pb.h"
 #include "proto/snapshot.pb.h"
 
@@ -19,6 +20,13 @@ namespace rsslab {
 struct ControlSnapshotOptions {
   bool gc = false;
   bool detail = false;
+  // The Python section (and the gc) is waited for at most this long: a
+  // handler holding the GIL in a long C call must not stop the rest of the
+  // snapshot (procfs, smaps, allocator, census, workers), which needs no
+  // Python. Past it, python.unavailable says why.
+  absl::Duration python_deadline = absl::Seconds(2);
+  // False: no Python section at all (the /metrics scrape uses none).
+  bool python = true;
 };
 
 class ControlBackend {

@@ -12,15 +12,19 @@
 
 namespace rsslab {
 
-// SetPhase is a streamed unary method: it reads its own request, so one that
-// does not parse (a phase that is not UTF-8, which proto3 refuses) gets
+// Every method is streamed (StreamedService): the handler runs once the
+// call's metadata has arrived and reads the request itself, after the token
+// check. gRPC 1.51 buffers a whole message before its size limit applies,
+// so a method that let gRPC read first would take an unauthenticated
+// client's 1,000 MiB request in full before refusing it; here the request of
+// an unauthorized call is never read. It also means a request that does not
+// parse (a phase that is not UTF-8, which proto3 refuses) gets
 // INVALID_ARGUMENT with a sentence, where gRPC's own parse answers INTERNAL
-// with an empty message. The other requests carry no strings.
-class ControlService final
-    : public rsslab::v1::Control::WithStreamedUnaryMethod_SetPhase<rsslab::v1::Control::Service> {
+// with an empty message.
+class ControlService final : public rsslab::v1::Control::StreamedService {
  public:
   // `security` checks the caller's token (when one is configured) before
-  // anything changes.
+  // anything is read or changed.
   ControlService(ControlBackend* core, int max_watch_streams, const Security* security)
       : core_(core), max_watch_streams_(max_watch_streams), security_(security) {}
 
@@ -28,14 +32,17 @@ class ControlService final
       grpc::ServerContext* context,
       grpc::ServerUnaryStreamer<rsslab::v1::SetPhaseRequest, rsslab::v1::SetPhaseResponse>* stream)
       override;
-  grpc::Status GetSnapshot(grpc::ServerContext* context,
-                           const rsslab::v1::SnapshotRequest* request,
-                           rsslab::v1::Snapshot* response) override;
-  grpc::Status WatchSnapshots(grpc::ServerContext* context,
-                              const rsslab::v1::WatchRequest* request,
-                              grpc::ServerWriter<rsslab::v1::Snapshot>* writer) override;
-  grpc::Status Trim(grpc::ServerContext* context, const rsslab::v1::TrimRequest* request,
-                    rsslab::v1::TrimResponse* response) override;
+  grpc::Status StreamedGetSnapshot(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<rsslab::v1::SnapshotRequest, rsslab::v1::Snapshot>* stream)
+      override;
+  grpc::Status StreamedWatchSnapshots(
+      grpc::ServerContext* context,
+      grpc::ServerSplitStreamer<rsslab::v1::WatchRequest, rsslab::v1::Snapshot>* stream) override;
+  grpc::Status StreamedTrim(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<rsslab::v1::TrimRequest, rsslab::v1::TrimResponse>* stream)
+      override;
 
   // Ends every watch stream promptly (server shutdown).
   void StopWatches() { stopping_.store(true); }

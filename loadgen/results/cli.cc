@@ -4,13 +4,22 @@
 #include <string>
 
 #include "absl/strings/str_split.h"
+#include "common/echo.h"
 
 namespace rsslab {
 namespace cli {
 
 int Fail(int code, absl::string_view msg) {
+  // Messages quote scenario text and peers' errors: each line escaped (ESC
+  // or CR cannot forge a line or drive the terminal) and capped, and at most
+  // 40 lines.
+  int lines = 0;
   for (absl::string_view line : absl::StrSplit(msg, '\n')) {
-    fprintf(stderr, "rsslab_loadgen: %s\n", std::string(line).c_str());
+    if (++lines > 40) {
+      fprintf(stderr, "rsslab_loadgen: ... (more lines cut)\n");
+      break;
+    }
+    fprintf(stderr, "rsslab_loadgen: %s\n", Echo(line, 1024).c_str());
   }
   return code;
 }

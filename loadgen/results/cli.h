@@ -19,7 +19,8 @@ inline constexpr int kExitFailed = 1;       // a step, the run or a check failed
 inline constexpr int kExitUsage = 2;        // bad input; nothing was sent or written
 inline constexpr int kExitInterrupted = 130;
 
-// Each line of `msg` on stderr as "rsslab_loadgen: LINE"; returns `code`.
+// Each line of `msg` on stderr as "rsslab_loadgen: LINE", escaped and capped
+// (common/echo.h), at most 40 lines; returns `code`.
 int Fail(int code, absl::string_view msg);
 // INVALID_ARGUMENT: kExitUsage; any other error: kExitFailed; OK: kExitOk.
 int ExitCodeOf(const absl::Status& s);

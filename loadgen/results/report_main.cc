@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "common/echo.h"
 #include "loadgen/results/cli.h"
 #include "loadgen/results/event_log.h"
 #include "loadgen/results/report_tool.h"
@@ -34,8 +35,8 @@ void PlotAndAdvise(const std::string& dir) {
   if (tool.empty()) tool = FindReportTool();
   std::string output;
   absl::Status s = RunReportTool(tool, dir, &output);
-  if (!output.empty()) fprintf(stderr, "%s", output.c_str());
-  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", std::string(s.message()).c_str());
+  if (!output.empty()) fprintf(stderr, "%s", EchoMultiline(output, 4096).c_str());
+  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", Echo(s.message(), 1024).c_str());
 }
 
 absl::Status Report(const std::vector<std::string>& dirs) {

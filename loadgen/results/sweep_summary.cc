@@ -345,8 +345,10 @@ void BuildRows(const std::vector<std::string>& profile_order, SweepSummary* s) {
   }
 }
 
-// Every record read into per-cell, per-attempt states.
-struct SweepRecords {
+}  // namespace
+
+struct SweepSummaryBuilder::State {
+  SweepSummary s;
   std::vector<std::string> order;  // cells in the order first seen
   // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
   // another host or rerun by a batch system has several.
@@ -355,59 +357,78 @@ struct SweepRecords {
   std::vector<SweepCell> matrix;
 };
 
-void ReadRecords(const std::vector<Event>& events, SweepRecords* r, SweepSummary* s) {
-  for (const Event& e : events) {
-    if (e.has_header()) {
-      s->scenario = e.header().scenario_name();
-      s->agent = e.header().agent();
-      s->matrix_id = e.header().matrix_id();
-      for (const std::string& p : e.header().scenario().sweep().profiles()) {
-        r->profile_order.push_back(p);
-      }
-      if (e.header().scenario().has_sweep()) r->matrix = ExpandCells(e.header().scenario().sweep());
-      s->cells_total = static_cast<int>(r->matrix.size());
-    } else if (e.has_resumed()) {
-      SupersedeUnfinished(&r->cells);
-    } else if (e.has_footer()) {
-      s->has_footer = true;
-      s->completed = e.footer().completed();
-      s->error = e.footer().error();
-    } else if (!e.cell().empty()) {
-      auto [per_cell, fresh_cell] = r->cells.try_emplace(e.cell());
-      if (fresh_cell) r->order.push_back(e.cell());
-      auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
-      CellState& st = it->second;
-      if (fresh) {
-        st.c.cell = e.cell();
-        st.c.profile = e.profile();
-        st.c.threads = e.threads();
-        st.c.repeat = e.repeat();
-        st.c.index = e.has_cell_index() ? e.cell_index() : -1;
-      }
-      AddCellRecord(e, st);
+SweepSummaryBuilder::SweepSummaryBuilder() : st_(std::make_unique<State>()) {}
+SweepSummaryBuilder::~SweepSummaryBuilder() = default;
+
+void SweepSummaryBuilder::Add(const Event& e) {
+  SweepSummary& s = st_->s;
+  std::vector<std::string>& order = st_->order;
+  std::map<std::string, Attempts>& cells = st_->cells;
+  std::vector<std::string>& profile_order = st_->profile_order;
+  std::vector<SweepCell>& matrix = st_->matrix;
+  if (e.has_header()) {
+    s.scenario = e.header().scenario_name();
+    s.agent = e.header().agent();
+    s.matrix_id = e.header().matrix_id();
+    for (const std::string& p : e.header().scenario().sweep().profiles()) {
+      profile_order.push_back(p);
     }
+    if (e.header().scenario().has_sweep()) matrix = ExpandCells(e.header().scenario().sweep());
+    s.cells_total = static_cast<int>(matrix.size());
+    return;
   }
+  if (e.has_resumed()) {
+    SupersedeUnfinished(&cells);
+    return;
+  }
+  if (e.has_footer()) {
+    s.has_footer = true;
+    s.completed = e.footer().completed();
+    s.error = e.footer().error();
+    return;
+  }
+  if (e.cell().empty()) return;
+  auto [per_cell, fresh_cell] = cells.try_emplace(e.cell());
+  if (fresh_cell) order.push_back(e.cell());
+  auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
+  CellState& st = it->second;
+  if (fresh) {
+    st.c.cell = e.cell();
+    st.c.profile = e.profile();
+    st.c.threads = e.threads();
+    st.c.repeat = e.repeat();
+    st.c.index = e.has_cell_index() ? e.cell_index() : -1;
+  }
+  AddCellRecord(e, st);
 }
 
-}  // namespace
-
-SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
-  SweepSummary s;
-  SweepRecords r;
-  ReadRecords(events, &r, &s);
-  for (const std::string& id : r.order) {
-    CellState& st = CountedAttempt(id, r.cells[id], r.matrix, &s);
+SweepSummary SweepSummaryBuilder::Summary() const {
+  // On a copy: more records may follow (merge adds its footer after).
+  State copy = *st_;
+  SweepSummary& s = copy.s;
+  std::vector<std::string>& order = copy.order;
+  std::map<std::string, Attempts>& cells = copy.cells;
+  std::vector<std::string>& profile_order = copy.profile_order;
+  const std::vector<SweepCell>& matrix = copy.matrix;
+  for (const std::string& id : order) {
+    CellState& st = CountedAttempt(id, cells[id], matrix, &s);
     FinishCellValues(st);
     if (!st.c.ok) ++s.failed_cells;
     s.cells.push_back(st.c);
-    if (std::find(r.profile_order.begin(), r.profile_order.end(), st.c.profile) ==
-        r.profile_order.end()) {
-      r.profile_order.push_back(st.c.profile);
+    if (std::find(profile_order.begin(), profile_order.end(), st.c.profile) ==
+        profile_order.end()) {
+      profile_order.push_back(st.c.profile);
     }
   }
-  OrderAndCount(r.matrix, r.order, &s);
-  BuildRows(r.profile_order, &s);
+  OrderAndCount(matrix, order, &s);
+  BuildRows(profile_order, &s);
   return s;
+}
+
+SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
+  SweepSummaryBuilder b;
+  for (const Event& e : events) b.Add(e);
+  return b.Summary();
 }
 
 std::string SweepCsv(const SweepSummary& s) {
