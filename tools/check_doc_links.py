@@ -156,7 +156,7 @@ def check_labels(root, md):
     for n, line in enumerate(lines, 1):
         for m in LABEL_RE.finditer(line):
             package, target = m.group(1).rstrip("/."), m.group(2)
-            if package.endswith("...") or line[m.end():m.end() + 3] == "...":
+            if m.group(1).endswith("...") or line[m.end():m.end() + 3] == "...":
                 continue
             if target is None:
                 if not package:
@@ -237,8 +237,8 @@ def check_layout(root, readme):
 # Flags of programs that are not part of the checkout, which the docs show
 # in commands: the check cannot read their sources, so they are named here.
 OTHER_TOOLS_FLAGS = {
-    "bazel": {"config", "nocache_test_results", "output_base", "repo_env", "runs_per_test",
-              "symlink_prefix", "test_filter", "test_output"},
+    "bazel": {"config", "nocache_test_results", "output_base", "platform_suffix", "repo_env",
+              "runs_per_test", "symlink_prefix", "test_filter", "test_output"},
     "sbatch": {"array", "cpus", "dependency", "export"},  # --cpus-per-task
     "kubectl": {"for", "image", "now", "overrides"},
     "protoc": {"grpc_out", "plugin", "python_out"},
