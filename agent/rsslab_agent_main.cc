@@ -71,17 +71,8 @@ std::string RealPath(const std::string& p) {
   return realpath(p.c_str(), buf) ? std::string(buf) : "";
 }
 
-int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(absl::StrCat(
-      "rsslab_agent --listen=HOST:PORT --server_binary=PATH --profiles=FILE [--log_dir=DIR] "
-      "[--max_servers=N]\nLaunches rsslab_server under named allocator profiles over RPC "
-      "(rsslab.v1.Agent) and verifies each launch in /proc.\nAllowed server flags in "
-      "LaunchRequest.server_flags: ",
-      AgentService::AllowedFlagsHelp()));
-  ParseFlags(argc, argv);
-  InstallRateLimitedProtobufLog("rsslab_agent");
-
-  // Numbers first: a usage error must leave nothing behind (no --log_dir).
+// Numbers first: a usage error must leave nothing behind (no --log_dir).
+void CheckNumbers() {
   for (const absl::Status& s :
        {CheckRange(absl::GetFlag(FLAGS_max_servers), "--max_servers", 1, 256),
         CheckRange(absl::GetFlag(FLAGS_ready_timeout_s), "--ready_timeout_s", 1, 3600, " (s)"),
@@ -89,11 +80,11 @@ int Main(int argc, char** argv) {
     if (!s.ok()) Die(std::string(s.message()));
   }
 
-  // Credentials before anything is created (--log_dir below).
-  absl::StatusOr<Security> security = Security::FromFlags();
-  if (!security.ok()) Die(std::string(security.status().message()));
+}
 
-  AgentService::Options o;
+// The one server binary this agent launches, and its profiles.
+void ServerAndProfiles(AgentService::Options* o_out) {
+  AgentService::Options& o = *o_out;
   if (absl::GetFlag(FLAGS_server_binary).empty()) Die("--server_binary is required");
   o.server_binary = RealPath(absl::GetFlag(FLAGS_server_binary));
   if (o.server_binary.empty() || access(o.server_binary.c_str(), X_OK) != 0) {
@@ -105,6 +96,11 @@ int Main(int argc, char** argv) {
   if (!set.ok()) Die(std::string(set.status().message()));
   o.profiles = *set;
 
+}
+
+// --handler_dirs, or the handlers shipped beside the server binary.
+std::string HandlerDirs(AgentService::Options* o_out) {
+  AgentService::Options& o = *o_out;
   std::string dirs = absl::GetFlag(FLAGS_handler_dirs);
   if (dirs.empty()) {
     // Next to the server binary this agent runs (bin/ -> server/handlers,
@@ -120,6 +116,12 @@ int Main(int argc, char** argv) {
     o.handler_dirs.push_back(real);
   }
 
+  return dirs;
+}
+
+// Where the servers' logs go: --log_dir, created, or a fresh one in TMPDIR.
+void LogDir(AgentService::Options* o_out) {
+  AgentService::Options& o = *o_out;
   o.log_dir = absl::GetFlag(FLAGS_log_dir);
   if (o.log_dir.empty()) {
     const char* tmp = getenv("TMPDIR");
@@ -130,31 +132,40 @@ int Main(int argc, char** argv) {
   if (o.log_dir.empty() || access(o.log_dir.c_str(), W_OK) != 0) {
     Die(absl::StrCat("--log_dir=", absl::GetFlag(FLAGS_log_dir), " is not a writable directory"));
   }
-  o.max_servers = absl::GetFlag(FLAGS_max_servers);
-  o.ready_timeout = absl::Seconds(absl::GetFlag(FLAGS_ready_timeout_s));
+}
 
+// --listen checked (its address, protection, and that it is free); the
+// servers' host and credentials follow from it.
+HostPort Listen(const Security& security, AgentService::Options* o_out) {
+  AgentService::Options& o = *o_out;
   const std::string listen = absl::GetFlag(FLAGS_listen);
   absl::StatusOr<HostPort> hp = ParseHostPort(listen);
   if (!hp.ok()) Die(absl::StrCat(hp.status().message(), " (--listen)"));
   o.server_host = absl::GetFlag(FLAGS_server_host).empty() ? hp->host : absl::GetFlag(FLAGS_server_host);
-  if (absl::Status s = security->CheckListen(listen, "listen"); !s.ok()) {
+  if (absl::Status s = security.CheckListen(listen, "listen"); !s.ok()) {
     Die(std::string(s.message()));
   }
-  o.security = &*security;
+  o.security = &security;
   // Servers get the agent's own credentials, so they are as protected as
   // the agent itself.
-  o.server_security_args = security->FlagsForChild();
+  o.server_security_args = security.FlagsForChild();
   absl::Status bindable = CheckBindable(listen);
   if (!bindable.ok()) Die(absl::StrCat(bindable.message(), " (--listen)"));
+  return *hp;
+}
 
+// The state directory (per user and port by default; "none": no state),
+// locked for this agent's lifetime. The lock's descriptor, or -1.
+int StateDir(const HostPort& hp, AgentService::Options* o_out) {
+  AgentService::Options& o = *o_out;
   std::string state_dir = absl::GetFlag(FLAGS_state_dir);
-  if (state_dir.empty() && hp->port != 0) {
+  if (state_dir.empty() && hp.port != 0) {
     // Per user and per port: two agents of one user on one machine listen on
     // different ports, so they never share (and adopt each other's) servers.
     const char* run = getenv("XDG_RUNTIME_DIR");
     state_dir = run != nullptr && *run == '/'
-                    ? absl::StrCat(run, "/rsslab_agent-", hp->port)
-                    : absl::StrCat("/tmp/rsslab_agent-", geteuid(), "-", hp->port);
+                    ? absl::StrCat(run, "/rsslab_agent-", hp.port)
+                    : absl::StrCat("/tmp/rsslab_agent-", geteuid(), "-", hp.port);
   }
   if (state_dir == "none") state_dir.clear();
   int state_lock = -1;
@@ -166,15 +177,13 @@ int Main(int argc, char** argv) {
     o.state_file = absl::StrCat(RealPath(state_dir), "/", agent_state::kStateFile);
   }
 
-  // Stop signals only through sigwait below; blocked before gRPC starts its
-  // threads so they inherit the mask. Children get a clean mask (Spawn).
-  sigset_t stop;
-  sigemptyset(&stop);
-  sigaddset(&stop, SIGTERM);
-  sigaddset(&stop, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  return state_lock;
+}
 
+// Serves until SIGTERM or SIGINT, then stops every server.
+int Serve(const AgentService::Options& o, const Security& security, const HostPort& hp,
+          const std::string& dirs, const sigset_t& stop) {
+  const std::string listen = absl::GetFlag(FLAGS_listen);
   auto agent = std::make_unique<AgentService>(o);
   std::vector<std::string> adopted;
   agent->AdoptFromState(&adopted);
@@ -182,14 +191,14 @@ int Main(int argc, char** argv) {
   grpc::ServerBuilder b;
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   int port = 0;
-  b.AddListeningPort(listen, security->ServerCredentials(), &port);
+  b.AddListeningPort(listen, security.ServerCredentials(), &port);
   b.RegisterService(agent.get());
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr || port == 0) Die(absl::StrCat("cannot listen on ", listen));
   fprintf(stderr, "rsslab_agent: server %s, %d profiles, handlers in %s, logs in %s, state %s\n",
           o.server_binary.c_str(), o.profiles.profile_size(), dirs.c_str(), o.log_dir.c_str(),
           o.state_file.empty() ? "not recorded (--state_dir)" : o.state_file.c_str());
-  printf("rsslab_agent ready listen=%s pid=%d\n", JoinHostPort(hp->host, port).c_str(), getpid());
+  printf("rsslab_agent ready listen=%s pid=%d\n", JoinHostPort(hp.host, port).c_str(), getpid());
   fflush(stdout);
 
   int sig = 0;
@@ -199,8 +208,42 @@ int Main(int argc, char** argv) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   agent.reset();
   fprintf(stderr, "rsslab_agent: stopped\n");
-  if (state_lock >= 0) close(state_lock);
   return 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(absl::StrCat(
+      "rsslab_agent --listen=HOST:PORT --server_binary=PATH --profiles=FILE [--log_dir=DIR] "
+      "[--max_servers=N]\nLaunches rsslab_server under named allocator profiles over RPC "
+      "(rsslab.v1.Agent) and verifies each launch in /proc.\nAllowed server flags in "
+      "LaunchRequest.server_flags: ",
+      AgentService::AllowedFlagsHelp()));
+  ParseFlags(argc, argv);
+  InstallRateLimitedProtobufLog("rsslab_agent");
+  CheckNumbers();
+  // Credentials before anything is created (--log_dir below).
+  absl::StatusOr<Security> security = Security::FromFlags();
+  if (!security.ok()) Die(std::string(security.status().message()));
+  AgentService::Options o;
+  ServerAndProfiles(&o);
+  const std::string dirs = HandlerDirs(&o);
+  LogDir(&o);
+  o.max_servers = absl::GetFlag(FLAGS_max_servers);
+  o.ready_timeout = absl::Seconds(absl::GetFlag(FLAGS_ready_timeout_s));
+  const HostPort hp = Listen(*security, &o);
+  const int state_lock = StateDir(hp, &o);
+
+  // Stop signals only through sigwait; blocked before gRPC starts its
+  // threads so they inherit the mask. Children get a clean mask (Spawn).
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGTERM);
+  sigaddset(&stop, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const int rc = Serve(o, *security, hp, dirs, stop);
+  if (state_lock >= 0) close(state_lock);
+  return rc;
 }
 
 }  // namespace

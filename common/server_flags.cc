@@ -1,6 +1,8 @@
 #include "common/server_flags.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -131,6 +133,15 @@ const ServerFlagRule* FindServerFlag(absl::string_view name) {
     if (name == f.name) return &f;
   }
   return nullptr;
+}
+
+const ServerFlagRule& ServerFlag(absl::string_view name) {
+  const ServerFlagRule* r = FindServerFlag(name);
+  if (r == nullptr) {
+    fprintf(stderr, "common/server_flags: no rule for --%s\n", std::string(name).c_str());
+    abort();
+  }
+  return *r;
 }
 
 std::string ServerFlagNames(FlagSource source) {

@@ -1,5 +1,6 @@
 // Checked unit conversions for every MiB / ms / count flag and RPC field,
-// and the cache-limit defaults, defined once.
+// defined once. (The cache-limit defaults are the server's:
+// server/cache/defaults.h.)
 //
 // Every conversion checks the value against an allowed range *before*
 // multiplying, so a huge value can never wrap into a small or negative one
@@ -26,10 +27,6 @@
 namespace rsslab {
 
 inline constexpr int64_t kMiB = int64_t{1} << 20;
-// The cache limit the server starts with and `phase fill` sets when the
-// request gives none (seed 000's 100 MB cache), and what `phase shrink` sets.
-inline constexpr int64_t kDefaultFillCacheBytes = 100 * kMiB;
-inline constexpr int64_t kDefaultShrinkCacheBytes = 10 * kMiB;
 // No MiB figure anywhere in rsslab may exceed this (1 PiB); it keeps every
 // MiB -> bytes product far from int64 overflow.
 inline constexpr int64_t kMaxMiB = int64_t{1} << 30;

@@ -56,7 +56,7 @@
 #include "loadgen/sweep/cell_host.h"
 #include "loadgen/results/cells.h"
 #include "common/host_info.h"
-#include "loadgen/sweep/merge.h"
+#include "loadgen/sweep/merge_main.h"
 #include "loadgen/results/compare_main.h"
 #include "loadgen/engine.h"
 #include "loadgen/flags_check.h"
@@ -64,179 +64,34 @@
 #include "loadgen/loadgen_metrics.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
-#include "loadgen/results/report_tool.h"
+#include "loadgen/results/cli.h"
+#include "loadgen/results/report_main.h"
 #include "loadgen/sweep/resume.h"
 #include "loadgen/sweep/resume_identity.h"
+#include "loadgen/run_flags.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
 #include "loadgen/results/summary.h"
 #include "loadgen/results/summary_render.h"
 #include "loadgen/sweep/sweep.h"
+#include "loadgen/sweep/sweep_flags.h"
 #include "loadgen/results/sweep_summary.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
-ABSL_FLAG(std::string, control, "127.0.0.1:50052",
-          "Server control address (Control service); empty for load-only runs.");
-ABSL_FLAG(std::string, scenario, "", "Scenario file (protobuf text format, proto/scenario.proto).");
-ABSL_FLAG(std::string, builtin, "", "Built-in scenario: seed (seed 000 exactly), quick (smoke cycle), sweep (seed 000's matrix, needs --agent) or soak (cycles for --duration, e.g. --duration=4h).");
-ABSL_FLAG(std::string, print_builtin, "", "Print a built-in scenario's text and exit.");
-ABSL_FLAG(double, scale, 0, "Multiply every step's request count by this (default 1).");
-ABSL_FLAG(std::string, out, "", "Run directory (default results/<UTC time>-<scenario>/).");
-ABSL_FLAG(uint32_t, concurrency, 0, "Closed loop: RPCs in flight (default 64).");
-ABSL_FLAG(uint32_t, channels, 0, "Separate HTTP/2 connections to spread RPCs over (default 4).");
-ABSL_FLAG(double, rate, 0, "Open loop: requests per second (excludes --concurrency).");
-ABSL_FLAG(std::string, arrival, "", "Open loop arrivals: constant (default) or poisson.");
-ABSL_FLAG(uint32_t, max_outstanding, 0, "Open loop: cap on RPCs in flight (default 10000); sends held back count as late.");
-ABSL_FLAG(uint64_t, requests, 0, "Measured requests per load step (excludes --duration).");
-ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(), "Measured time per load step, e.g. 30s (excludes --requests); for a soak, the soak's length, e.g. 4h.");
-ABSL_FLAG(absl::Duration, warmup, absl::ZeroDuration(), "Warm-up time per load step, excluded from the statistics.");
-ABSL_FLAG(uint64_t, warmup_requests, 0, "Warm-up requests per load step, excluded from the statistics.");
-ABSL_FLAG(uint32_t, deadline_ms, 0, "Per-RPC deadline in ms (default 10000).");
-ABSL_FLAG(uint64_t, seed, 0, "Request seed sequence (default 1): the same seed sends the same requests.");
-ABSL_FLAG(std::string, params, "", "Handler params for every request, k=v,k=v.");
-ABSL_FLAG(uint32_t, payload_bytes, 0, "Payload bytes per request.");
-ABSL_FLAG(bool, return_body, false, "Ask the server to return bodies.");
-ABSL_FLAG(uint64_t, max_errors, 0, "A load step fails (and stops) once more RPCs than this failed.");
-ABSL_FLAG(std::string, client_api, "callback",
-          "Closed loop: gRPC client API driving the RPCs, callback (default: completions on gRPC's "
-          "threads, calls finished together leave in one write) or cq (completion queues on "
-          "--client_threads threads). The open loop always uses cq.");
-ABSL_FLAG(int, client_threads, 0, "Completion-queue threads driving the RPCs (default: one per channel, at most max(4, 2 x CPUs the loadgen may run on)).");
-ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5), "How long to wait for the server to accept connections.");
-ABSL_FLAG(absl::Duration, control_timeout, absl::Seconds(60), "Deadline of each control RPC (phase, snapshot, trim).");
-ABSL_FLAG(std::string, progress, "auto", "auto (live line on a TTY, else a line per step), live, lines or none.");
-ABSL_FLAG(bool, fsync, false, "fsync events.jsonl after every record (flushed always).");
-ABSL_FLAG(std::string, agent, "",
-          "Sweeps: rsslab_agent address (HOST:PORT) that launches each cell's server; several, "
-          "comma-separated, run one cell each at a time (the next cell to whichever is free).");
-ABSL_FLAG(std::string, agents_file, "",
-          "Sweeps: a file of rsslab_agent addresses, one HOST:PORT per line (# comments), "
-          "instead of --agent.");
-ABSL_FLAG(int, cell_attempts, 3,
-          "Sweeps: attempts per cell when its host fails it (agent lost, server killed by "
-          "SIGKILL from outside); the cell is queued again for another agent. 1..10.");
-ABSL_FLAG(std::string, cells, "",
-          "Sweeps: run only these cells of the matrix, e.g. 3,7-9 (indices as --print_cells "
-          "numbers them, 0-based).");
-ABSL_FLAG(std::string, cell_index_env, "",
-          "Sweeps: run the one cell whose index is in this environment variable, e.g. "
-          "JOB_COMPLETION_INDEX (a Kubernetes Indexed Job) or SLURM_ARRAY_TASK_ID (a Slurm job "
-          "array), so a batch system's command needs no shell.");
-ABSL_FLAG(bool, print_cells, false,
-          "Sweeps: print the matrix's numbered cells (index, profile, threads, repeat) and "
-          "exit; with --json as JSON with the matrix id.");
 // --json (defined with `compare`, loadgen/results/compare_main.cc) also makes --print_cells JSON.
 ABSL_DECLARE_FLAG(bool, json);
-ABSL_FLAG(bool, local, false,
-          "Sweeps: no agent; the loadgen launches each cell's server itself on this machine "
-          "(same launch and verification as rsslab_agent), pinned apart from the loadgen "
-          "(--server_cpus, --loadgen_cpus). The command a batch task or a pod runs.");
-ABSL_FLAG(std::string, server_binary, "",
-          "--local: the rsslab_server to launch (default: bin/rsslab_server beside this binary).");
-ABSL_FLAG(std::string, profile_file, "",
-          "--local: the allocator profiles (default: the shipped agent/profiles.textproto).");
-ABSL_FLAG(std::string, handler_dirs, "",
-          "--local: directories holding NAME.py handlers, comma-separated (default: the "
-          "shipped server/handlers).");
-ABSL_FLAG(std::string, server_cpus, "",
-          "--local: CPUs for the server, e.g. 0 or 0-1 (with --loadgen_cpus, disjoint; default: "
-          "the first half of the CPUs this process may use).");
-ABSL_FLAG(std::string, loadgen_cpus, "",
-          "--local: CPUs for the loadgen itself (default: the second half).");
-ABSL_FLAG(std::string, results_dir, "",
-          "Sweeps: instead of --out, a fresh run directory under this one per invocation, "
-          "named cell-INDEX-TIME-HOST-PID (a shared directory every batch task writes into; "
-          "`merge` reads them all).");
-ABSL_FLAG(std::string, profiles, "", "Sweeps: profiles to run, comma-separated (replaces the scenario's).");
-ABSL_FLAG(std::string, threads_list, "", "Sweeps: worker thread counts, comma-separated, e.g. 1,4,16,64.");
-ABSL_FLAG(int, repeats, 0, "Sweeps: repeats per profile x threads (replaces the scenario's).");
-ABSL_FLAG(std::string, metrics_listen, "",
-          "Serve this run's progress as Prometheus metrics (HTTP GET /metrics) at HOST:PORT; a "
-          "bare PORT means 127.0.0.1:PORT. Off when empty. No authentication: keep it on "
-          "loopback or a network only the scraper reaches.");
-ABSL_FLAG(absl::Duration, metrics_hold, absl::ZeroDuration(),
-          "With --metrics_listen: after the run, keep serving the final values this long (e.g. "
-          "60s, one scrape interval or more) so a scraper sees them; Ctrl-C ends it early.");
-ABSL_FLAG(bool, resume, false,
-          "Sweeps: continue the interrupted sweep in --out=DIR: same matrix and steps "
-          "(checked against its header), cells with a successful result are kept, the rest "
-          "run, the summary covers all of them.");
-ABSL_FLAG(std::string, report_tool, "",
-          "Sweeps: tools/report.py to run at the end (default: found next to this binary).");
 
 namespace {
 
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-constexpr int kExitInterrupted = 130;
-
-int Fail(int code, const std::string& msg) {
-  // Messages quote scenario text and peers' errors: each line escaped (ESC
-  // or CR cannot forge a line or drive the terminal) and capped, and at most
-  // 40 lines.
-  int lines = 0;
-  for (absl::string_view line : absl::StrSplit(msg, '\n')) {
-    if (++lines > 40) {
-      fprintf(stderr, "rsslab_loadgen: ... (more lines cut)\n");
-      break;
-    }
-    fprintf(stderr, "rsslab_loadgen: %s\n", rsslab::Echo(line, 1024).c_str());
-  }
-  return code;
-}
-
-// Plots and the "What to do" section, when python3 + matplotlib are here.
-void SweepReport(const std::string& dir) {
-  std::string tool = absl::GetFlag(FLAGS_report_tool);
-  if (tool.empty()) tool = rsslab::FindReportTool();
-  std::string output;
-  absl::Status s = rsslab::RunReportTool(tool, dir, &output);
-  if (!output.empty()) fprintf(stderr, "%s", rsslab::EchoMultiline(output, 4096).c_str());
-  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", rsslab::Echo(s.message(), 1024).c_str());
-}
+using rsslab::cli::Fail;
+constexpr int kExitFailed = rsslab::cli::kExitFailed;
+constexpr int kExitUsage = rsslab::cli::kExitUsage;
+constexpr int kExitInterrupted = rsslab::cli::kExitInterrupted;
 
 // The per-cycle table and, when the server went away, when and what it
 // looked like last.
 void PrintSoak(const rsslab::SoakSummary& k) {
   printf("%s", rsslab::SoakText(k).c_str());
   fflush(stdout);
-}
-
-// `rsslab_loadgen report RUN_DIR...`: every summary rebuilt from events.jsonl.
-int Report(const std::vector<std::string>& dirs) {
-  std::vector<rsslab::RunSummary> runs;
-  std::vector<std::string> run_dirs;
-  for (const std::string& d : dirs) {
-    int skipped = 0;
-    auto events = rsslab::ReadEvents(d, &skipped);
-    if (!events.ok()) return Fail(kExitFailed, std::string(events.status().message()));
-    if (skipped > 0) {
-      fprintf(stderr, "rsslab_loadgen: %s: skipped %d unreadable line(s)\n", d.c_str(), skipped);
-    }
-    if (rsslab::IsSweepRun(*events)) {
-      rsslab::SweepSummary sw = rsslab::BuildSweepSummary(*events);
-      if (auto s = rsslab::WriteSweepSummary(d, sw); !s.ok()) {
-        return Fail(kExitFailed, std::string(s.message()));
-      }
-      printf("%s: sweep, %zu cells, %d failed\n%s", d.c_str(), sw.cells.size(),
-             sw.failed_cells, rsslab::SweepTable(sw).c_str());
-      SweepReport(d);
-      continue;
-    }
-    rsslab::SummaryBuilder b;
-    for (const auto& e : *events) b.Add(e);
-    if (auto s = rsslab::WriteSummary(d, b.summary()); !s.ok()) {
-      return Fail(kExitFailed, std::string(s.message()));
-    }
-    if (b.summary().soak.enabled) {
-      PrintSoak(b.summary().soak);
-      SweepReport(d);  // rss_over_time.png, post_idle_per_cycle.png
-    }
-    runs.push_back(b.summary());
-    run_dirs.push_back(d);
-  }
-  if (!runs.empty()) printf("%s", rsslab::SummaryTable(runs, run_dirs).c_str());
-  return 0;
 }
 
 std::string Hostname() {
@@ -961,7 +816,7 @@ absl::Status SummarizeSweep(const Invocation& inv, const Outcome& o) {
   fflush(stdout);
   // Some cells of a matrix (a batch task's): the plots and advice belong to
   // the merge of all of them.
-  if (inv.cells.empty()) SweepReport(inv.out);
+  if (inv.cells.empty()) rsslab::PlotAndAdvise(inv.out);
   const bool plots = access((inv.out + "/rss_under_load.png").c_str(), R_OK) == 0;
   printf("sweep: %zu cells, %d failed, %.0f s\nrun directory: %s (events.jsonl, summary.md, "
          "summary.csv%s)\n",
@@ -987,7 +842,7 @@ absl::Status SummarizeRun(const Invocation& inv, const rsslab::RunSummary& summa
   printf("%s", rsslab::SummaryTable({summary}, {inv.out}).c_str());
   if (summary.soak.enabled) {
     PrintSoak(summary.soak);
-    SweepReport(inv.out);  // plots, when python3 + matplotlib are here
+    rsslab::PlotAndAdvise(inv.out);  // plots, when python3 + matplotlib are here
   }
   printf("run directory: %s\n", inv.out.c_str());
   fflush(stdout);
@@ -1039,39 +894,6 @@ int Finish(const Invocation& inv, const Outcome& o, RunDir* dir, Metrics* metric
 }
 
 // `merge --out=DIR RUN_DIR...`
-int Merge(const std::vector<std::string>& dirs) {
-  rsslab::MergeResult r;
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (absl::Status s = rsslab::MergeRunDirs(dirs, out, &r); !s.ok()) {
-    return Fail(absl::IsInvalidArgument(s) ? kExitUsage : kExitFailed, std::string(s.message()));
-  }
-  for (const std::string& n : r.notes) fprintf(stderr, "rsslab_loadgen: merge: %s\n", n.c_str());
-  printf("%s", rsslab::SweepTable(r.summary).c_str());
-  fflush(stdout);
-  SweepReport(out);
-  printf("merge: %zu run directories, %d attempts (%d without a result), %d of %d cells ok%s\n"
-         "run directory: %s (events.jsonl, summary.md, summary.csv)\n",
-         r.run_dirs.size(), r.attempts, r.unfinished_attempts, r.summary.ok_cells,
-         r.summary.cells_total,
-         r.summary.missing.empty()
-             ? ""
-             : absl::StrCat("; missing cells ", rsslab::FormatCellSelection(r.summary.missing))
-                   .c_str(),
-         out.c_str());
-  if (rsslab::SweepComplete(r.summary)) return 0;
-  // Missing and failed cells, in the syntax both --cells and a Slurm array take.
-  std::vector<int> again = r.summary.missing;
-  for (const rsslab::CellSummary& c : r.summary.cells) {
-    if (!c.ok && c.index >= 0) again.push_back(c.index);
-  }
-  std::sort(again.begin(), again.end());
-  const std::string list = rsslab::FormatCellSelection(again);
-  printf("merge: cells to run again: %s (--cells=%s, or sbatch --array=%s "
-         "deploy/slurm/sweep.sbatch), then merge again\n",
-         list.c_str(), list.c_str(), list.c_str());
-  return kExitFailed;
-}
-
 void SetUsage() {
   absl::FlagsUsageConfig cfg;
   cfg.contains_help_flags = [](absl::string_view f) {
@@ -1081,7 +903,7 @@ void SetUsage() {
   absl::SetFlagsUsageConfig(cfg);
   absl::SetProgramUsageMessage(
       "drives an rsslab_server over gRPC and scripts its phases.\n"
-      "  rsslab_loadgen --builtin=seed [--scale=0.1] [--target=H:P --control=H:P]\n"
+      "  rsslab_loadgen [run] --builtin=seed [--scale=0.1] [--target=H:P --control=H:P]\n"
       "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
       "  rsslab_loadgen --builtin=sweep --agent=H:P [--profiles=a,b --threads_list=1,4 --repeats=N]\n"
       "  rsslab_loadgen --builtin=sweep ... --print_cells [--json]   the numbered cells\n"
@@ -1091,8 +913,83 @@ void SetUsage() {
       "  rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%'] [--format=md|--json]");
 }
 
+// --print_builtin=NAME: the built-in scenario's text.
+int PrintBuiltin() {
+  auto text = rsslab::BuiltinText(absl::GetFlag(FLAGS_print_builtin));
+  if (!text.ok()) return Fail(kExitUsage, text.status().message());
+  printf("%s", text->c_str());
+  return 0;
+}
+
+// --print_cells: the matrix's numbered cells, as text or JSON.
+int PrintCells(const Invocation& inv) {
+  const std::vector<rsslab::SweepCell> cells = rsslab::ExpandCells(inv.scenario.sweep());
+  if (absl::GetFlag(FLAGS_json)) {
+    printf("%s", rsslab::CellsJson(cells, inv.matrix_id).c_str());
+  } else {
+    printf("# matrix %s: %zu cells (repeats outermost, then threads, then profiles)\n%s",
+           inv.matrix_id.c_str(), cells.size(), rsslab::CellsText(cells).c_str());
+  }
+  return 0;
+}
+
+// A sweep's hosts, made and (for several agents or --local) checked before
+// the run directory exists, so a bad list is a usage error with nothing
+// run. One agent is checked inside the run instead (RunMain): its header
+// records what was asked (and --resume checks it), the footer why it could
+// not run.
+int HostsBeforeTheRun(const Invocation& inv, std::vector<std::unique_ptr<rsslab::CellHost>>* hosts,
+                      bool* checked) {
+  *checked = false;
+  if (!inv.scenario.has_sweep()) return 0;
+  if (inv.local && !inv.cpus.loadgen.empty()) {
+    // Before any cell: the loadgen's threads (and those it makes later)
+    // stay off the server's CPUs.
+    if (absl::Status s = rsslab::PinProcess(inv.cpus.loadgen); !s.ok()) {
+      return Fail(kExitUsage, s.message());
+    }
+  }
+  if (int rc = PrepareHosts(inv, hosts); rc != 0) return rc;
+  if (!inv.local && hosts->size() <= 1) return 0;
+  *checked = true;
+  if (absl::Status s = CheckHosts(inv, *hosts); !s.ok()) {
+    return Fail(kExitUsage, absl::StrCat(s.message(), "; nothing run"));
+  }
+  return 0;
+}
+
+// `rsslab_loadgen [run]`: a scenario (or a sweep of them) against a server.
+int RunMain(int argc, char** argv, const sigset_t& sigs) {
+  if (!absl::GetFlag(FLAGS_print_builtin).empty()) return PrintBuiltin();
+  absl::StatusOr<Invocation> inv = ParseInvocation(std::vector<std::string>(argv, argv + argc));
+  if (!inv.ok()) return Fail(kExitUsage, inv.status().message());
+  if (absl::GetFlag(FLAGS_print_cells)) return PrintCells(*inv);
+  std::vector<std::unique_ptr<rsslab::CellHost>> hosts;
+  bool checked = false;
+  if (int rc = HostsBeforeTheRun(*inv, &hosts, &checked); rc != 0) return rc;
+  Metrics metrics;
+  if (int rc = OpenMetrics(*inv, &metrics); rc != 0) return rc;
+  RunDir dir;
+  if (int rc = OpenRunDir(*inv, &dir); rc != 0) return rc;
+  rsslab::StopFlag stop;
+  StopOnSignals(sigs, &stop);
+  Outcome outcome;
+  const bool sweep = inv->scenario.has_sweep();
+  const absl::Status ready = sweep && !checked ? CheckHosts(*inv, hosts) : absl::OkStatus();
+  if (ready.ok()) {
+    outcome = Execute(*inv, &dir, &metrics, std::move(hosts), &stop);
+  } else {
+    outcome.sweep = true;
+    outcome.start = absl::Now();
+    outcome.status = ready;
+  }
+  return Finish(*inv, outcome, &dir, &metrics, stop);
+}
+
 }  // namespace
 
+// A thin dispatcher: each subcommand parses nothing more and returns its
+// own exit code. No subcommand (or `run`) runs a scenario or a sweep.
 int main(int argc, char** argv) {
   // Before any thread exists: see StopOnSignals.
   sigset_t sigs;
@@ -1103,77 +1000,15 @@ int main(int argc, char** argv) {
 
   SetUsage();
   std::vector<char*> pos = rsslab::ParseFlags(argc, argv);
-  if (pos.size() >= 2 && std::string(pos[1]) == "compare") {
-    return rsslab::CompareMain(std::vector<std::string>(pos.begin() + 2, pos.end()),
-                               std::vector<std::string>(argv, argv + argc));
+  const std::string sub = pos.size() >= 2 ? pos[1] : "";
+  const std::vector<std::string> rest(pos.begin() + std::min<size_t>(pos.size(), 2), pos.end());
+  if (sub == "compare") return rsslab::CompareMain(rest, std::vector<std::string>(argv, argv + argc));
+  if (sub == "report") return rsslab::ReportMain(rest);
+  if (sub == "merge") return rsslab::MergeMain(rest, absl::GetFlag(FLAGS_out));
+  if (sub == "run" && rest.empty()) return RunMain(argc, argv, sigs);
+  if (!sub.empty()) {
+    return Fail(kExitUsage, absl::StrFormat("unexpected argument \"%s\" (see --help)",
+                                            sub == "run" ? rest[0] : sub));
   }
-  if (pos.size() >= 2 && std::string(pos[1]) == "report") {
-    if (pos.size() < 3) return Fail(kExitUsage, "report needs a run directory");
-    return Report(std::vector<std::string>(pos.begin() + 2, pos.end()));
-  }
-  if (pos.size() >= 2 && std::string(pos[1]) == "merge") {
-    if (pos.size() < 3) return Fail(kExitUsage, "merge needs run directories: merge --out=DIR RUN_DIR...");
-    if (absl::GetFlag(FLAGS_out).empty()) return Fail(kExitUsage, "merge needs --out=DIR");
-    return Merge(std::vector<std::string>(pos.begin() + 2, pos.end()));
-  }
-  if (pos.size() > 1) {
-    return Fail(kExitUsage, absl::StrFormat("unexpected argument \"%s\" (see --help)", pos[1]));
-  }
-  if (!absl::GetFlag(FLAGS_print_builtin).empty()) {
-    auto text = rsslab::BuiltinText(absl::GetFlag(FLAGS_print_builtin));
-    if (!text.ok()) return Fail(kExitUsage, std::string(text.status().message()));
-    printf("%s", text->c_str());
-    return 0;
-  }
-
-  absl::StatusOr<Invocation> inv = ParseInvocation(std::vector<std::string>(argv, argv + argc));
-  if (!inv.ok()) return Fail(kExitUsage, std::string(inv.status().message()));
-  if (absl::GetFlag(FLAGS_print_cells)) {
-    const std::vector<rsslab::SweepCell> cells = rsslab::ExpandCells(inv->scenario.sweep());
-    if (absl::GetFlag(FLAGS_json)) {
-      printf("%s", rsslab::CellsJson(cells, inv->matrix_id).c_str());
-    } else {
-      printf("# matrix %s: %zu cells (repeats outermost, then threads, then profiles)\n%s",
-             inv->matrix_id.c_str(), cells.size(), rsslab::CellsText(cells).c_str());
-    }
-    return 0;
-  }
-  if (inv->local && !inv->cpus.loadgen.empty()) {
-    // Before any cell: the loadgen's threads (and those it makes later)
-    // stay off the server's CPUs.
-    if (absl::Status s = rsslab::PinProcess(inv->cpus.loadgen); !s.ok()) {
-      return Fail(kExitUsage, std::string(s.message()));
-    }
-  }
-  std::vector<std::unique_ptr<rsslab::CellHost>> hosts;
-  const bool sweep = inv->scenario.has_sweep();
-  if (sweep) {
-    if (int rc = PrepareHosts(*inv, &hosts); rc != 0) return rc;
-  }
-  // Several agents, or --local: every host is checked before the run
-  // directory exists, so a bad list is a usage error with nothing run. One
-  // agent is checked as before, inside the run: its header records what was
-  // asked (and --resume checks it), the footer why it could not run.
-  const bool check_first = inv->local || hosts.size() > 1;
-  if (sweep && check_first) {
-    if (absl::Status s = CheckHosts(*inv, hosts); !s.ok()) {
-      return Fail(kExitUsage, absl::StrCat(s.message(), "; nothing run"));
-    }
-  }
-  Metrics metrics;
-  if (int rc = OpenMetrics(*inv, &metrics); rc != 0) return rc;
-  RunDir dir;
-  if (int rc = OpenRunDir(*inv, &dir); rc != 0) return rc;
-  rsslab::StopFlag stop;
-  StopOnSignals(sigs, &stop);
-  Outcome outcome;
-  const absl::Status ready = sweep && !check_first ? CheckHosts(*inv, hosts) : absl::OkStatus();
-  if (ready.ok()) {
-    outcome = Execute(*inv, &dir, &metrics, std::move(hosts), &stop);
-  } else {
-    outcome.sweep = true;
-    outcome.start = absl::Now();
-    outcome.status = ready;
-  }
-  return Finish(*inv, outcome, &dir, &metrics, stop);
+  return RunMain(argc, argv, sigs);
 }

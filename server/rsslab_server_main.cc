@@ -41,6 +41,7 @@
 #include "common/listen.h"
 #include "common/metrics/http_server.h"
 #include "common/ready_line.h"
+#include "common/server_flags.h"
 #include "common/shipped.h"
 #include "common/units.h"
 #include "control/service/control_service.h"
@@ -118,6 +119,10 @@ constexpr absl::Duration kShutdownSlack = absl::Seconds(5);
   fflush(stderr);
   _exit(kExitUsage);
 }
+
+// A flag's range, from the one table the agent and rsslab_run check too.
+int64_t Lo(absl::string_view flag) { return ServerFlag(flag).min; }
+int64_t Hi(absl::string_view flag) { return ServerFlag(flag).max; }
 
 void Need(const absl::Status& s) {
   if (!s.ok()) DieUsage(std::string(s.message()));
@@ -272,7 +277,7 @@ struct Config {
 ServerCore::Options CoreOptionsFromFlags() {
   ServerCore::Options o;
   o.threads = absl::GetFlag(FLAGS_threads);
-  Need(CheckRange(o.threads, "--threads", 1, 4096));
+  Need(CheckRange(o.threads, "--threads", Lo("threads"), Hi("threads")));
   o.handler_path = absl::GetFlag(FLAGS_handler);
   if (o.handler_path.empty()) o.handler_path = DefaultHandler();
   absl::StatusOr<std::map<std::string, std::string>> params =
@@ -281,15 +286,15 @@ ServerCore::Options CoreOptionsFromFlags() {
   o.handler_params = *std::move(params);
   const int64_t max_mb = absl::GetFlag(FLAGS_max_cache_limit_mb);
   o.max_cache_limit_bytes = max_mb == 0 ? std::min(MemTotalBytes(), kMaxMiB * kMiB)
-                                        : Need(MiBToBytes(max_mb, "--max_cache_limit_mb", 0, kMaxMiB));
+                                        : Need(MiBToBytes(max_mb, "--max_cache_limit_mb", Lo("max_cache_limit_mb"), Hi("max_cache_limit_mb")));
   o.cache_limit_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_cache_limit_mb), "--cache_limit_mb", 0,
                                         BytesToMiB(o.max_cache_limit_bytes)));
   o.thread_mode = absl::GetFlag(FLAGS_thread_mode);
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
-  Need(CheckRange(o.churn_every, "--churn_every", 1, 1 << 30));
-  o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms", 0, 3600000));
-  o.stuck_after = Need(MsToDuration(absl::GetFlag(FLAGS_stuck_after_ms), "--stuck_after_ms", 1, 86400000));
-  o.handler_budget = Need(MsToDuration(absl::GetFlag(FLAGS_handler_budget_ms), "--handler_budget_ms", 0, 3600000));
+  Need(CheckRange(o.churn_every, "--churn_every", Lo("churn_every"), Hi("churn_every")));
+  o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms", Lo("churn_overlap_ms"), Hi("churn_overlap_ms")));
+  o.stuck_after = Need(MsToDuration(absl::GetFlag(FLAGS_stuck_after_ms), "--stuck_after_ms", Lo("stuck_after_ms"), Hi("stuck_after_ms")));
+  o.handler_budget = Need(MsToDuration(absl::GetFlag(FLAGS_handler_budget_ms), "--handler_budget_ms", Lo("handler_budget_ms"), Hi("handler_budget_ms")));
   return o;
 }
 
@@ -333,10 +338,10 @@ Config ConfigFromFlags() {
   Config c;
   c.core = CoreOptionsFromFlags();
   ServerCore::Options& o = c.core;
-  Need(CheckRange(absl::GetFlag(FLAGS_max_message_mb), "--max_message_mb", 1, 1024, " (MiB)"));
-  Need(CheckRange(absl::GetFlag(FLAGS_max_watch_streams), "--max_watch_streams", 0, 1024));
+  Need(CheckRange(absl::GetFlag(FLAGS_max_message_mb), "--max_message_mb", Lo("max_message_mb"), Hi("max_message_mb"), " (MiB)"));
+  Need(CheckRange(absl::GetFlag(FLAGS_max_watch_streams), "--max_watch_streams", Lo("max_watch_streams"), Hi("max_watch_streams")));
   c.grace =
-      Need(MsToDuration(absl::GetFlag(FLAGS_shutdown_grace_ms), "--shutdown_grace_ms", 0, 3600000));
+      Need(MsToDuration(absl::GetFlag(FLAGS_shutdown_grace_ms), "--shutdown_grace_ms", Lo("shutdown_grace_ms"), Hi("shutdown_grace_ms")));
   absl::StatusOr<ServerCore::Options::Dispatch> dispatch =
       ServerCore::ParseDispatch(absl::GetFlag(FLAGS_dispatch));
   if (!dispatch.ok()) DieUsage(std::string(dispatch.status().message()));
@@ -344,11 +349,11 @@ Config ConfigFromFlags() {
   absl::StatusOr<AutoTrimOptions::Mode> auto_mode = ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
   if (!auto_mode.ok()) DieUsage(std::string(auto_mode.status().message()));
   o.auto_trim.mode = *auto_mode;
-  o.auto_trim.gap_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_auto_trim_gap_mb), "--auto_trim_gap_mb", 0, kMaxMiB));
-  o.auto_trim.settle = Need(MsToDuration(absl::GetFlag(FLAGS_auto_trim_settle_ms), "--auto_trim_settle_ms", 0, 3600000));
+  o.auto_trim.gap_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_auto_trim_gap_mb), "--auto_trim_gap_mb", Lo("auto_trim_gap_mb"), Hi("auto_trim_gap_mb")));
+  o.auto_trim.settle = Need(MsToDuration(absl::GetFlag(FLAGS_auto_trim_settle_ms), "--auto_trim_settle_ms", Lo("auto_trim_settle_ms"), Hi("auto_trim_settle_ms")));
   o.auto_trim.settle_fraction = absl::GetFlag(FLAGS_auto_trim_settle_fraction);
-  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_interval_s), "--auto_trim_interval_s", 1, 7 * 86400, " (s)"));
-  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_min_spacing_s), "--auto_trim_min_spacing_s", 0, 7 * 86400, " (s)"));
+  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_interval_s), "--auto_trim_interval_s", Lo("auto_trim_interval_s"), Hi("auto_trim_interval_s"), " (s)"));
+  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_min_spacing_s), "--auto_trim_min_spacing_s", Lo("auto_trim_min_spacing_s"), Hi("auto_trim_min_spacing_s"), " (s)"));
   o.auto_trim.interval = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_interval_s));
   o.auto_trim.min_spacing = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
   o.trim_thread_stats = absl::GetFlag(FLAGS_trim_thread_stats);

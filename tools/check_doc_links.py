@@ -21,6 +21,17 @@ What is checked, and why:
   that exist, and every top-level directory of the checkout (git-tracked
   when git can tell, else every directory but the generated ones), so the
   README and the tree cannot drift apart silently.
+- Every test target a BUILD file declares (any rule ending in _test) is
+  named as `//package:target` in docs/TESTING.md, so a new test cannot be
+  left out of the list of what the suite covers.
+- Every --flag written in README.md or docs/*.md is a flag some program
+  of the checkout defines (ABSL_FLAG in C++, the flags rsslab_run parses
+  by hand, a Python script's "--name" strings, a shell script's case
+  patterns), or one of the other tools' flags listed in OTHER_TOOLS_FLAGS
+  below, so a renamed or removed flag is caught where a doc still names
+  it. `--name_*` stands for a family and needs one member.
+- README.md is at most README_MAX_LINES lines: it is the front door; the
+  depth goes in docs/.
 Links inside fenced code blocks and `code spans` are not links and are not
 checked.
 """
@@ -145,7 +156,7 @@ def check_labels(root, md):
     for n, line in enumerate(lines, 1):
         for m in LABEL_RE.finditer(line):
             package, target = m.group(1).rstrip("/."), m.group(2)
-            if package.endswith("...") or line[m.end():m.end() + 3] == "...":
+            if m.group(1).endswith("...") or line[m.end():m.end() + 3] == "...":
                 continue
             if target is None:
                 if not package:
@@ -223,6 +234,119 @@ def check_layout(root, readme):
     return problems
 
 
+# Flags of programs that are not part of the checkout, which the docs show
+# in commands: the check cannot read their sources, so they are named here.
+OTHER_TOOLS_FLAGS = {
+    "bazel": {"config", "nocache_test_results", "output_base", "platform_suffix", "repo_env",
+              "runs_per_test", "symlink_prefix", "test_filter", "test_output"},
+    "sbatch": {"array", "cpus", "dependency", "export"},  # --cpus-per-task
+    "kubectl": {"for", "image", "now", "overrides"},
+    "protoc": {"grpc_out", "plugin", "python_out"},
+    "systemctl": {"no"},  # --no-block
+    "valgrind": {"tool"},
+    "hdrive.py, the driver printed in docs/HANDLERS.md's appendix": {"preload", "server", "steps"},
+    "any program": {"help"},
+    "a placeholder in prose": {"flag"},
+}
+
+DOC_FLAG_RE = re.compile(r"(?<![\w-])--([a-z][a-z0-9_]*[a-z0-9])(_\*)?")
+
+
+def tracked_files(root):
+    try:
+        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, check=True).stdout.decode()
+        files = [p for p in out.split("\0") if p]
+        if files:
+            return files
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    found = []
+    for d, dirs, names in os.walk(root):
+        dirs[:] = [x for x in dirs if x not in GENERATED_DIRS]
+        found += [os.path.relpath(os.path.join(d, n), root) for n in names]
+    return found
+
+
+def defined_flags(root):
+    """Every flag name a program of the checkout defines."""
+    flags = set()
+    for rel in tracked_files(root):
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        if rel.endswith((".cc", ".h")):
+            patterns = [r"ABSL_FLAG\(\s*[\w:<>, ]+?,\s*(\w+)\s*,",
+                        r"value\(\"(\w+)\"", r"== \"--(\w+)\""]
+        elif rel.endswith(".py"):
+            patterns = [r"[\"']--([\w-]+)[\"'=]"]
+        elif rel.endswith(".sh") or rel == "rsslab":
+            patterns = [r"--([a-z][\w-]*)(?:=\*|\)|\|)"]
+        else:
+            continue
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for pat in patterns:
+            flags.update(re.findall(pat, text))
+    return flags
+
+
+def check_flags(root, files):
+    problems = []
+    known = defined_flags(root)
+    for names in OTHER_TOOLS_FLAGS.values():
+        known |= names
+    for md in files:
+        rel = os.path.relpath(md, root)
+        with open(md, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        for n, line in enumerate(lines, 1):
+            for m in DOC_FLAG_RE.finditer(line):
+                name, family = m.group(1), m.group(2)
+                if family:
+                    ok = any(k.startswith(name + "_") for k in known)
+                else:
+                    ok = name in known or (name.startswith("no") and name[2:] in known)
+                if not ok:
+                    problems.append("%s:%d: --%s%s: no program of the checkout defines this flag" %
+                                    (rel, n, name, family or ""))
+    return problems
+
+
+README_MAX_LINES = 250
+
+
+def check_readme_length(readme):
+    with open(readme, encoding="utf-8") as f:
+        n = len(f.read().rstrip("\n").split("\n"))
+    if n > README_MAX_LINES:
+        return ["README.md: %d lines, more than %d: move the depth into docs/" % (n, README_MAX_LINES)]
+    return []
+
+
+TEST_RULE_RE = re.compile(r"\b\w+_test\(\s*name\s*=\s*\"([^\"]+)\"")
+
+
+def check_test_list(root):
+    """Every test target is named in docs/TESTING.md."""
+    testing = os.path.join(root, "docs", "TESTING.md")
+    if not os.path.isfile(testing):
+        return ["docs/TESTING.md: missing"]
+    with open(testing, encoding="utf-8") as f:
+        listed = f.read()
+    problems = []
+    for rel in sorted(tracked_files(root)):
+        if os.path.basename(rel) not in ("BUILD.bazel", "BUILD"):
+            continue
+        package = os.path.dirname(rel)
+        with open(os.path.join(root, rel), encoding="utf-8") as f:
+            for name in TEST_RULE_RE.findall(f.read()):
+                label = "//%s:%s" % (package, name)
+                if "`%s`" % label not in listed:
+                    problems.append("docs/TESTING.md: the test target %s (%s) is not listed" % (label, rel))
+    return problems
+
+
 def main(argv):
     if len(argv) > 2 or (len(argv) == 2 and argv[1].startswith("-")):
         sys.stderr.write("usage: check_doc_links.py [ROOT]\n")
@@ -241,12 +365,16 @@ def main(argv):
         problems += check_links(root, md)
         problems += check_labels(root, md)
     problems += check_layout(root, readme)
+    problems += check_test_list(root)
+    problems += check_readme_length(readme)
+    problems += check_flags(root, files)
     for p in problems:
         print(p)
     if problems:
         print("check_doc_links: %d problem(s) in %d file(s) under %s" % (len(problems), len(files), root))
         return 1
-    print("check_doc_links: %d files, every link and label resolves, the layout matches the tree" % len(files))
+    print("check_doc_links: %d files, every link, label and flag resolves, the layout matches the "
+          "tree, every test target is in docs/TESTING.md" % len(files))
     return 0
 
 

@@ -304,6 +304,108 @@ std::string CompareGroup::Label() const {
   return l;
 }
 
+namespace {
+
+// A sweep's successful cells, one sample each, grouped by profile and threads.
+void AddSweepSamples(const std::string& dir, int setup_index, const std::vector<Event>& events,
+                     CompareSide* side_out) {
+  CompareSide& side = *side_out;
+  const SweepSummary sw = BuildSweepSummary(events);
+  for (const CellSummary& c : sw.cells) {
+    if (!c.ok) {
+      side.notes.push_back(absl::StrFormat("%s: cell %s left out (%s)", dir, c.cell,
+                                           c.has_result ? "failed" : "unfinished"));
+      continue;
+    }
+    CompareSample s;
+    s.source = absl::StrCat(dir, " cell ", c.cell);
+    s.setup = setup_index;
+    s.value[kFigRssUnderLoad] = c.value[kUnderLoad];
+    s.value[kFigRssAfterShrink] = c.value[kAfterShrink];
+    s.value[kFigRssAfterIdle] = c.value[kAfterIdle];
+    s.value[kFigRssTrimGlobal] = c.value[kTrimGlobal];
+    s.value[kFigRssTrimPerThread] = c.value[kTrimPerThread];
+    s.value[kFigVmHwm] = c.value[kHwm];
+    s.value[kFigQps] = c.value[kQps];
+    s.value[kFigP50] = c.fill_p50_us;
+    s.value[kFigP99] = c.value[kP99];
+    s.value[kFigThreads] = c.max_threads;
+    s.value[kFigArenas] = c.max_arenas;
+    s.fill = c.fill;
+    GroupFor(&side, true, c.profile, c.threads, c.allocator, "").samples.push_back(s);
+  }
+}
+
+// A completed run, one sample, grouped by scenario, workers and allocator setup.
+void AddRunSample(const std::string& dir, int setup_index, const RunSummary& r,
+                  CompareSide* side_out) {
+  CompareSide& side = *side_out;
+  if (!r.completed) {
+    side.notes.push_back(absl::StrFormat("%s: left out (run incomplete%s%s)", dir,
+                                         r.error.empty() ? "" : ": ", r.error));
+    return;
+  }
+  CompareSample s;
+  s.source = dir;
+  s.setup = setup_index;
+  auto phase = [&](const char* p) -> double {
+    auto it = r.after_phase.find(p);
+    return it == r.after_phase.end() ? -1 : it->second.status().rss_bytes();
+  };
+  s.value[kFigRssUnderLoad] = phase("fill");
+  s.value[kFigRssAfterShrink] = phase("shrink");
+  s.value[kFigRssAfterIdle] = phase("idle");
+  if (r.has_trim) {
+    // As in the sweep table: without a per-thread pass the global
+    // release is the whole trim.
+    const auto& t = r.last_trim;
+    s.value[kFigRssTrimGlobal] = t.per_thread() ? t.rss_between_bytes() : t.rss_after_bytes();
+    if (t.per_thread()) s.value[kFigRssTrimPerThread] = t.rss_after_bytes();
+  }
+  s.value[kFigVmHwm] = r.hwm_bytes;
+  if (r.load_seconds > 0) s.value[kFigQps] = r.requests / r.load_seconds;
+  if (r.latency.count() > 0) {
+    // The histogram records nanoseconds; figures are microseconds.
+    s.value[kFigP50] = r.latency.Percentile(50) / 1e3;
+    s.value[kFigP99] = r.latency.Percentile(99) / 1e3;
+  }
+  s.value[kFigThreads] = r.threads;
+  s.value[kFigArenas] = r.arenas;
+  s.fill = r.fill;
+  // The allocator variables the server started with (the same in every
+  // snapshot of a run): runs with other settings are another group.
+  std::string env;
+  for (const auto& [phase, snap] : r.after_phase) {
+    std::map<std::string, std::string> sorted(snap.allocator_env().begin(),
+                                              snap.allocator_env().end());
+    std::vector<std::string> kv;
+    for (const auto& [k, v] : sorted) kv.push_back(absl::StrCat(k, "=", v));
+    env = absl::StrJoin(kv, " ");
+    break;
+  }
+  GroupFor(&side, false, r.scenario, r.workers, r.allocator, env).samples.push_back(s);
+}
+
+// DIR@NAME: only the groups named NAME.
+absl::Status KeepOnly(const std::string& path, const std::string& root, const std::string& only,
+                      CompareSide* side_out) {
+  CompareSide& side = *side_out;
+  std::vector<std::string> names;
+  std::vector<CompareGroup> kept;
+  for (CompareGroup& g : side.groups) {
+    if (std::find(names.begin(), names.end(), g.name) == names.end()) names.push_back(g.name);
+    if (g.name == only) kept.push_back(std::move(g));
+  }
+  if (kept.empty()) {
+    return absl::NotFoundError(absl::StrFormat("%s: no completed %s in %s (it holds: %s)", path,
+                                               only, root, absl::StrJoin(names, ", ")));
+  }
+  side.groups = std::move(kept);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
   CompareSide side;
   side.path = path;
@@ -343,92 +445,15 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
     const int setup_index = static_cast<int>(side.setups.size());
     side.setups.push_back(setup);
     if (IsSweepRun(*events)) {
-      const SweepSummary sw = BuildSweepSummary(*events);
-      for (const CellSummary& c : sw.cells) {
-        if (!c.ok) {
-          side.notes.push_back(absl::StrFormat("%s: cell %s left out (%s)", dir, c.cell,
-                                               c.has_result ? "failed" : "unfinished"));
-          continue;
-        }
-        CompareSample s;
-        s.source = absl::StrCat(dir, " cell ", c.cell);
-        s.setup = setup_index;
-        s.value[kFigRssUnderLoad] = c.value[kUnderLoad];
-        s.value[kFigRssAfterShrink] = c.value[kAfterShrink];
-        s.value[kFigRssAfterIdle] = c.value[kAfterIdle];
-        s.value[kFigRssTrimGlobal] = c.value[kTrimGlobal];
-        s.value[kFigRssTrimPerThread] = c.value[kTrimPerThread];
-        s.value[kFigVmHwm] = c.value[kHwm];
-        s.value[kFigQps] = c.value[kQps];
-        s.value[kFigP50] = c.fill_p50_us;
-        s.value[kFigP99] = c.value[kP99];
-        s.value[kFigThreads] = c.max_threads;
-        s.value[kFigArenas] = c.max_arenas;
-        s.fill = c.fill;
-        GroupFor(&side, true, c.profile, c.threads, c.allocator, "").samples.push_back(s);
-      }
+      AddSweepSamples(dir, setup_index, *events, &side);
       continue;
     }
     SummaryBuilder b;
     for (const Event& e : *events) b.Add(e);
-    const RunSummary& r = b.summary();
-    if (!r.completed) {
-      side.notes.push_back(absl::StrFormat("%s: left out (run incomplete%s%s)", dir,
-                                           r.error.empty() ? "" : ": ", r.error));
-      continue;
-    }
-    CompareSample s;
-    s.source = dir;
-    s.setup = setup_index;
-    auto phase = [&](const char* p) -> double {
-      auto it = r.after_phase.find(p);
-      return it == r.after_phase.end() ? -1 : it->second.status().rss_bytes();
-    };
-    s.value[kFigRssUnderLoad] = phase("fill");
-    s.value[kFigRssAfterShrink] = phase("shrink");
-    s.value[kFigRssAfterIdle] = phase("idle");
-    if (r.has_trim) {
-      // As in the sweep table: without a per-thread pass the global
-      // release is the whole trim.
-      const auto& t = r.last_trim;
-      s.value[kFigRssTrimGlobal] = t.per_thread() ? t.rss_between_bytes() : t.rss_after_bytes();
-      if (t.per_thread()) s.value[kFigRssTrimPerThread] = t.rss_after_bytes();
-    }
-    s.value[kFigVmHwm] = r.hwm_bytes;
-    if (r.load_seconds > 0) s.value[kFigQps] = r.requests / r.load_seconds;
-    if (r.latency.count() > 0) {
-      // The histogram records nanoseconds; figures are microseconds.
-      s.value[kFigP50] = r.latency.Percentile(50) / 1e3;
-      s.value[kFigP99] = r.latency.Percentile(99) / 1e3;
-    }
-    s.value[kFigThreads] = r.threads;
-    s.value[kFigArenas] = r.arenas;
-    s.fill = r.fill;
-    // The allocator variables the server started with (the same in every
-    // snapshot of a run): runs with other settings are another group.
-    std::string env;
-    for (const auto& [phase, snap] : r.after_phase) {
-      std::map<std::string, std::string> sorted(snap.allocator_env().begin(),
-                                                snap.allocator_env().end());
-      std::vector<std::string> kv;
-      for (const auto& [k, v] : sorted) kv.push_back(absl::StrCat(k, "=", v));
-      env = absl::StrJoin(kv, " ");
-      break;
-    }
-    GroupFor(&side, false, r.scenario, r.workers, r.allocator, env).samples.push_back(s);
+    AddRunSample(dir, setup_index, b.summary(), &side);
   }
   if (!only.empty()) {
-    std::vector<std::string> names;
-    std::vector<CompareGroup> kept;
-    for (CompareGroup& g : side.groups) {
-      if (std::find(names.begin(), names.end(), g.name) == names.end()) names.push_back(g.name);
-      if (g.name == only) kept.push_back(std::move(g));
-    }
-    if (kept.empty()) {
-      return absl::NotFoundError(absl::StrFormat("%s: no completed %s in %s (it holds: %s)", path,
-                                                 only, root, absl::StrJoin(names, ", ")));
-    }
-    side.groups = std::move(kept);
+    if (absl::Status s = KeepOnly(path, root, only, &side); !s.ok()) return s;
   }
   // A group exists only once it has a sample, so every group has one.
   return side;
@@ -486,6 +511,107 @@ std::vector<std::string> CompareResult::Unreachable() const {
   return out;
 }
 
+namespace {
+
+using GroupPairs = std::vector<std::pair<const CompareGroup*, const CompareGroup*>>;
+
+// Which groups of the two sides are compared, and how they were paired
+// (*pairing): the same key, else the same key across allocator setups
+// (runs), else one name a side at equal threads, else one group a side.
+GroupPairs PairGroups(const CompareSide& base, const CompareSide& neu, bool sweep,
+                      std::string* pairing) {
+  std::string& r_pairing = *pairing;
+  std::vector<std::pair<const CompareGroup*, const CompareGroup*>> pairs;
+  auto same_key = [](const CompareGroup& x, const CompareGroup& y) {
+    return x.name == y.name && x.threads == y.threads;
+  };
+  for (const CompareGroup& b : base.groups) {
+    for (const CompareGroup& n : neu.groups) {
+      if (same_key(b, n) && b.allocator == n.allocator && b.env == n.env) {
+        pairs.push_back({&b, &n});
+      }
+    }
+  }
+  r_pairing = sweep ? "by profile x threads" : "by scenario x workers";
+  if (pairs.empty() && !sweep) {
+    // Runs of one scenario x workers under another allocator setup (the
+    // usual before/after): paired when each side has one such group.
+    auto count = [&](const CompareSide& side, const CompareGroup& g) {
+      return std::count_if(side.groups.begin(), side.groups.end(),
+                           [&](const CompareGroup& x) { return same_key(x, g); });
+    };
+    for (const CompareGroup& b : base.groups) {
+      for (const CompareGroup& n : neu.groups) {
+        if (same_key(b, n) && count(base, b) == 1 && count(neu, n) == 1) pairs.push_back({&b, &n});
+      }
+    }
+    r_pairing = "by scenario x workers, across allocator setups";
+  }
+  if (pairs.empty()) {
+    std::set<std::string> nb, nn;
+    for (const CompareGroup& g : base.groups) nb.insert(g.name);
+    for (const CompareGroup& g : neu.groups) nn.insert(g.name);
+    if (nb.size() == 1 && nn.size() == 1) {
+      for (const CompareGroup& b : base.groups) {
+        for (const CompareGroup& n : neu.groups) {
+          if (b.threads == n.threads) pairs.push_back({&b, &n});
+        }
+      }
+      r_pairing = absl::StrFormat("%s against %s at equal %s", *nb.begin(), *nn.begin(),
+                                  sweep ? "threads" : "workers");
+    }
+    if (pairs.empty() && base.groups.size() == 1 && neu.groups.size() == 1) {
+      pairs.push_back({&base.groups[0], &neu.groups[0]});
+      r_pairing = "the one group on each side";
+    }
+  }
+  return pairs;
+}
+
+// One pair's figures: medians, change, the U test; the thresholds it crosses
+// appended to *crossings (not for a pair refused and not forced).
+PairResult ComparePair(const CompareSide& base, const CompareGroup* b, const CompareSide& neu,
+                       const CompareGroup* n, const CompareOptions& o,
+                       std::vector<Crossing>* crossings) {
+  PairResult p;
+  p.base_label = b->Label();
+  p.new_label = n->Label();
+  p.n_base = static_cast<int>(b->samples.size());
+  p.n_new = static_cast<int>(n->samples.size());
+  p.refused = Refusal(base, *b, neu, *n);
+  p.forced = !p.refused.empty() && o.force;
+  p.differences = Differences(base, *b, neu, *n);
+  for (int f = 0; f < kNumCompareFigures; ++f) {
+    FigureResult& fr = p.figure[f];
+    for (const CompareSample& s : b->samples) {
+      if (s.value[f] >= 0) fr.base.push_back(s.value[f]);
+    }
+    for (const CompareSample& s : n->samples) {
+      if (s.value[f] >= 0) fr.neu.push_back(s.value[f]);
+    }
+    fr.present = !fr.base.empty() && !fr.neu.empty();
+    if (!fr.present) continue;
+    fr.base_median = AggregateValues(fr.base).median;
+    fr.new_median = AggregateValues(fr.neu).median;
+    fr.change_pct =
+        fr.base_median != 0 ? (fr.new_median - fr.base_median) / fr.base_median * 100 : 0;
+    fr.test = MannWhitneyU(fr.base, fr.neu);
+    fr.significant = fr.test.p < o.alpha;
+  }
+  if (p.refused.empty() || p.forced) {
+    for (const Threshold& t : o.thresholds) {
+      const FigureResult& fr = p.figure[t.figure];
+      if (!fr.present || !fr.significant || fr.base_median == 0) continue;
+      if (t.greater ? fr.change_pct > t.pct : fr.change_pct < t.pct) {
+        crossings->push_back({t.spec, PairName(p), t.figure, fr.change_pct, fr.test.p});
+      }
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
 absl::StatusOr<CompareResult> Compare(const CompareSide& base, const CompareSide& neu,
                                       const CompareOptions& o) {
   CompareResult r;
@@ -519,50 +645,7 @@ absl::StatusOr<CompareResult> Compare(const CompareSide& base, const CompareSide
         base.path, neu.path, holds(base), holds(neu)));
   }
   const bool sweep = *kb.begin();
-  std::vector<std::pair<const CompareGroup*, const CompareGroup*>> pairs;
-  auto same_key = [](const CompareGroup& x, const CompareGroup& y) {
-    return x.name == y.name && x.threads == y.threads;
-  };
-  for (const CompareGroup& b : base.groups) {
-    for (const CompareGroup& n : neu.groups) {
-      if (same_key(b, n) && b.allocator == n.allocator && b.env == n.env) {
-        pairs.push_back({&b, &n});
-      }
-    }
-  }
-  r.pairing = sweep ? "by profile x threads" : "by scenario x workers";
-  if (pairs.empty() && !sweep) {
-    // Runs of one scenario x workers under another allocator setup (the
-    // usual before/after): paired when each side has one such group.
-    auto count = [&](const CompareSide& side, const CompareGroup& g) {
-      return std::count_if(side.groups.begin(), side.groups.end(),
-                           [&](const CompareGroup& x) { return same_key(x, g); });
-    };
-    for (const CompareGroup& b : base.groups) {
-      for (const CompareGroup& n : neu.groups) {
-        if (same_key(b, n) && count(base, b) == 1 && count(neu, n) == 1) pairs.push_back({&b, &n});
-      }
-    }
-    r.pairing = "by scenario x workers, across allocator setups";
-  }
-  if (pairs.empty()) {
-    std::set<std::string> nb, nn;
-    for (const CompareGroup& g : base.groups) nb.insert(g.name);
-    for (const CompareGroup& g : neu.groups) nn.insert(g.name);
-    if (nb.size() == 1 && nn.size() == 1) {
-      for (const CompareGroup& b : base.groups) {
-        for (const CompareGroup& n : neu.groups) {
-          if (b.threads == n.threads) pairs.push_back({&b, &n});
-        }
-      }
-      r.pairing = absl::StrFormat("%s against %s at equal %s", *nb.begin(), *nn.begin(),
-                                  sweep ? "threads" : "workers");
-    }
-    if (pairs.empty() && base.groups.size() == 1 && neu.groups.size() == 1) {
-      pairs.push_back({&base.groups[0], &neu.groups[0]});
-      r.pairing = "the one group on each side";
-    }
-  }
+  const GroupPairs pairs = PairGroups(base, neu, sweep, &r.pairing);
   if (pairs.empty()) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "nothing to pair: %s holds %s; %s holds %s (pairs need the same %s on both sides, or one "
@@ -574,40 +657,7 @@ absl::StatusOr<CompareResult> Compare(const CompareSide& base, const CompareSide
   for (const auto& [b, n] : pairs) {
     used.insert(b);
     used.insert(n);
-    PairResult p;
-    p.base_label = b->Label();
-    p.new_label = n->Label();
-    p.n_base = static_cast<int>(b->samples.size());
-    p.n_new = static_cast<int>(n->samples.size());
-    p.refused = Refusal(base, *b, neu, *n);
-    p.forced = !p.refused.empty() && o.force;
-    p.differences = Differences(base, *b, neu, *n);
-    for (int f = 0; f < kNumCompareFigures; ++f) {
-      FigureResult& fr = p.figure[f];
-      for (const CompareSample& s : b->samples) {
-        if (s.value[f] >= 0) fr.base.push_back(s.value[f]);
-      }
-      for (const CompareSample& s : n->samples) {
-        if (s.value[f] >= 0) fr.neu.push_back(s.value[f]);
-      }
-      fr.present = !fr.base.empty() && !fr.neu.empty();
-      if (!fr.present) continue;
-      fr.base_median = AggregateValues(fr.base).median;
-      fr.new_median = AggregateValues(fr.neu).median;
-      fr.change_pct =
-          fr.base_median != 0 ? (fr.new_median - fr.base_median) / fr.base_median * 100 : 0;
-      fr.test = MannWhitneyU(fr.base, fr.neu);
-      fr.significant = fr.test.p < o.alpha;
-    }
-    if (p.refused.empty() || p.forced) {
-      for (const Threshold& t : o.thresholds) {
-        const FigureResult& fr = p.figure[t.figure];
-        if (!fr.present || !fr.significant || fr.base_median == 0) continue;
-        if (t.greater ? fr.change_pct > t.pct : fr.change_pct < t.pct) {
-          r.crossings.push_back({t.spec, PairName(p), t.figure, fr.change_pct, fr.test.p});
-        }
-      }
-    }
+    PairResult p = ComparePair(base, b, neu, n, o, &r.crossings);
     r.pairs.push_back(std::move(p));
   }
   for (const auto* side : {&base, &neu}) {

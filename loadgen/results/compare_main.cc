@@ -17,6 +17,7 @@
 #include "common/echo.h"
 #include "common/files.h"
 #include "loadgen/results/compare.h"
+#include "loadgen/results/report_main.h"  // --report_tool
 #include "loadgen/results/report_tool.h"
 
 ABSL_FLAG(std::string, format, "text", "compare: output format, text or md (Markdown).");
@@ -31,7 +32,6 @@ ABSL_FLAG(std::string, plot, "compare.png",
 ABSL_FLAG(std::string, fail_if, "",
           "compare: exit 1 when a significant change crosses this, e.g. "
           "'rss_after_idle>+10%' or 'qps<-5%'; several: repeat the flag or separate with commas.");
-ABSL_DECLARE_FLAG(std::string, report_tool);
 
 namespace rsslab {
 namespace {

@@ -217,58 +217,10 @@ bool IsSweepRun(const std::vector<Event>& events) {
   return false;
 }
 
-struct SweepSummaryBuilder::State {
-  SweepSummary s;
-  std::vector<std::string> order;  // cells in the order first seen
-  // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
-  // another host or rerun by a batch system has several.
-  std::map<std::string, Attempts> cells;
-  std::vector<std::string> profile_order;
-  std::vector<SweepCell> matrix;
-};
+namespace {
 
-SweepSummaryBuilder::SweepSummaryBuilder() : st_(std::make_unique<State>()) {}
-SweepSummaryBuilder::~SweepSummaryBuilder() = default;
-
-void SweepSummaryBuilder::Add(const Event& e) {
-  SweepSummary& s = st_->s;
-  std::vector<std::string>& order = st_->order;
-  std::map<std::string, Attempts>& cells = st_->cells;
-  std::vector<std::string>& profile_order = st_->profile_order;
-  std::vector<SweepCell>& matrix = st_->matrix;
-  if (e.has_header()) {
-    s.scenario = e.header().scenario_name();
-    s.agent = e.header().agent();
-    s.matrix_id = e.header().matrix_id();
-    for (const std::string& p : e.header().scenario().sweep().profiles()) {
-      profile_order.push_back(p);
-    }
-    if (e.header().scenario().has_sweep()) matrix = ExpandCells(e.header().scenario().sweep());
-    s.cells_total = static_cast<int>(matrix.size());
-    return;
-  }
-  if (e.has_resumed()) {
-    SupersedeUnfinished(&cells);
-    return;
-  }
-  if (e.has_footer()) {
-    s.has_footer = true;
-    s.completed = e.footer().completed();
-    s.error = e.footer().error();
-    return;
-  }
-  if (e.cell().empty()) return;
-  auto [per_cell, fresh_cell] = cells.try_emplace(e.cell());
-  if (fresh_cell) order.push_back(e.cell());
-  auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
-  CellState& st = it->second;
-  if (fresh) {
-    st.c.cell = e.cell();
-    st.c.profile = e.profile();
-    st.c.threads = e.threads();
-    st.c.repeat = e.repeat();
-    st.c.index = e.has_cell_index() ? e.cell_index() : -1;
-  }
+// One record of a cell's attempt into its state.
+void AddCellRecord(const Event& e, CellState& st) {
   if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
     st.c.fill = *fill;
   }
@@ -326,6 +278,130 @@ void SweepSummaryBuilder::Add(const Event& e) {
   }
 }
 
+// The counted attempt's figures, from what its records left in its state.
+void FinishCellValues(CellState& st) {
+  auto phase = [&](const char* p) -> double {
+    auto it = st.rss_by_phase.find(p);
+    return it == st.rss_by_phase.end() ? -1 : static_cast<double>(it->second);
+  };
+  st.c.value[kUnderLoad] = phase("fill");
+  st.c.value[kAfterShrink] = phase("shrink");
+  st.c.value[kAfterIdle] = phase("idle");
+  if (st.have_trim) {
+    // Without a per-thread pass the global release is the whole trim.
+    st.c.value[kTrimGlobal] = static_cast<double>(
+        st.trim.per_thread() ? st.trim.rss_between_bytes() : st.trim.rss_after_bytes());
+    if (st.trim.per_thread()) {
+      st.c.value[kTrimPerThread] = static_cast<double>(st.trim.rss_after_bytes());
+    }
+  }
+  st.c.value[kHwm] = static_cast<double>(st.hwm);
+  if (st.c.base_rss > 0 && st.c.value[kTrimPerThread] >= 0) {
+    st.c.trim_goal = st.c.value[kTrimPerThread] / (st.c.base_rss + kTrimGoalLiveCacheBytes);
+  }
+}
+
+// One table row: the medians and ranges of a (profile, threads) group's
+// successful cells.
+SweepRow RowOf(const std::string& profile, int threads,
+               const std::vector<const CellSummary*>& members) {
+  SweepRow row;
+  row.profile = profile;
+  row.threads = threads;
+  row.cells = static_cast<int>(members.size());
+  for (int m = 0; m < kNumSweepMetrics; ++m) {
+    std::vector<double> v;
+    for (const CellSummary* c : members) {
+      if (c->ok) v.push_back(c->value[m]);
+    }
+    row.metric[m] = AggregateValues(v);
+  }
+  std::vector<double> base, goal;
+  for (const CellSummary* c : members) {
+    if (!c->ok) continue;
+    base.push_back(c->base_rss);
+    goal.push_back(c->trim_goal);
+  }
+  row.base_rss = AggregateValues(base);
+  row.trim_goal = AggregateValues(goal);
+  for (const CellSummary* c : members) {
+    row.ok_cells += c->ok ? 1 : 0;
+    row.unfilled_cells += c->ok && c->fill && !c->fill->filled() ? 1 : 0;
+  }
+  return row;
+}
+
+// Rows by profile (the matrix's order, then first seen) and threads.
+void BuildRows(const std::vector<std::string>& profile_order, SweepSummary* s) {
+  std::map<std::pair<int, int>, std::vector<const CellSummary*>> groups;
+  for (const CellSummary& c : s->cells) {
+    const int p = static_cast<int>(
+        std::find(profile_order.begin(), profile_order.end(), c.profile) -
+        profile_order.begin());
+    groups[{p, c.threads}].push_back(&c);
+  }
+  for (const auto& [key, members] : groups) {
+    s->rows.push_back(RowOf(profile_order[key.first], key.second, members));
+  }
+}
+
+}  // namespace
+
+struct SweepSummaryBuilder::State {
+  SweepSummary s;
+  std::vector<std::string> order;  // cells in the order first seen
+  // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
+  // another host or rerun by a batch system has several.
+  std::map<std::string, Attempts> cells;
+  std::vector<std::string> profile_order;
+  std::vector<SweepCell> matrix;
+};
+
+SweepSummaryBuilder::SweepSummaryBuilder() : st_(std::make_unique<State>()) {}
+SweepSummaryBuilder::~SweepSummaryBuilder() = default;
+
+void SweepSummaryBuilder::Add(const Event& e) {
+  SweepSummary& s = st_->s;
+  std::vector<std::string>& order = st_->order;
+  std::map<std::string, Attempts>& cells = st_->cells;
+  std::vector<std::string>& profile_order = st_->profile_order;
+  std::vector<SweepCell>& matrix = st_->matrix;
+  if (e.has_header()) {
+    s.scenario = e.header().scenario_name();
+    s.agent = e.header().agent();
+    s.matrix_id = e.header().matrix_id();
+    for (const std::string& p : e.header().scenario().sweep().profiles()) {
+      profile_order.push_back(p);
+    }
+    if (e.header().scenario().has_sweep()) matrix = ExpandCells(e.header().scenario().sweep());
+    s.cells_total = static_cast<int>(matrix.size());
+    return;
+  }
+  if (e.has_resumed()) {
+    SupersedeUnfinished(&cells);
+    return;
+  }
+  if (e.has_footer()) {
+    s.has_footer = true;
+    s.completed = e.footer().completed();
+    s.error = e.footer().error();
+    return;
+  }
+  if (e.cell().empty()) return;
+  auto [per_cell, fresh_cell] = cells.try_emplace(e.cell());
+  if (fresh_cell) order.push_back(e.cell());
+  auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
+  CellState& st = it->second;
+  if (fresh) {
+    st.c.cell = e.cell();
+    st.c.profile = e.profile();
+    st.c.threads = e.threads();
+    st.c.repeat = e.repeat();
+    st.c.index = e.has_cell_index() ? e.cell_index() : -1;
+  }
+  AddCellRecord(e, st);
+}
+
 SweepSummary SweepSummaryBuilder::Summary() const {
   // On a copy: more records may follow (merge adds its footer after).
   State copy = *st_;
@@ -336,25 +412,7 @@ SweepSummary SweepSummaryBuilder::Summary() const {
   const std::vector<SweepCell>& matrix = copy.matrix;
   for (const std::string& id : order) {
     CellState& st = CountedAttempt(id, cells[id], matrix, &s);
-    auto phase = [&](const char* p) -> double {
-      auto it = st.rss_by_phase.find(p);
-      return it == st.rss_by_phase.end() ? -1 : static_cast<double>(it->second);
-    };
-    st.c.value[kUnderLoad] = phase("fill");
-    st.c.value[kAfterShrink] = phase("shrink");
-    st.c.value[kAfterIdle] = phase("idle");
-    if (st.have_trim) {
-      // Without a per-thread pass the global release is the whole trim.
-      st.c.value[kTrimGlobal] = static_cast<double>(
-          st.trim.per_thread() ? st.trim.rss_between_bytes() : st.trim.rss_after_bytes());
-      if (st.trim.per_thread()) {
-        st.c.value[kTrimPerThread] = static_cast<double>(st.trim.rss_after_bytes());
-      }
-    }
-    st.c.value[kHwm] = static_cast<double>(st.hwm);
-    if (st.c.base_rss > 0 && st.c.value[kTrimPerThread] >= 0) {
-      st.c.trim_goal = st.c.value[kTrimPerThread] / (st.c.base_rss + kTrimGoalLiveCacheBytes);
-    }
+    FinishCellValues(st);
     if (!st.c.ok) ++s.failed_cells;
     s.cells.push_back(st.c);
     if (std::find(profile_order.begin(), profile_order.end(), st.c.profile) ==
@@ -363,39 +421,7 @@ SweepSummary SweepSummaryBuilder::Summary() const {
     }
   }
   OrderAndCount(matrix, order, &s);
-  std::map<std::pair<int, int>, std::vector<const CellSummary*>> groups;
-  for (const CellSummary& c : s.cells) {
-    const int p = static_cast<int>(
-        std::find(profile_order.begin(), profile_order.end(), c.profile) -
-        profile_order.begin());
-    groups[{p, c.threads}].push_back(&c);
-  }
-  for (const auto& [key, members] : groups) {
-    SweepRow row;
-    row.profile = profile_order[key.first];
-    row.threads = key.second;
-    row.cells = static_cast<int>(members.size());
-    for (int m = 0; m < kNumSweepMetrics; ++m) {
-      std::vector<double> v;
-      for (const CellSummary* c : members) {
-        if (c->ok) v.push_back(c->value[m]);
-      }
-      row.metric[m] = AggregateValues(v);
-    }
-    std::vector<double> base, goal;
-    for (const CellSummary* c : members) {
-      if (!c->ok) continue;
-      base.push_back(c->base_rss);
-      goal.push_back(c->trim_goal);
-    }
-    row.base_rss = AggregateValues(base);
-    row.trim_goal = AggregateValues(goal);
-    for (const CellSummary* c : members) {
-      row.ok_cells += c->ok ? 1 : 0;
-      row.unfilled_cells += c->ok && c->fill && !c->fill->filled() ? 1 : 0;
-    }
-    s.rows.push_back(row);
-  }
+  BuildRows(profile_order, &s);
   return s;
 }
 
@@ -437,7 +463,10 @@ std::string SweepCsv(const SweepSummary& s) {
   return out;
 }
 
-std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
+namespace {
+
+// The title, where it ran, and whether it is complete.
+std::string MarkdownHead(const SweepSummary& s, const std::string& run_dir) {
   std::string md = absl::StrFormat("# rsslab sweep: %s\n\n", s.scenario);
   absl::StrAppend(&md, "Run directory: `", run_dir, "`  \nAgent: `", s.agent,
                   "`  \nCells: ", s.cells.size(), ", failed: ", s.failed_cells,
@@ -464,6 +493,12 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
                                    "without finishing)",
                     "\n\n");
   }
+  return md;
+}
+
+// The medians table and what its columns and marks mean.
+std::string MarkdownMedians(const SweepSummary& s) {
+  std::string md;
   md += "## Medians per profile x threads (min-max over repeats)\n\n";
   md += "| profile | threads | cells ok | fill |";
   for (int m = 0; m < kNumSweepMetrics; ++m) {
@@ -522,6 +557,12 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
                           "(docs/FILL.md).\n\n",
                           kCacheNeverFilled, unfilled);
   }
+  return md;
+}
+
+// Every cell's own figures.
+std::string MarkdownCells(const SweepSummary& s) {
+  std::string md;
   md += "## Cells\n\n| index | cell | ok | allocator | fill |";
   for (const auto& m : kMetrics) absl::StrAppend(&md, " ", m.title, " |");
   md += " base MiB | trim goal | attempt | where |\n|---|---|---|---|---|";
@@ -541,6 +582,12 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
     absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
                           c.where.empty() ? "-" : c.where);
   }
+  return md;
+}
+
+// Attempts that do not count, and the failed cells with their log tails.
+std::string MarkdownAttemptsAndFailures(const SweepSummary& s) {
+  std::string md;
   if (!s.superseded.empty()) {
     md += "\n## Attempts that do not count\n\nA cell run more than once (re-queued after "
           "its host failed it, or rerun by a batch system): the latest successful attempt "
@@ -573,6 +620,16 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
       }
     }
   }
+  return md;
+}
+
+}  // namespace
+
+std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
+  std::string md = MarkdownHead(s, run_dir);
+  md += MarkdownMedians(s);
+  md += MarkdownCells(s);
+  md += MarkdownAttemptsAndFailures(s);
   absl::StrAppend(&md,
                   "\nPlots and the \"What to do\" section: `tools/report.py ",
                   run_dir, "`\n");
