@@ -92,7 +92,16 @@ int Main(int argc, char** argv) {
   absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(profiles_path);
   if (!set.ok()) Fail(2, std::string(set.status().message()));
   if (list) {
-    for (const auto& p : set->profile()) printf("%-18s %s\n", p.name().c_str(), p.description().c_str());
+    // An unavailable profile's second column is "UNAVAILABLE:" (scripts
+    // that want what can run here skip those lines: tools/sweep.sh).
+    for (const auto& p : set->profile()) {
+      if (p.unavailable().empty()) {
+        printf("%-18s %s\n", p.name().c_str(), p.description().c_str());
+      } else {
+        printf("%-18s UNAVAILABLE: %s; %s\n", p.name().c_str(), p.unavailable().c_str(),
+               p.description().c_str());
+      }
+    }
     return 0;
   }
   if (profile_name.empty()) Fail(64, absl::StrCat("--profile=NAME is required\n", kUsage));
@@ -100,6 +109,9 @@ int Main(int argc, char** argv) {
   if (profile == nullptr) {
     Fail(2, absl::StrCat("unknown profile '", profile_name, "' (", profiles_path,
                          " has: ", profiles::ProfileNames(*set), ")"));
+  }
+  if (!profile->unavailable().empty()) {
+    Fail(2, absl::StrCat("profile '", profile_name, "' is unavailable here: ", profile->unavailable()));
   }
   // bin/rsslab_server beside bin/rsslab_run, else Bazel's server/ package.
   if (server_binary.empty()) server_binary = FindShipped("bin/rsslab_server");
