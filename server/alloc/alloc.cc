@@ -57,7 +57,7 @@ static_assert(mi_option_destroy_on_exit == 25, "mimalloc.h is not 2.0.9's");
 // Read from each tag's include/mimalloc.h (mi_option_t) and src/options.c
 // (the names behind MIMALLOC_<NAME>); deprecated slots left out.
 const MimallocLayout kMimalloc20 = {
-    "2.0.x", 209, 211, "decommit_delay", "decommit_extend_delay", true,
+    "2.0.x", 209, 211, "decommit_delay", "decommit_extend_delay", true, true,
     {
         {"show_errors", 0, 209, 211}, {"show_stats", 1, 209, 211}, {"verbose", 2, 209, 211},
         {"eager_commit", 3, 209, 211}, {"large_os_pages", 6, 209, 211},
@@ -73,7 +73,7 @@ const MimallocLayout kMimalloc20 = {
     }};
 
 const MimallocLayout kMimalloc21 = {
-    "2.1.x", 212, 219, "purge_delay", "purge_extend_delay", true,
+    "2.1.x", 212, 219, "purge_delay", "purge_extend_delay", true, true,
     {
         {"show_errors", 0, 212, 219}, {"show_stats", 1, 212, 219}, {"verbose", 2, 212, 219},
         {"eager_commit", 3, 212, 219}, {"arena_eager_commit", 4, 212, 219},
@@ -96,7 +96,7 @@ const MimallocLayout kMimalloc21 = {
     }};
 
 const MimallocLayout kMimalloc3 = {
-    "3.x", 300, 301, "purge_delay", "purge_extend_delay", false,
+    "3.x", 300, 301, "purge_delay", "purge_extend_delay", false, false,
     {
         {"show_errors", 0, 300, 301}, {"show_stats", 1, 300, 301}, {"verbose", 2, 300, 301},
         {"eager_commit", 3, 300, 301}, {"arena_eager_commit", 4, 300, 301},
@@ -361,12 +361,20 @@ void Allocator::FillMimalloc(rsslab::v1::AllocatorStats* out) const {
       (m->*set)(signed_v);
       return true;
     };
-    figure("current_rss", rss, &rsslab::v1::MimallocStats::set_current_rss);
     figure("peak_rss", peak_rss, &rsslab::v1::MimallocStats::set_peak_rss);
-    if (figure("current_commit", commit, &rsslab::v1::MimallocStats::set_current_commit)) {
-      out->set_resident_bytes(static_cast<int64_t>(commit));
+    if (mi_layout_->commit_counter) {
+      figure("current_rss", rss, &rsslab::v1::MimallocStats::set_current_rss);
+      if (figure("current_commit", commit, &rsslab::v1::MimallocStats::set_current_commit)) {
+        out->set_resident_bytes(static_cast<int64_t>(commit));
+      }
+      figure("peak_commit", peak_commit, &rsslab::v1::MimallocStats::set_peak_commit);
+    } else {
+      m->add_refused(absl::StrCat(
+          "current_rss, current_commit, peak_commit: mimalloc ", version,
+          "'s committed counter drifts down with every purge of pages committed on demand "
+          "and goes negative (now ",
+          static_cast<int64_t>(commit), "); use RSS"));
     }
-    figure("peak_commit", peak_commit, &rsslab::v1::MimallocStats::set_peak_commit);
     m->set_page_faults(static_cast<int64_t>(faults));
   }
   if (mi_option_get_ != nullptr) {
@@ -420,7 +428,8 @@ int64_t Allocator::ResidentBytes() const {
     if (mallctl_("stats.resident", &v, &len, nullptr, 0) == 0) {
       return static_cast<int64_t>(v);
     }
-  } else if (name_ == "mimalloc" && mi_process_info_ != nullptr && mi_layout_ != nullptr) {
+  } else if (name_ == "mimalloc" && mi_process_info_ != nullptr && mi_layout_ != nullptr &&
+             mi_layout_->commit_counter) {
     size_t e, u, s, rss, peak_rss, commit = 0, peak_commit, faults;
     mi_process_info_(&e, &u, &s, &rss, &peak_rss, &commit, &peak_commit,
                      &faults);

@@ -64,9 +64,10 @@ class Allocator {
   //   mimalloc mi_version, then per its family (MimallocLayoutFor: 2.0.x,
   //            2.1.x, 3.x) mi_process_info and every option of that
   //            version's enum read back with mi_option_get. resident =
-  //            current_commit (mimalloc's own current_rss is the same commit
-  //            estimate on Linux); allocated_bytes = 0 (release builds keep
-  //            no such counter). A version whose layout rsslab has not read
+  //            current_commit on 2.x (mimalloc's own current_rss is the same
+  //            commit estimate on Linux); 3.x's counter is refused (0, see
+  //            MimallocLayout); allocated_bytes = 0 (release builds keep no
+  //            such counter). A version whose layout rsslab has not read
   //            gets no options and no byte figures, and `refused` says so,
   //            naming the version: an index from another version's enum
   //            reads another option.
@@ -76,7 +77,7 @@ class Allocator {
   void FillStats(rsslab::v1::AllocatorStats* out) const;
 
   // The allocator's own resident figure as in FillStats, -1 if it has none
-  // (glibc) or the lookup failed. Cheap enough to call around a trim.
+  // (glibc, mimalloc 3.x, an unknown mimalloc) or the lookup failed. Cheap enough to call around a trim.
   int64_t ResidentBytes() const;
 
   // Bytes the program has allocated and not freed, where the allocator
@@ -240,10 +241,15 @@ class Allocator {
 //          names are legacy aliases), segments as in 2.0.x. Indices past 28
 //          differ between 2.1.7 and 2.1.7a (both say 217) and are not read.
 //   3.x    mi_version 300-301: purge_delay (default 2500 ms), no segments:
-//          pages come from process-wide arenas.
+//          pages come from process-wide arenas. Its committed counter is
+//          not interpreted: a purge of a range that was committed on demand
+//          subtracts what was never added (arena.c mi_arena_purge, whose
+//          adjustments are commented out), so it drifts down and goes
+//          negative (measured here: after fill + shrink with purge_delay 0;
+//          issue 23: -6.6 GiB at 64 threads with the defaults).
 // mi_process_info has the same signature in all three; on Linux
 // current_rss = current_commit (mimalloc's committed counter), peak_rss =
-// getrusage's ru_maxrss, page_faults = major faults.
+// getrusage's ru_maxrss (= VmHWM), page_faults = major faults.
 struct MimallocOption {
   const char* name;  // as in MIMALLOC_<NAME>, lower case
   int index;         // its mi_option_t value in this family
@@ -256,6 +262,7 @@ struct MimallocLayout {
   const char* delay_option;    // decommit_delay | purge_delay
   const char* extend_option;   // decommit_extend_delay | purge_extend_delay
   bool thread_segments;        // 2.x: the second visit applies
+  bool commit_counter;         // current/peak_commit (and current_rss) mean committed bytes
   std::vector<MimallocOption> options;
 };
 // The family for a mi_version() value; nullptr if rsslab has not read it.
