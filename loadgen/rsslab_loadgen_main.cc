@@ -51,26 +51,26 @@
 #include "common/metrics/http_server.h"
 #include "common/shipped.h"
 #include "agent/profiles.h"
-#include "loadgen/cell_host.h"
-#include "loadgen/cells.h"
+#include "loadgen/sweep/cell_host.h"
+#include "loadgen/results/cells.h"
 #include "common/host_info.h"
-#include "loadgen/merge.h"
-#include "loadgen/compare_main.h"
+#include "loadgen/sweep/merge.h"
+#include "loadgen/results/compare_main.h"
 #include "loadgen/engine.h"
 #include "loadgen/flags_check.h"
-#include "loadgen/event_log.h"
+#include "loadgen/results/event_log.h"
 #include "loadgen/loadgen_metrics.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
-#include "loadgen/report_tool.h"
-#include "loadgen/resume.h"
-#include "loadgen/resume_identity.h"
+#include "loadgen/results/report_tool.h"
+#include "loadgen/sweep/resume.h"
+#include "loadgen/sweep/resume_identity.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
-#include "loadgen/summary.h"
-#include "loadgen/summary_render.h"
-#include "loadgen/sweep.h"
-#include "loadgen/sweep_summary.h"
+#include "loadgen/results/summary.h"
+#include "loadgen/results/summary_render.h"
+#include "loadgen/sweep/sweep.h"
+#include "loadgen/results/sweep_summary.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
@@ -123,7 +123,7 @@ ABSL_FLAG(std::string, cell_index_env, "",
 ABSL_FLAG(bool, print_cells, false,
           "Sweeps: print the matrix's numbered cells (index, profile, threads, repeat) and "
           "exit; with --json as JSON with the matrix id.");
-// --json (defined with `compare`, loadgen/compare_main.cc) also makes --print_cells JSON.
+// --json (defined with `compare`, loadgen/results/compare_main.cc) also makes --print_cells JSON.
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_FLAG(bool, local, false,
           "Sweeps: no agent; the loadgen launches each cell's server itself on this machine "

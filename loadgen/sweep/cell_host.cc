@@ -1,0 +1,365 @@
+#include "loadgen/sweep/cell_host.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "agent/launcher.h"
+#include "agent/profiles.h"
+#include "common/ready_line.h"
+#include "grpcpp/grpcpp.h"
+#include "loadgen/status_code.h"
+#include "proto/agent.grpc.pb.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::v1::ServerProcess;
+
+std::chrono::system_clock::time_point Deadline(absl::Duration d) {
+  return std::chrono::system_clock::now() +
+         std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
+}
+
+// ---------------------------------------------------------------------------
+// Through rsslab_agent.
+
+class AgentHost : public CellHost {
+ public:
+  explicit AgentHost(const AgentHostOptions& o)
+      : o_(o),
+        channel_(o.security != nullptr
+                     ? o.security->Channel(o.address)
+                     : grpc::CreateChannel(o.address, grpc::InsecureChannelCredentials())),
+        stub_(rsslab::v1::Agent::NewStub(channel_)) {
+    where_.set_agent(o.address);
+  }
+
+  const std::string& name() const override { return o_.address; }
+  rsslab::v1::HostInfo Where() const override { return where_; }
+
+  absl::Status Prepare(const rsslab::v1::Sweep& sweep) override {
+    if (!channel_->WaitForConnected(Deadline(o_.connect_timeout))) {
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot reach rsslab_agent at %s within %s (start it with "
+          "rsslab_agent --listen=... on the server's machine)",
+          o_.address, absl::FormatDuration(o_.connect_timeout)));
+    }
+    // Unknown profiles fail here, before the first of many cells runs.
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(absl::Seconds(30)));
+    rsslab::v1::ListProfilesResponse known;
+    grpc::Status gs = stub_->ListProfiles(&cc, {}, &known);
+    if (!gs.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("ListProfiles at ", o_.address, " failed: ", gs.error_message()));
+    }
+    std::vector<std::string> unknown;
+    for (const std::string& p : sweep.profiles()) {
+      if (std::find(known.names().begin(), known.names().end(), p) == known.names().end()) {
+        unknown.push_back(p);
+      }
+    }
+    if (!unknown.empty()) {
+      return absl::NotFoundError(absl::StrFormat(
+          "the agent at %s has no profile %s (it has: %s)", o_.address,
+          absl::StrJoin(unknown, ", "), absl::StrJoin(known.names(), ", ")));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<ServerProcess> Launch(const SweepCell& cell, const rsslab::v1::Scenario& scenario,
+                                       bool* host_lost) override {
+    const auto& sw = scenario.sweep();
+    rsslab::v1::LaunchRequest lr;
+    lr.set_profile(cell.profile);
+    lr.set_threads(cell.threads);
+    lr.set_handler(sw.handler());
+    for (const auto& [k, v] : sw.server_flags()) (*lr.mutable_server_flags())[k] = v;
+    lr.set_label(absl::StrCat(scenario.name(), " ", cell.id));
+    rsslab::v1::LaunchResponse launched;
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(o_.launch_timeout));
+    grpc::Status ls = stub_->Launch(&cc, lr, &launched);
+    if (ls.ok()) return launched.server();
+    *host_lost = Lost(ls);
+    // The agent's message carries the exit status and log tail.
+    return absl::Status(static_cast<absl::StatusCode>(ls.error_code()),
+                        absl::StrCat("Launch: ", StatusCodeName(ls.error_code()), ": ",
+                                     ls.error_message()));
+  }
+
+  absl::StatusOr<ServerProcess> Stop(const ServerProcess& server, int grace_ms,
+                                     bool* host_lost) override {
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(absl::Milliseconds(grace_ms) + absl::Seconds(30)));
+    rsslab::v1::StopRequest sr;
+    sr.set_id(server.id());
+    sr.set_grace_ms(grace_ms);
+    rsslab::v1::StopResponse stopped;
+    grpc::Status ss = stub_->Stop(&cc, sr, &stopped);
+    if (ss.ok()) return stopped.server();
+    *host_lost = Lost(ss);
+    return absl::UnavailableError(absl::StrCat("Stop: ", ss.error_message()));
+  }
+
+ private:
+  // The agent itself is gone (not just this call refused).
+  bool Lost(const grpc::Status& s) {
+    return (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+            s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
+           channel_->GetState(false) != GRPC_CHANNEL_READY;
+  }
+
+  const AgentHostOptions o_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<rsslab::v1::Agent::Stub> stub_;
+  rsslab::v1::HostInfo where_;
+};
+
+// ---------------------------------------------------------------------------
+// Launched here, without an agent.
+
+// A started server: its pid, the thread that waits for it, its output pump.
+struct LocalServer {
+  pid_t pid = -1;
+  ServerProcess info;
+  std::unique_ptr<launch::OutputPump> pump;
+  absl::Notification exited;
+  int wait_status = 0;  // valid once `exited`
+  std::thread waiter;
+};
+
+class LocalHost : public CellHost {
+ public:
+  explicit LocalHost(LocalHostOptions o) : o_(std::move(o)) {
+    where_ = HostInfoOf(CurrentHost());
+    where_.set_server_cpus(FormatCpuList(o_.server_cpus));
+    where_.set_loadgen_cpus(FormatCpuList(o_.loadgen_cpus));
+  }
+  ~LocalHost() override {
+    for (auto& [id, s] : servers_) {
+      if (!s->exited.HasBeenNotified()) kill(s->pid, SIGKILL);
+      if (s->waiter.joinable()) s->waiter.join();
+    }
+  }
+
+  const std::string& name() const override { return name_; }
+  rsslab::v1::HostInfo Where() const override { return where_; }
+
+  absl::Status Prepare(const rsslab::v1::Sweep& sweep) override {
+    std::vector<std::string> unknown;
+    for (const std::string& p : sweep.profiles()) {
+      if (profiles::FindProfile(o_.profiles, p) == nullptr) unknown.push_back(p);
+    }
+    if (!unknown.empty()) {
+      return absl::NotFoundError(absl::StrFormat("no profile %s (the profiles file has: %s)",
+                                                 absl::StrJoin(unknown, ", "),
+                                                 profiles::ProfileNames(o_.profiles)));
+    }
+    std::string handler;
+    return FindHandler(sweep.handler(), &handler);
+  }
+
+  absl::StatusOr<ServerProcess> Launch(const SweepCell& cell, const rsslab::v1::Scenario& scenario,
+                                       bool* host_lost) override {
+    *host_lost = false;
+    const auto& sw = scenario.sweep();
+    const rsslab::v1::Profile* profile = profiles::FindProfile(o_.profiles, cell.profile);
+    if (profile == nullptr) return absl::NotFoundError(absl::StrCat("no profile ", cell.profile));
+    std::string handler;
+    if (absl::Status s = FindHandler(sw.handler(), &handler); !s.ok()) return s;
+    std::vector<std::string> args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+                                     absl::StrCat("--threads=", cell.threads),
+                                     "--handler=" + handler};
+    // The scenario is the user's own file on the user's own machine: its
+    // server flags go to the server as written (no agent allowlist here).
+    for (const auto& [k, v] : sw.server_flags()) args.push_back(absl::StrCat("--", k, "=", v));
+
+    const std::string id = absl::StrFormat("local-%04d-%s-t%d", cell.index, cell.profile,
+                                           cell.threads);
+    if (mkdir(o_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InternalError(absl::StrCat("cannot create ", o_.log_dir, ": ", strerror(errno)));
+    }
+    const std::string log_path = absl::StrCat(o_.log_dir, "/", id, ".log");
+    int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (log_fd < 0) {
+      return absl::InternalError(absl::StrCat("cannot create ", log_path, ": ", strerror(errno)));
+    }
+    const std::string head = absl::StrCat("# rsslab_loadgen --local ", id, ": ", o_.server_binary,
+                                          " ", absl::StrJoin(args, " "), "\n");
+    ssize_t ignored = write(log_fd, head.data(), head.size());
+    (void)ignored;
+    int out[2];
+    if (pipe2(out, O_CLOEXEC) != 0) {
+      close(log_fd);
+      return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
+    }
+    launch::SpawnOptions so;
+    so.binary = o_.server_binary;
+    so.args = args;
+    so.env = profiles::EnvStrings(profiles::BuildLaunchEnv(*profile, profiles::CurrentEnviron()));
+    so.stdout_fd = out[1];
+    so.stderr_fd = log_fd;
+    so.cpus = o_.server_cpus;
+    // A loadgen killed outright (SIGKILL by a batch system) takes its
+    // server with it. The forking thread is the sweep's worker, which
+    // outlives every server it starts.
+    so.parent_death_signal = SIGKILL;
+    absl::StatusOr<pid_t> pid = launch::Spawn(so);
+    close(out[1]);
+    if (!pid.ok()) {
+      close(out[0]);
+      close(log_fd);
+      return pid.status();
+    }
+    auto s = std::make_unique<LocalServer>();
+    s->pid = *pid;
+    s->pump = std::make_unique<launch::OutputPump>(out[0], log_fd, /*own_sink=*/true,
+                                                   std::string(kReadyPrefix),
+                                                   /*withhold_ready=*/false);
+    LocalServer* raw = s.get();
+    s->waiter = std::thread([raw] {
+      int st = 0;
+      while (waitpid(raw->pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      raw->wait_status = st;
+      raw->exited.Notify();
+    });
+    ServerProcess& info = s->info;
+    info.set_id(id);
+    info.set_pid(*pid);
+    info.set_profile(profile->name());
+    info.set_threads(cell.threads);
+    info.set_handler(sw.handler().empty() ? "web_worker" : sw.handler());
+    info.set_log_path(log_path);
+    info.set_running(true);
+    info.set_started_unix_nanos(absl::ToUnixNanos(absl::Now()));
+    info.set_label(absl::StrCat(scenario.name(), " ", cell.id));
+    servers_[id] = std::move(s);
+
+    launch::OutputPump::Result r = raw->pump->WaitReady(o_.ready_timeout);
+    if (r.state != launch::OutputPump::kReady) {
+      const bool died = r.state == launch::OutputPump::kEof;
+      if (!died) kill(raw->pid, SIGKILL);
+      Reap(raw);
+      return absl::AbortedError(absl::StrCat(
+          "server ", id, " (profile ", profile->name(), ") ",
+          died ? "exited before it was ready: "
+               : absl::StrCat("not ready after ", absl::FormatDuration(o_.ready_timeout),
+                              "; killed: "),
+          raw->info.exit(), "; log ", log_path, ", last lines:\n", raw->info.log_tail()));
+    }
+    absl::StatusOr<launch::VerifiedLaunch> v =
+        launch::VerifyLaunch(raw->pid, *profile, r.line, /*security=*/nullptr);
+    if (!v.ok()) {
+      kill(raw->pid, SIGKILL);
+      Reap(raw);
+      return absl::Status(v.status().code(),
+                          absl::StrCat("server ", id, " (pid ", raw->pid, ") killed: ",
+                                       v.status().message(), "; log ", log_path));
+    }
+    info.set_data_address(v->ready.data_address);
+    info.set_control_address(v->ready.control_address);
+    info.set_mapped_library(v->verification.mapped_library);
+    for (const auto& [name, value] : v->verification.env) {
+      rsslab::v1::EnvVar* e = info.add_verified_env();
+      e->set_name(name);
+      e->set_value(value);
+    }
+    return info;
+  }
+
+  absl::StatusOr<ServerProcess> Stop(const ServerProcess& server, int grace_ms,
+                                     bool* host_lost) override {
+    *host_lost = false;
+    auto it = servers_.find(server.id());
+    if (it == servers_.end()) return absl::NotFoundError(absl::StrCat("no server ", server.id()));
+    LocalServer* s = it->second.get();
+    if (!s->exited.HasBeenNotified()) {
+      kill(s->pid, SIGTERM);
+      if (!s->exited.WaitForNotificationWithTimeout(absl::Milliseconds(grace_ms))) {
+        kill(s->pid, SIGKILL);
+      }
+    }
+    Reap(s);
+    ServerProcess info = s->info;
+    servers_.erase(it);
+    return info;
+  }
+
+ private:
+  absl::Status FindHandler(const std::string& name_in, std::string* path) {
+    const std::string name = name_in.empty() ? "web_worker" : name_in;
+    if (!profiles::IsPlainName(name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("handler '", name, "' must be a handler name, not a path"));
+    }
+    for (const std::string& d : o_.handler_dirs) {
+      const std::string p = absl::StrCat(d, "/", name, ".py");
+      if (access(p.c_str(), R_OK) == 0) {
+        *path = p;
+        return absl::OkStatus();
+      }
+    }
+    return absl::NotFoundError(absl::StrCat("handler '", name, "' not found in ",
+                                            absl::StrJoin(o_.handler_dirs, ", ")));
+  }
+
+  // Waits for the exit (the caller made sure it comes) and records it.
+  void Reap(LocalServer* s) {
+    s->exited.WaitForNotification();
+    if (s->waiter.joinable()) s->waiter.join();
+    s->pump->WaitEof(absl::Seconds(5));
+    const int st = s->wait_status;
+    ServerProcess& info = s->info;
+    info.set_running(false);
+    info.set_exit(launch::DescribeExit(st));
+    info.set_exit_code(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    info.set_term_signal(WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    info.set_ended_unix_nanos(absl::ToUnixNanos(absl::Now()));
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) info.set_log_tail(launch::LogTail(info.log_path()));
+  }
+
+  const LocalHostOptions o_;
+  const std::string name_ = "local";
+  rsslab::v1::HostInfo where_;
+  std::map<std::string, std::unique_ptr<LocalServer>> servers_;
+};
+
+}  // namespace
+
+rsslab::v1::HostInfo HostInfoOf(const HostFacts& f) {
+  rsslab::v1::HostInfo h;
+  h.set_hostname(f.hostname);
+  h.set_kernel(f.kernel);
+  h.set_cpu_model(f.cpu_model);
+  h.set_cpus(f.cpus);
+  h.set_mem_total_bytes(f.mem_total_bytes);
+  return h;
+}
+
+std::unique_ptr<CellHost> MakeAgentHost(const AgentHostOptions& options) {
+  return std::make_unique<AgentHost>(options);
+}
+
+std::unique_ptr<CellHost> MakeLocalHost(LocalHostOptions options) {
+  return std::make_unique<LocalHost>(std::move(options));
+}
+
+}  // namespace rsslab

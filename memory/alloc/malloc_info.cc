@@ -1,0 +1,187 @@
+// ParseMallocInfo: a small scanner for the fixed XML dialect glibc's
+// malloc_info(3) prints (flat elements, double-quoted attributes, no text,
+// no entities). A general XML parser would allocate far more than the
+// snapshot it serves; this one allocates only the GlibcArena messages.
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "memory/alloc/alloc.h"
+
+namespace rsslab {
+namespace alloc {
+namespace {
+
+struct Tag {
+  absl::string_view name;   // "heap", "total", ...
+  absl::string_view attrs;  // raw attribute text
+  bool closing = false;     // </name>
+  bool self_closing = false;
+};
+
+// Value of attribute `key` in raw attribute text, or false if absent.
+bool Attr(absl::string_view attrs, absl::string_view key, absl::string_view* value) {
+  size_t pos = 0;
+  while (pos < attrs.size()) {
+    size_t eq = attrs.find("=\"", pos);
+    if (eq == absl::string_view::npos) return false;
+    size_t start = eq;
+    while (start > pos && attrs[start - 1] != ' ') --start;
+    size_t close = attrs.find('"', eq + 2);
+    if (close == absl::string_view::npos) return false;
+    if (attrs.substr(start, eq - start) == key) {
+      *value = attrs.substr(eq + 2, close - eq - 2);
+      return true;
+    }
+    pos = close + 1;
+  }
+  return false;
+}
+
+absl::Status IntAttr(const Tag& tag, absl::string_view key, int64_t* out) {
+  absl::string_view v;
+  if (!Attr(tag.attrs, key, &v) || !absl::SimpleAtoi(v, out)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "malloc_info: <", tag.name, "> lacks a numeric ", key, " attribute"));
+  }
+  return absl::OkStatus();
+}
+
+// Reads the tag starting at or after *pos; false at the end of input.
+absl::StatusOr<bool> NextTag(absl::string_view xml, size_t* pos, Tag* tag) {
+  size_t lt = xml.find('<', *pos);
+  if (lt == absl::string_view::npos) {
+    *pos = xml.size();
+    return false;
+  }
+  size_t gt = xml.find('>', lt);
+  if (gt == absl::string_view::npos) {
+    return absl::InvalidArgumentError("malloc_info: unterminated tag");
+  }
+  absl::string_view body = xml.substr(lt + 1, gt - lt - 1);
+  *pos = gt + 1;
+  *tag = Tag();
+  if (!body.empty() && body[0] == '/') {
+    tag->closing = true;
+    body.remove_prefix(1);
+  }
+  if (!body.empty() && body.back() == '/') {
+    tag->self_closing = true;
+    body.remove_suffix(1);
+  }
+  size_t sp = body.find(' ');
+  tag->name = body.substr(0, sp);
+  tag->attrs = sp == absl::string_view::npos ? absl::string_view() : body.substr(sp + 1);
+  if (tag->name.empty()) {
+    return absl::InvalidArgumentError("malloc_info: empty tag name");
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::Status ParseMallocInfo(absl::string_view xml, rsslab::v1::GlibcStats* out) {
+  out->clear_arenas();
+  out->set_malloc_info_arenas(0);
+  out->set_total_system_bytes(0);
+  out->set_total_free_bytes(0);
+  out->set_mmap_count(0);
+  out->set_mmap_bytes(0);
+
+  bool in_malloc = false, closed = false;
+  rsslab::v1::GlibcArena* heap = nullptr;  // the open <heap>, if any
+  int64_t heap_free = 0, heap_chunks = 0, top_free = 0;
+  size_t pos = 0;
+  Tag tag;
+  while (true) {
+    absl::StatusOr<bool> more = NextTag(xml, &pos, &tag);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
+    if (tag.name == "malloc") {
+      if (tag.closing) {
+        if (!in_malloc || heap != nullptr) {
+          return absl::InvalidArgumentError("malloc_info: misplaced </malloc>");
+        }
+        closed = true;
+        break;
+      }
+      if (in_malloc) return absl::InvalidArgumentError("malloc_info: nested <malloc>");
+      in_malloc = true;
+      continue;
+    }
+    if (!in_malloc) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("malloc_info: <", tag.name, "> outside <malloc>"));
+    }
+    if (tag.name == "heap") {
+      if (tag.closing) {
+        if (heap == nullptr) return absl::InvalidArgumentError("malloc_info: stray </heap>");
+        heap->set_free_bytes(heap_free);
+        heap->set_free_chunks(heap_chunks);
+        heap->set_in_use_bytes(heap->system_bytes() - heap_free);
+        heap = nullptr;
+        continue;
+      }
+      if (heap != nullptr) return absl::InvalidArgumentError("malloc_info: nested <heap>");
+      int64_t nr = 0;
+      if (absl::Status s = IntAttr(tag, "nr", &nr); !s.ok()) return s;
+      heap = out->add_arenas();
+      heap->set_nr(static_cast<int32_t>(nr));
+      heap_free = heap_chunks = 0;
+      continue;
+    }
+    if (tag.closing) continue;  // </sizes>
+    absl::string_view type;
+    if (tag.name == "total" || tag.name == "system" || tag.name == "aspace") {
+      if (!Attr(tag.attrs, "type", &type)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("malloc_info: <", tag.name, "> without type"));
+      }
+    }
+    if (tag.name == "total") {
+      int64_t count = 0, size = 0;
+      if (absl::Status s = IntAttr(tag, "count", &count); !s.ok()) return s;
+      if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
+      if (type == "fast" || type == "rest") {
+        if (heap != nullptr) {
+          heap_free += size;
+          heap_chunks += count;
+        } else {
+          top_free += size;
+        }
+      } else if (type == "mmap" && heap == nullptr) {
+        out->set_mmap_count(count);
+        out->set_mmap_bytes(size);
+      }
+    } else if (tag.name == "system") {
+      int64_t size = 0;
+      if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
+      if (type == "current") {
+        if (heap != nullptr) {
+          heap->set_system_bytes(size);
+        } else {
+          out->set_total_system_bytes(size);
+        }
+      } else if (type == "max" && heap != nullptr) {
+        heap->set_max_system_bytes(size);
+      }
+    } else if (tag.name == "aspace") {
+      int64_t size = 0;
+      if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
+      if (type == "total" && heap != nullptr) heap->set_aspace_bytes(size);
+    }
+    // <sizes>, <size>, <unsorted>: the free-chunk histogram, not needed.
+  }
+  if (!closed) {
+    return absl::InvalidArgumentError(
+        in_malloc ? "malloc_info: truncated (no </malloc>)"
+                  : "malloc_info: no <malloc> element");
+  }
+  out->set_total_free_bytes(top_free);
+  out->set_malloc_info_arenas(out->arenas_size());
+  return absl::OkStatus();
+}
+
+}  // namespace alloc
+}  // namespace rsslab

@@ -1,0 +1,86 @@
+// Gives free memory back through whichever allocator is loaded, timed.
+//
+// The global release runs on the calling thread (glibc malloc_trim(0),
+// jemalloc arena purge, mimalloc mi_collect, tcmalloc ReleaseFreeMemory);
+// the per-thread pass then runs the allocator's thread-level release on
+// every worker thread, between requests, because thread-local heaps and
+// caches can only be released from their own thread (DESIGN.md, "Trim must
+// reach every worker thread"). The result reports both parts separately.
+//
+// Example:
+//   Trimmer trimmer(&workers);  // a ThreadSet, e.g. the server's WorkerPool
+//   rsslab::v1::TrimResult r = trimmer.Run(rsslab::v1::TRIM_MODE_DEFAULT, "manual");
+
+#ifndef RSSLAB_MEMORY_TRIM_TRIMMER_H_
+#define RSSLAB_MEMORY_TRIM_TRIMMER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "proto/control.pb.h"
+#include "proto/snapshot.pb.h"
+#include "memory/trim/thread_set.h"
+
+namespace rsslab {
+
+class Trimmer {
+ public:
+  // `workers` may be null (no per-thread pass): the server's WorkerPool, or
+  // any other ThreadSet (the Python package's tracked threads). Per-worker
+  // waits are bounded by `worker_timeout`: a stuck worker is reported, not
+  // waited for forever.
+  // `thread_stats`: each worker also reads the allocator's per-thread
+  // figures right before and after its release (WorkerTrim.before/after;
+  // --trim_thread_stats), for explaining what a release could not return.
+  explicit Trimmer(ThreadSet* workers, absl::Duration worker_timeout = absl::Seconds(10),
+                   bool thread_stats = false);
+
+  rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger);
+
+  bool has_last() const;
+  rsslab::v1::TrimResult last() const;
+  uint64_t count() const;
+  // The last kRecent trims, oldest first, and how many were automatic.
+  static constexpr size_t kRecent = 16;
+  std::vector<rsslab::v1::TrimResult> recent() const;
+  uint64_t auto_count() const;
+
+  // Running totals since start, per trigger ("manual", "phase",
+  // "auto_after_burst", "auto_interval"): what the Prometheus counters show
+  // (recent() keeps only the last kRecent trims).
+  struct TriggerTotals {
+    uint64_t count = 0;
+    // Sum of the positive freed_bytes (a trim under load can end with more
+    // RSS than it started with; a counter must not go down).
+    uint64_t freed_bytes = 0;
+    // Global release + per-thread pass.
+    absl::Duration duration;
+    absl::Duration worker_pause;  // sum of each trim's max worker pause
+  };
+  std::map<std::string, TriggerTotals> totals() const;
+
+ private:
+  ThreadSet* const workers_;
+  const absl::Duration worker_timeout_;
+  const bool thread_stats_;
+  // One trim at a time: concurrent releases would only contend on the
+  // allocator's locks and muddle the before/after figures.
+  absl::Mutex run_mu_;
+  mutable absl::Mutex mu_;
+  rsslab::v1::TrimResult last_ ABSL_GUARDED_BY(mu_);
+  bool has_last_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t auto_count_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<rsslab::v1::TrimResult> recent_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, TriggerTotals> totals_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_MEMORY_TRIM_TRIMMER_H_
