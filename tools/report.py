@@ -794,6 +794,10 @@ def compare_main(args):
         print("report.py: no plot (%s); install python3-matplotlib and rerun: %s --compare %s"
               % (e, sys.argv[0], args.compare), file=sys.stderr)
         return 3
+    except OSError as e:
+        # One line, not a traceback: a bad --png path is the user's to fix.
+        print("report.py: cannot write the plot %s: %s" % (png, e.strerror or e), file=sys.stderr)
+        return 1
     if path is None:
         print("report.py: nothing compared, no plot", file=sys.stderr)
         return 0

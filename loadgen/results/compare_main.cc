@@ -3,7 +3,9 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
@@ -12,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/echo.h"
 #include "common/files.h"
 #include "loadgen/results/compare.h"
 #include "loadgen/results/report_tool.h"
@@ -63,26 +66,32 @@ std::vector<std::string> FailIfSpecs(const std::vector<std::string>& argv) {
   return out;
 }
 
-void Plot(const CompareResult& r, const std::string& png) {
+// False (after one line on stderr) when no plot was written.
+bool Plot(const CompareResult& r, const std::string& png) {
   char tmpl[] = "/tmp/rsslab-compare-XXXXXX.json";
   const int fd = mkstemps(tmpl, 5);
   if (fd < 0) {
     fprintf(stderr, "rsslab_loadgen: compare: no plot: cannot create a temporary file\n");
-    return;
+    return false;
   }
   close(fd);
   if (absl::Status w = WriteFileAtomically(tmpl, CompareJson(r)); !w.ok()) {
     unlink(tmpl);
     fprintf(stderr, "rsslab_loadgen: compare: no plot: %s\n", std::string(w.message()).c_str());
-    return;
+    return false;
   }
   std::string tool = absl::GetFlag(FLAGS_report_tool);
   if (tool.empty()) tool = FindReportTool();
   std::string output;
   absl::Status s = RunReportToolArgs(tool, {"--compare", tmpl, "--png", png}, &output);
   unlink(tmpl);
-  if (!output.empty()) fprintf(stderr, "%s", output.c_str());
-  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: compare: %s\n", std::string(s.message()).c_str());
+  // The tool's own words, escaped and capped (a traceback is not a message).
+  if (!output.empty()) fprintf(stderr, "%s", EchoMultiline(output, 2048).c_str());
+  if (!s.ok()) {
+    fprintf(stderr, "rsslab_loadgen: compare: no plot: %s\n", Echo(s.message(), 512).c_str());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -93,6 +102,16 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
         "needs two directories, BASE and NEW (got %d): rsslab_loadgen compare BASE NEW "
         "[--fail_if='rss_after_idle>+10%%'] [--format=md | --json] [--force]",
         dirs.size()));
+  }
+  // A plot that cannot be written is a usage error before anything is read.
+  const std::string png = absl::GetFlag(FLAGS_plot);
+  if (!png.empty()) {
+    const size_t slash = png.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : png.substr(0, slash == 0 ? 1 : slash);
+    if (access(dir.c_str(), W_OK | X_OK) != 0) {
+      return Fail(absl::StrCat("--plot=", Echo(png), ": cannot write into ", Echo(dir), ": ",
+                               strerror(errno), " (--plot= writes no plot)"));
+    }
   }
   CompareOptions o;
   o.alpha = absl::GetFlag(FLAGS_alpha);
@@ -144,9 +163,9 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
             "significant change at alpha %g (see the note under each pair)\n",
             spec.c_str(), o.alpha);
   }
-  const std::string png = absl::GetFlag(FLAGS_plot);
-  if (!png.empty()) Plot(*r, png);
-  return r->crossings.empty() ? 0 : kExitCrossed;
+  const bool plotted = png.empty() || Plot(*r, png);
+  if (!r->crossings.empty()) return kExitCrossed;
+  return plotted ? 0 : 1;
 }
 
 }  // namespace rsslab

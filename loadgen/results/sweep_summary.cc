@@ -217,7 +217,7 @@ bool IsSweepRun(const std::vector<Event>& events) {
   return false;
 }
 
-SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
+struct SweepSummaryBuilder::State {
   SweepSummary s;
   std::vector<std::string> order;  // cells in the order first seen
   // Per cell, per attempt (Event.attempt, 0 read as 1): a cell re-queued on
@@ -225,96 +225,115 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
   std::map<std::string, Attempts> cells;
   std::vector<std::string> profile_order;
   std::vector<SweepCell> matrix;
-  for (const Event& e : events) {
-    if (e.has_header()) {
-      s.scenario = e.header().scenario_name();
-      s.agent = e.header().agent();
-      s.matrix_id = e.header().matrix_id();
-      for (const std::string& p : e.header().scenario().sweep().profiles()) {
-        profile_order.push_back(p);
-      }
-      if (e.header().scenario().has_sweep()) matrix = ExpandCells(e.header().scenario().sweep());
-      s.cells_total = static_cast<int>(matrix.size());
-      continue;
+};
+
+SweepSummaryBuilder::SweepSummaryBuilder() : st_(std::make_unique<State>()) {}
+SweepSummaryBuilder::~SweepSummaryBuilder() = default;
+
+void SweepSummaryBuilder::Add(const Event& e) {
+  SweepSummary& s = st_->s;
+  std::vector<std::string>& order = st_->order;
+  std::map<std::string, Attempts>& cells = st_->cells;
+  std::vector<std::string>& profile_order = st_->profile_order;
+  std::vector<SweepCell>& matrix = st_->matrix;
+  if (e.has_header()) {
+    s.scenario = e.header().scenario_name();
+    s.agent = e.header().agent();
+    s.matrix_id = e.header().matrix_id();
+    for (const std::string& p : e.header().scenario().sweep().profiles()) {
+      profile_order.push_back(p);
     }
-    if (e.has_resumed()) {
-      SupersedeUnfinished(&cells);
-      continue;
-    }
-    if (e.has_footer()) {
-      s.has_footer = true;
-      s.completed = e.footer().completed();
-      s.error = e.footer().error();
-      continue;
-    }
-    if (e.cell().empty()) continue;
-    auto [per_cell, fresh_cell] = cells.try_emplace(e.cell());
-    if (fresh_cell) order.push_back(e.cell());
-    auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
-    CellState& st = it->second;
-    if (fresh) {
-      st.c.cell = e.cell();
-      st.c.profile = e.profile();
-      st.c.threads = e.threads();
-      st.c.repeat = e.repeat();
-      st.c.index = e.has_cell_index() ? e.cell_index() : -1;
-    }
-    if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
-      st.c.fill = *fill;
-    }
-    auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
-      if (after_phase && !e.loadgen_phase().empty()) {
-        st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
-      }
-      st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
-      st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
-      st.c.max_arenas = std::max(st.c.max_arenas, sn.memory_map().arena_count());
-      if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
-    };
-    switch (e.record_case()) {
-      case Event::kSnapshot:
-        snap(e.snapshot(), true);
-        break;
-      case Event::kPhase:
-        // The server's RSS before any load: the fill set_phase's reply.
-        if (!st.loaded && st.c.base_rss < 0 && e.loadgen_phase() == "fill") {
-          st.c.base_rss = static_cast<double>(e.phase().snapshot().status().rss_bytes());
-        }
-        if (e.phase().has_before()) snap(e.phase().before(), false);
-        snap(e.phase().snapshot(), true);
-        if (e.phase().has_trim()) {
-          st.have_trim = true;
-          st.trim = e.phase().trim();
-        }
-        break;
-      case Event::kTrim:
-        snap(e.trim().after(), true);
-        st.have_trim = true;
-        st.trim = e.trim().trim();
-        break;
-      case Event::kLoad:
-        st.loaded = true;
-        if (e.loadgen_phase() == "fill") {
-          st.c.value[kQps] = e.load().qps();
-          st.c.value[kP99] = e.load().latency().p99_us();
-          st.c.fill_p50_us = e.load().latency().p50_us();
-        }
-        break;
-      case Event::kCellResult: {
-        const auto& r = e.cell_result();
-        st.c.has_result = true;
-        st.c.ok = r.ok();
-        st.c.failed_at = r.failed_at();
-        st.c.error = r.error();
-        st.c.exit = r.server().exit();
-        st.c.log_tail = r.server().log_tail();
-        st.c.where = WhereText(r.host());
-        break;
-      }
-      default:
-        break;
-    }
+    if (e.header().scenario().has_sweep()) matrix = ExpandCells(e.header().scenario().sweep());
+    s.cells_total = static_cast<int>(matrix.size());
+    return;
   }
+  if (e.has_resumed()) {
+    SupersedeUnfinished(&cells);
+    return;
+  }
+  if (e.has_footer()) {
+    s.has_footer = true;
+    s.completed = e.footer().completed();
+    s.error = e.footer().error();
+    return;
+  }
+  if (e.cell().empty()) return;
+  auto [per_cell, fresh_cell] = cells.try_emplace(e.cell());
+  if (fresh_cell) order.push_back(e.cell());
+  auto [it, fresh] = per_cell->second.try_emplace(std::max(1, e.attempt()));
+  CellState& st = it->second;
+  if (fresh) {
+    st.c.cell = e.cell();
+    st.c.profile = e.profile();
+    st.c.threads = e.threads();
+    st.c.repeat = e.repeat();
+    st.c.index = e.has_cell_index() ? e.cell_index() : -1;
+  }
+  if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
+    st.c.fill = *fill;
+  }
+  auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
+    if (after_phase && !e.loadgen_phase().empty()) {
+      st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
+    }
+    st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
+    st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
+    st.c.max_arenas = std::max(st.c.max_arenas, sn.memory_map().arena_count());
+    if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
+  };
+  switch (e.record_case()) {
+    case Event::kSnapshot:
+      snap(e.snapshot(), true);
+      break;
+    case Event::kPhase:
+      // The server's RSS before any load: the fill set_phase's reply.
+      if (!st.loaded && st.c.base_rss < 0 && e.loadgen_phase() == "fill") {
+        st.c.base_rss = static_cast<double>(e.phase().snapshot().status().rss_bytes());
+      }
+      if (e.phase().has_before()) snap(e.phase().before(), false);
+      snap(e.phase().snapshot(), true);
+      if (e.phase().has_trim()) {
+        st.have_trim = true;
+        st.trim = e.phase().trim();
+      }
+      break;
+    case Event::kTrim:
+      snap(e.trim().after(), true);
+      st.have_trim = true;
+      st.trim = e.trim().trim();
+      break;
+    case Event::kLoad:
+      st.loaded = true;
+      if (e.loadgen_phase() == "fill") {
+        st.c.value[kQps] = e.load().qps();
+        st.c.value[kP99] = e.load().latency().p99_us();
+        st.c.fill_p50_us = e.load().latency().p50_us();
+      }
+      break;
+    case Event::kCellResult: {
+      const auto& r = e.cell_result();
+      st.c.has_result = true;
+      st.c.ok = r.ok();
+      st.c.failed_at = r.failed_at();
+      st.c.error = r.error();
+      st.c.exit = r.server().exit();
+      st.c.log_tail = r.server().log_tail();
+      st.c.where = WhereText(r.host());
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+SweepSummary SweepSummaryBuilder::Summary() const {
+  // On a copy: more records may follow (merge adds its footer after).
+  State copy = *st_;
+  SweepSummary& s = copy.s;
+  std::vector<std::string>& order = copy.order;
+  std::map<std::string, Attempts>& cells = copy.cells;
+  std::vector<std::string>& profile_order = copy.profile_order;
+  const std::vector<SweepCell>& matrix = copy.matrix;
   for (const std::string& id : order) {
     CellState& st = CountedAttempt(id, cells[id], matrix, &s);
     auto phase = [&](const char* p) -> double {
@@ -378,6 +397,12 @@ SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
     s.rows.push_back(row);
   }
   return s;
+}
+
+SweepSummary BuildSweepSummary(const std::vector<Event>& events) {
+  SweepSummaryBuilder b;
+  for (const Event& e : events) b.Add(e);
+  return b.Summary();
 }
 
 std::string SweepCsv(const SweepSummary& s) {

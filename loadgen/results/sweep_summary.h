@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -176,6 +177,23 @@ struct SweepSummary {
 // a record is tagged with a cell).
 bool IsSweepRun(const std::vector<rsslab::v1::Event>& events);
 SweepSummary BuildSweepSummary(const std::vector<rsslab::v1::Event>& events);
+
+// The same, one record at a time (merge streams its inputs through it), so
+// only per-cell figures are held, never the records.
+class SweepSummaryBuilder {
+ public:
+  SweepSummaryBuilder();
+  ~SweepSummaryBuilder();
+  SweepSummaryBuilder(const SweepSummaryBuilder&) = delete;
+  SweepSummaryBuilder& operator=(const SweepSummaryBuilder&) = delete;
+  void Add(const rsslab::v1::Event& e);
+  // The summary of the records so far; more may be added after.
+  SweepSummary Summary() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> st_;
+};
 
 std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir);
 std::string SweepCsv(const SweepSummary& s);

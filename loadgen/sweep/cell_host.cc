@@ -19,9 +19,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "agent/launch.h"
 #include "agent/launcher.h"
 #include "agent/profiles.h"
-#include "common/ready_line.h"
+#include "common/server_flags.h"
+#include "common/shipped.h"
 #include "grpcpp/grpcpp.h"
 #include "loadgen/status_code.h"
 #include "proto/agent.grpc.pb.h"
@@ -135,14 +137,11 @@ class AgentHost : public CellHost {
 // ---------------------------------------------------------------------------
 // Launched here, without an agent.
 
-// A started server: its pid, the thread that waits for it, its output pump.
+// A started server and what the sweep records about it.
 struct LocalServer {
-  pid_t pid = -1;
+  launch::Started started;
+  std::shared_ptr<launch::OwnChild> child;
   ServerProcess info;
-  std::unique_ptr<launch::OutputPump> pump;
-  absl::Notification exited;
-  int wait_status = 0;  // valid once `exited`
-  std::thread waiter;
 };
 
 class LocalHost : public CellHost {
@@ -152,16 +151,14 @@ class LocalHost : public CellHost {
     where_.set_server_cpus(FormatCpuList(o_.server_cpus));
     where_.set_loadgen_cpus(FormatCpuList(o_.loadgen_cpus));
   }
-  ~LocalHost() override {
-    for (auto& [id, s] : servers_) {
-      if (!s->exited.HasBeenNotified()) kill(s->pid, SIGKILL);
-      if (s->waiter.joinable()) s->waiter.join();
-    }
-  }
+  // Each LocalServer's OwnChild SIGKILLs a server still running and reaps it.
+  ~LocalHost() override = default;
 
   const std::string& name() const override { return name_; }
   rsslab::v1::HostInfo Where() const override { return where_; }
 
+  // What an agent would refuse is refused here, before the first cell: an
+  // unknown profile or handler, a server flag outside the agent's allowlist.
   absl::Status Prepare(const rsslab::v1::Sweep& sweep) override {
     std::vector<std::string> unknown;
     for (const std::string& p : sweep.profiles()) {
@@ -172,8 +169,10 @@ class LocalHost : public CellHost {
                                                  absl::StrJoin(unknown, ", "),
                                                  profiles::ProfileNames(o_.profiles)));
     }
-    std::string handler;
-    return FindHandler(sweep.handler(), &handler);
+    for (const auto& [k, v] : sweep.server_flags()) {
+      if (absl::Status s = CheckServerFlag(k, v, FlagSource::kRequest); !s.ok()) return s;
+    }
+    return launch::FindHandler(sweep.handler(), o_.handler_dirs).status();
   }
 
   absl::StatusOr<ServerProcess> Launch(const SweepCell& cell, const rsslab::v1::Scenario& scenario,
@@ -182,107 +181,42 @@ class LocalHost : public CellHost {
     const auto& sw = scenario.sweep();
     const rsslab::v1::Profile* profile = profiles::FindProfile(o_.profiles, cell.profile);
     if (profile == nullptr) return absl::NotFoundError(absl::StrCat("no profile ", cell.profile));
-    std::string handler;
-    if (absl::Status s = FindHandler(sw.handler(), &handler); !s.ok()) return s;
-    std::vector<std::string> args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
-                                     absl::StrCat("--threads=", cell.threads),
-                                     "--handler=" + handler};
-    // The scenario is the user's own file on the user's own machine: its
-    // server flags go to the server as written (no agent allowlist here).
-    for (const auto& [k, v] : sw.server_flags()) args.push_back(absl::StrCat("--", k, "=", v));
-
-    const std::string id = absl::StrFormat("local-%04d-%s-t%d", cell.index, cell.profile,
-                                           cell.threads);
+    absl::StatusOr<std::string> handler = launch::FindHandler(sw.handler(), o_.handler_dirs);
+    if (!handler.ok()) return handler.status();
     if (mkdir(o_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return absl::InternalError(absl::StrCat("cannot create ", o_.log_dir, ": ", strerror(errno)));
     }
-    const std::string log_path = absl::StrCat(o_.log_dir, "/", id, ".log");
-    int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-    if (log_fd < 0) {
-      return absl::InternalError(absl::StrCat("cannot create ", log_path, ": ", strerror(errno)));
-    }
-    const std::string head = absl::StrCat("# rsslab_loadgen --local ", id, ": ", o_.server_binary,
-                                          " ", absl::StrJoin(args, " "), "\n");
-    ssize_t ignored = write(log_fd, head.data(), head.size());
-    (void)ignored;
-    int out[2];
-    if (pipe2(out, O_CLOEXEC) != 0) {
-      close(log_fd);
-      return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
-    }
-    launch::SpawnOptions so;
-    so.binary = o_.server_binary;
-    so.args = args;
-    so.env = profiles::EnvStrings(profiles::BuildLaunchEnv(*profile, profiles::CurrentEnviron()));
-    so.stdout_fd = out[1];
-    so.stderr_fd = log_fd;
-    so.cpus = o_.server_cpus;
-    // A loadgen killed outright (SIGKILL by a batch system) takes its
-    // server with it. The forking thread is the sweep's worker, which
-    // outlives every server it starts.
-    so.parent_death_signal = SIGKILL;
-    absl::StatusOr<pid_t> pid = launch::Spawn(so);
-    close(out[1]);
-    if (!pid.ok()) {
-      close(out[0]);
-      close(log_fd);
-      return pid.status();
-    }
+    const std::string id = absl::StrFormat("local-%04d-%s-t%d", cell.index, cell.profile,
+                                           cell.threads);
     auto s = std::make_unique<LocalServer>();
-    s->pid = *pid;
-    s->pump = std::make_unique<launch::OutputPump>(out[0], log_fd, /*own_sink=*/true,
-                                                   std::string(kReadyPrefix),
-                                                   /*withhold_ready=*/false);
-    LocalServer* raw = s.get();
-    s->waiter = std::thread([raw] {
-      int st = 0;
-      while (waitpid(raw->pid, &st, 0) < 0 && errno == EINTR) {
-      }
-      raw->wait_status = st;
-      raw->exited.Notify();
-    });
+    s->child = std::make_shared<launch::OwnChild>();
+    launch::LaunchOptions lo = LaunchOptionsFor(id, cell, *profile, *handler, sw);
+    lo.child = s->child;
+    absl::StatusOr<launch::Started> started = launch::StartVerifiedServer(lo);
+    if (!started.ok()) return started.status();
+    s->started = *std::move(started);
+    const launch::VerifiedLaunch& v = s->started.verified;
     ServerProcess& info = s->info;
     info.set_id(id);
-    info.set_pid(*pid);
+    info.set_pid(s->started.pid);
     info.set_profile(profile->name());
     info.set_threads(cell.threads);
-    info.set_handler(sw.handler().empty() ? "web_worker" : sw.handler());
-    info.set_log_path(log_path);
+    info.set_handler(sw.handler().empty() ? std::string(kDefaultHandlerName) : sw.handler());
+    info.set_log_path(lo.log_path);
     info.set_running(true);
     info.set_started_unix_nanos(absl::ToUnixNanos(absl::Now()));
     info.set_label(absl::StrCat(scenario.name(), " ", cell.id));
-    servers_[id] = std::move(s);
-
-    launch::OutputPump::Result r = raw->pump->WaitReady(o_.ready_timeout);
-    if (r.state != launch::OutputPump::kReady) {
-      const bool died = r.state == launch::OutputPump::kEof;
-      if (!died) kill(raw->pid, SIGKILL);
-      Reap(raw);
-      return absl::AbortedError(absl::StrCat(
-          "server ", id, " (profile ", profile->name(), ") ",
-          died ? "exited before it was ready: "
-               : absl::StrCat("not ready after ", absl::FormatDuration(o_.ready_timeout),
-                              "; killed: "),
-          raw->info.exit(), "; log ", log_path, ", last lines:\n", raw->info.log_tail()));
-    }
-    absl::StatusOr<launch::VerifiedLaunch> v =
-        launch::VerifyLaunch(raw->pid, *profile, r.line, /*security=*/nullptr);
-    if (!v.ok()) {
-      kill(raw->pid, SIGKILL);
-      Reap(raw);
-      return absl::Status(v.status().code(),
-                          absl::StrCat("server ", id, " (pid ", raw->pid, ") killed: ",
-                                       v.status().message(), "; log ", log_path));
-    }
-    info.set_data_address(v->ready.data_address);
-    info.set_control_address(v->ready.control_address);
-    info.set_mapped_library(v->verification.mapped_library);
-    for (const auto& [name, value] : v->verification.env) {
+    info.set_data_address(v.ready.data_address);
+    info.set_control_address(v.ready.control_address);
+    info.set_mapped_library(v.verification.mapped_library);
+    for (const auto& [name, value] : v.verification.env) {
       rsslab::v1::EnvVar* e = info.add_verified_env();
       e->set_name(name);
       e->set_value(value);
     }
-    return info;
+    ServerProcess out = info;
+    servers_[id] = std::move(s);
+    return out;
   }
 
   absl::StatusOr<ServerProcess> Stop(const ServerProcess& server, int grace_ms,
@@ -291,49 +225,51 @@ class LocalHost : public CellHost {
     auto it = servers_.find(server.id());
     if (it == servers_.end()) return absl::NotFoundError(absl::StrCat("no server ", server.id()));
     LocalServer* s = it->second.get();
-    if (!s->exited.HasBeenNotified()) {
-      kill(s->pid, SIGTERM);
-      if (!s->exited.WaitForNotificationWithTimeout(absl::Milliseconds(grace_ms))) {
-        kill(s->pid, SIGKILL);
-      }
-    }
-    Reap(s);
+    launch::StopStarted(s->started, absl::Milliseconds(grace_ms));
+    const int st = s->child->wait_status();
     ServerProcess info = s->info;
-    servers_.erase(it);
-    return info;
-  }
-
- private:
-  absl::Status FindHandler(const std::string& name_in, std::string* path) {
-    const std::string name = name_in.empty() ? "web_worker" : name_in;
-    if (!profiles::IsPlainName(name)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("handler '", name, "' must be a handler name, not a path"));
-    }
-    for (const std::string& d : o_.handler_dirs) {
-      const std::string p = absl::StrCat(d, "/", name, ".py");
-      if (access(p.c_str(), R_OK) == 0) {
-        *path = p;
-        return absl::OkStatus();
-      }
-    }
-    return absl::NotFoundError(absl::StrCat("handler '", name, "' not found in ",
-                                            absl::StrJoin(o_.handler_dirs, ", ")));
-  }
-
-  // Waits for the exit (the caller made sure it comes) and records it.
-  void Reap(LocalServer* s) {
-    s->exited.WaitForNotification();
-    if (s->waiter.joinable()) s->waiter.join();
-    s->pump->WaitEof(absl::Seconds(5));
-    const int st = s->wait_status;
-    ServerProcess& info = s->info;
     info.set_running(false);
     info.set_exit(launch::DescribeExit(st));
     info.set_exit_code(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     info.set_term_signal(WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     info.set_ended_unix_nanos(absl::ToUnixNanos(absl::Now()));
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) info.set_log_tail(launch::LogTail(info.log_path()));
+    servers_.erase(it);
+    return info;
+  }
+
+ private:
+  // The agent's launch, here: the same fixed arguments, the scenario's
+  // server flags through the agent's allowlist, the ready line read from a
+  // pipe, VerifyLaunch.
+  launch::LaunchOptions LaunchOptionsFor(const std::string& id, const SweepCell& cell,
+                                         const rsslab::v1::Profile& profile,
+                                         const std::string& handler,
+                                         const rsslab::v1::Sweep& sw) const {
+    launch::LaunchOptions lo;
+    lo.program = o_.server_binary;
+    lo.profile = &profile;
+    lo.name = "server " + id;
+    lo.fixed_args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+                     absl::StrCat("--threads=", cell.threads), "--handler=" + handler};
+    std::vector<std::string> shown = lo.fixed_args;
+    for (const auto& [k, v] : std::map<std::string, std::string>(sw.server_flags().begin(),
+                                                                  sw.server_flags().end())) {
+      lo.flags.emplace_back(k, v);
+      shown.push_back(absl::StrCat("--", k, "=", v));
+    }
+    lo.flag_check = launch::LaunchOptions::FlagCheck::kRequest;
+    lo.output = launch::Output::kPipe;
+    lo.log_path = absl::StrCat(o_.log_dir, "/", id, ".log");
+    lo.log_header = absl::StrCat("# rsslab_loadgen --local ", id, ": ", o_.server_binary, " ",
+                                 absl::StrJoin(shown, " "), "\n");
+    lo.ready_timeout = o_.ready_timeout;
+    lo.cpus = o_.server_cpus;
+    // A loadgen killed outright (SIGKILL by a batch system) takes its
+    // server with it. The forking thread is the sweep's worker, which
+    // outlives every server it starts.
+    lo.parent_death_signal = SIGKILL;
+    return lo;
   }
 
   const LocalHostOptions o_;

@@ -1,8 +1,9 @@
 // Where a sweep cell's server runs: through an rsslab_agent (AgentHost), or
 // launched by the loadgen itself on this machine (LocalHost, the command a
-// batch task or a pod runs). Both start the server under the cell's profile
-// and verify it with the same code (agent/launcher.h VerifyLaunch: the
-// library mapped, the environment, the allocator the server reports).
+// batch task or a pod runs). Both start the server through the one launch
+// path (agent/launch.h StartVerifiedServer): the agent's flag allowlist, the
+// ready line, VerifyLaunch (the library mapped, the environment, the
+// allocator the server reports).
 //
 //   std::unique_ptr<rsslab::CellHost> host = rsslab::MakeAgentHost(o);   // or MakeLocalHost
 //   if (absl::Status s = host->Prepare(scenario.sweep()); !s.ok()) ...  // before any cell

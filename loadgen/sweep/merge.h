@@ -22,6 +22,12 @@
 // Idempotent: the output is rebuilt from the inputs each time (written to a
 // temporary file, then renamed), so merging again while cells still arrive
 // just gives a fuller table.
+//
+// Streaming: the inputs are read a record at a time, and only where each
+// attempt's records are is kept; the output is written a record at a time.
+// Memory is bounded by the largest record, not the inputs' sum. Attempts
+// whose records are byte for byte those of one already read (a copy of a
+// run directory, or one reached twice) are counted once.
 #ifndef RSSLAB_LOADGEN_SWEEP_MERGE_H_
 #define RSSLAB_LOADGEN_SWEEP_MERGE_H_
 

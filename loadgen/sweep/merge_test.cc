@@ -1,9 +1,12 @@
 #include "loadgen/sweep/merge.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loadgen/results/cells.h"
@@ -117,6 +120,30 @@ TEST(MergeTest, LatestSuccessfulAttemptCountsAndEveryAttemptIsKept) {
   ASSERT_TRUE(MergeRunDirs({TmpDir("m2")}, TmpDir("m2/out"), &r).ok());
   EXPECT_EQ(r.summary.cells[0].value[kUnderLoad], 20 * kMiB);
   EXPECT_EQ(r.summary.cells[0].attempt, 3);
+}
+
+// Issue 27, class 8: the same run directory given twice, or a copy of it,
+// showed up as extra re-queued attempts. Identical records are one attempt.
+TEST(MergeTest, TheSameRunGivenTwiceOrCopiedIsCountedOnce) {
+  const auto sc = Matrix(0);
+  const std::string a = CellRun("m9/a", sc, 0, 100, 30, true);
+  const std::string b = CellRun("m9/b", sc, 1, 101, 40, true);
+  // A byte-for-byte copy of a, elsewhere.
+  const std::string copy = TmpDir("m9/copy");
+  ASSERT_EQ(mkdir(copy.c_str(), 0755), 0);
+  {
+    std::ofstream out(copy + "/events.jsonl");
+    out << Read(a + "/events.jsonl");
+  }
+  MergeResult r;
+  absl::Status st = MergeRunDirs({a, b, a, copy}, TmpDir("m9/out"), &r);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(r.attempts, 2);
+  ASSERT_EQ(r.summary.cells.size(), 2u);
+  EXPECT_EQ(r.summary.cells[0].attempts, 1);
+  EXPECT_TRUE(r.summary.superseded.empty());
+  EXPECT_TRUE(SweepComplete(r.summary));
+  EXPECT_THAT(absl::StrJoin(r.notes, "\n"), HasSubstr("same records as"));
 }
 
 TEST(MergeTest, MissingAndUnfinishedCellsMakeItIncomplete) {

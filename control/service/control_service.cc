@@ -1,4 +1,6 @@
-#include "server/control_service.h"
+#include "control/service/control_service.h"
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -26,21 +28,43 @@ grpc::Status ControlService::StreamedSetPhase(
   return status;
 }
 
-grpc::Status ControlService::GetSnapshot(grpc::ServerContext* context,
-                                         const rsslab::v1::SnapshotRequest* request,
-                                         rsslab::v1::Snapshot* response) {
+namespace {
+
+grpc::Status Unparsed(absl::string_view type) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                      absl::StrCat("the request does not parse as rsslab.v1.", type));
+}
+
+}  // namespace
+
+grpc::Status ControlService::StreamedGetSnapshot(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<rsslab::v1::SnapshotRequest, rsslab::v1::Snapshot>* stream) {
   if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
-  ServerCore::SnapshotOptions o;
-  o.gc = request->gc();
-  o.detail = request->detail();
-  core_->TakeSnapshot(o, response);
+  rsslab::v1::SnapshotRequest request;
+  if (!stream->Read(&request)) return Unparsed("SnapshotRequest");
+  ControlSnapshotOptions o;
+  o.gc = request.gc();
+  o.detail = request.detail();
+  // The Python section gets at most half the caller's time left (and 2 s at
+  // most): the rest of the snapshot still answers within the deadline.
+  const absl::Duration left = absl::FromChrono(context->deadline()) - absl::Now();
+  o.python_deadline = std::max(absl::Milliseconds(10), std::min(o.python_deadline, left / 2));
+  rsslab::v1::Snapshot response;
+  core_->TakeSnapshot(o, &response);
+  if (!stream->Write(response)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away before the answer");
+  }
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::WatchSnapshots(grpc::ServerContext* context,
-                                            const rsslab::v1::WatchRequest* request,
-                                            grpc::ServerWriter<rsslab::v1::Snapshot>* writer) {
+grpc::Status ControlService::StreamedWatchSnapshots(
+    grpc::ServerContext* context,
+    grpc::ServerSplitStreamer<rsslab::v1::WatchRequest, rsslab::v1::Snapshot>* writer) {
   if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
+  rsslab::v1::WatchRequest req;
+  if (!writer->Read(&req)) return Unparsed("WatchRequest");
+  const rsslab::v1::WatchRequest* request = &req;
   int64_t interval_ms = request->interval_ms() == 0 ? 1000 : request->interval_ms();
   if (interval_ms < 10 || interval_ms > 24 * 3600 * 1000) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -53,7 +77,7 @@ grpc::Status ControlService::WatchSnapshots(grpc::ServerContext* context,
                         absl::StrCat("too many WatchSnapshots streams (limit ",
                                      max_watch_streams_, ", --max_watch_streams)"));
   }
-  ServerCore::SnapshotOptions o;
+  ControlSnapshotOptions o;
   o.gc = request->gc();
   o.detail = request->detail();
   uint32_t sent = 0;
@@ -74,11 +98,18 @@ grpc::Status ControlService::WatchSnapshots(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status ControlService::Trim(grpc::ServerContext* context,
-                                  const rsslab::v1::TrimRequest* request,
-                                  rsslab::v1::TrimResponse* response) {
+grpc::Status ControlService::StreamedTrim(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<rsslab::v1::TrimRequest, rsslab::v1::TrimResponse>* stream) {
   if (grpc::Status a = security_->Authorize(*context); !a.ok()) return a;
-  return ToGrpc(core_->Trim(*request, response));
+  rsslab::v1::TrimRequest request;
+  if (!stream->Read(&request)) return Unparsed("TrimRequest");
+  rsslab::v1::TrimResponse response;
+  grpc::Status status = ToGrpc(core_->Trim(request, &response));
+  if (status.ok() && !stream->Write(response)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away before the answer");
+  }
+  return status;
 }
 
 }  // namespace rsslab
