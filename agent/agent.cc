@@ -82,6 +82,10 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
     return absl::NotFoundError(absl::StrCat("unknown profile '", Echo(req.profile(), 64), "' (known: ",
                                             profiles::ProfileNames(options_.profiles), ")"));
   }
+  if (!(*profile)->unavailable().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "profile '", req.profile(), "' is unavailable on this machine: ", (*profile)->unavailable()));
+  }
   if (req.threads() < 0 || req.threads() > options_.max_threads) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be in [1, ", options_.max_threads,
                                                    "] (0: the server's default of 4); got ",
@@ -362,6 +366,7 @@ grpc::Status AgentService::ListProfiles(grpc::ServerContext* ctx, const rsslab::
   for (const Profile& p : options_.profiles.profile()) {
     resp->add_names(p.name());
     resp->add_descriptions(p.description());
+    resp->add_unavailable(p.unavailable());
   }
   return grpc::Status::OK;
 }

@@ -19,6 +19,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "common/procfs/procfs.h"
+#include "common/shipped.h"
 
 extern char** environ;
 
@@ -84,6 +85,14 @@ std::string GuessAllocator(absl::string_view preload) {
 
 }  // namespace
 
+bool IsProjectLocal(absl::string_view preload) {
+  if (!absl::StartsWith(preload, absl::StrCat(kProjectDepsDir, "/"))) return false;
+  for (absl::string_view part : absl::StrSplit(preload, '/')) {
+    if (part.empty() || part == "." || part == "..") return false;
+  }
+  return true;
+}
+
 bool IsPlainName(absl::string_view name) {
   if (name.empty() || name.size() > 128) return false;
   if (name[0] == '.' || name[0] == '-') return false;
@@ -126,11 +135,21 @@ absl::StatusOr<ProfileSet> ParseProfiles(absl::string_view text, absl::string_vi
       errors.push_back(absl::StrCat(at, ": duplicate name (first defined at ",
                                     where(it->second), ")"));
     }
-    if (!p->preload().empty()) {
+    if (!p->preload().empty() && p->preload()[0] != '/' && IsProjectLocal(p->preload())) {
+      // A library ./rsslab setup fetched into the project (.deps/...): found
+      // like the other shipped files, else the profile is unavailable here.
+      const std::string rel = p->preload();
+      std::string found = options.check_files ? FindShipped(rel) : std::string();
+      if (!found.empty()) {
+        p->set_preload(found);
+      } else if (options.check_files) {
+        p->set_unavailable(absl::StrCat(rel, " is not in this project (./rsslab setup fetches it)"));
+      }
+    } else if (!p->preload().empty()) {
       struct stat st;
       if (p->preload()[0] != '/') {
         errors.push_back(absl::StrCat(at, ": preload '", p->preload(),
-                                      "' must be an absolute path"));
+                                      "' must be an absolute path or under ", kProjectDepsDir, "/"));
       } else if (options.check_files && stat(p->preload().c_str(), &st) != 0) {
         errors.push_back(absl::StrCat(at, ": preload library ", p->preload(),
                                       " does not exist"));

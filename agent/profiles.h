@@ -43,10 +43,19 @@ struct ParseOptions {
   bool check_files = true;
 };
 
+// Where ./rsslab setup puts libraries it fetches into the project
+// (tools/mimalloc3.sh): a preload "relative to the project" starts here.
+inline constexpr absl::string_view kProjectDepsDir = ".deps";
+
+// True for ".deps/a/b" (no empty, "." or ".." parts).
+bool IsProjectLocal(absl::string_view preload);
+
 // Parses and validates profile text. `source` names the text in errors
 // ("agent/profiles.textproto:12:3: ..."). Validation: names are
-// [A-Za-z0-9._-]+ (never a path) and unique; preload is empty or an absolute
-// path to an existing file; env names are identifiers and never LD_PRELOAD;
+// [A-Za-z0-9._-]+ (never a path) and unique; preload is empty, an absolute
+// path to an existing file, or a project-local path under .deps/ (found with
+// FindShipped and replaced by its real path; when it is not there the
+// profile loads with `unavailable` saying so, and cannot launch); env names are identifiers and never LD_PRELOAD;
 // allocator is glibc|jemalloc|mimalloc|tcmalloc (defaults: glibc without a
 // preload, else guessed from the preload's file name).
 absl::StatusOr<rsslab::v1::ProfileSet> ParseProfiles(absl::string_view text,

@@ -158,6 +158,10 @@ const v1::Profile& ChooseProfile(const RunArgs& args, const v1::ProfileSet& set)
     Fail(2, absl::StrCat("unknown profile '", args.profile_name, "' (", args.profiles_path,
                          " has: ", profiles::ProfileNames(set), ")"));
   }
+  if (!profile->unavailable().empty()) {
+    Fail(2, absl::StrCat("profile '", args.profile_name, "' is unavailable here: ",
+                         profile->unavailable()));
+  }
   return *profile;
 }
 
@@ -168,7 +172,16 @@ int Main(int argc, char** argv) {
   absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(args.profiles_path);
   if (!set.ok()) Fail(2, std::string(set.status().message()));
   if (args.list) {
-    for (const auto& p : set->profile()) printf("%-18s %s\n", p.name().c_str(), p.description().c_str());
+    // An unavailable profile's second column is "UNAVAILABLE:" (scripts
+    // that want what can run here skip those lines: tools/sweep.sh).
+    for (const auto& p : set->profile()) {
+      if (p.unavailable().empty()) {
+        printf("%-18s %s\n", p.name().c_str(), p.description().c_str());
+      } else {
+        printf("%-18s UNAVAILABLE: %s; %s\n", p.name().c_str(), p.unavailable().c_str(),
+               p.description().c_str());
+      }
+    }
     return 0;
   }
   const v1::Profile& profile = ChooseProfile(args, *set);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -52,8 +53,16 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s) {
   }
   if (as.has_mimalloc()) {
     const auto& m = as.mimalloc();
-    absl::StrAppendFormat(&out, "mimalloc %d  rss %s  commit %s  peak commit %s\n", m.version(),
-                          Mib(m.current_rss()), Mib(m.current_commit()), Mib(m.peak_commit()));
+    if (m.refused_size() == 0) {
+      absl::StrAppendFormat(&out, "mimalloc %s (%s)  rss %s  commit %s  peak commit %s\n",
+                            m.version_text(), m.layout(), Mib(m.current_rss()),
+                            Mib(m.current_commit()), Mib(m.peak_commit()));
+    } else {
+      // Figures the version's layout cannot give are not printed as zeros.
+      absl::StrAppendFormat(&out, "mimalloc %s (%s)  peak rss %s  refused: %s\n",
+                            m.version_text(), m.layout().empty() ? "unknown" : m.layout(),
+                            Mib(m.peak_rss()), absl::StrJoin(m.refused(), "; "));
+    }
   }
   if (as.has_tcmalloc()) {
     const auto& t = as.tcmalloc();

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <string>
 
@@ -56,7 +57,8 @@ TEST(ProfilesFile, ShippedFileHasTheRequiredProfiles) {
   ASSERT_TRUE(set.ok()) << set.status();
   for (const char* name : {"glibc", "glibc-arena2", "glibc-arena4", "jemalloc", "jemalloc-bg",
                            "jemalloc-decay0", "mimalloc", "mimalloc-purge0", "tcmalloc",
-                           "tcmalloc-release", "pymalloc-off"}) {
+                           "tcmalloc-release", "pymalloc-off", "mimalloc3", "mimalloc3-purge0",
+                           "glibc-trim-threshold", "glibc-tunables-arena2"}) {
     const v1::Profile* p = profiles::FindProfile(*set, name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_FALSE(p->description().empty()) << name;
@@ -139,6 +141,12 @@ TEST(ProfilesLaunch, EveryShippedProfileTakesEffect) {
   ASSERT_TRUE(set.ok()) << set.status();
   for (const v1::Profile& p : set->profile()) {
     SCOPED_TRACE(p.name());
+    if (!p.unavailable().empty()) {
+      // mimalloc 3 when ./rsslab setup could not fetch it (MimallocVersions
+      // below skips, naming the reason).
+      std::cout << "[ SKIPPED  ] profile " << p.name() << ": " << p.unavailable() << "\n";
+      continue;
+    }
     auto server = ServerProcess::Start(ServerOptions(p));
     ASSERT_TRUE(server.ok()) << server.status();
     absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile((*server)->pid(), p);
@@ -151,10 +159,33 @@ TEST(ProfilesLaunch, EveryShippedProfileTakesEffect) {
     for (const auto& e : p.env()) EXPECT_EQ(snap.allocator_env().at(e.name()), e.value());
     const v1::AllocatorStats& st = snap.allocator_stats();
     if (p.name() == "mimalloc") {
+      EXPECT_EQ(st.mimalloc().layout(), "2.0.x");
       EXPECT_EQ(st.mimalloc().options().at("decommit_delay"), 25);
+      EXPECT_EQ(st.mimalloc().options().count("purge_delay"), 0u);  // not 2.0.9's name
     }
     if (p.name() == "mimalloc-purge0") {
       EXPECT_EQ(st.mimalloc().options().at("decommit_delay"), 0);
+    }
+    if (p.name() == "mimalloc3") {
+      EXPECT_EQ(st.mimalloc().version(), 301);
+      EXPECT_EQ(st.mimalloc().version_text(), "3.0.1");
+      EXPECT_EQ(st.mimalloc().layout(), "3.x");
+      EXPECT_EQ(st.mimalloc().options().at("purge_delay"), 2500);  // 3.0.1's default
+      EXPECT_EQ(st.mimalloc().options().at("arena_reserve"), 1 << 20);  // KiB: 1 GiB
+      EXPECT_EQ(st.mimalloc().options().count("decommit_delay"), 0u);
+      EXPECT_EQ(st.mimalloc().options().count("segment_decommit_delay"), 0u);
+    }
+    if (p.name() == "mimalloc3-purge0") {
+      EXPECT_EQ(st.mimalloc().options().at("purge_delay"), 0);
+    }
+    if (st.has_mimalloc() && st.mimalloc().layout() != "3.x") {
+      EXPECT_EQ(st.mimalloc().refused_size(), 0) << st.note();
+    }
+    if (p.name() == "glibc-trim-threshold") {
+      EXPECT_EQ(snap.allocator_env().at("MALLOC_TRIM_THRESHOLD_"), "131072");
+    }
+    if (p.name() == "glibc-tunables-arena2") {
+      EXPECT_EQ(snap.allocator_env().at("GLIBC_TUNABLES"), "glibc.malloc.arena_max=2");
     }
     if (p.name() == "jemalloc") {
       EXPECT_FALSE(st.jemalloc().background_thread());
@@ -172,6 +203,109 @@ TEST(ProfilesLaunch, EveryShippedProfileTakesEffect) {
     EXPECT_EQ((*server)->Stop(), 0);
   }
 }
+
+// glibc's tunables spelling of MALLOC_ARENA_MAX=2 takes effect: after a
+// 16-thread load glibc itself reports at most 2 arenas (main + 1), where the
+// plain glibc profile under the same load has more (so the check can fail).
+TEST(ProfilesLaunch, GlibcTunablesArena2HoldsTwoArenasAfter16ThreadLoad) {
+  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(ShippedProfiles());
+  ASSERT_TRUE(set.ok()) << set.status();
+  auto arenas_after_load = [&](const std::string& name, v1::Snapshot* out) {
+    const v1::Profile& p = *profiles::FindProfile(*set, name);
+    ServerProcess::Options o = ServerOptions(p);
+    o.args = {"--threads=16", "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+              "--cache_limit_mb=32"};
+    auto server = ServerProcess::Start(o);
+    EXPECT_TRUE(server.ok()) << server.status();
+    if (!server.ok()) return -1;
+    EXPECT_TRUE(profiles::VerifyProfile((*server)->pid(), p).ok());
+    rsslab::testing::Clients c(server->get());
+    c.Phase("fill");
+    EXPECT_EQ(c.Drive(3000, 16, 1), 0);
+    *out = c.Snapshot();
+    EXPECT_EQ((*server)->Stop(), 0);
+    return out->allocator_stats().glibc().malloc_info_arenas();
+  };
+  v1::Snapshot tuned, plain;
+  const int tuned_arenas = arenas_after_load("glibc-tunables-arena2", &tuned);
+  EXPECT_GE(tuned_arenas, 1);
+  EXPECT_LE(tuned_arenas, 2);
+  EXPECT_LE(tuned.memory_map().arena_count(), 1) << "thread-arena heaps in /proc/PID/maps";
+  EXPECT_EQ(tuned.allocator_env().at("GLIBC_TUNABLES"), "glibc.malloc.arena_max=2");
+  EXPECT_GT(arenas_after_load("glibc", &plain), 2) << "the control run: 16 threads, default arenas";
+}
+
+// Every mimalloc byte figure under each installed version: non-negative,
+// read with that version's layout, and equal to /proc where both measure
+// the same thing (peak_rss is getrusage's ru_maxrss = VmHWM, within 2 %).
+// current_commit (= current_rss on Linux) is mimalloc's committed counter,
+// not a resident figure: committed pages count before they are touched, and
+// CPython's own arenas are anonymous RSS mimalloc never sees. Measured here
+// under this load: 173.6 committed vs 108.4 MiB RssAnon (2.0.9), 172.3 vs
+// 94.6 (3.0.1). So it is bounded, not matched: at least half of RssAnon and
+// no more than the data segment's virtual size (issue 23: 3.0.1 read with
+// 2.0.9's layout gave -7 GB).
+class MimallocVersions : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MimallocVersions, ByteFiguresNonNegativeAndMatchProc) {
+  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(ShippedProfiles());
+  ASSERT_TRUE(set.ok()) << set.status();
+  const v1::Profile* p = profiles::FindProfile(*set, GetParam());
+  ASSERT_NE(p, nullptr);
+  if (!p->unavailable().empty()) GTEST_SKIP() << p->name() << ": " << p->unavailable();
+  ServerProcess::Options o = ServerOptions(*p);
+  o.args = {"--threads=16", "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+            "--cache_limit_mb=100", "--handler_params=store_p=1"};
+  auto server = ServerProcess::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  rsslab::testing::Clients c(server->get());
+  c.Phase("fill");
+  ASSERT_EQ(c.Drive(6000, 16, 1), 0);
+  for (const char* when : {"under load", "after a trim"}) {
+    SCOPED_TRACE(when);
+    if (std::string(when) == "after a trim") c.Trim(v1::TRIM_MODE_DEFAULT);
+    v1::Snapshot s = c.Snapshot();
+    const v1::AllocatorStats& st = s.allocator_stats();
+    const v1::MimallocStats& m = st.mimalloc();
+    ASSERT_EQ(s.allocator(), "mimalloc");
+    EXPECT_FALSE(m.layout().empty());
+    const double hwm = static_cast<double>(s.status().hwm_bytes());
+    EXPECT_NEAR(static_cast<double>(m.peak_rss()), hwm, 0.02 * hwm) << "peak_rss vs VmHWM";
+    if (m.layout() == "3.x") {
+      // Its committed counter drifts (alloc.h): refused, naming the version.
+      ASSERT_EQ(m.refused_size(), 1) << st.note();
+      EXPECT_THAT(m.refused(0), HasSubstr("current_commit"));
+      EXPECT_THAT(m.refused(0), HasSubstr("mimalloc 3.0.1"));
+      EXPECT_EQ(m.current_commit(), 0);
+      EXPECT_EQ(m.current_rss(), 0);
+      EXPECT_EQ(st.resident_bytes(), 0);
+      continue;
+    }
+    EXPECT_EQ(m.refused_size(), 0) << st.note();
+    for (int64_t v : {m.current_rss(), m.peak_rss(), m.current_commit(), m.peak_commit(),
+                      st.resident_bytes(), m.page_faults()}) {
+      EXPECT_GE(v, 0) << st.note();
+    }
+    EXPECT_GT(m.current_commit(), 0);
+    EXPECT_EQ(st.resident_bytes(), m.current_commit());
+    EXPECT_EQ(m.current_rss(), m.current_commit());  // Linux: the commit estimate
+    EXPECT_GE(m.peak_commit(), m.current_commit());
+    const double anon = static_cast<double>(s.status().anon_bytes());
+    std::cout << p->name() << " " << when << ": commit " << m.current_commit() / 1048576.0
+              << " MiB, RssAnon " << anon / 1048576.0 << " MiB, VmRSS "
+              << s.status().rss_bytes() / 1048576.0 << " MiB\n";
+    EXPECT_GE(static_cast<double>(m.current_commit()), 0.5 * anon) << "committed vs RssAnon";
+    EXPECT_LE(m.current_commit(), s.status().vm_data_bytes()) << "committed vs VmData";
+  }
+  EXPECT_EQ((*server)->Stop(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Installed, MimallocVersions,
+                         ::testing::Values("mimalloc", "mimalloc3"),
+                         [](const ::testing::TestParamInfo<const char*>& i) {
+                           return std::string(i.param) == "mimalloc" ? std::string("v2_0_9")
+                                                                     : std::string("v3_0_1");
+                         });
 
 // Seed 002/004's silent failures: a process started without the profile's
 // environment or preload is caught, naming what is missing.

@@ -7,7 +7,7 @@
 #   tools/sweep.sh                                   # reduced default, below
 #   RSSLAB_SWEEP_SCALE=1 RSSLAB_SWEEP_REPEATS=5 RSSLAB_SWEEP_THREADS=1,4,16,64 tools/sweep.sh  # seed 000 in full
 #   RSSLAB_SWEEP_PROFILES=glibc,mimalloc-purge0 RSSLAB_SWEEP_THREADS=1,64 tools/sweep.sh
-#   RSSLAB_SWEEP_PROFILES=all ...                    # every profile rsslab_run --list_profiles shows
+#   RSSLAB_SWEEP_PROFILES=all ...                    # every profile rsslab_run --list_profiles shows available
 #   tools/sweep.sh --print_cells                     # the matrix's numbered cells; runs nothing
 #   tools/sweep.sh --concurrency=32                  # extra args go to the loadgen
 #   RSSLAB_SWEEP_OUT=results/sweep-X tools/sweep.sh --resume   # continue a killed sweep (same matrix)
@@ -33,7 +33,7 @@ SCALE=${RSSLAB_SWEEP_SCALE:-$MIN_SCALE}
 PROFILES=${RSSLAB_SWEEP_PROFILES:-glibc,glibc-arena2,jemalloc,jemalloc-bg,mimalloc,mimalloc-purge0,tcmalloc}
 if [ "$PROFILES" = all ]; then
   [ -x "$BIN/rsslab_run" ] || die "$BIN/rsslab_run missing (run ./rsslab build)"
-  PROFILES=$("$BIN/rsslab_run" --profiles="$ROOT/agent/profiles.textproto" --list_profiles | awk '{ print $1 }' | paste -sd, -)
+  PROFILES=$("$BIN/rsslab_run" --profiles="$ROOT/agent/profiles.textproto" --list_profiles | awk '$2 != "UNAVAILABLE:" { print $1 }' | paste -sd, -)
   [ -n "$PROFILES" ] || die "no profile in $ROOT/agent/profiles.textproto"
 fi
 THREADS=${RSSLAB_SWEEP_THREADS:-1,16,64}

@@ -15,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/procfs/procfs.h"
 
 namespace rsslab {
@@ -45,33 +46,113 @@ std::string NameForLibrary(absl::string_view path) {
 
 }  // namespace
 
-const std::map<std::string, int>& MimallocOptionIds() {
-  // Names as mimalloc 2.0.9 spells them (options.c), in mi_option_t order.
-  static const auto* ids = new std::map<std::string, int>{
-      {"show_errors", mi_option_show_errors},
-      {"show_stats", mi_option_show_stats},
-      {"verbose", mi_option_verbose},
-      {"eager_commit", mi_option_eager_commit},
-      {"large_os_pages", mi_option_large_os_pages},
-      {"reserve_huge_os_pages", mi_option_reserve_huge_os_pages},
-      {"reserve_huge_os_pages_at", mi_option_reserve_huge_os_pages_at},
-      {"reserve_os_memory", mi_option_reserve_os_memory},
-      {"page_reset", mi_option_page_reset},
-      {"abandoned_page_decommit", mi_option_abandoned_page_decommit},
-      {"eager_commit_delay", mi_option_eager_commit_delay},
-      {"decommit_delay", mi_option_decommit_delay},
-      {"use_numa_nodes", mi_option_use_numa_nodes},
-      {"limit_os_alloc", mi_option_limit_os_alloc},
-      {"os_tag", mi_option_os_tag},
-      {"max_errors", mi_option_max_errors},
-      {"max_warnings", mi_option_max_warnings},
-      {"max_segment_reclaim", mi_option_max_segment_reclaim},
-      {"allow_decommit", mi_option_allow_decommit},
-      {"segment_decommit_delay", mi_option_segment_decommit_delay},
-      {"decommit_extend_delay", mi_option_decommit_extend_delay},
-      {"destroy_on_exit", mi_option_destroy_on_exit},
-  };
-  return *ids;
+namespace {
+
+// 2.0.9's enum as compiled in: the table below must agree with the header
+// this binary was built against (Debian 12's mimalloc 2.0.9).
+static_assert(mi_option_decommit_delay == 15, "mimalloc.h is not 2.0.9's");
+static_assert(mi_option_segment_decommit_delay == 23, "mimalloc.h is not 2.0.9's");
+static_assert(mi_option_destroy_on_exit == 25, "mimalloc.h is not 2.0.9's");
+
+// Read from each tag's include/mimalloc.h (mi_option_t) and src/options.c
+// (the names behind MIMALLOC_<NAME>); deprecated slots left out.
+const MimallocLayout kMimalloc20 = {
+    "2.0.x", 209, 211, "decommit_delay", "decommit_extend_delay", true, true,
+    {
+        {"show_errors", 0, 209, 211}, {"show_stats", 1, 209, 211}, {"verbose", 2, 209, 211},
+        {"eager_commit", 3, 209, 211}, {"large_os_pages", 6, 209, 211},
+        {"reserve_huge_os_pages", 7, 209, 211}, {"reserve_huge_os_pages_at", 8, 209, 211},
+        {"reserve_os_memory", 9, 209, 211}, {"page_reset", 11, 209, 211},
+        {"abandoned_page_decommit", 12, 209, 211}, {"eager_commit_delay", 14, 209, 211},
+        {"decommit_delay", 15, 209, 211}, {"use_numa_nodes", 16, 209, 211},
+        {"limit_os_alloc", 17, 209, 211}, {"os_tag", 18, 209, 211},
+        {"max_errors", 19, 209, 211}, {"max_warnings", 20, 209, 211},
+        {"max_segment_reclaim", 21, 209, 211}, {"allow_decommit", 22, 209, 211},
+        {"segment_decommit_delay", 23, 209, 211}, {"decommit_extend_delay", 24, 209, 211},
+        {"destroy_on_exit", 25, 209, 211},
+    }};
+
+const MimallocLayout kMimalloc21 = {
+    "2.1.x", 212, 219, "purge_delay", "purge_extend_delay", true, true,
+    {
+        {"show_errors", 0, 212, 219}, {"show_stats", 1, 212, 219}, {"verbose", 2, 212, 219},
+        {"eager_commit", 3, 212, 219}, {"arena_eager_commit", 4, 212, 219},
+        {"purge_decommits", 5, 212, 219}, {"allow_large_os_pages", 6, 212, 219},
+        {"reserve_huge_os_pages", 7, 212, 219}, {"reserve_huge_os_pages_at", 8, 212, 219},
+        {"reserve_os_memory", 9, 212, 219}, {"abandoned_page_purge", 12, 212, 219},
+        {"eager_commit_delay", 14, 212, 219}, {"purge_delay", 15, 212, 219},
+        {"use_numa_nodes", 16, 212, 219}, {"limit_os_alloc", 17, 212, 212},
+        {"disallow_os_alloc", 17, 214, 219}, {"os_tag", 18, 212, 219},
+        {"max_errors", 19, 212, 219}, {"max_warnings", 20, 212, 219},
+        {"max_segment_reclaim", 21, 212, 219}, {"destroy_on_exit", 22, 212, 219},
+        {"arena_reserve", 23, 212, 219}, {"arena_purge_mult", 24, 212, 219},
+        {"purge_extend_delay", 25, 212, 219}, {"abandoned_reclaim_on_free", 26, 214, 219},
+        {"disallow_arena_alloc", 27, 214, 219}, {"retry_on_oom", 28, 217, 219},
+        // 2.1.7 and 2.1.7a both say 217 and differ from here on.
+        {"visit_abandoned", 29, 218, 219}, {"guarded_min", 30, 218, 219},
+        {"guarded_max", 31, 218, 219}, {"guarded_precise", 32, 218, 219},
+        {"guarded_sample_rate", 33, 218, 219}, {"guarded_sample_seed", 34, 218, 219},
+        {"target_segments_per_thread", 35, 218, 219},
+    }};
+
+const MimallocLayout kMimalloc3 = {
+    "3.x", 300, 301, "purge_delay", "purge_extend_delay", false, false,
+    {
+        {"show_errors", 0, 300, 301}, {"show_stats", 1, 300, 301}, {"verbose", 2, 300, 301},
+        {"eager_commit", 3, 300, 301}, {"arena_eager_commit", 4, 300, 301},
+        {"purge_decommits", 5, 300, 301}, {"allow_large_os_pages", 6, 300, 301},
+        {"reserve_huge_os_pages", 7, 300, 301}, {"reserve_huge_os_pages_at", 8, 300, 301},
+        {"reserve_os_memory", 9, 300, 301}, {"abandoned_page_purge", 12, 300, 301},
+        {"eager_commit_delay", 14, 300, 301}, {"purge_delay", 15, 300, 301},
+        {"use_numa_nodes", 16, 300, 301}, {"disallow_os_alloc", 17, 300, 301},
+        {"os_tag", 18, 300, 301}, {"max_errors", 19, 300, 301},
+        {"max_warnings", 20, 300, 301}, {"max_segment_reclaim", 21, 300, 301},
+        {"destroy_on_exit", 22, 300, 301}, {"arena_reserve", 23, 300, 301},
+        {"arena_purge_mult", 24, 300, 301}, {"purge_extend_delay", 25, 300, 301},
+        {"disallow_arena_alloc", 26, 300, 301}, {"retry_on_oom", 27, 300, 301},
+        {"visit_abandoned", 28, 300, 301}, {"guarded_min", 29, 300, 301},
+        {"guarded_max", 30, 300, 301}, {"guarded_precise", 31, 300, 301},
+        {"guarded_sample_rate", 32, 300, 301}, {"guarded_sample_seed", 33, 300, 301},
+        {"target_segments_per_thread", 34, 300, 301}, {"reclaim_on_free", 35, 300, 301},
+        {"page_full_retain", 36, 300, 301}, {"page_max_candidates", 37, 300, 301},
+        {"max_vabits", 38, 300, 301}, {"pagemap_commit", 39, 300, 301},
+        {"page_commit_on_demand", 40, 300, 301},
+    }};
+
+int OptionIndex(const MimallocLayout* l, int version, absl::string_view name) {
+  if (l == nullptr) return -1;
+  for (const MimallocOption& o : l->options) {
+    if (name == o.name && version >= o.min_version && version <= o.max_version) return o.index;
+  }
+  return -1;
+}
+
+}  // namespace
+
+const MimallocLayout* MimallocLayoutFor(int version) {
+  for (const MimallocLayout* l : {&kMimalloc20, &kMimalloc21, &kMimalloc3}) {
+    if (version >= l->min_version && version <= l->max_version) return l;
+  }
+  return nullptr;
+}
+
+std::string MimallocVersionText(int version) {
+  // major*100 + minor*10 + patch up to 3.0.9; later releases use other
+  // encodings (3010 = 3.0.10, 20300 = 2.3.0), so only the 3-digit form is read.
+  if (version >= 100 && version <= 999) {
+    return absl::StrCat(version / 100, ".", (version / 10) % 10, ".", version % 10);
+  }
+  return absl::StrCat("mi_version ", version);
+}
+
+std::map<std::string, int> MimallocOptionIds(int version) {
+  std::map<std::string, int> ids;
+  const MimallocLayout* l = MimallocLayoutFor(version);
+  if (l == nullptr) return ids;
+  for (const MimallocOption& o : l->options) {
+    if (version >= o.min_version && version <= o.max_version) ids[o.name] = o.index;
+  }
+  return ids;
 }
 
 const Allocator& Allocator::Get() {
@@ -124,6 +205,10 @@ Allocator::Allocator() {
     Resolve("mi_malloc", &mi_malloc_, &unresolved);
     Resolve("mi_free", &mi_free_, &unresolved);
     Resolve("mi_heap_visit_blocks", &mi_heap_visit_blocks_, &unresolved);
+    if (mi_version_ != nullptr) {
+      mi_version_number_ = mi_version_();
+      mi_layout_ = MimallocLayoutFor(mi_version_number_);
+    }
   } else if (name_ == "tcmalloc") {
     Resolve("MallocExtension_GetNumericProperty", &tc_get_numeric_, &unresolved);
     Resolve("MallocExtension_ReleaseFreeMemory", &tc_release_free_, &unresolved);
@@ -233,28 +318,83 @@ void Allocator::FillJemalloc(rsslab::v1::AllocatorStats* out) const {
 
 void Allocator::FillMimalloc(rsslab::v1::AllocatorStats* out) const {
   rsslab::v1::MimallocStats* m = out->mutable_mimalloc();
+  std::string note =
+      "mimalloc keeps no allocated-bytes counter in release builds; "
+      "resident_bytes is its committed bytes (its current_rss estimate)";
+  out->set_allocated_bytes(0);
+  out->set_resident_bytes(0);
+  if (mi_version_ == nullptr) {
+    m->add_refused("everything: mi_version not found, so no layout can be chosen");
+    out->set_note(note);
+    return;
+  }
+  const std::string version = MimallocVersionText(mi_version_number_);
+  m->set_version(mi_version_number_);
+  m->set_version_text(version);
+  if (mi_layout_ == nullptr) {
+    // Another version's indices would read other options, and its stats
+    // another counter: print nothing rather than something wrong.
+    m->add_refused(absl::StrCat("options, current_rss, current_commit, peak_commit: mimalloc ",
+                                version, " (mi_version ", mi_version_number_,
+                                "): layout not read by rsslab (knows 2.0.9-2.1.1, 2.1.2-2.1.9, "
+                                "3.0.0-3.0.1)"));
+    out->set_note(absl::StrCat(note, "; mimalloc ", version, " not interpreted"));
+    return;
+  }
+  m->set_layout(mi_layout_->family);
   if (mi_process_info_ != nullptr) {
     size_t elapsed = 0, user = 0, sys = 0, rss = 0, peak_rss = 0, commit = 0,
            peak_commit = 0, faults = 0;
     mi_process_info_(&elapsed, &user, &sys, &rss, &peak_rss, &commit,
                      &peak_commit, &faults);
-    m->set_current_rss(static_cast<int64_t>(rss));
-    m->set_peak_rss(static_cast<int64_t>(peak_rss));
-    m->set_current_commit(static_cast<int64_t>(commit));
-    m->set_peak_commit(static_cast<int64_t>(peak_commit));
+    // The committed counter is a signed sum of commits and decommits that
+    // mimalloc casts to size_t; a version whose accounting loses a decommit
+    // or an adjustment (3.0.1 under this server: -6.6 GiB, issue 23) wraps.
+    auto figure = [&](const char* name, size_t v, void (rsslab::v1::MimallocStats::*set)(int64_t)) {
+      const int64_t signed_v = static_cast<int64_t>(v);
+      if (signed_v < 0) {
+        m->add_refused(absl::StrCat(name, ": mimalloc ", version, " reported ", signed_v,
+                                    " (its committed counter went negative)"));
+        (m->*set)(0);
+        return false;
+      }
+      (m->*set)(signed_v);
+      return true;
+    };
+    figure("peak_rss", peak_rss, &rsslab::v1::MimallocStats::set_peak_rss);
+    if (mi_layout_->commit_counter) {
+      figure("current_rss", rss, &rsslab::v1::MimallocStats::set_current_rss);
+      if (figure("current_commit", commit, &rsslab::v1::MimallocStats::set_current_commit)) {
+        out->set_resident_bytes(static_cast<int64_t>(commit));
+      }
+      figure("peak_commit", peak_commit, &rsslab::v1::MimallocStats::set_peak_commit);
+    } else {
+      m->add_refused(absl::StrCat(
+          "current_rss, current_commit, peak_commit: mimalloc ", version,
+          "'s committed counter drifts down with every purge of pages committed on demand "
+          "and goes negative (now ",
+          static_cast<int64_t>(commit), "); use RSS"));
+    }
     m->set_page_faults(static_cast<int64_t>(faults));
-    out->set_resident_bytes(static_cast<int64_t>(commit));
   }
-  if (mi_version_ != nullptr) m->set_version(mi_version_());
   if (mi_option_get_ != nullptr) {
-    for (const auto& [option, id] : MimallocOptionIds()) {
+    for (const auto& [option, id] : MimallocOptionIds(mi_version_number_)) {
       (*m->mutable_options())[option] = mi_option_get_(id);
     }
   }
-  out->set_allocated_bytes(0);
-  out->set_note(
-      "mimalloc keeps no allocated-bytes counter in release builds; "
-      "resident_bytes is its committed bytes (its current_rss estimate)");
+  if (m->refused_size() > 0) absl::StrAppend(&note, "; refused: ", absl::StrJoin(m->refused(), "; "));
+  out->set_note(note);
+}
+
+int Allocator::MimallocDelayOption() const {
+  return mi_layout_ == nullptr ? -1
+                               : OptionIndex(mi_layout_, mi_version_number_, mi_layout_->delay_option);
+}
+
+int Allocator::MimallocExtendOption() const {
+  return mi_layout_ == nullptr
+             ? -1
+             : OptionIndex(mi_layout_, mi_version_number_, mi_layout_->extend_option);
 }
 
 void Allocator::FillTcmalloc(rsslab::v1::AllocatorStats* out) const {
@@ -288,11 +428,13 @@ int64_t Allocator::ResidentBytes() const {
     if (mallctl_("stats.resident", &v, &len, nullptr, 0) == 0) {
       return static_cast<int64_t>(v);
     }
-  } else if (name_ == "mimalloc" && mi_process_info_ != nullptr) {
+  } else if (name_ == "mimalloc" && mi_process_info_ != nullptr && mi_layout_ != nullptr &&
+             mi_layout_->commit_counter) {
     size_t e, u, s, rss, peak_rss, commit = 0, peak_commit, faults;
     mi_process_info_(&e, &u, &s, &rss, &peak_rss, &commit, &peak_commit,
                      &faults);
-    return static_cast<int64_t>(commit);
+    const int64_t c = static_cast<int64_t>(commit);
+    return c < 0 ? -1 : c;  // a wrapped counter (FillMimalloc) is no figure
   } else if (name_ == "tcmalloc" && tc_get_numeric_ != nullptr) {
     size_t heap = 0, unmapped = 0;
     if (tc_get_numeric_("generic.heap_size", &heap) &&
@@ -377,23 +519,26 @@ Allocator::Release Allocator::ReleaseAfterThreads() const {
   return {"none", 0};
 }
 
+bool Allocator::HasFollowUp() const {
+  return name_ == "mimalloc" && mi_layout_ != nullptr && mi_layout_->thread_segments &&
+         mi_malloc_ != nullptr && mi_free_ != nullptr;
+}
+
 absl::Duration Allocator::FollowUpDelay() const {
-  if (name_ != "mimalloc" || mi_option_get_ == nullptr || mi_malloc_ == nullptr ||
-      mi_free_ == nullptr) {
-    return absl::ZeroDuration();
-  }
-  long delay = mi_option_get_(mi_option_decommit_delay);  // NOLINT(runtime/int)
+  if (!HasFollowUp() || mi_option_get_ == nullptr) return absl::ZeroDuration();
+  const int delay_option = MimallocDelayOption();
+  if (delay_option < 0) return absl::ZeroDuration();
+  long delay = mi_option_get_(delay_option);  // NOLINT(runtime/int)
   if (delay <= 0) return absl::ZeroDuration();  // 0: decommitted at free; < 0: never
   // Past the delay and the extension a later free may add, with a margin
   // for the clock's granularity.
-  long extend = mi_option_get_(mi_option_decommit_extend_delay);  // NOLINT(runtime/int)
+  const int extend_option = MimallocExtendOption();
+  long extend = extend_option < 0 ? 0 : mi_option_get_(extend_option);  // NOLINT(runtime/int)
   return absl::Milliseconds(delay + std::max(0L, extend) + 5);
 }
 
 Allocator::Release Allocator::FollowUpThisThread() const {
-  if (name_ != "mimalloc" || mi_malloc_ == nullptr || mi_free_ == nullptr) {
-    return {"none", 0};
-  }
+  if (!HasFollowUp()) return {"none", 0};
   // Larger than MI_MEDIUM_OBJ_SIZE_MAX (128 KiB): a large block always gets
   // a fresh page of its own, so the allocation goes through the segment
   // page allocator that runs the expired decommits. Through the dlsym'd
@@ -407,23 +552,39 @@ Allocator::Release Allocator::FollowUpThisThread() const {
 Allocator::DelayOverride Allocator::OverrideReleaseDelay() const {
   DelayOverride o;
   if (name_ != "mimalloc" || mi_option_get_ == nullptr) return o;
-  o.option = "mimalloc decommit_delay";
-  o.before = mi_option_get_(mi_option_decommit_delay);
+  // An unknown version's index could be any option: leave it alone.
+  const int id = MimallocDelayOption();
+  if (id < 0) return o;
+  o.option = absl::StrCat("mimalloc ", mi_layout_->delay_option);
+  o.before = mi_option_get_(id);
   o.during = o.before;
   // < 0 means "never decommit": a choice, not a timer; 0 is immediate already.
   if (o.before <= 0 || mi_option_set_ == nullptr) return o;
-  mi_option_set_(mi_option_decommit_delay, 0);
-  o.during = mi_option_get_(mi_option_decommit_delay);
+  mi_option_set_(id, 0);
+  o.during = mi_option_get_(id);
   o.applied = true;
   return o;
 }
 
 int64_t Allocator::RestoreReleaseDelay(const DelayOverride& o) const {
-  if (o.option.empty() || mi_option_get_ == nullptr) return 0;
+  const int id = MimallocDelayOption();
+  if (o.option.empty() || mi_option_get_ == nullptr || id < 0) return 0;
   if (o.applied && mi_option_set_ != nullptr) {
-    mi_option_set_(mi_option_decommit_delay, static_cast<long>(o.before));  // NOLINT(runtime/int)
+    mi_option_set_(id, static_cast<long>(o.before));  // NOLINT(runtime/int)
   }
-  return mi_option_get_(mi_option_decommit_delay);
+  return mi_option_get_(id);
+}
+
+Allocator::Release Allocator::ReleaseAfterRestore(const DelayOverride& o) const {
+  // 3.x: the arenas' scheduled purges (from before the trim, and from
+  // requests served while it ran) are forced only by a collect at a
+  // non-zero delay; mi_collect(true) purges every arena, whichever thread.
+  if (name_ != "mimalloc" || !o.applied || mi_layout_ == nullptr || mi_layout_->thread_segments ||
+      mi_collect_ == nullptr) {
+    return {"", 0};
+  }
+  mi_collect_(true);
+  return {"mi_collect(true)", 0};
 }
 
 void Allocator::FillThreadStats(rsslab::v1::ThreadAllocStats* out) const {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -36,6 +37,8 @@
 
 namespace rsslab {
 namespace alloc {
+
+struct MimallocLayout;  // below
 
 class Allocator {
  public:
@@ -58,17 +61,23 @@ class Allocator {
   //            MADV_DONTNEED inside arenas without changing "system" bytes),
   //            so use RSS. allocated_bytes = uordblks + hblkhd.
   //   jemalloc mallctl after an "epoch" refresh; resident = stats.resident.
-  //   mimalloc mi_process_info, mi_version, every option read back with
-  //            mi_option_get. resident = current_commit (mimalloc 2.0's own
-  //            current_rss is the same commit estimate); allocated_bytes = 0
-  //            (release builds keep no such counter).
+  //   mimalloc mi_version, then per its family (MimallocLayoutFor: 2.0.x,
+  //            2.1.x, 3.x) mi_process_info and every option of that
+  //            version's enum read back with mi_option_get. resident =
+  //            current_commit on 2.x (mimalloc's own current_rss is the same
+  //            commit estimate on Linux); 3.x's counter is refused (0, see
+  //            MimallocLayout); allocated_bytes = 0 (release builds keep no
+  //            such counter). A version whose layout rsslab has not read
+  //            gets no options and no byte figures, and `refused` says so,
+  //            naming the version: an index from another version's enum
+  //            reads another option.
   //   tcmalloc MallocExtension_GetNumericProperty; resident = heap_size -
   //            pageheap_unmapped_bytes; release_rate via
   //            MallocExtension::instance()->GetMemoryReleaseRate().
   void FillStats(rsslab::v1::AllocatorStats* out) const;
 
   // The allocator's own resident figure as in FillStats, -1 if it has none
-  // (glibc) or the lookup failed. Cheap enough to call around a trim.
+  // (glibc, mimalloc 3.x, an unknown mimalloc) or the lookup failed. Cheap enough to call around a trim.
   int64_t ResidentBytes() const;
 
   // Bytes the program has allocated and not freed, where the allocator
@@ -130,7 +139,12 @@ class Allocator {
   // trim holds the delay at 0 (OverrideReleaseDelay, below) the trimmer runs
   // the visit without a wait: the large free then decommits the span it
   // coalesces with at once, spans scheduled before the trim included.
+  // mimalloc 3.x keeps no per-thread segments (freed pages go back to the
+  // process-wide arenas, and a forced collect purges every arena), so it
+  // needs no second visit: HasFollowUp() is false there and for the other
+  // allocators, true for mimalloc 2.x.
   absl::Duration FollowUpDelay() const;
+  bool HasFollowUp() const;
   Release FollowUpThisThread() const;
 
   // A release deferred by a timer, made immediate for the length of one trim.
@@ -144,6 +158,13 @@ class Allocator {
   // whatever dirty/muzzy_decay_ms say (and so whatever a background thread
   // would have done later); tcmalloc's ReleaseFreeMemory releases every free
   // page-heap span whatever TCMALLOC_RELEASE_RATE says; glibc has no timer.
+  //
+  // The option is the loaded version's: decommit_delay on 2.0.x (and 2.1.0,
+  // 2.1.1, which kept 2.0.9's enum), purge_delay on 2.1.2+ and 3.x. mimalloc
+  // 3.x schedules purges per arena, process-wide; its mi_collect(true)
+  // forces them, except while the delay is 0 (mi_arenas_try_purge returns at
+  // once: "nothing will be scheduled"), so what was scheduled before the trim
+  // is purged by ReleaseAfterRestore() once the delay is back.
   struct DelayOverride {
     std::string option;    // e.g. "mimalloc decommit_delay"; empty: none applies
     bool applied = false;  // the option was changed (and must be restored)
@@ -157,6 +178,10 @@ class Allocator {
   DelayOverride OverrideReleaseDelay() const;
   // Puts back `o.before` if `o.applied`; returns the value read back after.
   int64_t RestoreReleaseDelay(const DelayOverride& o) const;
+  // Run on the trimming thread after RestoreReleaseDelay: mimalloc 3.x
+  // mi_collect(true) when the delay was overridden (above); "none" (call
+  // empty) otherwise.
+  Release ReleaseAfterRestore(const DelayOverride& o) const;
 
   // The allocator's figures for the calling thread (see ThreadAllocStats in
   // proto/snapshot.proto): mimalloc's heap areas, jemalloc's thread arena.
@@ -171,6 +196,10 @@ class Allocator {
   void FillJemalloc(rsslab::v1::AllocatorStats* out) const;
   void FillMimalloc(rsslab::v1::AllocatorStats* out) const;
   void FillTcmalloc(rsslab::v1::AllocatorStats* out) const;
+  // The option of the loaded mimalloc that delays decommit/purge, its
+  // extension, and their mi_option_t values; -1 when unknown.
+  int MimallocDelayOption() const;
+  int MimallocExtendOption() const;
   int JemallocPurge() const;
   void JemallocEpoch() const;
 
@@ -192,6 +221,8 @@ class Allocator {
   void* (*mi_malloc_)(size_t) = nullptr;
   void (*mi_free_)(void*) = nullptr;
   bool (*mi_heap_visit_blocks_)(const mi_heap_t*, bool, mi_block_visit_fun*, void*) = nullptr;
+  int mi_version_number_ = 0;  // mi_version(), read once
+  const MimallocLayout* mi_layout_ = nullptr;  // null: version not read
   // tcmalloc (gperftools' C API)
   int (*tc_get_numeric_)(const char*, size_t*) = nullptr;
   void (*tc_release_free_)() = nullptr;
@@ -199,12 +230,48 @@ class Allocator {
   void* (*tc_instance_)() = nullptr;  // MallocExtension::instance()
 };
 
-// mimalloc's option names (as in its MIMALLOC_<NAME> environment variables)
-// and their mi_option_t values, from the installed <mimalloc.h> (2.0.9).
-// On 2.0.x "immediate release" is decommit_delay (MIMALLOC_DECOMMIT_DELAY=0;
-// MIMALLOC_RESET_DELAY is its deprecated alias); MIMALLOC_PURGE_DELAY is the
-// 2.1+ name and 2.0.x silently ignores it.
-const std::map<std::string, int>& MimallocOptionIds();
+// What rsslab knows of one mimalloc version family, read from that version's
+// own include/mimalloc.h, src/options.c, src/stats.c and prim/unix/prim.c
+// (tags v2.0.9, v2.1.0-v2.1.9, v3.0.0-alpha/v3.0.1; docs/TRIM.md):
+//   2.0.x  mi_version 209-211 (2.0.9's enum; 2.1.0 and 2.1.1 kept it):
+//          decommit_delay (MIMALLOC_DECOMMIT_DELAY; RESET_DELAY is its old
+//          alias; MIMALLOC_PURGE_DELAY is silently ignored), per-thread
+//          segments whose freed spans wait for their owner.
+//   2.1.x  mi_version 212-219: purge_delay (MIMALLOC_PURGE_DELAY; DECOMMIT_
+//          names are legacy aliases), segments as in 2.0.x. Indices past 28
+//          differ between 2.1.7 and 2.1.7a (both say 217) and are not read.
+//   3.x    mi_version 300-301: purge_delay (default 2500 ms), no segments:
+//          pages come from process-wide arenas. Its committed counter is
+//          not interpreted: a purge of a range that was committed on demand
+//          subtracts what was never added (arena.c mi_arena_purge, whose
+//          adjustments are commented out), so it drifts down and goes
+//          negative (measured here: after fill + shrink with purge_delay 0;
+//          issue 23: -6.6 GiB at 64 threads with the defaults).
+// mi_process_info has the same signature in all three; on Linux
+// current_rss = current_commit (mimalloc's committed counter), peak_rss =
+// getrusage's ru_maxrss (= VmHWM), page_faults = major faults.
+struct MimallocOption {
+  const char* name;  // as in MIMALLOC_<NAME>, lower case
+  int index;         // its mi_option_t value in this family
+  int min_version;   // mi_version range of the family it holds for
+  int max_version;
+};
+struct MimallocLayout {
+  const char* family;          // "2.0.x" | "2.1.x" | "3.x"
+  int min_version, max_version;
+  const char* delay_option;    // decommit_delay | purge_delay
+  const char* extend_option;   // decommit_extend_delay | purge_extend_delay
+  bool thread_segments;        // 2.x: the second visit applies
+  bool commit_counter;         // current/peak_commit (and current_rss) mean committed bytes
+  std::vector<MimallocOption> options;
+};
+// The family for a mi_version() value; nullptr if rsslab has not read it.
+const MimallocLayout* MimallocLayoutFor(int version);
+// "3.0.1" for 301 (mi_version's major*100 + minor*10 + patch, used through
+// 3.0.9); "mi_version N" where that reading is ambiguous.
+std::string MimallocVersionText(int version);
+// Option name -> mi_option_t for `version`; empty if its layout is unknown.
+std::map<std::string, int> MimallocOptionIds(int version);
 
 // Parses glibc malloc_info(0, fp) XML. Per <heap nr=..>: system current/max,
 // free = fast + rest sizes (and counts), in use = system - free, aspace

@@ -83,7 +83,8 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
     // waits out the delay, which returns less (docs/TRIM.md).
     const absl::Duration follow_up_delay = a.FollowUpDelay();
     std::vector<WorkerRun> follow_up;
-    if (delay.applied || follow_up_delay > absl::ZeroDuration()) {
+    // mimalloc 3.x has no per-thread segments: nothing to visit for.
+    if (a.HasFollowUp() && (delay.applied || follow_up_delay > absl::ZeroDuration())) {
       absl::SleepFor(follow_up_delay);
       r.set_follow_up_delay_us(absl::ToInt64Microseconds(follow_up_delay));
       follow_up = workers_->RunOnEachWorker(
@@ -136,6 +137,9 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   }
   const int64_t restored = a.RestoreReleaseDelay(delay);
   if (!delay.option.empty()) r.set_release_delay_after(restored);
+  // mimalloc 3.x: the purges its collects skipped while the delay was 0.
+  const alloc::Allocator::Release after_restore = a.ReleaseAfterRestore(delay);
+  r.set_after_restore_call(after_restore.call);
   r.set_rss_after_bytes(RssNow());
   r.set_allocator_resident_after(a.ResidentBytes());
   r.set_per_thread_freed_bytes(r.rss_between_bytes() - r.rss_after_bytes());

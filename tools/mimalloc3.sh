@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Brings Debian 13's mimalloc 3 (libmimalloc3, pinned below) into the project
+# without touching the system: `apt-get download` through a private sources
+# list for suite trixie, built from the archive URI this machine's own apt
+# sources already name, with private lists and caches under .deps/apt/; then
+# `dpkg-deb -x` into .deps/mimalloc3/. No suite is added to the system and
+# nothing is installed. Run by `./rsslab setup`; safe to rerun (does nothing
+# once the pinned version is unpacked).
+#
+#   tools/mimalloc3.sh           # fetch if missing; one line and exit 0 if it cannot
+#   tools/mimalloc3.sh --check   # exit 0 if the library is in place, else 1
+#
+# The profiles mimalloc3 and mimalloc3-purge0 (agent/profiles.textproto) name
+# the unpacked library relative to the project; without it they are listed
+# as unavailable and nothing else changes.
+set -uo pipefail
+ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
+PKG=libmimalloc3
+VERSION=3.0.1+ds-2.1
+SUITE=trixie
+DEST=$ROOT/.deps/mimalloc3
+APT=$ROOT/.deps/apt
+# The path the profiles name (relative to the project's top).
+LIB=$DEST/usr/lib/x86_64-linux-gnu/libmimalloc.so.3
+
+have() { [ -r "$LIB" ] && [ "$(cat "$DEST/.version" 2>/dev/null)" = "$VERSION" ]; }
+
+if [ "${1:-}" = --check ]; then have; exit; fi
+have && exit 0
+
+skip() {
+  echo "rsslab: mimalloc $VERSION not fetched ($*); profiles mimalloc3, mimalloc3-purge0 unavailable" >&2
+  exit 0
+}
+
+command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || skip "no apt-get/dpkg-deb"
+[ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] || skip "not amd64"
+
+# The Debian archive URI (and its key) from the machine's own sources: an
+# entry for this release's own suite that is not the security archive.
+codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+[ -n "$codename" ] || skip "no VERSION_CODENAME in /etc/os-release"
+entries() {
+  # deb822 .sources: one "URI|Signed-By" per URI of an enabled deb stanza listing $codename.
+  for f in /etc/apt/sources.list.d/*.sources; do
+    [ -r "$f" ] || continue
+    awk -v cn="$codename" '
+      function flush() {
+        if (types ~ /(^| )deb( |$)/ && enabled != "no" && (" " suites " ") ~ (" " cn " "))
+          for (i = 1; i <= nu; i++) print uris[i] "|" key
+        types = ""; suites = ""; enabled = ""; key = ""; nu = 0
+      }
+      /^[ \t]*#/ { next }
+      /^[ \t]*$/ { flush(); next }
+      {
+        k = tolower($1); sub(/:$/, "", k); v = $0; sub(/^[^:]*:[ \t]*/, "", v)
+        if (k == "types") types = v
+        else if (k == "suites") suites = v
+        else if (k == "enabled") enabled = tolower(v)
+        else if (k == "signed-by") key = v
+        else if (k == "uris") { nu = split(v, uris, /[ \t]+/) }
+      }
+      END { flush() }' "$f"
+  done
+  # One-line format: deb [opts] URI suite components...
+  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -r "$f" ] || continue
+    awk -v cn="$codename" '
+      $1 != "deb" { next }
+      {
+        key = ""; i = 2
+        if ($2 ~ /^\[/) {
+          while (i <= NF) { if ($i ~ /^signed-by=/) { key = $i; sub(/^signed-by=/, "", key); sub(/\]$/, "", key) }
+                            if ($i ~ /\]$/) { i++; break } ; i++ }
+        }
+        if ($(i + 1) == cn) print $i "|" key
+      }' "$f"
+  done
+}
+line=$(entries | grep -v -i security | head -1)
+uri=${line%%|*}
+key=${line#*|}
+[ -n "$uri" ] || skip "no Debian archive URI for $codename in /etc/apt/sources.list*"
+case "$key" in /*) [ -r "$key" ] || key= ;; *) key= ;; esac
+[ -n "$key" ] || key=/usr/share/keyrings/debian-archive-keyring.gpg
+
+mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial" "$APT/empty.d" "$DEST.tmp" || skip "cannot write $APT"
+echo "deb [signed-by=$key] $uri $SUITE main" >"$APT/sources.list"
+opts=(
+  -o "Dir::Etc::sourcelist=$APT/sources.list" -o "Dir::Etc::sourceparts=$APT/empty.d"
+  -o "Dir::Etc::preferences=$APT/empty.d/none" -o "Dir::Etc::preferencesparts=$APT/empty.d"
+  -o "Dir::State::Lists=$APT/lists" -o "Dir::Cache=$APT/cache"
+  -o "Dir::Cache::pkgcache=$APT/cache/pkgcache.bin" -o "Dir::Cache::srcpkgcache=$APT/cache/srcpkgcache.bin"
+  -o "APT::Sandbox::User=root" -q
+)
+apt-get "${opts[@]}" update >"$APT/update.log" 2>&1 || skip "apt-get update of $SUITE failed, see $APT/update.log"
+( cd "$APT" && rm -f ./*.deb && apt-get "${opts[@]}" download "$PKG=$VERSION" >"$APT/download.log" 2>&1 ) \
+  || skip "apt-get download $PKG=$VERSION failed, see $APT/download.log"
+deb=$(ls "$APT"/"${PKG}"_*.deb 2>/dev/null | head -1)
+[ -n "$deb" ] || skip "no .deb after apt-get download"
+rm -rf "$DEST.tmp" && mkdir -p "$DEST.tmp" && dpkg-deb -x "$deb" "$DEST.tmp" || skip "dpkg-deb -x failed"
+echo "$VERSION" >"$DEST.tmp/.version"
+rm -rf "$DEST" && mv "$DEST.tmp" "$DEST"
+have || skip "unpacked, but $LIB is missing"
+echo "rsslab: mimalloc $VERSION unpacked into ${DEST#"$ROOT"/}" >&2
