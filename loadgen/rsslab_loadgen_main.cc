@@ -51,6 +51,7 @@
 #include "common/metrics/http_server.h"
 #include "common/shipped.h"
 #include "agent/profiles.h"
+#include "loadgen/call_flags.h"
 #include "loadgen/cell_host.h"
 #include "loadgen/cells.h"
 #include "common/host_info.h"
@@ -257,6 +258,7 @@ struct Invocation {
   std::vector<std::string> agents;  // --agent / --agents_file
   bool local = false;             // --local
   rsslab::CpuSplit cpus;          // --local: server / loadgen CPUs
+  rsslab::CallFlags calls;        // --proto / --call: compiled, checked
 };
 
 absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
@@ -315,6 +317,7 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
   s.set_payload_bytes(absl::GetFlag(FLAGS_payload_bytes));
   s.set_return_body(absl::GetFlag(FLAGS_return_body));
   s.set_scale(absl::GetFlag(FLAGS_scale));
+  rsslab::ApplyCallFlags(&s);
   absl::StatusOr<std::map<std::string, std::string>> params =
       rsslab::ParseHandlerParams(absl::GetFlag(FLAGS_params));
   if (params.ok()) {
@@ -558,6 +561,9 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   absl::StatusOr<rsslab::Plan> plan = rsslab::BuildPlan(inv.scenario, inv.flags);
   if (!plan.ok()) return plan.status();
   inv.plan = *std::move(plan);
+  absl::StatusOr<rsslab::CallFlags> calls = rsslab::LoadCallFlags(inv.plan);
+  if (!calls.ok()) return calls.status();
+  inv.calls = *std::move(calls);
   absl::StatusOr<rsslab::ProgressMode> progress = ProgressFlag();
   if (!progress.ok()) return progress.status();
   inv.progress = *progress;
@@ -663,7 +669,8 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   }
   if (auto s = rsslab::CheckResumeIdentity(
           before->front().header(),
-          {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_control),
+          {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target),
+           rsslab::EffectiveControl(absl::GetFlag(FLAGS_control)),
            absl::GetFlag(FLAGS_agent)});
       !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
@@ -719,7 +726,7 @@ rsslab::v1::Event Header(const Invocation& inv) {
   for (const auto& a : inv.argv) h->add_argv(a);
   h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
   h->set_target(absl::GetFlag(FLAGS_target));
-  h->set_control(absl::GetFlag(FLAGS_control));
+  h->set_control(rsslab::EffectiveControl(absl::GetFlag(FLAGS_control)));
   h->set_loadgen_version("rsslab_loadgen 0.1");
   h->set_hostname(Hostname());
   *h->mutable_flags() = inv.flags;
@@ -883,7 +890,9 @@ struct Outcome {
 rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, Metrics* metrics) {
   rsslab::Runner::Options ro;
   ro.target = absl::GetFlag(FLAGS_target);
-  ro.control = absl::GetFlag(FLAGS_control);
+  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control));
+  ro.calls = inv.calls.set.get();
+  ro.metadata = inv.calls.metadata;
   ro.flags = inv.flags;
   ro.max_errors = absl::GetFlag(FLAGS_max_errors);
   ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);

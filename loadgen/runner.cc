@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "common/units.h"
@@ -30,6 +31,30 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d) {
          std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
 
+// "set_phase, snapshot and trim steps": the kinds of steps that need the
+// Control service, in the order they first appear.
+void ControlKinds(const std::vector<PlanStep>& steps, std::vector<std::string>* kinds) {
+  for (const PlanStep& s : steps) {
+    if (s.kind == PlanStep::Kind::kRepeat) {
+      ControlKinds(s.steps, kinds);
+    } else if ((s.kind == PlanStep::Kind::kSetPhase || s.kind == PlanStep::Kind::kSnapshot ||
+                s.kind == PlanStep::Kind::kTrim) &&
+               std::find(kinds->begin(), kinds->end(), s.kind_name) == kinds->end()) {
+      kinds->push_back(s.kind_name);
+    }
+  }
+}
+
+std::string SkippedStepKinds(const std::vector<PlanStep>& steps) {
+  std::vector<std::string> kinds;
+  ControlKinds(steps, &kinds);
+  if (kinds.empty()) return "nothing";
+  std::string last = kinds.back();
+  kinds.pop_back();
+  return absl::StrCat(kinds.empty() ? "" : absl::StrCat(absl::StrJoin(kinds, ", "), " and "),
+                      last, " steps");
+}
+
 }  // namespace
 
 Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
@@ -47,6 +72,8 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
         o.callback_api = options_.callback_api;
         o.security = options_.security;
         o.metrics = options_.metrics;
+        o.calls = options_.calls;
+        o.metadata = options_.metadata;
         return o;
       }()) {}
 
@@ -204,12 +231,15 @@ void Runner::CycleLine(int cycle) {
 }
 
 absl::Status Runner::Run(const Plan& plan) {
-  if (plan.needs_control) {
-    if (options_.control.empty()) {
-      return absl::InvalidArgumentError(
-          "the scenario changes phases or takes snapshots but --control is "
-          "empty");
-    }
+  if (plan.needs_control && options_.control.empty()) {
+    // The user's own service without the rsslab package: the load and wait
+    // steps still run; what needs the Control service is said once.
+    skip_control_ = true;
+    Line(absl::StrCat(
+        "no --control: skipping the scenario's ", SkippedStepKinds(plan.steps),
+        plan.soak ? " and the soak's snapshot watch" : "",
+        " (they need the rsslab Control service; the load and wait steps run)"));
+  } else if (plan.needs_control) {
     control_channel_ = ControlChannel();
     if (!control_channel_->WaitForConnected(Deadline(options_.connect_timeout))) {
       return absl::UnavailableError(absl::StrFormat(
@@ -226,7 +256,7 @@ absl::Status Runner::Run(const Plan& plan) {
   }
   soak_ = plan.soak;
   Ctx ctx;
-  if (plan.soak) {
+  if (plan.soak && !skip_control_) {
     if (control_ == nullptr) {
       return absl::InvalidArgumentError("a soak needs --control (it watches snapshots)");
     }
@@ -257,6 +287,23 @@ absl::Status Runner::RunStep(const PlanStep& step, Ctx& ctx, const std::string& 
     options_.metrics->StepStarted(label, step.name, step.kind_name, ctx.cycle);
   }
   StepDone done;
+  const bool control_step = step.kind == PlanStep::Kind::kSetPhase ||
+                            step.kind == PlanStep::Kind::kSnapshot ||
+                            step.kind == PlanStep::Kind::kTrim;
+  if (control_step && skip_control_) {
+    // Said once at the start; the step record says it too (ok, skipped).
+    Event srec;
+    auto* sr = srec.mutable_step();
+    sr->set_step(step.name);
+    sr->set_kind(step.kind_name);
+    sr->set_start_unix_nanos(absl::ToUnixNanos(start));
+    sr->set_end_unix_nanos(absl::ToUnixNanos(start));
+    sr->set_ok(true);
+    sr->set_error("skipped: no --control");
+    srec.set_label(step.name);
+    if (options_.metrics != nullptr) options_.metrics->StepEnded(true);
+    return Append(srec, ctx);
+  }
   switch (step.kind) {
     case PlanStep::Kind::kSetPhase: done = SetPhase(step, ctx); break;
     case PlanStep::Kind::kSnapshot: done = Snapshot(step, ctx); break;

@@ -54,6 +54,9 @@ class Runner {
     const Security* security = nullptr;
     // --metrics_listen: progress for Prometheus (not owned; may be null).
     LoadgenMetrics* metrics = nullptr;
+    // LoadEngine::Options::calls and ::metadata (the user's own service).
+    const CallSet* calls = nullptr;
+    std::vector<std::pair<std::string, std::string>> metadata;
     // A resumed soak (--resume): repeat steps number their cycles from
     // `first_cycle` and end `duration_s` after `repeat_started` (the
     // interrupted run's start), not after this run's.
@@ -114,6 +117,9 @@ class Runner {
   std::shared_ptr<grpc::Channel> control_channel_;
   std::unique_ptr<rsslab::v1::Control::Stub> control_;
   bool soak_ = false;  // the plan being run is a soak
+  // No Control service (--control empty, a service without the rsslab
+  // package): set_phase, snapshot and trim steps are skipped, said once.
+  bool skip_control_ = false;
 
   // The main thread and the watch thread both append: the summary builder
   // is not thread-safe, and watch records are stamped with the phase and
