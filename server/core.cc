@@ -10,9 +10,9 @@
 #include "absl/synchronization/notification.h"
 #include "common/files.h"
 #include "common/phase.h"
-#include "common/procfs/procfs.h"
 #include "common/units.h"
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
+#include "memory/snapshot/process_snapshot.h"
 #include "server/python/knobs.h"
 #include "server/bench_dispatch.h"
 
@@ -340,9 +340,10 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
     rt.FillInfo(out->mutable_python());
   });
   absl::Time t0 = absl::Now();
-  out->set_unix_nanos(absl::ToUnixNanos(t0));
+  ProcessSnapshotOptions process;
+  process.detail = options.detail;
+  FillProcessSnapshot(process, out);
   out->set_gc_duration_us(gc_us);
-  out->set_pid(getpid());
   out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
   PhaseCounters pc = phase_.Counters();
   out->set_phase(pc.phase);
@@ -351,19 +352,6 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   out->set_handler_errors(pc.errors);
   out->set_errors_in_phase(pc.errors_in_phase);
   out->set_requests_refused(pc.refused);
-
-  procfs::ReadStatus(0, out->mutable_status()).IgnoreError();
-  procfs::ThreadCensus(0, out->mutable_thread_names()).IgnoreError();
-  procfs::ReadSmaps(0, options.detail ? 20 : 0, out->mutable_memory_map()).IgnoreError();
-
-  const alloc::Allocator& a = alloc::Allocator::Get();
-  out->set_allocator(a.name());
-  out->set_allocator_library(a.library());
-  absl::StatusOr<std::map<std::string, std::string>> env = procfs::ReadAllocatorEnv(0);
-  if (env.ok()) {
-    for (const auto& kv : *env) (*out->mutable_allocator_env())[kv.first] = kv.second;
-  }
-  a.FillStats(out->mutable_allocator_stats());
 
   CacheCounters cc = runtime_->cache().Counters();
   rsslab::v1::CacheStats* cs = out->mutable_cache();
@@ -400,20 +388,10 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   }
   w->set_stuck(stuck);
 
-  if (trimmer_->has_last()) *out->mutable_last_trim() = trimmer_->last();
-  out->set_trims_total(trimmer_->count());
-  for (rsslab::v1::TrimResult& t : trimmer_->recent()) *out->add_recent_trims() = std::move(t);
-  out->set_auto_trims_total(trimmer_->auto_count());
+  FillTrimHistory(*trimmer_, out);
   if (auto_trim_) {
-    AutoTrimDecision d = auto_trim_->last();
-    rsslab::v1::AutoTrimState* at = out->mutable_auto_trim();
-    at->set_rate(d.rate);
-    at->set_peak_rate(d.peak_rate);
-    at->set_gap_bytes(d.gap_bytes);
-    at->set_gap_threshold_bytes(options_.auto_trim.gap_bytes);
-    at->set_load_dropped(d.low);
-    at->set_armed(d.armed);
-    at->set_baseline_rss_bytes(baseline_rss_);
+    FillAutoTrimState(auto_trim_->last(), options_.auto_trim, baseline_rss_,
+                      out->mutable_auto_trim());
   }
 
   rsslab::v1::ServerConfig* cfg = out->mutable_config();

@@ -30,12 +30,12 @@
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
 #include "common/units.h"
-#include "server/auto_trim.h"
+#include "memory/trim/auto_trim.h"
 #include "common/metrics/latency_histogram.h"
 #include "server/dispatch.h"
 #include "server/phase_state.h"
 #include "server/python/runtime.h"
-#include "server/trimmer.h"
+#include "memory/trim/trimmer.h"
 #include "server/workers/worker_pool.h"
 
 namespace rsslab {

@@ -18,7 +18,7 @@
 #include "server/core.h"
 #include "common/metrics/latency_histogram.h"
 #include "server/phase_state.h"
-#include "server/trimmer.h"
+#include "memory/trim/trimmer.h"
 
 namespace rsslab {
 namespace metrics {

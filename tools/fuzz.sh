@@ -28,14 +28,14 @@ LIBS=($(pkg-config --libs protobuf absl_status absl_statusor absl_strings absl_s
 GEN=("$WORK/gen/proto/snapshot.pb.cc" "$WORK/gen/proto/control.pb.cc" "$WORK/gen/proto/scenario.pb.cc" "$WORK/gen/proto/profile.pb.cc" "$WORK/gen/proto/load.pb.cc")
 declare -A SRCS=(
   [procfs]="common/procfs/procfs.cc"
-  [malloc_info]="server/alloc/malloc_info.cc"
+  [malloc_info]="memory/alloc/malloc_info.cc"
   [scenario]="loadgen/scenario.cc loadgen/flags_check.cc common/phase.cc common/files.cc common/units.cc"
   [profiles]="agent/profiles.cc common/procfs/procfs.cc common/files.cc"
   [request_params]="server/python/knobs.cc"
 )
 declare -A SEEDS=(
   [procfs]="common/procfs/testdata"
-  [malloc_info]="server/alloc/testdata"
+  [malloc_info]="memory/alloc/testdata"
   [scenario]=""
   [profiles]="agent/profiles.textproto"
   [request_params]=""

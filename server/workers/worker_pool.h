@@ -40,6 +40,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "memory/trim/thread_set.h"
 
 namespace rsslab {
 
@@ -84,21 +85,12 @@ struct WorkerPoolStats {
   std::vector<WorkerInfo> workers;
 };
 
-// What happened on one worker during RunOnEachWorker().
-struct WorkerRun {
-  int worker = 0;
-  int tid = 0;
-  bool ran = false;
-  // Time the worker spent in the function (it served nothing meanwhile).
-  absl::Duration pause;
-};
-
-class WorkerPool {
+class WorkerPool : public ThreadSet {
  public:
   using Task = std::function<void(int worker)>;
 
   explicit WorkerPool(WorkerPoolOptions options);
-  ~WorkerPool();  // Stop()
+  ~WorkerPool() override;  // Stop()
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
@@ -111,7 +103,7 @@ class WorkerPool {
   // tasks; waits up to `timeout` for all of them. A worker stuck in a task
   // reports ran=false (and runs `fn` later, when it gets free).
   std::vector<WorkerRun> RunOnEachWorker(std::function<void(int worker)> fn,
-                                         absl::Duration timeout);
+                                         absl::Duration timeout) override;
 
   // Finishes queued tasks, then joins every thread. Idempotent.
   void Stop();

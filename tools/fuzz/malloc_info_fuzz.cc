@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "proto/snapshot.pb.h"
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   rsslab::v1::GlibcStats stats;

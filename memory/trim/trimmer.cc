@@ -1,4 +1,4 @@
-#include "server/trimmer.h"
+#include "memory/trim/trimmer.h"
 
 #include <algorithm>
 #include <map>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
 #include "common/procfs/procfs.h"
 
 namespace rsslab {
@@ -21,7 +21,7 @@ int64_t RssNow() {
 
 }  // namespace
 
-Trimmer::Trimmer(WorkerPool* workers, absl::Duration worker_timeout, bool thread_stats)
+Trimmer::Trimmer(ThreadSet* workers, absl::Duration worker_timeout, bool thread_stats)
     : workers_(workers), worker_timeout_(worker_timeout), thread_stats_(thread_stats) {}
 
 rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string& trigger) {

@@ -8,11 +8,11 @@
 // reach every worker thread"). The result reports both parts separately.
 //
 // Example:
-//   Trimmer trimmer(&workers);
+//   Trimmer trimmer(&workers);  // a ThreadSet, e.g. the server's WorkerPool
 //   rsslab::v1::TrimResult r = trimmer.Run(rsslab::v1::TRIM_MODE_DEFAULT, "manual");
 
-#ifndef RSSLAB_SERVER_TRIMMER_H_
-#define RSSLAB_SERVER_TRIMMER_H_
+#ifndef RSSLAB_MEMORY_TRIM_TRIMMER_H_
+#define RSSLAB_MEMORY_TRIM_TRIMMER_H_
 
 #include <cstdint>
 #include <deque>
@@ -25,18 +25,20 @@
 #include "absl/time/time.h"
 #include "proto/control.pb.h"
 #include "proto/snapshot.pb.h"
-#include "server/workers/worker_pool.h"
+#include "memory/trim/thread_set.h"
 
 namespace rsslab {
 
 class Trimmer {
  public:
-  // `workers` may be null (no per-thread pass). Per-worker waits are bounded
-  // by `worker_timeout`: a stuck worker is reported, not waited for forever.
+  // `workers` may be null (no per-thread pass): the server's WorkerPool, or
+  // any other ThreadSet (the Python package's tracked threads). Per-worker
+  // waits are bounded by `worker_timeout`: a stuck worker is reported, not
+  // waited for forever.
   // `thread_stats`: each worker also reads the allocator's per-thread
   // figures right before and after its release (WorkerTrim.before/after;
   // --trim_thread_stats), for explaining what a release could not return.
-  explicit Trimmer(WorkerPool* workers, absl::Duration worker_timeout = absl::Seconds(10),
+  explicit Trimmer(ThreadSet* workers, absl::Duration worker_timeout = absl::Seconds(10),
                    bool thread_stats = false);
 
   rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger);
@@ -64,7 +66,7 @@ class Trimmer {
   std::map<std::string, TriggerTotals> totals() const;
 
  private:
-  WorkerPool* const workers_;
+  ThreadSet* const workers_;
   const absl::Duration worker_timeout_;
   const bool thread_stats_;
   // One trim at a time: concurrent releases would only contend on the
@@ -81,4 +83,4 @@ class Trimmer {
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_SERVER_TRIMMER_H_
+#endif  // RSSLAB_MEMORY_TRIM_TRIMMER_H_

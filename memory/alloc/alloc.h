@@ -17,8 +17,8 @@
 //
 // All methods are thread-safe. FillStats/ResidentBytes allocate almost
 // nothing (glibc's malloc_info XML goes to an mmap'd buffer, not the heap).
-#ifndef RSSLAB_SERVER_ALLOC_ALLOC_H_
-#define RSSLAB_SERVER_ALLOC_ALLOC_H_
+#ifndef RSSLAB_MEMORY_ALLOC_ALLOC_H_
+#define RSSLAB_MEMORY_ALLOC_ALLOC_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -219,4 +219,4 @@ absl::Status ReadMallocInfo(rsslab::v1::GlibcStats* out);
 }  // namespace alloc
 }  // namespace rsslab
 
-#endif  // RSSLAB_SERVER_ALLOC_ALLOC_H_
+#endif  // RSSLAB_MEMORY_ALLOC_ALLOC_H_

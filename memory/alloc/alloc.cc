@@ -1,4 +1,4 @@
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
 
 #include <dlfcn.h>
 #include <errno.h>

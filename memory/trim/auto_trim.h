@@ -20,8 +20,8 @@
 //   AutoTrimDecision d = policy.Observe({now, served, rss, live});
 //   if (d.trim) { RunTrim(d.trigger); policy.OnTrim(now); }
 
-#ifndef RSSLAB_SERVER_AUTO_TRIM_H_
-#define RSSLAB_SERVER_AUTO_TRIM_H_
+#ifndef RSSLAB_MEMORY_TRIM_AUTO_TRIM_H_
+#define RSSLAB_MEMORY_TRIM_AUTO_TRIM_H_
 
 #include <cstdint>
 #include <deque>
@@ -144,4 +144,4 @@ class AutoTrimThread {
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_SERVER_AUTO_TRIM_H_
+#endif  // RSSLAB_MEMORY_TRIM_AUTO_TRIM_H_

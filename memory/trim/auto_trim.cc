@@ -1,4 +1,4 @@
-#include "server/auto_trim.h"
+#include "memory/trim/auto_trim.h"
 
 #include <fcntl.h>
 #include <pthread.h>

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
 #include "tools/cpp/runfiles/runfiles.h"
 
 namespace rsslab {
@@ -24,7 +24,7 @@ std::string Fixture(const std::string& name) {
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
   EXPECT_NE(runfiles, nullptr) << error;
   if (runfiles == nullptr) return "";
-  std::ifstream in(runfiles->Rlocation("rsslab/server/alloc/testdata/" + name));
+  std::ifstream in(runfiles->Rlocation("rsslab/memory/alloc/testdata/" + name));
   EXPECT_TRUE(in.good()) << name;
   std::stringstream ss;
   ss << in.rdbuf();

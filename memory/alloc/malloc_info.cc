@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
 
 namespace rsslab {
 namespace alloc {

@@ -2,7 +2,7 @@
 // timeout is reported and runs the release later without touching the
 // finished trim's state; --trim_thread_stats fields are filled per worker.
 
-#include "server/trimmer.h"
+#include "memory/trim/trimmer.h"
 
 #include <map>
 #include <string>

@@ -64,7 +64,7 @@ std::string ProbePath() {
   std::string error;
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
   EXPECT_NE(runfiles, nullptr) << error;
-  return runfiles ? runfiles->Rlocation("rsslab/server/alloc/alloc_probe") : "";
+  return runfiles ? runfiles->Rlocation("rsslab/memory/alloc/alloc_probe") : "";
 }
 
 // fork/exec the probe with exactly `env`, collecting its key=value stdout.

@@ -20,7 +20,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "proto/snapshot.pb.h"
-#include "server/alloc/alloc.h"
+#include "memory/alloc/alloc.h"
 #include "common/procfs/procfs.h"
 
 namespace {
