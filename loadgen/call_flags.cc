@@ -111,8 +111,8 @@ absl::StatusOr<CallFlags> LoadCallFlags(const Plan& plan) {
   return c;
 }
 
-std::string EffectiveControl(const std::string& control_flag) {
-  if (absl::GetFlag(FLAGS_call).empty()) return control_flag;
+std::string EffectiveControl(const std::string& control_flag, bool any_call) {
+  if (!any_call) return control_flag;
   const absl::CommandLineFlag* f = absl::FindCommandLineFlag("control");
   // Changed from its default = given (absl keeps "specified" private).
   return f != nullptr && f->CurrentValue() != f->DefaultValue() ? control_flag : "";

@@ -46,10 +46,11 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseMetadata(
     const std::vector<std::string>& items);
 
 // The Control address to use: --control, except that a run calling the
-// user's own method (--call) has none unless --control is given, since the
+// user's own methods (`any_call`: --call, or a step's call) has none unless
+// --control is given, since the
 // default (rsslab_server's 127.0.0.1:50052) is not the user's service's.
 // (Given = set to something other than that default.)
-std::string EffectiveControl(const std::string& control_flag);
+std::string EffectiveControl(const std::string& control_flag, bool any_call);
 
 }  // namespace rsslab
 

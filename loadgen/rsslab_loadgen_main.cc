@@ -670,7 +670,7 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   if (auto s = rsslab::CheckResumeIdentity(
           before->front().header(),
           {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target),
-           rsslab::EffectiveControl(absl::GetFlag(FLAGS_control)),
+           rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call),
            absl::GetFlag(FLAGS_agent)});
       !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
@@ -726,7 +726,7 @@ rsslab::v1::Event Header(const Invocation& inv) {
   for (const auto& a : inv.argv) h->add_argv(a);
   h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
   h->set_target(absl::GetFlag(FLAGS_target));
-  h->set_control(rsslab::EffectiveControl(absl::GetFlag(FLAGS_control)));
+  h->set_control(rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call));
   h->set_loadgen_version("rsslab_loadgen 0.1");
   h->set_hostname(Hostname());
   *h->mutable_flags() = inv.flags;
@@ -890,7 +890,7 @@ struct Outcome {
 rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, Metrics* metrics) {
   rsslab::Runner::Options ro;
   ro.target = absl::GetFlag(FLAGS_target);
-  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control));
+  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call);
   ro.calls = inv.calls.set.get();
   ro.metadata = inv.calls.metadata;
   ro.flags = inv.flags;
