@@ -21,6 +21,7 @@
 #include "common/handler_params.h"
 #include "common/host_info.h"
 #include "common/listen.h"
+#include "common/procfs/outside_snapshot.h"
 #include "common/procfs/procfs.h"
 #include "common/grpc_status.h"
 #include "common/ready_line.h"
@@ -215,23 +216,34 @@ std::string AgentService::AllowedFlagsHelp() {
   return absl::StrJoin(out, ", ");
 }
 
-absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** profile,
-                                     std::vector<std::string>* args, std::string* handler) {
+absl::StatusOr<const Profile*> AgentService::RequestedProfile(const LaunchRequest& req) const {
   if (req.profile().empty()) return absl::InvalidArgumentError("profile is required");
   if (!profiles::IsPlainName(req.profile())) {
     return absl::InvalidArgumentError(
         absl::StrCat("profile '", req.profile(), "' must be a profile name, not a path"));
   }
-  *profile = profiles::FindProfile(options_.profiles, req.profile());
-  if (*profile == nullptr) {
+  const Profile* profile = profiles::FindProfile(options_.profiles, req.profile());
+  if (profile == nullptr) {
     return absl::NotFoundError(absl::StrCat("unknown profile '", req.profile(), "' (known: ",
                                             profiles::ProfileNames(options_.profiles), ")"));
   }
   if (req.threads() < 0 || req.threads() > options_.max_threads) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be in [1, ", options_.max_threads,
-                                                   "] (0: the server's default of 4); got ",
-                                                   req.threads()));
+                                                   "] (0: the default of 4); got ", req.threads()));
   }
+  if (req.label().size() > 200 ||
+      std::any_of(req.label().begin(), req.label().end(),
+                  [](char c) { return absl::ascii_iscntrl(c); })) {
+    return absl::InvalidArgumentError("label: at most 200 characters, no control characters");
+  }
+  return profile;
+}
+
+absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** profile,
+                                     std::vector<std::string>* args, std::string* handler) {
+  absl::StatusOr<const Profile*> p = RequestedProfile(req);
+  if (!p.ok()) return p.status();
+  *profile = *p;
   std::string name = req.handler().empty() ? std::string(kDefaultHandlerName) : req.handler();
   if (!IsHandlerName(name)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -249,11 +261,6 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
     return absl::NotFoundError(absl::StrCat("handler '", name, "' not found (available: ",
                                             absl::StrJoin(HandlersIn(options_.handler_dirs), ", "),
                                             ")"));
-  }
-  if (req.label().size() > 200 ||
-      std::any_of(req.label().begin(), req.label().end(),
-                  [](char c) { return absl::ascii_iscntrl(c); })) {
-    return absl::InvalidArgumentError("label: at most 200 characters, no control characters");
   }
   const int threads = req.threads() == 0 ? 4 : req.threads();
   args->clear();
@@ -278,8 +285,8 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
 }
 
 absl::StatusOr<std::shared_ptr<AgentService::Run>> AgentService::StartRun(
-    const LaunchRequest& req, const Profile& profile, const std::vector<std::string>& args,
-    const profiles::Env& env, off_t* ready_offset) {
+    const LaunchRequest& req, const Profile& profile, const std::string& binary,
+    const std::vector<std::string>& args, const profiles::Env& env, off_t* ready_offset) {
   auto run = std::make_shared<Run>();
   absl::MutexLock l(&mu_);
   if (shutting_down_) return absl::UnavailableError("agent is shutting down");
@@ -302,14 +309,14 @@ absl::StatusOr<std::shared_ptr<AgentService::Run>> AgentService::StartRun(
   // What was run, at the top of its own log, for whoever reads it later.
   std::vector<std::string> shown_env;
   for (const auto& kv : procfs::AllocatorEnv(env)) shown_env.push_back(kv.first + "=" + kv.second);
-  std::string header = absl::StrCat("# rsslab_agent ", id, ": ", options_.server_binary, " ",
+  std::string header = absl::StrCat("# rsslab_agent ", id, ": ", binary, " ",
                                     absl::StrJoin(args, " "), "\n# profile ", profile.name(),
                                     " env: ", absl::StrJoin(shown_env, " "), "\n");
   ssize_t ignored = write(log_fd, header.data(), header.size());
   (void)ignored;
   *ready_offset = static_cast<off_t>(header.size());
   launch::SpawnOptions so;
-  so.binary = options_.server_binary;
+  so.binary = binary;
   so.args = args;
   so.env = profiles::EnvStrings(env);
   // stdout and stderr both to the log (one O_APPEND description): the
@@ -329,6 +336,7 @@ absl::StatusOr<std::shared_ptr<AgentService::Run>> AgentService::StartRun(
   }
   run->pid = *pid;
   run->args = args;
+  run->binary = binary;
   // Our unreaped child: this pid cannot have been reused yet.
   absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(*pid);
   run->start_ticks = st.ok() ? st->start_ticks : 0;
@@ -337,7 +345,10 @@ absl::StatusOr<std::shared_ptr<AgentService::Run>> AgentService::StartRun(
   info.set_pid(*pid);
   info.set_profile(profile.name());
   info.set_threads(threads);
-  info.set_handler(req.handler().empty() ? std::string(kDefaultHandlerName) : req.handler());
+  if (req.command().empty()) {
+    info.set_handler(req.handler().empty() ? std::string(kDefaultHandlerName) : req.handler());
+  }
+  info.set_command(req.command());
   info.set_log_path(log_path);
   info.set_running(true);
   info.set_started_unix_nanos(NowNanos());
@@ -371,6 +382,7 @@ AgentService::ReadyWait AgentService::AwaitReadyLine(const std::shared_ptr<Run>&
 grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest* req,
                                   rsslab::v1::LaunchResponse* resp) {
   if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  if (!req->command().empty()) return LaunchCommand(*req, resp);
   const Profile* profile = nullptr;
   std::vector<std::string> args;
   std::string handler;
@@ -382,7 +394,8 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   profiles::Env env = profiles::BuildLaunchEnv(*profile, base);
 
   off_t ready_offset = 0;
-  absl::StatusOr<std::shared_ptr<Run>> started = StartRun(*req, *profile, args, env, &ready_offset);
+  absl::StatusOr<std::shared_ptr<Run>> started =
+      StartRun(*req, *profile, options_.server_binary, args, env, &ready_offset);
   if (!started.ok()) return ToGrpc(started.status());
   std::shared_ptr<Run> run = *std::move(started);
 
@@ -416,6 +429,109 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   v1::ServerProcess& info = run->info;
   info.set_data_address(ready->data_address);
   info.set_control_address(ready->control_address);
+  info.set_mapped_library(v->mapped_library);
+  SetHost(&info);
+  for (const auto& [name, value] : v->env) {
+    v1::EnvVar* e = info.add_verified_env();
+    e->set_name(name);
+    e->set_value(value);
+  }
+  SaveStateLocked();
+  *resp->mutable_server() = info;
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::NotReady(const std::shared_ptr<Run>& run, ReadyWait waited) {
+  if (waited == ReadyWait::kExited) {
+    absl::MutexLock l(&mu_);
+    const v1::ServerProcess& info = run->info;
+    std::string tail = launch::LogTail(info.log_path());
+    run->info.set_log_tail(tail);
+    return grpc::Status(grpc::StatusCode::ABORTED,
+                        absl::StrCat(info.command().empty() ? "server " : "command ", info.id(),
+                                     " (profile ", info.profile(), ") exited before it was ready: ",
+                                     info.exit(), "; log ", info.log_path(), ", last lines:\n",
+                                     tail));
+  }
+  return FailLaunch(run, grpc::StatusCode::DEADLINE_EXCEEDED,
+                    absl::StrCat("not ready after ", absl::FormatDuration(options_.ready_timeout)));
+}
+
+AgentService::ReadyWait AgentService::AwaitCommandReady(const std::shared_ptr<Run>& run,
+                                                        const commands::Command& cmd, int port,
+                                                        off_t* offset) {
+  const absl::Time deadline = absl::Now() + options_.ready_timeout;
+  std::string line;
+  while (true) {
+    bool exited;
+    {
+      absl::MutexLock l(&mu_);
+      exited = run->exited;
+    }
+    const bool ready = cmd.ready != nullptr
+                           ? commands::FindMatchingLine(run->info.log_path(), *cmd.ready, offset,
+                                                        &line)
+                           : commands::PortAccepts(options_.server_host, port);
+    if (ready && !exited) return ReadyWait::kReady;
+    if (exited) return ReadyWait::kExited;
+    if (absl::Now() >= deadline) return ReadyWait::kTimeout;
+    absl::MutexLock l(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&run->exited), absl::Milliseconds(20));
+  }
+}
+
+grpc::Status AgentService::LaunchCommand(const LaunchRequest& req,
+                                         rsslab::v1::LaunchResponse* resp) {
+  auto it = options_.commands.find(req.command());
+  if (it == options_.commands.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, c] : options_.commands) names.push_back(n);
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("command '", req.command().substr(0, 64),
+                                     "' is not one this agent was started with (--allow_command: ",
+                                     names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+  }
+  const commands::Command& cmd = it->second;
+  if (!req.handler().empty() || !req.server_flags().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a command takes neither handler nor server_flags: its arguments come "
+                        "from the agent's --allow_command_args template only");
+  }
+  absl::StatusOr<const Profile*> profile = RequestedProfile(req);
+  if (!profile.ok()) return ToGrpc(profile.status());
+  commands::Values values;
+  values.threads = req.threads() == 0 ? 4 : req.threads();
+  values.host = options_.server_host;
+  absl::StatusOr<int> port = commands::PickFreePort(options_.server_host);
+  if (!port.ok()) return ToGrpc(port.status());
+  values.port = *port;
+  if (cmd.uses_control_port) {
+    absl::StatusOr<int> cport = commands::PickFreePort(options_.server_host);
+    if (!cport.ok()) return ToGrpc(cport.status());
+    values.control_port = *cport;
+  }
+  profiles::Env base = profiles::CurrentEnviron();
+  for (const auto& kv : options_.extra_env) base[kv.first] = kv.second;
+  const profiles::Env env = profiles::BuildLaunchEnv(**profile, base);
+  off_t offset = 0;
+  absl::StatusOr<std::shared_ptr<Run>> started =
+      StartRun(req, **profile, cmd.path, commands::Expand(cmd, values), env, &offset);
+  if (!started.ok()) return ToGrpc(started.status());
+  std::shared_ptr<Run> run = *std::move(started);
+  const ReadyWait waited = AwaitCommandReady(run, cmd, values.port, &offset);
+  if (waited != ReadyWait::kReady) return NotReady(run, waited);
+  // The same /proc checks as for the server: the library mapped, the
+  // profile's variables in the environment. A refusal names the profile.
+  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(run->pid, **profile);
+  if (!v.ok()) {
+    return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(v.status().message()));
+  }
+  absl::MutexLock l(&mu_);
+  v1::ServerProcess& info = run->info;
+  info.set_data_address(JoinHostPort(options_.server_host, values.port));
+  if (cmd.uses_control_port) {
+    info.set_control_address(JoinHostPort(options_.server_host, values.control_port));
+  }
   info.set_mapped_library(v->mapped_library);
   SetHost(&info);
   for (const auto& [name, value] : v->env) {
@@ -519,6 +635,23 @@ grpc::Status AgentService::ListProfiles(grpc::ServerContext* ctx, const rsslab::
     resp->add_names(p.name());
     resp->add_descriptions(p.description());
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status AgentService::ProcSnapshot(grpc::ServerContext* ctx,
+                                        const rsslab::v1::ProcSnapshotRequest* req,
+                                        rsslab::v1::Snapshot* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  absl::MutexLock l(&mu_);
+  auto it = runs_.find(req->id());
+  if (it == runs_.end() || it->second->exited) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no running server '", req->id().substr(0, 100), "'"));
+  }
+  // Under mu_: while not reaped, the pid is this run's (alive or a zombie).
+  absl::StatusOr<v1::Snapshot> s = procfs::OutsideSnapshot(it->second->pid);
+  if (!s.ok()) return ToGrpc(s.status());
+  *resp = *std::move(s);
   return grpc::Status::OK;
 }
 
@@ -627,7 +760,7 @@ void AgentService::SaveStateLocked() {
     s->mutable_server()->clear_log_tail();
     s->mutable_server()->clear_adopted();
     s->set_start_ticks(run->start_ticks);
-    s->set_server_binary(options_.server_binary);
+    s->set_server_binary(run->binary.empty() ? options_.server_binary : run->binary);
     for (const std::string& a : run->args) s->add_args(a);
   }
   absl::Status w = agent_state::Write(options_.state_file, state);

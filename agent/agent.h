@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/commands.h"
 #include "agent/launcher.h"
 #include "proto/agent.grpc.pb.h"
 #include "proto/profile.pb.h"
@@ -69,6 +70,8 @@ class AgentService final : public rsslab::v1::Agent::Service {
     // recorded there, and servers an earlier agent left running are adopted
     // from it. Empty: nothing is recorded.
     std::string state_file;
+    // --allow_command: the user's programs a Launch may name (commands.h).
+    std::map<std::string, commands::Command> commands;
   };
 
   explicit AgentService(Options options);
@@ -82,6 +85,8 @@ class AgentService final : public rsslab::v1::Agent::Service {
                     rsslab::v1::ListResponse* resp) override;
   grpc::Status ListProfiles(grpc::ServerContext* ctx, const rsslab::v1::ListProfilesRequest* req,
                             rsslab::v1::ListProfilesResponse* resp) override;
+  grpc::Status ProcSnapshot(grpc::ServerContext* ctx, const rsslab::v1::ProcSnapshotRequest* req,
+                            rsslab::v1::Snapshot* resp) override;
 
   // SIGTERM to every running server, SIGKILL after `grace`.
   void StopAll(absl::Duration grace);
@@ -107,6 +112,7 @@ class AgentService final : public rsslab::v1::Agent::Service {
     bool adopted = false;
     uint64_t start_ticks = 0;
     std::vector<std::string> args;
+    std::string binary;  // what was executed (the server, or a command's path)
   };
 
   // Checks a request and builds the server's arguments; INVALID_ARGUMENT or
@@ -137,11 +143,22 @@ class AgentService final : public rsslab::v1::Agent::Service {
   // header ends.
   absl::StatusOr<std::shared_ptr<Run>> StartRun(const rsslab::v1::LaunchRequest& req,
                                                 const rsslab::v1::Profile& profile,
+                                                const std::string& binary,
                                                 const std::vector<std::string>& args,
                                                 const profiles::Env& env, off_t* ready_offset);
   // Launch, step 2: the ready line in the run's log, its exit, or the
   // agent's ready timeout, whichever comes first.
   enum class ReadyWait { kReady, kExited, kTimeout };
+  // Launch of an --allow_command program: its port accepting connections
+  // (or its ready regex) instead of the ready line; /proc checks as for
+  // the server (no Control to ask about the allocator).
+  grpc::Status LaunchCommand(const rsslab::v1::LaunchRequest& req,
+                             rsslab::v1::LaunchResponse* resp);
+  ReadyWait AwaitCommandReady(const std::shared_ptr<Run>& run, const commands::Command& cmd,
+                              int port, off_t* offset);
+  absl::StatusOr<const rsslab::v1::Profile*> RequestedProfile(
+      const rsslab::v1::LaunchRequest& req) const;
+  grpc::Status NotReady(const std::shared_ptr<Run>& run, ReadyWait waited);
   ReadyWait AwaitReadyLine(const std::shared_ptr<Run>& run, off_t* ready_offset,
                            std::string* line);
 

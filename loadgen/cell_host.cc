@@ -91,6 +91,7 @@ class AgentHost : public CellHost {
     lr.set_threads(cell.threads);
     lr.set_handler(sw.handler());
     for (const auto& [k, v] : sw.server_flags()) (*lr.mutable_server_flags())[k] = v;
+    lr.set_command(sw.command());  // the user's program (--command), or the server
     lr.set_label(absl::StrCat(scenario.name(), " ", cell.id));
     rsslab::v1::LaunchResponse launched;
     grpc::ClientContext cc;
