@@ -23,6 +23,9 @@ ABSL_FLAG(std::string, data, "",
           "{{rand_int MIN MAX}}, {{rand_str N}} in any value (docs/LOADGEN.md).");
 ABSL_FLAG(std::string, data_file, "",
           "With --call, instead of --data: a file of JSON templates, one per line, used in turn.");
+ABSL_FLAG(std::string, command, "",
+          "Sweeps: launch the user's program the agent allows under this name "
+          "(rsslab_agent --allow_command=NAME=PATH) in every cell instead of rsslab_server.");
 ABSL_FLAG(std::vector<std::string>, metadata, {},
           "key:value sent with every RPC (auth, routing), comma-separated or repeated.");
 
@@ -42,6 +45,28 @@ void ApplyCallFlags(rsslab::v1::LoadSpec* flags) {
   flags->set_call(absl::GetFlag(FLAGS_call));
   flags->set_data(absl::GetFlag(FLAGS_data));
   flags->set_data_file(absl::GetFlag(FLAGS_data_file));
+}
+
+absl::Status ApplyCommandFlag(rsslab::v1::Scenario* scenario) {
+  const std::string cmd = absl::GetFlag(FLAGS_command);
+  if (cmd.empty()) return absl::OkStatus();
+  if (!scenario->has_sweep()) {
+    return absl::InvalidArgumentError(
+        "--command names the program a sweep's cells launch; use --builtin=sweep or a scenario "
+        "with a sweep block (a single run drives --target)");
+  }
+  if (cmd.size() > 64 || cmd.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                               "0123456789_.-") != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--command=", cmd.substr(0, 64), ": a name the agent was given (--allow_command=NAME=PATH)"));
+  }
+  auto* sw = scenario->mutable_sweep();
+  if (!sw->handler().empty() || !sw->server_flags().empty()) {
+    return absl::InvalidArgumentError(
+        "--command: the sweep sets a handler or server_flags, which only rsslab_server takes");
+  }
+  sw->set_command(cmd);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseMetadata(

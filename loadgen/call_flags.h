@@ -34,6 +34,11 @@ struct CallFlags {
 // --call / --data / --data_file into the flags layer of load specs.
 void ApplyCallFlags(rsslab::v1::LoadSpec* flags);
 
+// --command=NAME into a sweep (Sweep.command: the user's program, by the
+// agent's --allow_command name). INVALID_ARGUMENT for a run that is not a
+// sweep, a bad name, or a sweep that also sets handler or server_flags.
+absl::Status ApplyCommandFlag(rsslab::v1::Scenario* scenario);
+
 // Loads --proto, compiles every load step's call (the steps of a repeat
 // too) and checks --metadata. INVALID_ARGUMENT naming the file, the method
 // or the field: a usage error, found before any request is sent.

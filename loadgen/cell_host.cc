@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "common/procfs/outside_snapshot.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -117,6 +118,20 @@ class AgentHost : public CellHost {
     if (ss.ok()) return stopped.server();
     *host_lost = Lost(ss);
     return absl::UnavailableError(absl::StrCat("Stop: ", ss.error_message()));
+  }
+
+  absl::StatusOr<rsslab::v1::Snapshot> OutsideSnapshot(const ServerProcess& server) override {
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(absl::Seconds(30)));
+    rsslab::v1::ProcSnapshotRequest req;
+    req.set_id(server.id());
+    rsslab::v1::Snapshot snap;
+    grpc::Status s = stub_->ProcSnapshot(&cc, req, &snap);
+    if (!s.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          absl::StrCat("ProcSnapshot: ", s.error_message()));
+    }
+    return snap;
   }
 
  private:
@@ -284,6 +299,10 @@ class LocalHost : public CellHost {
       e->set_value(value);
     }
     return info;
+  }
+
+  absl::StatusOr<rsslab::v1::Snapshot> OutsideSnapshot(const ServerProcess& server) override {
+    return procfs::OutsideSnapshot(server.pid());
   }
 
   absl::StatusOr<ServerProcess> Stop(const ServerProcess& server, int grace_ms,

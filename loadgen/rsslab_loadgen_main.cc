@@ -557,6 +557,7 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   absl::StatusOr<rsslab::v1::Scenario> scenario = SelectScenario(&inv.flags);
   if (!scenario.ok()) return scenario.status();
   inv.scenario = *std::move(scenario);
+  if (absl::Status s = rsslab::ApplyCommandFlag(&inv.scenario); !s.ok()) return s;
   // After every change to the scenario and the flags: the plan is what runs.
   absl::StatusOr<rsslab::Plan> plan = rsslab::BuildPlan(inv.scenario, inv.flags);
   if (!plan.ok()) return plan.status();

@@ -45,14 +45,29 @@ void ControlKinds(const std::vector<PlanStep>& steps, std::vector<std::string>* 
   }
 }
 
-std::string SkippedStepKinds(const std::vector<PlanStep>& steps) {
+// The one line a run without a Control service prints: what happens to
+// each kind of step that needs one.
+std::string WithoutControlLine(const Plan& plan, bool outside_snapshots) {
   std::vector<std::string> kinds;
-  ControlKinds(steps, &kinds);
-  if (kinds.empty()) return "nothing";
-  std::string last = kinds.back();
-  kinds.pop_back();
-  return absl::StrCat(kinds.empty() ? "" : absl::StrCat(absl::StrJoin(kinds, ", "), " and "),
-                      last, " steps");
+  ControlKinds(plan.steps, &kinds);
+  auto has = [&](const char* k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+  std::vector<std::string> skipped;
+  std::vector<std::string> parts;
+  if (has("set_phase")) parts.push_back("set_phase steps only label the records");
+  if (has("snapshot")) {
+    if (outside_snapshots) {
+      parts.push_back("snapshot steps read /proc/PID from outside");
+    } else {
+      skipped.push_back("snapshot");
+    }
+  }
+  if (has("trim")) skipped.push_back("trim");
+  if (!skipped.empty()) {
+    parts.push_back(absl::StrCat("skipping the ", absl::StrJoin(skipped, " and "), " steps"));
+  }
+  if (plan.soak) parts.push_back("no soak watch stream");
+  return absl::StrCat("no --control (the service runs no rsslab Control): ",
+                      absl::StrJoin(parts, "; "), "; the load and wait steps run");
 }
 
 }  // namespace
@@ -115,7 +130,10 @@ absl::Status Runner::AppendLocked(Event e) {
     e.set_attempt(options_.tag.attempt());
   }
   absl::MutexLock l(&mu_);
-  std::optional<rsslab::v1::FillCheck> fill = fill_watch_.Add(e);
+  // The fill check reads the server's cache statistics, which a service
+  // without the Control service (skip_control_) has none of.
+  std::optional<rsslab::v1::FillCheck> fill =
+      skip_control_ ? std::nullopt : fill_watch_.Add(e);
   const Event fill_record = fill ? FillCheckRecord(*fill, e) : Event();
   if (summary_ != nullptr) summary_->Add(e);
   absl::Status s = log_->Append(std::move(e));
@@ -235,10 +253,7 @@ absl::Status Runner::Run(const Plan& plan) {
     // The user's own service without the rsslab package: the load and wait
     // steps still run; what needs the Control service is said once.
     skip_control_ = true;
-    Line(absl::StrCat(
-        "no --control: skipping the scenario's ", SkippedStepKinds(plan.steps),
-        plan.soak ? " and the soak's snapshot watch" : "",
-        " (they need the rsslab Control service; the load and wait steps run)"));
+    Line(WithoutControlLine(plan, options_.outside_snapshot != nullptr));
   } else if (plan.needs_control) {
     control_channel_ = ControlChannel();
     if (!control_channel_->WaitForConnected(Deadline(options_.connect_timeout))) {
@@ -291,19 +306,8 @@ absl::Status Runner::RunStep(const PlanStep& step, Ctx& ctx, const std::string& 
                             step.kind == PlanStep::Kind::kSnapshot ||
                             step.kind == PlanStep::Kind::kTrim;
   if (control_step && skip_control_) {
-    // Said once at the start; the step record says it too (ok, skipped).
-    Event srec;
-    auto* sr = srec.mutable_step();
-    sr->set_step(step.name);
-    sr->set_kind(step.kind_name);
-    sr->set_start_unix_nanos(absl::ToUnixNanos(start));
-    sr->set_end_unix_nanos(absl::ToUnixNanos(start));
-    sr->set_ok(true);
-    sr->set_error("skipped: no --control");
-    srec.set_label(step.name);
-    if (options_.metrics != nullptr) options_.metrics->StepEnded(true);
-    return Append(srec, ctx);
-  }
+    done = WithoutControl(step, ctx);
+  } else {
   switch (step.kind) {
     case PlanStep::Kind::kSetPhase: done = SetPhase(step, ctx); break;
     case PlanStep::Kind::kSnapshot: done = Snapshot(step, ctx); break;
@@ -311,6 +315,7 @@ absl::Status Runner::RunStep(const PlanStep& step, Ctx& ctx, const std::string& 
     case PlanStep::Kind::kWait: done = Wait(step); break;
     case PlanStep::Kind::kLoad: done = Load(step, ctx, label); break;
     case PlanStep::Kind::kRepeat: done = Repeat(step, ctx, label, start); break;
+  }
   }
   const absl::Status& status = done.status;
   const std::string& detail = done.detail;
@@ -412,6 +417,32 @@ Runner::StepDone Runner::Trim(const PlanStep& step, const Ctx& ctx) {
   *rec.mutable_trim() = resp;
   return {Append(rec, ctx),
           absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0)};
+}
+
+Runner::StepDone Runner::WithoutControl(const PlanStep& step, Ctx& ctx) {
+  if (step.kind == PlanStep::Kind::kSetPhase) {
+    // The service cannot be told; the records after it still say which
+    // part of the scenario they belong to.
+    ctx.phase = step.set_phase.phase();
+    SetState(ctx);
+    return {absl::OkStatus(), "phase label only (no Control service)"};
+  }
+  if (step.kind == PlanStep::Kind::kSnapshot && options_.outside_snapshot != nullptr) {
+    absl::StatusOr<rsslab::v1::Snapshot> snap = options_.outside_snapshot();
+    if (!snap.ok()) {
+      return {absl::UnavailableError(absl::StrCat("snapshot from /proc: ", snap.status().message())),
+              ""};
+    }
+    Saw(*snap);
+    Event rec;
+    rec.set_label(step.name);
+    *rec.mutable_snapshot() = *snap;
+    return {Append(rec, ctx),
+            absl::StrFormat("from /proc: rss %.1f MiB, hwm %.1f MiB, %d threads",
+                            snap->status().rss_bytes() / 1048576.0,
+                            snap->status().hwm_bytes() / 1048576.0, snap->status().threads())};
+  }
+  return {absl::OkStatus(), "skipped (no Control service)"};
 }
 
 Runner::StepDone Runner::Wait(const PlanStep& step) {

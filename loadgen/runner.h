@@ -12,6 +12,7 @@
 #define RSSLAB_LOADGEN_RUNNER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -57,6 +58,10 @@ class Runner {
     // LoadEngine::Options::calls and ::metadata (the user's own service).
     const CallSet* calls = nullptr;
     std::vector<std::pair<std::string, std::string>> metadata;
+    // Without a Control service: snapshot steps read the process from
+    // outside through this (the agent's ProcSnapshot, /proc/PID); empty:
+    // they are skipped too.
+    std::function<absl::StatusOr<rsslab::v1::Snapshot>()> outside_snapshot;
     // A resumed soak (--resume): repeat steps number their cycles from
     // `first_cycle` and end `duration_s` after `repeat_started` (the
     // interrupted run's start), not after this run's.
@@ -89,6 +94,10 @@ class Runner {
   absl::Status RunStep(const PlanStep& step, Ctx& ctx, const std::string& label);
   StepDone SetPhase(const PlanStep& step, Ctx& ctx);
   StepDone Snapshot(const PlanStep& step, const Ctx& ctx);
+  // No Control service: set_phase only labels the records that follow,
+  // snapshot goes to options_.outside_snapshot (or is skipped), trim is
+  // skipped.
+  StepDone WithoutControl(const PlanStep& step, Ctx& ctx);
   StepDone Trim(const PlanStep& step, const Ctx& ctx);
   StepDone Wait(const PlanStep& step);
   StepDone Load(const PlanStep& step, const Ctx& ctx, const std::string& label);

@@ -195,7 +195,8 @@ step { name: "read" load { requests: 100 call: "shop.v1.Cart/Add" data: "{\"cust
                                                   {"--scenario=" + scenario}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string line =
-      "no --control: skipping the scenario's set_phase, snapshot and trim steps";
+      "no --control (the service runs no rsslab Control): set_phase steps only label the "
+      "records; skipping the snapshot and trim steps; the load and wait steps run";
   EXPECT_THAT(r.err, HasSubstr(line));
   EXPECT_EQ(r.err.find(line), r.err.rfind(line)) << "said more than once:\n" << r.err;
   EXPECT_EQ(Num(shop.Stats(), "count"), 300);
