@@ -23,8 +23,10 @@
 #include "common/listen.h"
 #include "common/procfs/outside_snapshot.h"
 #include "common/procfs/procfs.h"
+#include "common/echo.h"
 #include "common/grpc_status.h"
 #include "common/ready_line.h"
+#include "common/server_flags.h"
 #include "common/shipped.h"
 
 namespace rsslab {
@@ -33,138 +35,7 @@ namespace {
 using rsslab::v1::LaunchRequest;
 using rsslab::v1::Profile;
 
-// The server flags a client may set, and what each accepts. Everything the
-// agent decides itself (listen addresses, threads, handler) is not here.
-struct FlagRule {
-  const char* name;
-  enum Kind { kInt, kChoice, kParams } kind;
-  int64_t min = 0;
-  int64_t max = 0;
-  const char* choices = "";
-};
-
-const FlagRule kFlags[] = {
-    {"cache_limit_mb", FlagRule::kInt, 0, 1 << 20},
-    {"max_cache_limit_mb", FlagRule::kInt, 0, 1 << 20},
-    {"thread_mode", FlagRule::kChoice, 0, 0, "fixed,churn"},
-    {"churn_every", FlagRule::kInt, 1, 1000000000},
-    {"churn_overlap_ms", FlagRule::kInt, 0, 3600000},
-    {"stuck_after_ms", FlagRule::kInt, 1, 3600000},
-    {"max_watch_streams", FlagRule::kInt, 1, 1024},
-    {"shutdown_grace_ms", FlagRule::kInt, 0, 600000},
-    {"handler_budget_ms", FlagRule::kInt, 0, 3600000},
-    {"handler_params", FlagRule::kParams},
-};
-
-const FlagRule* FindFlag(absl::string_view name) {
-  for (const FlagRule& f : kFlags) {
-    if (name == f.name) return &f;
-  }
-  return nullptr;
-}
-
-std::string FlagNames() {
-  std::vector<std::string> names;
-  for (const FlagRule& f : kFlags) names.push_back(f.name);
-  return absl::StrJoin(names, ", ");
-}
-
-absl::Status CheckFlagValue(const FlagRule& f, absl::string_view v) {
-  auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("server flag ", f.name, "='", v, "': ", why));
-  };
-  switch (f.kind) {
-    case FlagRule::kInt: {
-      int64_t n;
-      if (!absl::SimpleAtoi(v, &n) || n < f.min || n > f.max) {
-        return bad(absl::StrCat("want an integer in [", f.min, ", ", f.max, "]"));
-      }
-      return absl::OkStatus();
-    }
-    case FlagRule::kChoice:
-      for (absl::string_view c : absl::StrSplit(f.choices, ',')) {
-        if (v == c) return absl::OkStatus();
-      }
-      return bad(absl::StrCat("want one of ", f.choices));
-    case FlagRule::kParams:
-      if (v.size() > 4096) return bad("longer than 4096 characters");
-    {
-      absl::StatusOr<std::map<std::string, std::string>> params = ParseHandlerParams(v);
-      if (!params.ok()) return bad("want key=value,key=value");
-      for (const auto& [key, value] : *params) {
-        for (char c : key) {
-          if (!absl::ascii_isalnum(c) && c != '_') return bad("keys are [A-Za-z0-9_]+");
-        }
-        for (char c : value) {
-          if (!absl::ascii_isprint(c)) return bad("values are printable ASCII");
-        }
-      }
-      return absl::OkStatus();
-    }
-  }
-  return bad("unknown rule");
-}
-
-bool IsHandlerName(absl::string_view n) {
-  if (n.empty() || n.size() > 64) return false;
-  for (char c : n) {
-    if (!absl::ascii_isalnum(c) && c != '_') return false;
-  }
-  return true;
-}
-
-std::vector<std::string> HandlersIn(const std::vector<std::string>& dirs) {
-  std::vector<std::string> out;
-  for (const std::string& d : dirs) {
-    DIR* dir = opendir(d.c_str());
-    if (dir == nullptr) continue;
-    while (dirent* e = readdir(dir)) {
-      absl::string_view n(e->d_name);
-      if (absl::ConsumeSuffix(&n, ".py") && IsHandlerName(n)) out.emplace_back(n);
-    }
-    closedir(dir);
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
-}
-
 int64_t NowNanos() { return absl::ToUnixNanos(absl::Now()); }
-
-// Looks for the server's ready line in its log from *offset on (the start of
-// a line), and moves *offset past the complete lines read. The server's
-// stdout goes straight to its log file, not through a pipe to the agent: a
-// pipe would break when the agent dies, and a server writing to it after
-// that would get SIGPIPE.
-bool FindReadyLine(const std::string& path, off_t* offset, std::string* line) {
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::string text;
-  char buf[8192];
-  ssize_t n;
-  // Bounded: the ready line comes right after start-up; a server that logs
-  // megabytes before it is not ready anyway.
-  while (text.size() < (4 << 20) &&
-         (n = pread(fd, buf, sizeof(buf), *offset + static_cast<off_t>(text.size()))) > 0) {
-    text.append(buf, n);
-  }
-  close(fd);
-  size_t start = 0;
-  while (true) {
-    const size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) break;
-    absl::string_view l(text.data() + start, nl - start);
-    start = nl + 1;
-    if (IsReadyLine(l)) {
-      *line = std::string(l);
-      *offset += static_cast<off_t>(start);
-      return true;
-    }
-  }
-  *offset += static_cast<off_t>(start);
-  return false;
-}
 
 // Where the server runs, for the sweep's records. Read per launch: cheap
 // (uname, two /proc files), and a machine's CPUs can change.
@@ -179,6 +50,44 @@ void SetHost(v1::ServerProcess* info) {
 }
 
 constexpr char kUnknownExit[] = "ended (adopted from an earlier agent: exit status unknown)";
+
+// A request naming an --allow_command program: its path, the operator's
+// argument template filled with the agent's own numbers, its ready line, and
+// /proc-only verification (it has no Control service to ask).
+absl::Status CommandArgs(const LaunchRequest& req, const AgentService::Options& options,
+                         launch::LaunchOptions* lo, commands::Values* ports) {
+  auto it = options.commands.find(req.command());
+  if (it == options.commands.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, c] : options.commands) names.push_back(n);
+    return absl::NotFoundError(absl::StrCat(
+        "command '", Echo(req.command(), 64),
+        "' is not one this agent was started with (--allow_command: ",
+        names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+  }
+  const commands::Command& cmd = it->second;
+  if (!req.handler().empty() || !req.server_flags().empty()) {
+    return absl::InvalidArgumentError(
+        "a command takes neither handler nor server_flags: its arguments come from the agent's "
+        "--allow_command_args template only");
+  }
+  ports->threads = req.threads() == 0 ? 4 : req.threads();
+  ports->host = options.server_host;
+  absl::StatusOr<int> port = commands::PickFreePort(options.server_host);
+  if (!port.ok()) return port.status();
+  ports->port = *port;
+  if (cmd.uses_control_port) {
+    absl::StatusOr<int> cport = commands::PickFreePort(options.server_host);
+    if (!cport.ok()) return cport.status();
+    ports->control_port = *cport;
+  }
+  lo->program = cmd.path;
+  lo->fixed_args = commands::Expand(cmd, *ports);
+  lo->flag_check = launch::LaunchOptions::FlagCheck::kNone;
+  lo->ready_prefix = cmd.ready_prefix;
+  lo->verify = launch::Verify::kProfileOnly;
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -198,97 +107,52 @@ AgentService::~AgentService() {
   watcher_.join();
 }
 
-std::string AgentService::AllowedFlagsHelp() {
-  std::vector<std::string> out;
-  for (const FlagRule& f : kFlags) {
-    switch (f.kind) {
-      case FlagRule::kInt:
-        out.push_back(absl::StrCat(f.name, " (", f.min, "..", f.max, ")"));
-        break;
-      case FlagRule::kChoice:
-        out.push_back(absl::StrCat(f.name, " (", f.choices, ")"));
-        break;
-      case FlagRule::kParams:
-        out.push_back(absl::StrCat(f.name, " (k=v,k=v)"));
-        break;
-    }
-  }
-  return absl::StrJoin(out, ", ");
-}
+std::string AgentService::AllowedFlagsHelp() { return ServerFlagsHelp(FlagSource::kRequest); }
 
-absl::StatusOr<const Profile*> AgentService::RequestedProfile(const LaunchRequest& req) const {
+absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** profile,
+                                     launch::LaunchOptions* lo, commands::Values* ports) {
   if (req.profile().empty()) return absl::InvalidArgumentError("profile is required");
   if (!profiles::IsPlainName(req.profile())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("profile '", req.profile(), "' must be a profile name, not a path"));
+        absl::StrCat("profile '", Echo(req.profile(), 64), "' must be a profile name, not a path"));
   }
-  const Profile* profile = profiles::FindProfile(options_.profiles, req.profile());
-  if (profile == nullptr) {
-    return absl::NotFoundError(absl::StrCat("unknown profile '", req.profile(), "' (known: ",
+  *profile = profiles::FindProfile(options_.profiles, req.profile());
+  if (*profile == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown profile '", Echo(req.profile(), 64), "' (known: ",
                                             profiles::ProfileNames(options_.profiles), ")"));
   }
   if (req.threads() < 0 || req.threads() > options_.max_threads) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be in [1, ", options_.max_threads,
-                                                   "] (0: the default of 4); got ", req.threads()));
+                                                   "] (0: the server's default of 4); got ",
+                                                   req.threads()));
   }
   if (req.label().size() > 200 ||
       std::any_of(req.label().begin(), req.label().end(),
                   [](char c) { return absl::ascii_iscntrl(c); })) {
     return absl::InvalidArgumentError("label: at most 200 characters, no control characters");
   }
-  return profile;
-}
-
-absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** profile,
-                                     std::vector<std::string>* args, std::string* handler) {
-  absl::StatusOr<const Profile*> p = RequestedProfile(req);
-  if (!p.ok()) return p.status();
-  *profile = *p;
-  std::string name = req.handler().empty() ? std::string(kDefaultHandlerName) : req.handler();
-  if (!IsHandlerName(name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "handler '", name, "' must be a handler name such as web_worker ([A-Za-z0-9_]+), not a path"));
-  }
-  handler->clear();
-  for (const std::string& d : options_.handler_dirs) {
-    std::string p = absl::StrCat(d, "/", name, ".py");
-    if (access(p.c_str(), R_OK) == 0) {
-      *handler = p;
-      break;
-    }
-  }
-  if (handler->empty()) {
-    return absl::NotFoundError(absl::StrCat("handler '", name, "' not found (available: ",
-                                            absl::StrJoin(HandlersIn(options_.handler_dirs), ", "),
-                                            ")"));
-  }
+  if (!req.command().empty()) return CommandArgs(req, options_, lo, ports);
+  absl::StatusOr<std::string> handler = launch::FindHandler(req.handler(), options_.handler_dirs);
+  if (!handler.ok()) return handler.status();
   const int threads = req.threads() == 0 ? 4 : req.threads();
-  args->clear();
-  args->push_back("--listen=" + JoinHostPort(options_.server_host, 0));
-  args->push_back("--control_listen=" + JoinHostPort(options_.server_host, 0));
-  args->push_back(absl::StrCat("--threads=", threads));
-  args->push_back("--handler=" + *handler);
-  for (const std::string& a : options_.server_security_args) args->push_back(a);
-  for (const auto& [flag, value] : req.server_flags()) {
-    const FlagRule* rule = FindFlag(flag);
-    if (rule == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "server flag '", flag, "' is not allowed (allowed: ", FlagNames(),
-          "; threads, handler and the listen addresses are LaunchRequest fields or chosen by "
-          "the agent)"));
-    }
-    absl::Status s = CheckFlagValue(*rule, value);
-    if (!s.ok()) return s;
-    args->push_back(absl::StrCat("--", flag, "=", value));
+  lo->fixed_args = {"--listen=" + JoinHostPort(options_.server_host, 0),
+                    "--control_listen=" + JoinHostPort(options_.server_host, 0),
+                    absl::StrCat("--threads=", threads), "--handler=" + *handler};
+  for (const std::string& a : options_.server_security_args) lo->fixed_args.push_back(a);
+  // Sorted: a map's order is not the request's, and the log and state file
+  // should not change from one launch of the same request to the next.
+  std::map<std::string, std::string> flags(req.server_flags().begin(), req.server_flags().end());
+  lo->flags.assign(flags.begin(), flags.end());
+  lo->flag_check = launch::LaunchOptions::FlagCheck::kRequest;
+  // Checked here as well as in StartVerifiedServer: a bad flag is refused
+  // before an id and a log are taken.
+  for (const auto& [flag, value] : lo->flags) {
+    if (absl::Status s = CheckServerFlag(flag, value, FlagSource::kRequest); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<AgentService::Run>> AgentService::StartRun(
-    const LaunchRequest& req, const Profile& profile, const std::string& binary,
-    const std::vector<std::string>& args, const profiles::Env& env, off_t* ready_offset) {
-  auto run = std::make_shared<Run>();
-  absl::MutexLock l(&mu_);
+absl::Status AgentService::CheckCapacityLocked() {
   if (shutting_down_) return absl::UnavailableError("agent is shutting down");
   std::vector<std::string> running;
   for (const auto& [id, r] : runs_) {
@@ -299,263 +163,143 @@ absl::StatusOr<std::shared_ptr<AgentService::Run>> AgentService::StartRun(
         absl::StrCat("max_servers=", options_.max_servers, " reached: ", running.size(),
                      " servers running (", absl::StrJoin(running, ", "), "); stop one first"));
   }
-  const int threads = req.threads() == 0 ? 4 : req.threads();
-  const std::string id = absl::StrFormat("s%04d-%s-t%d", next_id_++, profile.name(), threads);
-  const std::string log_path = absl::StrCat(options_.log_dir, "/", id, ".log");
-  int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    return absl::InternalError(absl::StrCat("cannot create log ", log_path, ": ", strerror(errno)));
-  }
-  // What was run, at the top of its own log, for whoever reads it later.
-  std::vector<std::string> shown_env;
-  for (const auto& kv : procfs::AllocatorEnv(env)) shown_env.push_back(kv.first + "=" + kv.second);
-  std::string header = absl::StrCat("# rsslab_agent ", id, ": ", binary, " ",
-                                    absl::StrJoin(args, " "), "\n# profile ", profile.name(),
-                                    " env: ", absl::StrJoin(shown_env, " "), "\n");
-  ssize_t ignored = write(log_fd, header.data(), header.size());
-  (void)ignored;
-  *ready_offset = static_cast<off_t>(header.size());
-  launch::SpawnOptions so;
-  so.binary = binary;
-  so.args = args;
-  so.env = profiles::EnvStrings(env);
-  // stdout and stderr both to the log (one O_APPEND description): the
-  // server outlives the agent if the agent crashes, and then has no pipe
-  // to break. The ready line is read back from the log.
-  so.stdout_fd = log_fd;
-  so.stderr_fd = log_fd;
-  // Forked under mu_, so the reaper cannot see this pid before it is in
-  // by_pid_. The child counts from before fork: a child whose exec fails
-  // still has to be reaped (the reaper drops unknown pids).
-  ++live_children_;
-  absl::StatusOr<pid_t> pid = launch::Spawn(so);
-  close(log_fd);
-  if (!pid.ok()) {
-    if (pid.status().code() != absl::StatusCode::kFailedPrecondition) --live_children_;  // no child
-    return pid.status();
-  }
-  run->pid = *pid;
-  run->args = args;
-  run->binary = binary;
-  // Our unreaped child: this pid cannot have been reused yet.
-  absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(*pid);
-  run->start_ticks = st.ok() ? st->start_ticks : 0;
-  v1::ServerProcess& info = run->info;
-  info.set_id(id);
-  info.set_pid(*pid);
-  info.set_profile(profile.name());
-  info.set_threads(threads);
-  if (req.command().empty()) {
-    info.set_handler(req.handler().empty() ? std::string(kDefaultHandlerName) : req.handler());
-  }
-  info.set_command(req.command());
-  info.set_log_path(log_path);
-  info.set_running(true);
-  info.set_started_unix_nanos(NowNanos());
-  info.set_label(req.label());
-  runs_[id] = run;
-  by_pid_[*pid] = run;
-  // Recorded before it is ready: an agent that dies during the launch
-  // leaves a record, and the next one stops the half-launched server.
-  SaveStateLocked();
-  return run;
+  return absl::OkStatus();
 }
 
-AgentService::ReadyWait AgentService::AwaitReadyLine(const std::shared_ptr<Run>& run,
-                                                     off_t* ready_offset, std::string* line) {
-  const absl::Time ready_deadline = absl::Now() + options_.ready_timeout;
-  while (true) {
-    bool exited;
-    {
-      absl::MutexLock l(&mu_);
-      exited = run->exited;
+// The agent's side of a launch: it forks under mu_ so the reaper (one
+// waitpid(-1) for every child) cannot see the pid before it is in by_pid_,
+// and records the run (state file included) before it is ready, so an
+// agent that dies now leaves a record and the next one stops the
+// half-launched server.
+class AgentService::RunChild : public launch::Child {
+ public:
+  RunChild(AgentService* agent, std::shared_ptr<Run> run) : agent_(agent), run_(std::move(run)) {}
+
+  absl::StatusOr<pid_t> Spawn(const launch::SpawnOptions& so) override {
+    absl::MutexLock l(&agent_->mu_);
+    if (absl::Status s = agent_->CheckCapacityLocked(); !s.ok()) return s;
+    // The child counts from before fork: a child whose exec fails still has
+    // to be reaped (the reaper drops unknown pids).
+    ++agent_->live_children_;
+    absl::StatusOr<pid_t> pid = launch::Spawn(so);
+    if (!pid.ok()) {
+      if (pid.status().code() != absl::StatusCode::kFailedPrecondition) --agent_->live_children_;
+      return pid;
     }
-    // Read after `exited`: a line written before the exit is seen.
-    if (FindReadyLine(run->info.log_path(), ready_offset, line)) return ReadyWait::kReady;
-    if (exited) return ReadyWait::kExited;
-    if (absl::Now() >= ready_deadline) return ReadyWait::kTimeout;
-    absl::MutexLock l(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&run->exited), absl::Milliseconds(20));
+    run_->pid = *pid;
+    run_->args = so.args;
+    // Our unreaped child: this pid cannot have been reused yet.
+    absl::StatusOr<agent_state::ProcStat> st = agent_state::ReadProcStat(*pid);
+    run_->start_ticks = st.ok() ? st->start_ticks : 0;
+    run_->info.set_pid(*pid);
+    run_->info.set_running(true);
+    run_->info.set_started_unix_nanos(NowNanos());
+    agent_->runs_[run_->info.id()] = run_;
+    agent_->by_pid_[*pid] = run_;
+    agent_->ForgetOldRunsLocked();
+    agent_->SaveStateLocked();
+    return pid;
   }
-}
+  bool AwaitExit(absl::Duration timeout) override { return agent_->AwaitExit(run_, timeout); }
+  void Signal(int sig) override {
+    absl::MutexLock l(&agent_->mu_);
+    agent_->SignalLocked(*run_, sig);
+  }
+  std::string ExitDescription() override {
+    absl::MutexLock l(&agent_->mu_);
+    return run_->info.exit();
+  }
+
+ private:
+  AgentService* const agent_;
+  const std::shared_ptr<Run> run_;
+};
 
 grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest* req,
                                   rsslab::v1::LaunchResponse* resp) {
   if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
-  if (!req->command().empty()) return LaunchCommand(*req, resp);
   const Profile* profile = nullptr;
-  std::vector<std::string> args;
-  std::string handler;
-  absl::Status valid = BuildArgs(*req, &profile, &args, &handler);
-  if (!valid.ok()) return ToGrpc(valid);
-
-  profiles::Env base = profiles::CurrentEnviron();
-  for (const auto& kv : options_.extra_env) base[kv.first] = kv.second;
-  profiles::Env env = profiles::BuildLaunchEnv(*profile, base);
-
-  off_t ready_offset = 0;
-  absl::StatusOr<std::shared_ptr<Run>> started =
-      StartRun(*req, *profile, options_.server_binary, args, env, &ready_offset);
-  if (!started.ok()) return ToGrpc(started.status());
-  std::shared_ptr<Run> run = *std::move(started);
-
-  std::string ready_line;
-  const ReadyWait waited = AwaitReadyLine(run, &ready_offset, &ready_line);
-  if (waited == ReadyWait::kExited) {
-    absl::MutexLock l(&mu_);
-    const v1::ServerProcess& info = run->info;
-    std::string tail = launch::LogTail(info.log_path());
-    run->info.set_log_tail(tail);
-    return grpc::Status(grpc::StatusCode::ABORTED,
-                        absl::StrCat("server ", info.id(), " (profile ", info.profile(),
-                                     ") exited before it was ready: ",
-                                     info.exit(),
-                                     "; log ", info.log_path(), ", last lines:\n", tail));
+  launch::LaunchOptions lo;
+  commands::Values ports;
+  if (absl::Status valid = BuildArgs(*req, &profile, &lo, &ports); !valid.ok()) {
+    return ToGrpc(valid);
   }
-  if (waited == ReadyWait::kTimeout) {
-    return FailLaunch(run, grpc::StatusCode::DEADLINE_EXCEEDED,
-                      absl::StrCat("not ready after ", absl::FormatDuration(options_.ready_timeout)));
-  }
-  absl::StatusOr<launch::VerifiedLaunch> launched =
-      launch::VerifyLaunch(run->pid, *profile, ready_line, options_.security);
-  if (!launched.ok()) {
-    return FailLaunch(run, static_cast<grpc::StatusCode>(launched.status().code()),
-                      std::string(launched.status().message()));
-  }
-  const ReadyLine* ready = &launched->ready;
-  const profiles::Verification* v = &launched->verification;
-
-  absl::MutexLock l(&mu_);
-  v1::ServerProcess& info = run->info;
-  info.set_data_address(ready->data_address);
-  info.set_control_address(ready->control_address);
-  info.set_mapped_library(v->mapped_library);
-  SetHost(&info);
-  for (const auto& [name, value] : v->env) {
-    v1::EnvVar* e = info.add_verified_env();
-    e->set_name(name);
-    e->set_value(value);
-  }
-  SaveStateLocked();
-  *resp->mutable_server() = info;
-  return grpc::Status::OK;
-}
-
-grpc::Status AgentService::NotReady(const std::shared_ptr<Run>& run, ReadyWait waited) {
-  if (waited == ReadyWait::kExited) {
-    absl::MutexLock l(&mu_);
-    const v1::ServerProcess& info = run->info;
-    std::string tail = launch::LogTail(info.log_path());
-    run->info.set_log_tail(tail);
-    return grpc::Status(grpc::StatusCode::ABORTED,
-                        absl::StrCat(info.command().empty() ? "server " : "command ", info.id(),
-                                     " (profile ", info.profile(), ") exited before it was ready: ",
-                                     info.exit(), "; log ", info.log_path(), ", last lines:\n",
-                                     tail));
-  }
-  return FailLaunch(run, grpc::StatusCode::DEADLINE_EXCEEDED,
-                    absl::StrCat("not ready after ", absl::FormatDuration(options_.ready_timeout)));
-}
-
-AgentService::ReadyWait AgentService::AwaitCommandReady(const std::shared_ptr<Run>& run,
-                                                        const commands::Command& cmd, int port,
-                                                        off_t* offset) {
-  const absl::Time deadline = absl::Now() + options_.ready_timeout;
-  std::string line;
-  while (true) {
-    bool exited;
-    {
-      absl::MutexLock l(&mu_);
-      exited = run->exited;
-    }
-    const bool ready = cmd.ready != nullptr
-                           ? commands::FindMatchingLine(run->info.log_path(), *cmd.ready, offset,
-                                                        &line)
-                           : commands::PortAccepts(options_.server_host, port);
-    if (ready && !exited) return ReadyWait::kReady;
-    if (exited) return ReadyWait::kExited;
-    if (absl::Now() >= deadline) return ReadyWait::kTimeout;
-    absl::MutexLock l(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&run->exited), absl::Milliseconds(20));
-  }
-}
-
-grpc::Status AgentService::LaunchCommand(const LaunchRequest& req,
-                                         rsslab::v1::LaunchResponse* resp) {
-  auto it = options_.commands.find(req.command());
-  if (it == options_.commands.end()) {
-    std::vector<std::string> names;
-    for (const auto& [n, c] : options_.commands) names.push_back(n);
-    return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("command '", req.command().substr(0, 64),
-                                     "' is not one this agent was started with (--allow_command: ",
-                                     names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
-  }
-  const commands::Command& cmd = it->second;
-  if (!req.handler().empty() || !req.server_flags().empty()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "a command takes neither handler nor server_flags: its arguments come "
-                        "from the agent's --allow_command_args template only");
-  }
-  absl::StatusOr<const Profile*> profile = RequestedProfile(req);
-  if (!profile.ok()) return ToGrpc(profile.status());
-  commands::Values values;
-  values.threads = req.threads() == 0 ? 4 : req.threads();
-  values.host = options_.server_host;
-  absl::StatusOr<int> port = commands::PickFreePort(options_.server_host);
-  if (!port.ok()) return ToGrpc(port.status());
-  values.port = *port;
-  if (cmd.uses_control_port) {
-    absl::StatusOr<int> cport = commands::PickFreePort(options_.server_host);
-    if (!cport.ok()) return ToGrpc(cport.status());
-    values.control_port = *cport;
-  }
-  profiles::Env base = profiles::CurrentEnviron();
-  for (const auto& kv : options_.extra_env) base[kv.first] = kv.second;
-  const profiles::Env env = profiles::BuildLaunchEnv(**profile, base);
-  off_t offset = 0;
-  absl::StatusOr<std::shared_ptr<Run>> started =
-      StartRun(req, **profile, cmd.path, commands::Expand(cmd, values), env, &offset);
-  if (!started.ok()) return ToGrpc(started.status());
-  std::shared_ptr<Run> run = *std::move(started);
-  const ReadyWait waited = AwaitCommandReady(run, cmd, values.port, &offset);
-  if (waited != ReadyWait::kReady) return NotReady(run, waited);
-  // The same /proc checks as for the server: the library mapped, the
-  // profile's variables in the environment. A refusal names the profile.
-  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(run->pid, **profile);
-  if (!v.ok()) {
-    return FailLaunch(run, grpc::StatusCode::FAILED_PRECONDITION, std::string(v.status().message()));
-  }
-  absl::MutexLock l(&mu_);
-  v1::ServerProcess& info = run->info;
-  info.set_data_address(JoinHostPort(options_.server_host, values.port));
-  if (cmd.uses_control_port) {
-    info.set_control_address(JoinHostPort(options_.server_host, values.control_port));
-  }
-  info.set_mapped_library(v->mapped_library);
-  SetHost(&info);
-  for (const auto& [name, value] : v->env) {
-    v1::EnvVar* e = info.add_verified_env();
-    e->set_name(name);
-    e->set_value(value);
-  }
-  SaveStateLocked();
-  *resp->mutable_server() = info;
-  return grpc::Status::OK;
-}
-
-grpc::Status AgentService::FailLaunch(const std::shared_ptr<Run>& run, grpc::StatusCode code,
-                                      const std::string& why) {
+  const bool command = !req->command().empty();
+  const int threads = req->threads() == 0 ? 4 : req->threads();
+  auto run = std::make_shared<Run>();
   {
     absl::MutexLock l(&mu_);
-    SignalLocked(*run, SIGKILL);
+    if (absl::Status s = CheckCapacityLocked(); !s.ok()) return ToGrpc(s);
+    v1::ServerProcess& info = run->info;
+    run->seq = next_id_;
+    info.set_id(absl::StrFormat("s%04llu-%s-t%d", static_cast<unsigned long long>(next_id_++),
+                                profile->name(), threads));
+    info.set_profile(profile->name());
+    info.set_threads(threads);
+    if (!command) {
+      info.set_handler(req->handler().empty() ? std::string(kDefaultHandlerName) : req->handler());
+    }
+    info.set_command(req->command());
+    info.set_log_path(absl::StrCat(options_.log_dir, "/", info.id(), ".log"));
+    info.set_label(req->label());
   }
-  AwaitExit(run, absl::Seconds(30));
+  const std::string id = run->info.id();
+  if (!command) lo.program = options_.server_binary;  // a command's: set by BuildArgs
+  run->binary = lo.program;
+  lo.profile = profile;
+  lo.name = "server " + id;
+  for (const auto& kv : options_.extra_env) lo.base_env[kv.first] = kv.second;
+  // stdout and stderr straight to the log: the server outlives the agent if
+  // the agent crashes, and then has no pipe to break.
+  lo.output = launch::Output::kLogFile;
+  lo.log_path = run->info.log_path();
+  lo.log_header = LogHeader(id, lo, *profile);
+  lo.ready_timeout = options_.ready_timeout;
+  lo.security = options_.security;
+  lo.child = std::make_shared<RunChild>(this, run);
+  absl::StatusOr<launch::Started> started = launch::StartVerifiedServer(lo);
   absl::MutexLock l(&mu_);
-  std::string tail = launch::LogTail(run->info.log_path());
-  run->info.set_log_tail(tail);
-  return grpc::Status(code, absl::StrCat("server ", run->info.id(), " (pid ", run->pid,
-                                         ") killed: ", why, "; log ", run->info.log_path()));
+  if (!started.ok()) {
+    if (run->pid > 0) run->info.set_log_tail(launch::LogTail(run->info.log_path()));
+    return ToGrpc(started.status());
+  }
+  const ReadyLine& ready = started->verified.ready;
+  const profiles::Verification& v = started->verified.verification;
+  v1::ServerProcess& info = run->info;
+  if (command) {
+    // The command's ports are the agent's choice (its template passes them).
+    info.set_data_address(JoinHostPort(options_.server_host, ports.port));
+    if (ports.control_port > 0) {
+      info.set_control_address(JoinHostPort(options_.server_host, ports.control_port));
+    }
+  } else {
+    info.set_data_address(ready.data_address);
+    info.set_control_address(ready.control_address);
+  }
+  info.set_mapped_library(v.mapped_library);
+  SetHost(&info);
+  for (const auto& [name, value] : v.env) {
+    v1::EnvVar* e = info.add_verified_env();
+    e->set_name(name);
+    e->set_value(value);
+  }
+  SaveStateLocked();
+  *resp->mutable_server() = info;
+  return grpc::Status::OK;
+}
+
+// What was run, at the top of its own log, for whoever reads it later.
+std::string AgentService::LogHeader(const std::string& id, const launch::LaunchOptions& lo,
+                                    const Profile& profile) const {
+  std::vector<std::string> args = lo.fixed_args;
+  for (const auto& [k, v] : lo.flags) args.push_back(absl::StrCat("--", k, "=", v));
+  std::vector<std::string> shown_env;
+  for (const auto& kv : procfs::AllocatorEnv(profiles::BuildLaunchEnv(profile, lo.base_env))) {
+    shown_env.push_back(kv.first + "=" + kv.second);
+  }
+  return absl::StrCat("# rsslab_agent ", id, ": ", lo.program, " ",
+                      absl::StrJoin(args, " "), "\n# profile ", profile.name(),
+                      " env: ", absl::StrJoin(shown_env, " "), "\n");
 }
 
 bool AgentService::AwaitExit(const std::shared_ptr<Run>& run, absl::Duration timeout) {
@@ -587,32 +331,72 @@ grpc::Status AgentService::Authorize(const grpc::ServerContext& ctx) const {
 grpc::Status AgentService::Stop(grpc::ServerContext* ctx, const rsslab::v1::StopRequest* req,
                                 rsslab::v1::StopResponse* resp) {
   if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  if (req->grace_ms() < 0 || req->grace_ms() > 600000) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace_ms must be in [0, 600000]");
+  }
   std::shared_ptr<Run> run;
   {
     absl::MutexLock l(&mu_);
     auto it = runs_.find(req->id());
     if (it == runs_.end()) {
+      // The running ones only, and at most a few: a list of every id ever
+      // launched once outgrew gRPC's metadata limit, and an unknown id was
+      // then answered RESOURCE_EXHAUSTED instead of NOT_FOUND.
       std::vector<std::string> ids;
-      for (const auto& kv : runs_) ids.push_back(kv.first);
+      int more = 0;
+      for (const auto& kv : runs_) {
+        if (kv.second->exited) continue;
+        if (ids.size() < 16) {
+          ids.push_back(kv.first);
+        } else {
+          ++more;
+        }
+      }
+      std::string known = ids.empty() ? "none running" : absl::StrJoin(ids, ", ");
+      if (more > 0) absl::StrAppend(&known, " and ", more, " more");
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("no server '", req->id(), "' (known: ",
-                                       ids.empty() ? "none" : absl::StrJoin(ids, ", "), ")"));
+                          absl::StrCat("no server '", Echo(req->id(), 64), "' (running: ", known,
+                                       "; List shows every server)"));
     }
     run = it->second;
-  }
-  if (req->grace_ms() < 0 || req->grace_ms() > 600000) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "grace_ms must be in [0, 600000]");
+    if (run->stop_started) {
+      // Serialized per server: a second SIGTERM would make the server exit
+      // at once, cutting the calls the first one lets drain. This caller
+      // waits for the first Stop and gets its answer.
+      mu_.Await(absl::Condition(&run->stop_finished));
+      *resp = run->stop_response;
+      return run->stop_status;
+    }
+    run->stop_started = true;
   }
   Terminate(run, absl::Milliseconds(req->grace_ms() == 0 ? 5000 : req->grace_ms()));
   absl::MutexLock l(&mu_);
   if (!run->exited) {
-    return grpc::Status(grpc::StatusCode::INTERNAL,
-                        absl::StrCat("server ", req->id(), " (pid ", run->pid,
-                                     ") did not exit after SIGKILL"));
+    run->stop_status = grpc::Status(grpc::StatusCode::INTERNAL,
+                                    absl::StrCat("server ", run->info.id(), " (pid ", run->pid,
+                                                 ") did not exit after SIGKILL"));
+  } else {
+    run->info.set_log_tail(launch::LogTail(run->info.log_path()));
+    *run->stop_response.mutable_server() = run->info;
+    run->stop_status = grpc::Status::OK;
   }
-  run->info.set_log_tail(launch::LogTail(run->info.log_path()));
-  *resp->mutable_server() = run->info;
-  return grpc::Status::OK;
+  run->stop_finished = true;
+  *resp = run->stop_response;
+  ForgetOldRunsLocked();
+  return run->stop_status;
+}
+
+void AgentService::ForgetOldRunsLocked() {
+  // Ended runs stay listed (how they ended) but not for ever: the oldest
+  // beyond kKeepEnded are dropped, so memory and List stay bounded however
+  // many launches an agent serves. Ids keep counting (64-bit), never reused.
+  std::vector<std::pair<uint64_t, std::string>> ended;
+  for (const auto& [id, r] : runs_) {
+    if (r->exited && (!r->stop_started || r->stop_finished)) ended.emplace_back(r->seq, id);
+  }
+  if (ended.size() <= kKeepEnded) return;
+  std::sort(ended.begin(), ended.end());
+  for (size_t i = 0; i + kKeepEnded < ended.size(); ++i) runs_.erase(ended[i].second);
 }
 
 grpc::Status AgentService::List(grpc::ServerContext* ctx, const rsslab::v1::ListRequest*,
@@ -646,9 +430,9 @@ grpc::Status AgentService::ProcSnapshot(grpc::ServerContext* ctx,
   auto it = runs_.find(req->id());
   if (it == runs_.end() || it->second->exited) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                        absl::StrCat("no running server '", req->id().substr(0, 100), "'"));
+                        absl::StrCat("no running server '", Echo(req->id(), 100), "'"));
   }
-  // Under mu_: while not reaped, the pid is this run's (alive or a zombie).
+  // Under mu_: until it is reaped the pid is this run's (alive or a zombie).
   absl::StatusOr<v1::Snapshot> s = procfs::OutsideSnapshot(it->second->pid);
   if (!s.ok()) return ToGrpc(s.status());
   *resp = *std::move(s);
@@ -662,7 +446,9 @@ void AgentService::StopAll(absl::Duration grace) {
     shutting_down_ = true;  // no launches from now on
     for (const auto& kv : runs_) {
       if (!kv.second->exited) {
-        SignalLocked(*kv.second, SIGTERM);
+        // A Stop in progress already sent SIGTERM: a second one would end
+        // the drain at once.
+        if (!kv.second->stop_started) SignalLocked(*kv.second, SIGTERM);
         running.push_back(kv.second);
       }
     }
@@ -752,7 +538,9 @@ void AgentService::SaveStateLocked() {
   v1::AgentState state;
   state.set_agent_pid(getpid());
   state.set_written_unix_nanos(NowNanos());
-  state.set_next_id(next_id_);
+  // The state file's field is 32-bit; ids past it still never repeat
+  // within this agent (next_id_ is 64-bit), and the adopted ids are parsed.
+  state.set_next_id(static_cast<int32_t>(std::min<uint64_t>(next_id_, INT32_MAX)));
   for (const auto& [id, run] : runs_) {
     if (run->exited) continue;
     v1::AgentStateServer* s = state.add_servers();
@@ -794,12 +582,15 @@ void AgentService::AdoptFromState(std::vector<std::string>* log) {
     SaveStateLocked();
     return;
   }
-  next_id_ = std::max(next_id_, state->next_id());
+  if (state->next_id() > 0) next_id_ = std::max<uint64_t>(next_id_, state->next_id());
   for (const v1::AgentStateServer& rec : state->servers()) {
     const v1::ServerProcess& was = rec.server();
-    // Ids are sNNNN-...: keep new ones clear of every recorded one.
-    int n = 0;
-    if (was.id().size() > 5 && absl::SimpleAtoi(was.id().substr(1, 4), &n)) {
+    // Ids are sNNNN-...: keep new ones clear of every recorded one (the
+    // number may have more than 4 digits).
+    uint64_t n = 0;
+    const size_t dash = was.id().find('-');
+    if (was.id().size() > 1 && dash != std::string::npos &&
+        absl::SimpleAtoi(was.id().substr(1, dash - 1), &n)) {
       next_id_ = std::max(next_id_, n + 1);
     }
     if (runs_.count(was.id()) != 0) continue;  // a duplicate record

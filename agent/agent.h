@@ -37,6 +37,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/commands.h"
+#include "agent/launch.h"
 #include "agent/launcher.h"
 #include "proto/agent.grpc.pb.h"
 #include "proto/profile.pb.h"
@@ -85,6 +86,7 @@ class AgentService final : public rsslab::v1::Agent::Service {
                     rsslab::v1::ListResponse* resp) override;
   grpc::Status ListProfiles(grpc::ServerContext* ctx, const rsslab::v1::ListProfilesRequest* req,
                             rsslab::v1::ListProfilesResponse* resp) override;
+  // A running launch's memory from /proc/PID (for a command without Control).
   grpc::Status ProcSnapshot(grpc::ServerContext* ctx, const rsslab::v1::ProcSnapshotRequest* req,
                             rsslab::v1::Snapshot* resp) override;
 
@@ -112,13 +114,34 @@ class AgentService final : public rsslab::v1::Agent::Service {
     bool adopted = false;
     uint64_t start_ticks = 0;
     std::vector<std::string> args;
-    std::string binary;  // what was executed (the server, or a command's path)
+    // Launch order (the id's number), for dropping the oldest ended runs.
+    uint64_t seq = 0;
+    std::string binary;  // what was executed: the server, or a command's path
+    // Stop: the first caller stops it; later ones wait for its answer.
+    bool stop_started = false;
+    bool stop_finished = false;
+    grpc::Status stop_status;
+    rsslab::v1::StopResponse stop_response;
   };
+  // Ended runs kept for List and Stop (their exit status); older ones are
+  // forgotten.
+  static constexpr size_t kKeepEnded = 64;
+  void ForgetOldRunsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Checks a request and builds the server's arguments; INVALID_ARGUMENT or
-  // NOT_FOUND naming the offending field otherwise.
+  class RunChild;  // launch::Child: forks under mu_, reaped by ReaperLoop
+
+  // Checks a request and fills the launch's arguments (fixed ones and the
+  // request's server flags); INVALID_ARGUMENT or NOT_FOUND naming the
+  // offending field otherwise.
+  // A request naming a command (LaunchRequest.command) gets the command's
+  // program and template-made arguments instead, with the ports picked into
+  // *ports (no handler, no server flags).
   absl::Status BuildArgs(const rsslab::v1::LaunchRequest& req, const rsslab::v1::Profile** profile,
-                         std::vector<std::string>* args, std::string* handler);
+                         launch::LaunchOptions* lo, commands::Values* ports);
+  // RESOURCE_EXHAUSTED at max_servers running, UNAVAILABLE while shutting down.
+  absl::Status CheckCapacityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string LogHeader(const std::string& id, const launch::LaunchOptions& lo,
+                        const rsslab::v1::Profile& profile) const;
   void ReaperLoop();
   // Notices adopted servers' deaths (/proc polling) until the destructor.
   void WatchAdopted();
@@ -135,38 +158,12 @@ class AgentService final : public rsslab::v1::Agent::Service {
   // SIGTERM, SIGKILL after grace; returns once reaped (or SIGKILL failed).
   void Terminate(const std::shared_ptr<Run>& run, absl::Duration grace);
   grpc::Status Authorize(const grpc::ServerContext& ctx) const;
-  grpc::Status FailLaunch(const std::shared_ptr<Run>& run, grpc::StatusCode code,
-                          const std::string& why);
-  // Launch, step 1: checks the server limit, opens the log, spawns the
-  // server and records it (state file included) before it is ready, so an
-  // agent that dies now leaves a record. `ready_offset`: where the log's
-  // header ends.
-  absl::StatusOr<std::shared_ptr<Run>> StartRun(const rsslab::v1::LaunchRequest& req,
-                                                const rsslab::v1::Profile& profile,
-                                                const std::string& binary,
-                                                const std::vector<std::string>& args,
-                                                const profiles::Env& env, off_t* ready_offset);
-  // Launch, step 2: the ready line in the run's log, its exit, or the
-  // agent's ready timeout, whichever comes first.
-  enum class ReadyWait { kReady, kExited, kTimeout };
-  // Launch of an --allow_command program: its port accepting connections
-  // (or its ready regex) instead of the ready line; /proc checks as for
-  // the server (no Control to ask about the allocator).
-  grpc::Status LaunchCommand(const rsslab::v1::LaunchRequest& req,
-                             rsslab::v1::LaunchResponse* resp);
-  ReadyWait AwaitCommandReady(const std::shared_ptr<Run>& run, const commands::Command& cmd,
-                              int port, off_t* offset);
-  absl::StatusOr<const rsslab::v1::Profile*> RequestedProfile(
-      const rsslab::v1::LaunchRequest& req) const;
-  grpc::Status NotReady(const std::shared_ptr<Run>& run, ReadyWait waited);
-  ReadyWait AwaitReadyLine(const std::shared_ptr<Run>& run, off_t* ready_offset,
-                           std::string* line);
 
   const Options options_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Run>> runs_ ABSL_GUARDED_BY(mu_);
   std::map<pid_t, std::shared_ptr<Run>> by_pid_ ABSL_GUARDED_BY(mu_);
-  int next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   int live_children_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_watcher_ ABSL_GUARDED_BY(mu_) = false;

@@ -94,18 +94,17 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
       return absl::InvalidArgumentError(
           absl::StrCat("--allow_command_ready: no --allow_command named ", name));
     }
-    if (re.empty() || re.size() > 1024) {
-      return absl::InvalidArgumentError("--allow_command_ready: a regex of 1..1024 characters");
+    if (re.empty() || re.size() > 256) {
+      return absl::InvalidArgumentError("--allow_command_ready: a line prefix of 1..256 characters");
     }
-    try {
-      it->second.ready = std::make_shared<const std::regex>(re, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--allow_command_ready=", item.substr(0, 200), ": ", e.what()));
-    }
-    it->second.ready_regex = re;
+    it->second.ready_prefix = re;
   }
   for (const auto& [name, c] : out) {
+    if (c.ready_prefix.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--allow_command=", name, ": give --allow_command_ready=", name,
+          "=PREFIX, the start of the line the program prints once it serves"));
+    }
     if (!c.uses_port) {
       // The loadgen needs the program's address, and the agent a way to
       // know it listens: {port} is how both are known.
@@ -145,46 +144,6 @@ absl::StatusOr<int> PickFreePort(const std::string& host) {
   return ntohs(a.sin_port);
 }
 
-bool PortAccepts(const std::string& host, int port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) return false;
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-  close(fd);
-  return ok;
-}
-
-bool FindMatchingLine(const std::string& path, const std::regex& re, off_t* offset,
-                      std::string* line) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  std::string text;
-  char buf[8192];
-  ssize_t n;
-  // Bounded, as for the server's ready line.
-  while (text.size() < (4 << 20) &&
-         (n = pread(fd, buf, sizeof(buf), *offset + static_cast<off_t>(text.size()))) > 0) {
-    text.append(buf, n);
-  }
-  close(fd);
-  size_t start = 0;
-  while (true) {
-    const size_t nl = text.find('\n', start);
-    if (nl == std::string::npos) break;
-    std::string l = text.substr(start, std::min<size_t>(nl - start, 4096));
-    start = nl + 1;
-    if (std::regex_search(l, re)) {
-      *line = std::move(l);
-      *offset += static_cast<off_t>(start);
-      return true;
-    }
-  }
-  *offset += static_cast<off_t>(start);
-  return false;
-}
 
 }  // namespace commands
 }  // namespace rsslab

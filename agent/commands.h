@@ -5,7 +5,7 @@
 //   auto cmds = rsslab::commands::Parse(
 //       {"shop=/srv/shop/service.py"},                         // --allow_command
 //       {"shop=--threads={threads} --port={port}"},            // --allow_command_args
-//       {});                                                   // --allow_command_ready
+//       {"shop=shop ready "});                                 // --allow_command_ready
 //   const rsslab::commands::Command& c = cmds->at("shop");
 //   auto args = rsslab::commands::Expand(c, {.threads = 4, .port = 41234});
 //   // {"--threads=4", "--port=41234"}
@@ -21,7 +21,6 @@
 
 #include <map>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -36,20 +35,18 @@ struct Command {
   std::string path;  // absolute, resolved when the agent starts
   // Words; each may hold {threads}, {port}, {control_port}, {host}.
   std::vector<std::string> args;
-  // A line of the program's output matching this means ready; empty: ready
-  // once {port} accepts a TCP connection.
-  std::string ready_regex;
-  std::shared_ptr<const std::regex> ready;  // compiled ready_regex
+  // The program is ready when a line of its output starts with this (the
+  // agent's one launch path, agent/launch.h, waits for a ready line).
+  std::string ready_prefix;
   bool uses_port = false;
   bool uses_control_port = false;
 };
 
 // --allow_command=NAME=PATH (each), --allow_command_args=NAME=TEMPLATE,
-// --allow_command_ready=NAME=REGEX. INVALID_ARGUMENT naming the flag: a
+// --allow_command_ready=NAME=PREFIX. INVALID_ARGUMENT naming the flag: a
 // name that is not [A-Za-z0-9_.-]+, a path that is not an executable file,
-// a template or regex for an unknown name, a template with an unknown
-// {placeholder}, or neither {port} nor a ready regex (no way to know it is
-// ready).
+// a template or prefix for an unknown name, a template with an unknown
+// {placeholder} or without {port}, or no ready prefix.
 absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::string>& allow,
                                                      const std::vector<std::string>& args,
                                                      const std::vector<std::string>& ready);
@@ -67,13 +64,6 @@ std::vector<std::string> Expand(const Command& c, const Values& v);
 // then fails to start and says so in its log).
 absl::StatusOr<int> PickFreePort(const std::string& host);
 
-// Whether HOST:PORT accepts a TCP connection now.
-bool PortAccepts(const std::string& host, int port);
-
-// Looks for a line matching `re` in the log at `path` from *offset (as the
-// agent's FindReadyLine does for the server's ready line).
-bool FindMatchingLine(const std::string& path, const std::regex& re, off_t* offset,
-                      std::string* line);
 
 }  // namespace commands
 }  // namespace rsslab

@@ -6,18 +6,16 @@
 //       [--server_binary=PATH] [--ready_timeout_s=60] [--] [server flags...]
 //   rsslab_run --list_profiles [--profiles=FILE]
 //
-// Every argument rsslab_run does not know goes to the server unchanged, so
-// `--threads=16 --cache_limit_mb=200` just work. The server's ready line is
+// Every argument rsslab_run does not know goes to the server, so
+// `--threads=16 --cache_limit_mb=200` just work; each is checked against the
+// server's flag table (common/server_flags.h) first, as the operator's. The server's ready line is
 // printed on stdout only after verification, so scripts that wait for
 // "rsslab_server ready" never talk to an unverified server. On failure the
 // server is killed and rsslab_run exits 2 naming what is missing.
-#include <fcntl.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -26,9 +24,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "agent/launch.h"
 #include "agent/profiles.h"
-#include "agent/launcher.h"
-#include "common/ready_line.h"
+#include "common/server_flags.h"
 #include "common/shipped.h"
 
 namespace rsslab {
@@ -43,16 +41,26 @@ constexpr char kUsage[] =
     "allocator the server reports), then forwards SIGINT/SIGTERM to it until it\n"
     "exits. Unknown arguments are passed to the server.\n";
 
+constexpr int kExitUsage = 64;
+
 [[noreturn]] void Fail(int code, const std::string& msg) {
   fprintf(stderr, "rsslab_run: %s\n", msg.c_str());
   exit(code);
 }
 
-int Main(int argc, char** argv) {
-  std::string profile_name, profiles_path, server_binary;
+struct RunArgs {
+  std::string profile_name;
+  std::string profiles_path;
+  std::string server_binary;
   bool list = false;
   int ready_timeout_s = 60;
   std::vector<std::string> server_args;
+};
+
+// rsslab_run's own flags; the rest goes to the server. Exits on --help and
+// on usage errors.
+RunArgs ParseArgs(int argc, char** argv) {
+  RunArgs r;
   bool pass_rest = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -62,122 +70,127 @@ int Main(int argc, char** argv) {
         *out = a.substr(eq.size());
         return true;
       }
-      if (a == absl::StrCat("--", flag)) {
-        if (i + 1 >= argc) Fail(64, absl::StrCat("--", flag, " needs a value\n", kUsage));
-        *out = argv[++i];
-        return true;
-      }
-      return false;
+      if (a != absl::StrCat("--", flag)) return false;
+      if (i + 1 >= argc) Fail(kExitUsage, absl::StrCat("--", flag, " needs a value\n", kUsage));
+      *out = argv[++i];
+      return true;
     };
     std::string timeout_s;
-    if (pass_rest) server_args.push_back(a);
-    else if (a == "--") pass_rest = true;
-    else if (a == "-h" || a == "--help" || a == "-help") {
+    if (pass_rest) {
+      r.server_args.push_back(a);
+    } else if (a == "--") {
+      pass_rest = true;
+    } else if (a == "-h" || a == "--help" || a == "-help") {
       fputs(kUsage, stdout);
-      return 0;
-    } else if (a == "--list_profiles") list = true;
-    else if (value("profile", &profile_name) || value("profiles", &profiles_path) ||
-             value("server_binary", &server_binary)) {
+      exit(0);
+    } else if (a == "--list_profiles") {
+      r.list = true;
+    } else if (value("profile", &r.profile_name) || value("profiles", &r.profiles_path) ||
+               value("server_binary", &r.server_binary)) {
     } else if (value("ready_timeout_s", &timeout_s)) {
-      if (!absl::SimpleAtoi(timeout_s, &ready_timeout_s) || ready_timeout_s <= 0 ||
-          ready_timeout_s > 3600) {
-        Fail(64, "--ready_timeout_s must be an integer between 1 and 3600");
+      if (!absl::SimpleAtoi(timeout_s, &r.ready_timeout_s) || r.ready_timeout_s <= 0 ||
+          r.ready_timeout_s > 3600) {
+        Fail(kExitUsage, "--ready_timeout_s must be an integer between 1 and 3600");
       }
     } else {
-      server_args.push_back(a);
+      r.server_args.push_back(a);
     }
   }
-  if (profiles_path.empty()) profiles_path = FindShipped("agent/profiles.textproto");
-  if (profiles_path.empty()) Fail(64, "cannot find agent/profiles.textproto; pass --profiles=FILE");
-  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(profiles_path);
+  return r;
+}
+
+// Forwards stop signals until the server has exited; its exit code.
+int ForwardUntilExit(const sigset_t& sigs, launch::Started& s) {
+  auto* child = static_cast<launch::OwnChild*>(s.child.get());
+  while (true) {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    if (sig != SIGCHLD) {
+      child->Signal(sig == SIGHUP ? SIGTERM : sig);
+      continue;
+    }
+    // SIGCHLD can come before the waiter has reaped it, or for a stop.
+    if (!child->AwaitExit(absl::Seconds(1))) continue;
+    s.pump->WaitEof(absl::Seconds(5));
+    const int st = child->wait_status();
+    fprintf(stderr, "rsslab_run: server %s\n", launch::DescribeExit(st).c_str());
+    if (WIFEXITED(st)) return WEXITSTATUS(st);
+    return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  }
+}
+
+void PrintVerified(const v1::Profile& profile, const launch::Started& s) {
+  const profiles::Verification& v = s.verified.verification;
+  std::vector<std::string> env;
+  for (const auto& kv : v.env) env.push_back(absl::StrCat(kv.first, "=", kv.second));
+  fprintf(stderr, "rsslab_run: profile '%s' verified in pid %d: allocator=%s%s%s%s%s\n",
+          profile.name().c_str(), s.pid, v.allocator.c_str(),
+          v.mapped_library.empty() ? "" : " mapped=", v.mapped_library.c_str(),
+          env.empty() ? "" : " env ", absl::StrJoin(env, " ").c_str());
+  // Only now, so whoever waits for it never meets an unverified server.
+  printf("%s\n", s.ready_line.c_str());
+  fflush(stdout);
+}
+
+// The launch: the operator's server flags checked against the server's
+// table, the server's stdout forwarded to ours with the ready line held back
+// until verified.
+launch::LaunchOptions Options(const RunArgs& args, const v1::Profile& profile) {
+  launch::LaunchOptions o;
+  o.program = args.server_binary;
+  o.profile = &profile;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> flags =
+      ParseServerArgs(args.server_args, FlagSource::kOperator);
+  if (!flags.ok()) Fail(kExitUsage, std::string(flags.status().message()));
+  o.flags = *std::move(flags);
+  o.flag_check = launch::LaunchOptions::FlagCheck::kOperator;
+  o.output = launch::Output::kPipe;
+  o.forward_stdout_fd = 1;
+  o.ready_timeout = absl::Seconds(args.ready_timeout_s);
+  o.parent_death_signal = SIGTERM;  // forked from the main thread: see SpawnOptions
+  return o;
+}
+
+const v1::Profile& ChooseProfile(const RunArgs& args, const v1::ProfileSet& set) {
+  if (args.profile_name.empty()) Fail(kExitUsage, absl::StrCat("--profile=NAME is required\n", kUsage));
+  const v1::Profile* profile = profiles::FindProfile(set, args.profile_name);
+  if (profile == nullptr) {
+    Fail(2, absl::StrCat("unknown profile '", args.profile_name, "' (", args.profiles_path,
+                         " has: ", profiles::ProfileNames(set), ")"));
+  }
+  return *profile;
+}
+
+int Main(int argc, char** argv) {
+  RunArgs args = ParseArgs(argc, argv);
+  if (args.profiles_path.empty()) args.profiles_path = FindShipped("agent/profiles.textproto");
+  if (args.profiles_path.empty()) Fail(kExitUsage, "cannot find agent/profiles.textproto; pass --profiles=FILE");
+  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(args.profiles_path);
   if (!set.ok()) Fail(2, std::string(set.status().message()));
-  if (list) {
+  if (args.list) {
     for (const auto& p : set->profile()) printf("%-18s %s\n", p.name().c_str(), p.description().c_str());
     return 0;
   }
-  if (profile_name.empty()) Fail(64, absl::StrCat("--profile=NAME is required\n", kUsage));
-  const v1::Profile* profile = profiles::FindProfile(*set, profile_name);
-  if (profile == nullptr) {
-    Fail(2, absl::StrCat("unknown profile '", profile_name, "' (", profiles_path,
-                         " has: ", profiles::ProfileNames(*set), ")"));
-  }
+  const v1::Profile& profile = ChooseProfile(args, *set);
   // bin/rsslab_server beside bin/rsslab_run, else Bazel's server/ package.
-  if (server_binary.empty()) server_binary = FindShipped("bin/rsslab_server");
-  if (server_binary.empty()) server_binary = FindShipped("server/rsslab_server");
-  if (server_binary.empty()) Fail(64, "cannot find rsslab_server; pass --server_binary=PATH");
+  if (args.server_binary.empty()) args.server_binary = FindShipped("bin/rsslab_server");
+  if (args.server_binary.empty()) args.server_binary = FindShipped("server/rsslab_server");
+  if (args.server_binary.empty()) Fail(kExitUsage, "cannot find rsslab_server; pass --server_binary=PATH");
+  const launch::LaunchOptions options = Options(args, profile);
 
   // Block the signals we forward before any thread exists, so they arrive
-  // only through sigwait below (the pump thread inherits the mask; the
+  // only through sigwait (the pump and waiter threads inherit the mask; the
   // child resets it before exec).
   sigset_t sigs;
   sigemptyset(&sigs);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&sigs, s);
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) Fail(1, "pipe2 failed");
-  launch::SpawnOptions so;
-  so.binary = server_binary;
-  so.args = server_args;
-  so.env = profiles::EnvStrings(profiles::BuildLaunchEnv(*profile, profiles::CurrentEnviron()));
-  so.stdout_fd = out[1];
-  so.parent_death_signal = SIGTERM;  // forked from the main thread: see SpawnOptions
-  absl::StatusOr<pid_t> pid = launch::Spawn(so);
-  close(out[1]);
-  if (!pid.ok()) Fail(2, std::string(pid.status().message()));
-  fprintf(stderr, "rsslab_run: started %s (pid %d) under profile '%s'\n", server_binary.c_str(),
-          *pid, profile->name().c_str());
-  launch::OutputPump pump(out[0], /*sink_fd=*/1, /*own_sink=*/false, std::string(kReadyPrefix),
-                          /*withhold_ready=*/true);
-  auto kill_and_fail = [&](const std::string& msg) {
-    kill(*pid, SIGKILL);
-    int st = 0;
-    waitpid(*pid, &st, 0);
-    Fail(2, msg);
-  };
-  launch::OutputPump::Result r = pump.WaitReady(absl::Seconds(ready_timeout_s));
-  if (r.state == launch::OutputPump::kEof) {
-    int st = 0;
-    waitpid(*pid, &st, 0);
-    Fail(2, absl::StrCat("server exited before it was ready: ", launch::DescribeExit(st)));
-  }
-  if (r.state != launch::OutputPump::kReady) {
-    kill_and_fail(absl::StrCat("server not ready after ", ready_timeout_s, " s; killed"));
-  }
-  absl::StatusOr<launch::VerifiedLaunch> launched =
-      launch::VerifyLaunch(*pid, *profile, r.line, /*security=*/nullptr);
-  if (!launched.ok()) {
-    if (launched.status().code() == absl::StatusCode::kInternal) {
-      kill_and_fail(std::string(launched.status().message()));
-    }
-    kill_and_fail(absl::StrCat("FAILED: ", launched.status().message(), "; server killed"));
-  }
-  const profiles::Verification* v = &launched->verification;
-  std::vector<std::string> env;
-  for (const auto& kv : v->env) env.push_back(absl::StrCat(kv.first, "=", kv.second));
-  fprintf(stderr, "rsslab_run: profile '%s' verified in pid %d: allocator=%s%s%s%s%s\n",
-          profile->name().c_str(), *pid, v->allocator.c_str(),
-          v->mapped_library.empty() ? "" : " mapped=", v->mapped_library.c_str(),
-          env.empty() ? "" : " env ", absl::StrJoin(env, " ").c_str());
-  printf("%s\n", r.line.c_str());
-  fflush(stdout);
-
-  // Forward stop signals; leave when the server has exited.
-  while (true) {
-    int sig = 0;
-    sigwait(&sigs, &sig);
-    if (sig == SIGCHLD) {
-      int st = 0;
-      if (waitpid(*pid, &st, WNOHANG) == *pid) {
-        pump.WaitEof(absl::Seconds(5));
-        fprintf(stderr, "rsslab_run: server %s\n", launch::DescribeExit(st).c_str());
-        if (WIFEXITED(st)) return WEXITSTATUS(st);
-        return 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-      }
-      continue;
-    }
-    kill(*pid, sig == SIGHUP ? SIGTERM : sig);
-  }
+  fprintf(stderr, "rsslab_run: starting %s under profile '%s'\n", args.server_binary.c_str(),
+          profile.name().c_str());
+  absl::StatusOr<launch::Started> started = launch::StartVerifiedServer(options);
+  if (!started.ok()) Fail(2, absl::StrCat("FAILED: ", started.status().message()));
+  PrintVerified(profile, *started);
+  return ForwardUntilExit(sigs, *started);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ echo "# machine: $(nproc) cores, $(uname -r); seed --scale=$SCALE; --auto_trim=$
 # goal_x = after / (base + 10 MiB of live cache); goal: issue 17's <= 1.25 (the
 # 64-thread rows). delay: the release timer a trim held at 0, before->during
 # (mimalloc decommit_delay; "-" where none applies). fill: the fill's churn
-# (stored / limit), "!" if the cache never filled (loadgen/fill_check.h).
+# (stored / limit), "!" if the cache never filled (loadgen/results/fill_check.h).
 printf "%-16s %4s %9s %8s %9s %6s %10s %10s %10s %6s %14s %14s %9s %9s %7s %5s %6s %6s\n" profile thr base_mib cache_mib idle_mib autos goal_b_x between_mib after_mib goal_a res_between_mib res_after_mib anon_mib file_mib goal_x goal delay fill
 for t in $THREADS; do
   for p in $PROFILES; do

@@ -34,6 +34,7 @@ inline constexpr int64_t kProfilesFileMaxBytes = 1 << 20;   // allocator profile
 inline constexpr int64_t kScenarioFileMaxBytes = 4 << 20;   // loadgen scenarios
 inline constexpr int64_t kHandlerFileMaxBytes = 16 << 20;   // a handler .py
 inline constexpr int64_t kStateFileMaxBytes = 16 << 20;     // the agent's state file
+inline constexpr int64_t kAgentsFileMaxBytes = 64 << 10;    // --agents_file: HOST:PORT lines
 // A run's events.jsonl (`report`, --resume): read whole into memory.
 inline constexpr int64_t kEventsFileMaxBytes = int64_t{1} << 30;
 

@@ -34,7 +34,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "loadgen/histogram.h"
+#include "loadgen/results/histogram.h"
 #include "loadgen/loadgen_metrics.h"
 #include "loadgen/proto_call.h"
 #include "loadgen/status_code.h"

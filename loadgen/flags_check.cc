@@ -11,7 +11,15 @@ void CheckLoadBounds(const rsslab::v1::LoadSpec& s, const AddError& add) {
   auto need = [&](absl::string_view field, const absl::Status& st) {
     if (!st.ok()) add(field, std::string(st.message()));
   };
-  if (s.rate() != 0) need("rate", CheckRange(s.rate(), "rate", 0.0, kMaxRate, " per second"));
+  if (s.rate() != 0) need("rate", CheckRange(s.rate(), "rate", kMinRate, kMaxRate, " per second"));
+  // A count at a rate is a time: it must fit the maximum run time.
+  if (s.rate() >= kMinRate && s.requests() > 0 &&
+      static_cast<double>(s.requests()) / s.rate() > kMaxRunTimeS) {
+    add("requests", absl::StrFormat("%u requests at %g per second take %.3g s, more than the "
+                                    "maximum run time of %.0f s (30 days)",
+                                    s.requests(), s.rate(),
+                                    static_cast<double>(s.requests()) / s.rate(), kMaxRunTimeS));
+  }
   need("concurrency", CheckRange(s.concurrency(), "concurrency", 0, kMaxConcurrency));
   need("channels", CheckRange(s.channels(), "channels", 0, kMaxChannels));
   need("max_outstanding",

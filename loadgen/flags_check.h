@@ -28,10 +28,20 @@ inline constexpr int64_t kMaxChannels = 1024;
 inline constexpr int64_t kMaxConcurrency = 100000;
 inline constexpr int64_t kMaxOutstandingLimit = 1000000;
 inline constexpr double kMaxRate = 1e7;                  // requests per second
+// Slowest open loop: one request per 100 s. Below it the schedule's
+// interval overflowed once (--rate=1e-10 sent 46,415 requests flat out).
+inline constexpr double kMinRate = 0.01;
 inline constexpr int64_t kMaxPayloadBytes = 16ll << 20;  // the server's default max message
 inline constexpr int64_t kMaxDeadlineMs = 3600000;       // 1 h
 inline constexpr int64_t kMaxRequests = int64_t{1} << 40;
 inline constexpr double kMaxDurationS = 30 * 86400.0;  // 30 days (a soak)
+// The longest a whole run may be planned to take, from every bound the
+// scenario gives (wait seconds, load durations, requests / rate, repeat
+// counts times their steps): checked before anything is sent.
+inline constexpr double kMaxRunTimeS = kMaxDurationS;
+// repeat inside repeat at most this deep (the text parser stops well
+// before the stack could: a 5,000-deep scenario once crashed the loadgen).
+inline constexpr int kMaxRepeatDepth = 16;
 inline constexpr double kMaxScale = 1e6;
 inline constexpr int64_t kMaxCacheLimitMb = int64_t{1} << 30;  // common/units kMaxMiB
 

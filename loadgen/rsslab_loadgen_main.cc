@@ -46,32 +46,34 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
+#include "common/echo.h"
 #include "common/flags_parse.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
 #include "common/shipped.h"
 #include "agent/profiles.h"
 #include "loadgen/call_flags.h"
-#include "loadgen/cell_host.h"
-#include "loadgen/cells.h"
+#include "loadgen/sweep/agents_list.h"
+#include "loadgen/sweep/cell_host.h"
+#include "loadgen/results/cells.h"
 #include "common/host_info.h"
-#include "loadgen/merge.h"
-#include "loadgen/compare_main.h"
+#include "loadgen/sweep/merge.h"
+#include "loadgen/results/compare_main.h"
 #include "loadgen/engine.h"
 #include "loadgen/flags_check.h"
-#include "loadgen/event_log.h"
+#include "loadgen/results/event_log.h"
 #include "loadgen/loadgen_metrics.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
-#include "loadgen/report_tool.h"
-#include "loadgen/resume.h"
-#include "loadgen/resume_identity.h"
+#include "loadgen/results/report_tool.h"
+#include "loadgen/sweep/resume.h"
+#include "loadgen/sweep/resume_identity.h"
 #include "loadgen/runner.h"
 #include "loadgen/scenario.h"
-#include "loadgen/summary.h"
-#include "loadgen/summary_render.h"
-#include "loadgen/sweep.h"
-#include "loadgen/sweep_summary.h"
+#include "loadgen/results/summary.h"
+#include "loadgen/results/summary_render.h"
+#include "loadgen/sweep/sweep.h"
+#include "loadgen/results/sweep_summary.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
@@ -124,7 +126,7 @@ ABSL_FLAG(std::string, cell_index_env, "",
 ABSL_FLAG(bool, print_cells, false,
           "Sweeps: print the matrix's numbered cells (index, profile, threads, repeat) and "
           "exit; with --json as JSON with the matrix id.");
-// --json (defined with `compare`, loadgen/compare_main.cc) also makes --print_cells JSON.
+// --json (defined with `compare`, loadgen/results/compare_main.cc) also makes --print_cells JSON.
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_FLAG(bool, local, false,
           "Sweeps: no agent; the loadgen launches each cell's server itself on this machine "
@@ -170,8 +172,16 @@ constexpr int kExitUsage = 2;
 constexpr int kExitInterrupted = 130;
 
 int Fail(int code, const std::string& msg) {
+  // Messages quote scenario text and peers' errors: each line escaped (ESC
+  // or CR cannot forge a line or drive the terminal) and capped, and at most
+  // 40 lines.
+  int lines = 0;
   for (absl::string_view line : absl::StrSplit(msg, '\n')) {
-    fprintf(stderr, "rsslab_loadgen: %s\n", std::string(line).c_str());
+    if (++lines > 40) {
+      fprintf(stderr, "rsslab_loadgen: ... (more lines cut)\n");
+      break;
+    }
+    fprintf(stderr, "rsslab_loadgen: %s\n", rsslab::Echo(line, 1024).c_str());
   }
   return code;
 }
@@ -182,8 +192,8 @@ void SweepReport(const std::string& dir) {
   if (tool.empty()) tool = rsslab::FindReportTool();
   std::string output;
   absl::Status s = rsslab::RunReportTool(tool, dir, &output);
-  if (!output.empty()) fprintf(stderr, "%s", output.c_str());
-  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", std::string(s.message()).c_str());
+  if (!output.empty()) fprintf(stderr, "%s", rsslab::EchoMultiline(output, 4096).c_str());
+  if (!s.ok()) fprintf(stderr, "rsslab_loadgen: %s\n", rsslab::Echo(s.message(), 1024).c_str());
 }
 
 // The per-cycle table and, when the server went away, when and what it
@@ -456,45 +466,14 @@ absl::Status CheckResumeAndMetricsFlags(const rsslab::v1::Scenario& scenario) {
   return absl::OkStatus();
 }
 
-// --agent=A,B / --agents_file: the list, each once.
+// --agent=A,B / --agents_file: the list, each once (loadgen/sweep/agents_list.h).
 absl::StatusOr<std::vector<std::string>> AgentList() {
-  std::vector<std::string> out;
   if (!absl::GetFlag(FLAGS_agent).empty() && !absl::GetFlag(FLAGS_agents_file).empty()) {
     return absl::InvalidArgumentError("--agent and --agents_file are alternatives; set one");
   }
-  std::string text = absl::GetFlag(FLAGS_agent);
   const std::string file = absl::GetFlag(FLAGS_agents_file);
-  if (!file.empty()) {
-    std::ifstream in(file);
-    if (!in) return absl::InvalidArgumentError(absl::StrCat("--agents_file=", file, ": cannot read it"));
-    std::string line;
-    text.clear();
-    while (std::getline(in, line)) {
-      if (text.size() > 65536) {
-        return absl::InvalidArgumentError(absl::StrCat("--agents_file=", file, ": over 64 KiB"));
-      }
-      absl::string_view l = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
-      if (!l.empty()) absl::StrAppend(&text, text.empty() ? "" : ",", l);
-    }
-    if (text.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--agents_file=", file, ": no agent in it"));
-    }
-  }
-  for (absl::string_view a : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
-    a = absl::StripAsciiWhitespace(a);
-    if (a.size() > 255 || a.find(':') == absl::string_view::npos ||
-        a.find_first_of(" \t") != absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("agent \"%s\" is not HOST:PORT", a.substr(0, 255)));
-    }
-    if (std::find(out.begin(), out.end(), a) != out.end()) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "agent %s is listed twice: each agent runs one cell at a time, list it once", a));
-    }
-    out.emplace_back(a);
-    if (out.size() > 256) return absl::InvalidArgumentError("more than 256 agents");
-  }
-  return out;
+  if (!file.empty()) return rsslab::ReadAgentsFile(file);
+  return rsslab::ParseAgentList(absl::GetFlag(FLAGS_agent), ',', "--agent");
 }
 
 // The sweep's cells, agents, --local and its CPUs.
@@ -655,6 +634,11 @@ double SoakDurationS(const rsslab::v1::Scenario& scenario) {
 
 // --resume: checked against the interrupted run's header before anything
 // is written; then its torn last line (if any) is cut and records append.
+// Who ran a sweep's cells, as its header records it and --resume checks.
+std::string RecordedAgent(const Invocation& inv) {
+  return inv.local ? "local" : absl::StrJoin(inv.agents, ",");
+}
+
 int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   int unreadable = 0;
   auto before = rsslab::ReadEvents(inv.out, &unreadable);
@@ -668,11 +652,15 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   if (auto s = rsslab::CheckResumable(before->front(), inv.scenario, inv.flags); !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
   }
+  // The agent as the header records it ("local" for --local, the list for
+  // --agents_file), not the raw --agent flag: a killed --local sweep, or a
+  // batch task's cell, was refused as "--agent= differs" with the very same
+  // command.
   if (auto s = rsslab::CheckResumeIdentity(
           before->front().header(),
           {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target),
            rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call),
-           absl::GetFlag(FLAGS_agent)});
+           RecordedAgent(inv)});
       !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
   }
@@ -688,7 +676,7 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   rs->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
   for (const std::string& c : dir->done_cells) rs->add_kept_cells(c);
   rs->set_torn_bytes(dir->torn_bytes);
-  rs->set_agent(absl::GetFlag(FLAGS_agent));
+  rs->set_agent(RecordedAgent(inv));
   rs->set_hostname(Hostname());
   if (auto s = dir->log->Append(ev); !s.ok()) return Fail(kExitFailed, std::string(s.message()));
   return 0;
@@ -732,7 +720,7 @@ rsslab::v1::Event Header(const Invocation& inv) {
   h->set_hostname(Hostname());
   *h->mutable_flags() = inv.flags;
   if (inv.scenario.has_sweep()) {
-    h->set_agent(inv.local ? "local" : absl::StrJoin(inv.agents, ","));
+    h->set_agent(RecordedAgent(inv));
     if (inv.agents.size() > 1) {
       for (const std::string& a : inv.agents) h->add_agents(a);
     }

@@ -13,7 +13,7 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "common/units.h"
-#include "loadgen/summary_render.h"
+#include "loadgen/results/summary_render.h"
 
 namespace rsslab {
 

@@ -24,11 +24,11 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "loadgen/engine.h"
-#include "loadgen/event_log.h"
-#include "loadgen/fill_check.h"
+#include "loadgen/results/event_log.h"
+#include "loadgen/results/fill_check.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
-#include "loadgen/summary.h"
+#include "loadgen/results/summary.h"
 #include "proto/control.grpc.pb.h"
 
 namespace rsslab {

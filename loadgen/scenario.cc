@@ -1,10 +1,14 @@
 #include "loadgen/scenario.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "common/echo.h"
 #include "common/files.h"
 #include "common/units.h"
 #include "loadgen/flags_check.h"
@@ -230,10 +234,83 @@ bool UsesControl(const Step& step) {
   }
 }
 
+// How long `steps` can take at most, in seconds, from what bounds them
+// (a closed loop with only a count adds nothing: its time is the server's).
+// Checked against kMaxRunTimeS before anything is sent.
+double PlannedSeconds(const google::protobuf::RepeatedPtrField<Step>& steps,
+                      const LoadSpec& defaults, const LoadSpec& flags) {
+  double total = 0;
+  for (const Step& step : steps) {
+    switch (step.kind_case()) {
+      case Step::kWait:
+        total += step.wait().seconds();
+        break;
+      case Step::kLoad: {
+        absl::StatusOr<LoadSpec> l = ResolveLoad(step.load(), defaults, flags);
+        if (!l.ok()) break;
+        if (l->duration_s() > 0) {
+          total += l->duration_s() + l->warmup_s();
+        } else if (l->rate() > 0) {
+          total += static_cast<double>(l->requests() + l->warmup_requests()) / l->rate();
+        }
+        break;
+      }
+      case Step::kRepeat: {
+        const rsslab::v1::RepeatStep& r = step.repeat();
+        const double once = PlannedSeconds(r.step(), defaults, flags);
+        double t = r.times() > 0 ? static_cast<double>(r.times()) * once
+                                 : std::numeric_limits<double>::infinity();
+        // duration_s stops it after the iteration running at that time.
+        if (r.duration_s() > 0) t = std::min(t, r.duration_s() + once);
+        total += t;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  return total;
+}
+
+// Every string of the scenario: no control characters (they would reach the
+// terminal, the summary and the logs as they are) and a sane length.
+void CheckStrings(const google::protobuf::Message& m, const std::string& path,
+                  absl::string_view origin, std::vector<std::string>* errors) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  std::vector<const google::protobuf::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);
+  for (const google::protobuf::FieldDescriptor* f : fields) {
+    const std::string at = path.empty() ? f->name() : absl::StrCat(path, ".", f->name());
+    const int n = f->is_repeated() ? r->FieldSize(m, f) : 1;
+    for (int i = 0; i < n && errors->size() < 20; ++i) {
+      if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
+        const google::protobuf::Message& sub =
+            f->is_repeated() ? r->GetRepeatedMessage(m, f, i) : r->GetMessage(m, f);
+        CheckStrings(sub, f->is_repeated() ? absl::StrCat(at, "[", i, "]") : at, origin, errors);
+      } else if (f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_STRING) {
+        const std::string v = f->is_repeated() ? r->GetRepeatedString(m, f, i) : r->GetString(m, f);
+        const size_t max = f->name() == "description" ? 4096 : 1024;
+        if (v.size() > max) {
+          errors->push_back(absl::StrFormat("%s: %s is %u bytes; at most %u", origin, at,
+                                            v.size(), max));
+        } else if (std::any_of(v.begin(), v.end(), [](char c) {
+                     return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+                   })) {
+          errors->push_back(absl::StrFormat(
+              "%s: %s holds a control character (\"%s\"); scenario text is printed to "
+              "terminals and logs, so none is allowed",
+              origin, at, Echo(v, 64)));
+        }
+      }
+    }
+  }
+}
+
 void CheckSteps(const google::protobuf::Message& parent,
                 const google::protobuf::RepeatedPtrField<Step>& steps,
                 const Where& w, const LoadSpec& defaults,
-                const LoadSpec& flags, std::vector<std::string>* errors) {
+                const LoadSpec& flags, std::vector<std::string>* errors,
+                int depth = 0) {
   for (int i = 0; i < steps.size(); ++i) {
     const Step& step = steps[i];
     const std::string label =
@@ -296,7 +373,15 @@ void CheckSteps(const google::protobuf::Message& parent,
         break;
       }
       case Step::kSnapshot:
+        break;
       case Step::kTrim:
+        // Checked here, not by the server after the load before it ran.
+        if (!rsslab::v1::TrimMode_IsValid(step.trim().mode())) {
+          add(step.trim(), "mode", sw.Nested(step, "trim", -1, "trim"),
+              absl::StrFormat("trim mode %d is not one of 0 (default), 1 (global only), 2 (per "
+                              "thread)",
+                              static_cast<int>(step.trim().mode())));
+        }
         break;
       case Step::kRepeat: {
         const auto& r = step.repeat();
@@ -314,7 +399,13 @@ void CheckSteps(const google::protobuf::Message& parent,
         if (r.step_size() == 0) {
           add(r, "", rw, "repeat has no steps");
         }
-        CheckSteps(r, r.step(), rw, defaults, flags, errors);
+        if (depth + 1 > kMaxRepeatDepth) {
+          add(r, "", rw,
+              absl::StrFormat("repeat is nested %d deep; at most %d levels of repeat are allowed",
+                              depth + 1, kMaxRepeatDepth));
+          break;
+        }
+        CheckSteps(r, r.step(), rw, defaults, flags, errors, depth + 1);
         break;
       }
     }
@@ -394,9 +485,19 @@ absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
   TextFormat::Parser parser;
   parser.RecordErrorsTo(&collector);
   parser.WriteLocationsTo(&tree);
+  // Each repeat level is two messages (step, repeat); a load step's params
+  // two more. Past this the parser stops, long before the stack would.
+  parser.SetRecursionLimit(2 * kMaxRepeatDepth + 8);
   if (!parser.ParseFromString(std::string(text), &sc)) {
     std::vector<std::string> errs = collector.errors();
     if (errs.empty()) errs.push_back(absl::StrCat(origin, ": cannot parse"));
+    for (std::string& e : errs) {
+      if (absl::StrContains(e, "too deep")) {
+        e = absl::StrCat(e.substr(0, e.find(": ", origin.size() + 1)),
+                         ": nested too deep: at most ", kMaxRepeatDepth,
+                         " levels of repeat are allowed");
+      }
+    }
     return absl::InvalidArgumentError(absl::StrJoin(errs, "\n"));
   }
   std::vector<std::string> errors;
@@ -414,8 +515,18 @@ absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
   for (const std::string& e : CheckLoadLayer(flags, "flags")) {
     errors.push_back(e);
   }
+  CheckStrings(sc, "", origin, &errors);
   if (errors.empty()) {
     CheckSteps(sc, sc.step(), top, sc.load_defaults(), flags, &errors);
+  }
+  if (errors.empty()) {
+    const double planned = PlannedSeconds(sc.step(), sc.load_defaults(), flags);
+    if (!(planned <= kMaxRunTimeS)) {
+      errors.push_back(absl::StrFormat(
+          "%s: the steps would run for %.3g s (repeat counts x step durations, requests / "
+          "rate); the maximum run time is %.0f s (30 days)",
+          origin, planned, kMaxRunTimeS));
+    }
   }
   if (!errors.empty()) {
     return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));

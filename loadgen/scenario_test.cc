@@ -245,5 +245,61 @@ TEST(SoakScenario, BadSoakSettingsNameTheirLine) {
               ::testing::HasSubstr("s.txtpb:3: soak: watch_interval_s must be"));
 }
 
+
+// Issue 27, classes 1 and 3: nesting, totals and every field checked before
+// anything is sent.
+std::string Nested(int depth, const std::string& inner) {
+  std::string t = "step { " + inner + " }";
+  for (int i = 0; i < depth; ++i) t = "step { repeat { times: 1 " + t + " } }";
+  return t;
+}
+
+TEST(ScenarioLimits, RepeatDepthIsLimitedBeforeTheStackIs) {
+  // 5,000 levels once crashed the loadgen; now the parser stops early.
+  std::string e = ErrorOf(Nested(5000, "wait { seconds: 1 }"));
+  EXPECT_THAT(e, HasSubstr("nested too deep: at most 16 levels of repeat"));
+  EXPECT_LT(e.size(), 400u) << e;
+  EXPECT_THAT(ErrorOf(Nested(17, "wait { seconds: 1 }")),
+              HasSubstr("at most 16 levels of repeat"));
+  auto ok = ParseScenario(Nested(16, "load { requests: 1 params { key: \"a\" value: \"b\" } }"),
+                          "t.txtpb", NoFlags());
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+TEST(ScenarioLimits, TotalsAndRatesAgainstTheMaximumRunTime) {
+  EXPECT_THAT(ErrorOf("step { repeat { times: 4000000000 step { wait { seconds: 1 } } } }"),
+              HasSubstr("the maximum run time is 2592000 s"));
+  EXPECT_THAT(ErrorOf("step { repeat { times: 1000 step { repeat { times: 1000 step { load { "
+                      "duration_s: 10 concurrency: 1 } } } } } }"),
+              HasSubstr("maximum run time"));
+  EXPECT_THAT(ErrorOf("step { load { rate: 1e-10 duration_s: 2 } }"), HasSubstr("rate"));
+  LoadSpec flags;
+  flags.set_rate(1e-9);
+  flags.set_requests(3);
+  EXPECT_THAT(ErrorOf("step { load { } }", flags), HasSubstr("rate"));
+  flags.set_rate(0.5);
+  flags.set_requests(uint64_t{1} << 30);
+  EXPECT_THAT(ErrorOf("step { load { } }", flags), HasSubstr("maximum run time"));
+  // Within the bound: a day of 1 s waits.
+  EXPECT_TRUE(
+      ParseScenario("step { repeat { times: 86400 step { wait { seconds: 1 } } } }", "t", NoFlags())
+          .ok());
+}
+
+TEST(ScenarioLimits, EveryFieldIsValidatedBeforeAnyRequest) {
+  EXPECT_THAT(ErrorOf("step { trim { mode: 99 } }"), HasSubstr("trim mode 99"));
+  // Control characters in any string: refused, and echoed escaped.
+  std::string e = ErrorOf("name: \"a\\x1b[2Jb\" step { wait { seconds: 1 } }");
+  EXPECT_THAT(e, HasSubstr("control character"));
+  EXPECT_THAT(e, HasSubstr("\\x1b[2J"));
+  EXPECT_EQ(e.find('\x1b'), std::string::npos);
+  EXPECT_THAT(ErrorOf("step { name: \"x\\r\\nFAKE\" wait { seconds: 1 } }"),
+              HasSubstr("control character"));
+  EXPECT_THAT(ErrorOf("step { load { requests: 1 params { key: \"k\" value: \"\\n\" } } }"),
+              HasSubstr("step[0].load.params[0].value"));
+  EXPECT_THAT(ErrorOf("name: \"" + std::string(2000, 'n') + "\" step { wait { seconds: 1 } }"),
+              HasSubstr("at most 1024"));
+}
+
 }  // namespace
 }  // namespace rsslab

@@ -237,6 +237,80 @@ void ServerCore::RunPython(const std::function<void(PythonRuntime&)>& fn) {
   if (queued) done.WaitForNotification();
 }
 
+struct ServerCore::PyJob {
+  absl::Mutex mu;
+  // kAbandoned: its caller gave up while it waited for the GIL; kSkipped:
+  // the control thread got the GIL later and passed it by.
+  enum State { kPending, kRunning, kDone, kAbandoned, kSkipped };
+  State state ABSL_GUARDED_BY(mu) = kPending;
+  absl::Time queued = absl::Now();
+};
+
+bool ServerCore::RunPythonWithin(const std::function<void(PythonRuntime&)>& fn,
+                                 absl::Duration timeout, std::string* why) {
+  auto gil_holder = [this] {
+    return absl::StrCat("busy workers: ", BusyWorkers(),
+                        "; the sections that need no Python are filled");
+  };
+  {
+    absl::MutexLock l(&py_job_mu_);
+    if (waiting_job_ != nullptr) {
+      absl::MutexLock jl(&waiting_job_->mu);
+      if (waiting_job_->state == PyJob::kAbandoned) {
+        *why = absl::StrFormat(
+            "not available: the Python control thread has waited %.1f s for the GIL (a handler "
+            "holds it, perhaps in a long C call); %s",
+            absl::ToDoubleSeconds(absl::Now() - waiting_job_->queued), gil_holder());
+        return false;
+      }
+    }
+  }
+  auto job = std::make_shared<PyJob>();
+  PythonRuntime* rt = runtime_.get();
+  bool queued = py_control_->Submit([job, fn, rt](int) {
+    PythonRuntime::Scope scope;
+    {
+      absl::MutexLock l(&job->mu);
+      if (job->state == PyJob::kAbandoned) {  // its caller has gone
+        job->state = PyJob::kSkipped;
+        return;
+      }
+      job->state = PyJob::kRunning;
+    }
+    fn(*rt);
+    absl::MutexLock l(&job->mu);
+    job->state = PyJob::kDone;
+  });
+  if (!queued) {
+    *why = "not available: the server is shutting down";
+    return false;
+  }
+  absl::MutexLock l(&job->mu);
+  auto started = [&job]() ABSL_SHARED_LOCKS_REQUIRED(job->mu) {
+    return job->state != PyJob::kPending;
+  };
+  if (!job->mu.AwaitWithTimeout(absl::Condition(&started), timeout)) {
+    // Still waiting for the GIL: it will never run `fn` (whose captures die
+    // with this frame), and later calls do not queue behind it.
+    job->state = PyJob::kAbandoned;
+    job->mu.Unlock();
+    {
+      absl::MutexLock pl(&py_job_mu_);
+      waiting_job_ = job;
+    }
+    job->mu.Lock();
+    *why = absl::StrFormat(
+        "not available: the GIL was not free within %d ms (a handler holds it, perhaps in a long "
+        "C call); %s",
+        absl::ToInt64Milliseconds(timeout), gil_holder());
+    return false;
+  }
+  // Running or done: `fn` touches the caller's data, so wait for its end.
+  auto done = [&job]() ABSL_SHARED_LOCKS_REQUIRED(job->mu) { return job->state == PyJob::kDone; };
+  job->mu.Await(absl::Condition(&done));
+  return true;
+}
+
 void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
                         rsslab::v1::HandleResponse* response, std::function<bool()> cancelled,
                         Done done) {
@@ -261,6 +335,26 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
       done(absl::UnavailableError("server is shutting down"));
       return;
     }
+    const absl::Time now = absl::Now();
+    if (inflight_ < options_.threads) {
+      last_progress_ = now;
+    } else if (options_.dispatch == Options::Dispatch::kPython &&
+               now - last_progress_ >= options_.stuck_after) {
+      // Every worker is stuck (one holds the GIL in a long C call, the
+      // others wait for it): a queued call would only wait out its
+      // deadline. Said at once, with what is busy.
+      const int64_t inflight = inflight_;
+      const absl::Duration since = now - last_progress_;
+      inflight_mu_.Unlock();
+      phase_.CountRefused();
+      done(absl::UnavailableError(absl::StrFormat(
+          "every worker is stuck: all %d are busy (%d calls accepted) and none has finished for "
+          "%.1f s (a handler may hold the GIL in a long C call); new calls are refused until one "
+          "finishes; busy: %s",
+          options_.threads, inflight, absl::ToDoubleSeconds(since), BusyWorkers())));
+      inflight_mu_.Lock();
+      return;
+    }
     ++inflight_;
   }
   // Answered exactly once, whichever way the call ends.
@@ -270,6 +364,7 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
         done(s);
         absl::MutexLock lock(&inflight_mu_);
         --inflight_;
+        last_progress_ = absl::Now();
       },
       absl::Now()});
 }
@@ -329,16 +424,27 @@ absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
 }
 
 void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
-  // Python's part first (it may collect garbage, which changes the rest).
+  // Python's part first (it may collect garbage, which changes the rest),
+  // within its deadline: the rest needs no GIL and is filled regardless.
   int64_t gc_us = 0;
-  RunPython([&](PythonRuntime& rt) {
-    if (options.gc) {
-      absl::Time t0 = absl::Now();
-      out->mutable_python()->set_gc_collected(rt.Collect());
-      gc_us = absl::ToInt64Microseconds(absl::Now() - t0);
+  if (options.python) {
+    rsslab::v1::PythonInfo py;
+    std::string why;
+    if (RunPythonWithin(
+            [&](PythonRuntime& rt) {
+              if (options.gc) {
+                absl::Time t0 = absl::Now();
+                py.set_gc_collected(rt.Collect());
+                gc_us = absl::ToInt64Microseconds(absl::Now() - t0);
+              }
+              rt.FillInfo(&py);
+            },
+            options.python_deadline, &why)) {
+      *out->mutable_python() = std::move(py);
+    } else {
+      out->mutable_python()->set_unavailable(why);
     }
-    rt.FillInfo(out->mutable_python());
-  });
+  }
   absl::Time t0 = absl::Now();
   ProcessSnapshotOptions process;
   process.detail = options.detail;

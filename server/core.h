@@ -30,6 +30,7 @@
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
 #include "common/units.h"
+#include "control/service/control_backend.h"
 #include "memory/trim/auto_trim.h"
 #include "common/metrics/latency_histogram.h"
 #include "server/dispatch.h"
@@ -40,7 +41,7 @@
 
 namespace rsslab {
 
-class ServerCore {
+class ServerCore : public ControlBackend {
  public:
   struct Options {
     // Python worker threads (exactly this many run the handler).
@@ -87,13 +88,10 @@ class ServerCore {
   static absl::StatusOr<Options::Dispatch> ParseDispatch(const std::string& name);
   static const char* DispatchName(Options::Dispatch d);
 
-  struct SnapshotOptions {
-    bool gc = false;
-    bool detail = false;
-  };
+  using SnapshotOptions = ControlSnapshotOptions;
 
   static absl::StatusOr<std::unique_ptr<ServerCore>> Create(const Options& options);
-  ~ServerCore();
+  ~ServerCore() override;
 
   using Done = std::function<void(const absl::Status&)>;
   // Runs the handler on a worker; `done` is called on that worker. Refused
@@ -103,9 +101,10 @@ class ServerCore {
 
   // SetPhase semantics (see control.proto); validates its arguments.
   absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                        rsslab::v1::SetPhaseResponse* response);
-  absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response);
-  void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out);
+                        rsslab::v1::SetPhaseResponse* response) override;
+  absl::Status Trim(const rsslab::v1::TrimRequest& request,
+                    rsslab::v1::TrimResponse* response) override;
+  void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) override;
 
   // Refuses new calls (UNAVAILABLE) and waits up to `grace` for the calls
   // already accepted to finish; returns how many are still running.
@@ -136,6 +135,14 @@ class ServerCore {
   // Runs `fn` on the control-side Python thread and waits: gRPC's threads
   // never run Python themselves.
   void RunPython(const std::function<void(PythonRuntime&)>& fn);
+  // The same, waiting at most `timeout` for the GIL: false (and `why` set)
+  // if `fn` did not run; it then never runs. While an earlier such call
+  // still waits for the GIL, returns false at once (at most one waits).
+  bool RunPythonWithin(const std::function<void(PythonRuntime&)>& fn, absl::Duration timeout,
+                       std::string* why);
+  struct PyJob;
+  absl::Mutex py_job_mu_;
+  std::shared_ptr<PyJob> waiting_job_ ABSL_GUARDED_BY(py_job_mu_);
 
   Options options_;
   const absl::Time start_;
@@ -154,6 +161,11 @@ class ServerCore {
   // Calls accepted and not yet answered; draining refuses new ones.
   absl::Mutex inflight_mu_;
   int64_t inflight_ ABSL_GUARDED_BY(inflight_mu_) = 0;
+  // Last sign that the workers move: a call finished, or one was accepted
+  // while a worker was free. Every worker busy and no progress for
+  // stuck_after: new calls are refused (UNAVAILABLE) rather than queued
+  // behind a handler that holds the GIL.
+  absl::Time last_progress_ ABSL_GUARDED_BY(inflight_mu_) = absl::Now();
   bool draining_ ABSL_GUARDED_BY(inflight_mu_) = false;
   bool shut_down_ = false;
   // Runs accepted calls: the Python dispatcher (core.cc), or a benchmark

@@ -17,15 +17,20 @@ namespace rsslab {
 // deleted, whichever comes first. Its request and response are what the
 // core's worker reads and writes.
 struct LoadService::Call {
-  enum Kind { kRequest, kFinish, kDone };
+  enum Kind { kRequest, kRead, kFinish, kDone };
   struct Tag {
     Call* call;
     Kind kind;
   };
+  explicit Call(bool g) : generic(g) {}
+  const bool generic;
   Tag request_tag{this, kRequest};
+  Tag read_tag{this, kRead};
   Tag finish_tag{this, kFinish};
   Tag done_tag{this, kDone};
-  grpc::ServerContext ctx;
+  // A GenericServerContext is a ServerContext: the raw method takes it too.
+  grpc::GenericServerContext ctx;
+  grpc::GenericServerAsyncReaderWriter stream{&ctx};
   // Handle is a raw method: the bytes are parsed here, so a request that
   // does not parse (a param name that is not UTF-8, which proto3 refuses)
   // gets INVALID_ARGUMENT with a sentence, where gRPC's own parse answers
@@ -71,10 +76,66 @@ void LoadService::Accept() {
   absl::MutexLock lock(&accept_mu_);
   // Once Stop() has shut the queue down, nothing may be added to it.
   if (stopping_) return;
-  Call* c = new Call;
+  Call* c = new Call(generic_mode_);
   c->ctx.AsyncNotifyWhenDone(&c->done_tag);
+  if (generic_mode_) {
+    // The call's own events (read, finish, done) come to the io thread.
+    generic_.RequestCall(&c->ctx, &c->stream, cq_.get(), cq_.get(), &c->request_tag);
+    return;
+  }
   service_.RequestHandle(&c->ctx, &c->raw_request, &c->writer, &reap_cq_, cq_.get(),
                          &c->request_tag);
+}
+
+void LoadService::Register(grpc::ServerBuilder* builder) {
+  if (generic_mode_) {
+    builder->RegisterAsyncGenericService(&generic_);
+  } else {
+    builder->RegisterService(&service_);
+  }
+}
+
+void LoadService::FinishWithError(Call* c, const grpc::Status& status) {
+  if (c->generic) {
+    c->stream.Finish(status, &c->finish_tag);
+  } else {
+    c->writer.FinishWithError(status, &c->finish_tag);
+  }
+}
+
+void LoadService::Serve(Call* c) {
+  {
+    grpc::ProtoBufferReader reader(&c->raw_request);
+    if (!c->request.ParseFromZeroCopyStream(&reader)) {
+      FinishWithError(c, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                      "the request does not parse as rsslab.v1.HandleRequest: a "
+                                      "string (a param name or value) is not valid UTF-8, or the "
+                                      "bytes are not a HandleRequest"));
+      return;
+    }
+    c->raw_request.Clear();
+  }
+  core_->Submit(
+      &c->request, &c->response, [c] { return c->cancelled.load(std::memory_order_relaxed); },
+      [this, c](const absl::Status& s) {
+        // On the worker (or here, for refusals): the write happens in
+        // this call; then whatever has come back is freed.
+        grpc::Status status = ToGrpc(s);
+        if (s.ok()) {
+          bool own = false;
+          status = grpc::GenericSerialize<grpc::ProtoBufferWriter, rsslab::v1::HandleResponse>(
+              c->response, &c->raw_response, &own);
+        }
+        if (!status.ok()) {
+          FinishWithError(c, status);
+        } else if (c->generic) {
+          c->stream.WriteAndFinish(c->raw_response, grpc::WriteOptions(), grpc::Status::OK,
+                                   &c->finish_tag);
+        } else {
+          c->writer.Finish(c->raw_response, grpc::Status::OK, &c->finish_tag);
+        }
+        Reap();
+      });
 }
 
 void LoadService::Reap() {
@@ -116,47 +177,40 @@ void LoadService::Loop() {
           break;
         }
         Accept();
-        grpc::Status auth = security_->Authorize(c->ctx);
-        if (!auth.ok()) {
-          c->writer.FinishWithError(auth, &c->finish_tag);
+        if (c->generic && c->ctx.method() != "/rsslab.v1.Load/Handle") {
+          FinishWithError(c, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                          "the data port serves rsslab.v1.Load/Handle only"));
           break;
         }
-        {
-          grpc::ProtoBufferReader reader(&c->raw_request);
-          if (!c->request.ParseFromZeroCopyStream(&reader)) {
-            c->writer.FinishWithError(
-                grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                             "the request does not parse as rsslab.v1.HandleRequest: a string (a "
-                             "param name or value) is not valid UTF-8, or the bytes are not a "
-                             "HandleRequest"),
-                &c->finish_tag);
-            break;
-          }
-          c->raw_request.Clear();
+        grpc::Status auth = security_->Authorize(c->ctx);
+        if (!auth.ok()) {
+          // Generic: the request was never read, and is not now.
+          FinishWithError(c, auth);
+          break;
         }
-        core_->Submit(
-            &c->request, &c->response, [c] { return c->cancelled.load(std::memory_order_relaxed); },
-            [this, c](const absl::Status& s) {
-              // On the worker (or here, for refusals): the write happens in
-              // this call; then whatever has come back is freed.
-              grpc::Status status = ToGrpc(s);
-              if (s.ok()) {
-                bool own = false;
-                status = grpc::GenericSerialize<grpc::ProtoBufferWriter, rsslab::v1::HandleResponse>(
-                    c->response, &c->raw_response, &own);
-              }
-              if (status.ok()) {
-                c->writer.Finish(c->raw_response, grpc::Status::OK, &c->finish_tag);
-              } else {
-                c->writer.FinishWithError(status, &c->finish_tag);
-              }
-              Reap();
-            });
+        if (c->generic) {
+          c->stream.Read(&c->raw_request, &c->read_tag);
+          break;
+        }
+        Serve(c);
         break;
       }
+      case Call::kRead:
+        if (!ok) {
+          FinishWithError(c, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                          "the call carried no request message"));
+          break;
+        }
+        Serve(c);
+        break;
       case Call::kFinish:
       case Call::kDone:
-        break;  // these come on reap_cq_
+        // Raw calls report these on reap_cq_; generic ones here.
+        {
+          absl::MutexLock lock(&reap_mu_);
+          ReapOne(tag);
+        }
+        break;
     }
   }
 }

@@ -29,6 +29,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/load.grpc.pb.h"
 #include "common/auth.h"
@@ -39,11 +40,13 @@ namespace rsslab {
 class LoadService {
  public:
   // `security` checks the caller's token (when one is configured).
-  LoadService(ServerCore* core, const Security* security) : core_(core), security_(security) {}
+  LoadService(ServerCore* core, const Security* security)
+      : core_(core), security_(security), generic_mode_(security->has_token()) {}
   ~LoadService();  // Stop()
 
-  // What to register with the ServerBuilder.
-  grpc::Service* service() { return &service_; }
+  // Registers the service with the builder: the raw Handle method, or with
+  // a token the generic service (see generic_).
+  void Register(grpc::ServerBuilder* builder);
   // After BuildAndStart: accepts calls on `cq` (from the same builder's
   // AddCompletionQueue) on the `rsslab-io` thread.
   void Start(std::unique_ptr<grpc::ServerCompletionQueue> cq);
@@ -59,12 +62,23 @@ class LoadService {
   struct Call;
   void Accept();  // primes one call slot
   void Loop();
+  // The call's request bytes are in raw_request: parse, run, answer.
+  void Serve(Call* c);
+  void FinishWithError(Call* c, const grpc::Status& status);
   void ReapOne(void* tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reap_mu_);
 
   ServerCore* const core_;
   const Security* const security_;
   // Raw Handle: LoadService parses the request itself (see Call).
   rsslab::v1::Load::WithRawMethod_Handle<rsslab::v1::Load::AsyncService> service_;
+  // With a token: calls arrive after their metadata only, and the request
+  // is read once the token has been checked. gRPC 1.51 buffers a whole
+  // message before its size limit applies, so with the raw method an
+  // unauthenticated client's 1,000 MiB request was read in full before
+  // being refused. Costs one more completion per call (the read), so it is
+  // used only where there is a token to check.
+  const bool generic_mode_;
+  grpc::AsyncGenericService generic_;
   std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   // Where answered calls report back (their finish and done tags). Nobody
   // waits on it, so an answer wakes no thread: the io thread would otherwise

@@ -16,8 +16,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <thread>
 #include <map>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,7 +43,7 @@
 #include "common/ready_line.h"
 #include "common/shipped.h"
 #include "common/units.h"
-#include "server/control_service.h"
+#include "control/service/control_service.h"
 #include "server/core.h"
 #include "server/load_service.h"
 #include "server/server_metrics.h"
@@ -193,7 +195,9 @@ int64_t MemTotalBytes() {
 // `cq`: when set, a completion queue for an async service is added and
 // returned there.
 std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string& address,
-                                     const Security& security, grpc::Service* service, int* port,
+                                     const Security& security,
+                                     const std::function<void(grpc::ServerBuilder*)>& register_fn,
+                                     int* port,
                                      std::unique_ptr<grpc::ServerCompletionQueue>* cq = nullptr) {
   absl::Status s = CheckBindable(address);
   if (!s.ok()) Die(absl::StrCat(s.message(), " (--", flag, ")"));
@@ -202,12 +206,14 @@ std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string&
   b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   b.AddListeningPort(address, security.ServerCredentials(), port);
   // Bounded so a hostile or broken client cannot make the server buffer
-  // arbitrarily large messages.
+  // arbitrarily large messages. gRPC 1.51 applies it only once a message is
+  // in, so neither service lets gRPC read a request before the token check
+  // (control_service.h, load_service.h).
   // Range-checked in ConfigFromFlags (1..1024 MiB), so the int cannot overflow.
   const int max_bytes = static_cast<int>(absl::GetFlag(FLAGS_max_message_mb) * kMiB);
   b.SetMaxReceiveMessageSize(max_bytes);
   b.SetMaxSendMessageSize(max_bytes);
-  b.RegisterService(service);
+  register_fn(&b);
   if (cq != nullptr) *cq = b.AddCompletionQueue();
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   if (server == nullptr || *port == 0) {
@@ -380,11 +386,13 @@ class Serving {
         control_(core_.get(), absl::GetFlag(FLAGS_max_watch_streams), &config.security) {
     int data_port = 0, control_port = 0;
     std::unique_ptr<grpc::ServerCompletionQueue> load_cq;
-    data_server_ = Listen("listen", config.data_addr, config.security, load_.service(), &data_port,
-                          &load_cq);
+    data_server_ = Listen(
+        "listen", config.data_addr, config.security,
+        [this](grpc::ServerBuilder* b) { load_.Register(b); }, &data_port, &load_cq);
     load_.Start(std::move(load_cq));
-    control_server_ =
-        Listen("control_listen", config.control_addr, config.security, &control_, &control_port);
+    control_server_ = Listen(
+        "control_listen", config.control_addr, config.security,
+        [this](grpc::ServerBuilder* b) { b->RegisterService(&control_); }, &control_port);
     ready_.data_address = JoinHostPort(config.data_hp.host, data_port);
     ready_.control_address = JoinHostPort(config.control_hp.host, control_port);
     ready_.pid = getpid();

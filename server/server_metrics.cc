@@ -133,7 +133,10 @@ std::string ServerMetricsText(ServerCore* core) {
   // snapshot's gauges one scrape before the counters, never the reverse.
   std::map<std::string, Trimmer::TriggerTotals> trims = core->trimmer().totals();
   rsslab::v1::Snapshot snap;
-  core->TakeSnapshot(ServerCore::SnapshotOptions{}, &snap);
+  // No Python figure is exported: the scrape never waits for the GIL.
+  ServerCore::SnapshotOptions o;
+  o.python = false;
+  core->TakeSnapshot(o, &snap);
   std::string text =
       RenderServerMetrics(snap, core->phase().ByPhase(), core->handler_latency().Read(), trims);
   // By exception type: the log prints only the first tracebacks and then

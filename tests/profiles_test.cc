@@ -265,9 +265,9 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
       {"--profile=never", "--profiles=" + file, "--server_binary=" + ServerBinary(),
        "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=1"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("FAILED: profile 'never' did not take effect in pid"));
+  EXPECT_THAT(r.err, HasSubstr("FAILED: server (pid "));
+  EXPECT_THAT(r.err, HasSubstr("killed: profile 'never' did not take effect in pid"));
   EXPECT_THAT(r.err, HasSubstr("nothing matching 'libnever-mapped' is mapped"));
-  EXPECT_THAT(r.err, HasSubstr("server killed"));
   EXPECT_FALSE(absl::StrContains(r.out, "rsslab_server ready"));
 
   std::string bad = WriteTemp("bad.textproto",
@@ -276,6 +276,18 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
                          {"--profile=je", "--profiles=" + bad, "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("profile 'je': preload library /usr/lib/libje-typo.so does not exist"));
+
+  // Server flags go through the server's flag table (the agent's allowlist
+  // widened to the operator): a flag the server does not have, or a value
+  // out of its range, is a usage error before anything starts.
+  for (const char* bad_flag : {"--flagfile=/etc/passwd", "--threads=0", "--auto_trim=sometimes"}) {
+    r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
+                           {"--profile=glibc", "--profiles=" + ShippedProfiles(),
+                            "--server_binary=" + ServerBinary(), bad_flag});
+    EXPECT_EQ(r.exit_code, 64) << bad_flag << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("server flag")) << bad_flag;
+    EXPECT_FALSE(absl::StrContains(r.err, "starting")) << bad_flag;
+  }
 
   r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
                          {"--profile=jemalloc-typo", "--profiles=" + ShippedProfiles(),

@@ -315,6 +315,32 @@ TEST(SweepTest, UnknownProfileFailsBeforeAnyLaunch) {
   for (const Event& e : Events(Tmp("unknown-run"))) EXPECT_FALSE(e.has_cell_result());
 }
 
+// --local launches through the agent's own launch path: a server flag the
+// agent refuses (a handler path, an address, a flag the server lacks) is
+// refused here too, before the run directory exists.
+TEST(SweepTest, LocalRefusesTheServerFlagsTheAgentRefuses) {
+  for (const char* flag : {"key: \"handler\" value: \"/tmp/x.py\"",
+                           "key: \"listen\" value: \"0.0.0.0:1\"",
+                           "key: \"LD_PRELOAD\" value: \"/tmp/x.so\"",
+                           "key: \"churn_every\" value: \"0\""}) {
+    const std::string scenario = Tmp("local-flags.txtpb");
+    WriteFile(scenario, TinyScenario(absl::StrCat(
+                            "sweep { profiles: [\"glibc\"] threads: [1] repeats: 1 server_flags { ",
+                            flag, " } }")));
+    const std::string out = Tmp("local-flags-run");
+    ServerProcess::Result r =
+        Loadgen({"--scenario=" + scenario, "--local", "--cells=0",
+                 "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
+                 "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
+                 "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")),
+                 "--out=" + out});
+    EXPECT_EQ(r.exit_code, 2) << flag << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("rsslab_loadgen: server flag ")) << flag;
+    EXPECT_THAT(r.err, HasSubstr("nothing run")) << flag;
+    EXPECT_EQ(access((out + "/events.jsonl").c_str(), F_OK), -1) << flag;
+  }
+}
+
 TEST(SweepTest, SweepWithoutAgentIsAUsageError) {
   ServerProcess::Result r = Loadgen({"--builtin=sweep", "--out=" + Tmp("no-agent")});
   EXPECT_EQ(r.exit_code, 2);

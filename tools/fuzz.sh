@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the parsers of untrusted text with libFuzzer (clang from Debian),
 # each for a bounded time: /proc content, malloc_info XML, scenario files,
-# profile files, and the data plane's request bytes -> handler params check.
+# profile files, the data plane's request bytes -> handler params check, and
+# the --agents_file list. The scenario corpus holds deeply nested repeats.
 # Seeds come from the captured fixtures, the shipped files and the checked-in
 # corpus in tools/fuzz/corpus/TARGET (never written to: new inputs go to the
 # work directory). `./rsslab test` runs every target for a few seconds
@@ -16,7 +17,7 @@ cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 SECONDS_PER=${FUZZ_SECONDS:-60}
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(procfs malloc_info scenario profiles request_params)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(procfs malloc_info scenario profiles request_params agents_file)
 command -v clang++ >/dev/null && [ -n "$(ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a 2>/dev/null)" ] || {
   echo "fuzz: needs clang and libFuzzer: apt-get install clang libclang-rt-14-dev" >&2; exit 2; }
 WORK=${FUZZ_WORK:-$(mktemp -d /tmp/rsslab-fuzz-XXXXXX)}
@@ -29,9 +30,10 @@ GEN=("$WORK/gen/proto/snapshot.pb.cc" "$WORK/gen/proto/control.pb.cc" "$WORK/gen
 declare -A SRCS=(
   [procfs]="common/procfs/procfs.cc"
   [malloc_info]="memory/alloc/malloc_info.cc"
-  [scenario]="loadgen/scenario.cc loadgen/flags_check.cc common/phase.cc common/files.cc common/units.cc"
+  [scenario]="loadgen/scenario.cc loadgen/flags_check.cc common/phase.cc common/files.cc common/units.cc common/echo.cc"
   [profiles]="agent/profiles.cc common/procfs/procfs.cc common/files.cc"
-  [request_params]="server/python/knobs.cc"
+  [request_params]="server/python/knobs.cc common/echo.cc"
+  [agents_file]="loadgen/sweep/agents_list.cc common/echo.cc common/files.cc"
 )
 declare -A SEEDS=(
   [procfs]="common/procfs/testdata"
@@ -39,6 +41,7 @@ declare -A SEEDS=(
   [scenario]=""
   [profiles]="agent/profiles.textproto"
   [request_params]=""
+  [agents_file]=""
 )
 # The generated protobuf code is compiled once (instrumented) and shared by
 # every target: it is most of the build time.

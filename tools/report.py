@@ -20,7 +20,7 @@ cache shrank and the server idled, with the after-trim points
 than 20 % (not to be trusted from this run) and which profiles meet issue
 17's trim goal at 64 threads, as the table marks them.
 
-The aggregation mirrors loadgen/sweep_summary.cc exactly (a test compares the
+The aggregation mirrors loadgen/results/sweep_summary.cc exactly (a test compares the
 two CSVs), so the advice quotes the same numbers as the table. Needs only the
 standard library and, for the PNGs, Debian's python3-matplotlib (Agg).
 """
@@ -32,7 +32,7 @@ import sys
 
 MIB = 1048576.0
 
-# Column order and keys of loadgen/sweep_summary.h's SweepMetric.
+# Column order and keys of loadgen/results/sweep_summary.h's SweepMetric.
 METRICS = [
     ("under_load_mib", "under load MiB"),
     ("after_shrink_mib", "after shrink MiB"),
@@ -45,7 +45,7 @@ METRICS = [
 ]
 UNDER_LOAD, AFTER_SHRINK, AFTER_IDLE, TRIM_GLOBAL, TRIM_PER_THREAD, HWM, QPS, P99 = range(8)
 WHAT_TO_DO = "## What to do"
-# loadgen/sweep_summary.h: a memory figure (RSS, VmHWM; not QPS or p99)
+# loadgen/results/sweep_summary.h: a memory figure (RSS, VmHWM; not QPS or p99)
 # whose repeats spread by more than SPREAD_LIMIT of their median is marked.
 MEMORY_METRICS = range(UNDER_LOAD, HWM + 1)
 SPREAD_LIMIT = 0.20
@@ -132,13 +132,13 @@ def fresh_cell(cell, profile, threads, repeat):
             "base": -1.0, "loaded": False, "goal": -1.0}
 
 
-# loadgen/fill_check.h: the string every summary uses for a fill that never
+# loadgen/results/fill_check.h: the string every summary uses for a fill that never
 # reached the cache limit.
 CACHE_NEVER_FILLED = "cache never filled: not seed 000's conditions"
 
 
 def fill_check(cache):
-    """loadgen/fill_check.cc's CheckFill: (filled, churn) from the cache counters."""
+    """loadgen/results/fill_check.cc's CheckFill: (filled, churn) from the cache counters."""
     limit = num(cache, "cache_limit_bytes")
     stored = num(cache, "cache_bytes") + num(cache, "evicted_bytes")
     filled = limit > 0 and num(cache, "evictions") > 0 and stored >= limit
@@ -146,7 +146,7 @@ def fill_check(cache):
 
 
 def fill_watch(st, e, phase):
-    """loadgen/fill_check.cc's FillWatch over one cell's records."""
+    """loadgen/results/fill_check.cc's FillWatch over one cell's records."""
     if st["fill_done"]:
         return
     sn = None
@@ -794,6 +794,10 @@ def compare_main(args):
         print("report.py: no plot (%s); install python3-matplotlib and rerun: %s --compare %s"
               % (e, sys.argv[0], args.compare), file=sys.stderr)
         return 3
+    except OSError as e:
+        # One line, not a traceback: a bad --png path is the user's to fix.
+        print("report.py: cannot write the plot %s: %s" % (png, e.strerror or e), file=sys.stderr)
+        return 1
     if path is None:
         print("report.py: nothing compared, no plot", file=sys.stderr)
         return 0

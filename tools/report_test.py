@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """//tools:report_test: the sweep table's spread marks and trim goal, from
-`rsslab_loadgen report` (loadgen/sweep_summary.cc) and tools/report.py on
+`rsslab_loadgen report` (loadgen/results/sweep_summary.cc) and tools/report.py on
 the same synthetic events.jsonl.
 
 Three repeats per cell. At 64 threads jemalloc's after-idle RSS spreads by

@@ -31,27 +31,6 @@ int MillisLeft(absl::Time deadline) {
   return ms < 0 ? 0 : static_cast<int>(ms);
 }
 
-// Writes all of `data` before `deadline`; false if the client is gone or
-// too slow.
-bool WriteAll(int fd, absl::string_view data, absl::Time deadline) {
-  while (!data.empty()) {
-    ssize_t n = send(fd, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      data.remove_prefix(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      pollfd p{fd, POLLOUT, 0};
-      int left = MillisLeft(deadline);
-      if (left == 0 || poll(&p, 1, left) <= 0) return false;
-      continue;
-    }
-    return false;
-  }
-  return true;
-}
-
 std::string Response(absl::string_view status, absl::string_view content_type,
                      absl::string_view body, bool head, absl::string_view extra = "") {
   std::string r = absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", content_type,
@@ -86,7 +65,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     return absl::InvalidArgumentError(
         absl::StrCat("cannot listen on ", address, ": ", gai_strerror(rc)));
   }
-  int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, res->ai_protocol);
+  // Non-blocking: the loop accepts until EAGAIN.
+  int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, res->ai_protocol);
   if (fd < 0) {
     freeaddrinfo(res);
     return absl::InternalError(absl::StrCat("cannot listen on ", address, ": ", strerror(errno)));
@@ -133,85 +113,156 @@ void MetricsHttpServer::Stop() {
   close(wake_fd_);
 }
 
+// One connection in hand: the request head read so far, then the response
+// being written, each within its deadline.
+struct MetricsHttpServer::Conn {
+  int fd = -1;
+  absl::Time deadline;
+  std::string in;
+  std::string out;
+  size_t out_sent = 0;
+  bool writing = false;
+  // After the response: half-closed, draining unread bytes briefly.
+  bool draining = false;
+};
+
 void MetricsHttpServer::Loop() {
+  // Every connection is served from this one thread with poll(), each with
+  // its own deadline, so clients that connect and stall (ten of them once
+  // held a scrape for 50 s when connections were served in turn) cost a
+  // slot each and delay nobody. Past max_connections a new connection is
+  // answered 503 at once and closed.
+  std::vector<Conn> conns;
+  std::vector<pollfd> fds;
   while (!stopped_.load()) {
-    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    int n = poll(p, 2, -1);
+    fds.clear();
+    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({wake_fd_, POLLIN, 0});
+    absl::Time next = absl::InfiniteFuture();
+    for (const Conn& c : conns) {
+      fds.push_back({c.fd, static_cast<short>(c.writing ? POLLOUT : POLLIN), 0});
+      next = std::min(next, c.deadline);
+    }
+    const int timeout = next == absl::InfiniteFuture() ? -1 : std::max(1, MillisLeft(next));
+    int n = poll(fds.data(), fds.size(), timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
       return;
     }
-    if (p[1].revents != 0) return;
-    if ((p[0].revents & POLLIN) == 0) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) continue;  // the client gave up, or out of fds: try again
-    ServeOne(fd);
-    close(fd);
+    if (fds[1].revents != 0) break;
+    const absl::Time now = absl::Now();
+    std::vector<Conn> kept;
+    kept.reserve(conns.size() + 1);
+    for (size_t i = 0; i < conns.size(); ++i) {
+      Conn& c = conns[i];
+      const short ev = fds[i + 2].revents;
+      bool keep = true;
+      if (ev != 0) keep = Advance(&c, ev);
+      if (keep && now >= c.deadline) {
+        if (!c.writing && !c.draining) {
+          // Too slow: say so if the socket takes it, then drop it.
+          std::string r = Response("408 Request Timeout", "text/plain", "request timeout\n", false);
+          (void)!send(c.fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+        }
+        keep = false;
+      }
+      if (keep) {
+        kept.push_back(std::move(c));
+      } else {
+        close(c.fd);
+      }
+    }
+    conns.swap(kept);
+    if ((fds[0].revents & POLLIN) != 0) {
+      // Accept everything waiting, up to the bound.
+      while (true) {
+        int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;  // none left, the client gave up, or out of fds
+        if (static_cast<int>(conns.size()) >= options_.max_connections) {
+          std::string r = Response("503 Service Unavailable", "text/plain",
+                                   "too many connections to the metrics endpoint\n", false);
+          (void)!send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          close(fd);
+          refused_.fetch_add(1);
+          continue;
+        }
+        Conn c;
+        c.fd = fd;
+        c.deadline = absl::Now() + options_.io_timeout;
+        conns.push_back(std::move(c));
+      }
+    }
   }
+  for (Conn& c : conns) close(c.fd);
 }
 
-void MetricsHttpServer::ServeOne(int fd) {
-  const absl::Time deadline = absl::Now() + options_.io_timeout;
-  // Read the request head: up to the blank line, within the size cap and
-  // the deadline. The body (a GET has none) is never read.
-  std::string req;
-  char buf[2048];
-  size_t head_end = std::string::npos;
-  while (head_end == std::string::npos) {
-    if (static_cast<int>(req.size()) > options_.max_request_bytes) {
-      WriteAll(fd, Response("431 Request Header Fields Too Large", "text/plain",
-                            "request head too large\n", false),
-               deadline);
-      return;
-    }
-    pollfd p{fd, POLLIN, 0};
-    int left = MillisLeft(deadline);
-    if (left == 0 || poll(&p, 1, left) <= 0) {
-      // Too slow: say so if we can, then drop it.
-      WriteAll(fd, Response("408 Request Timeout", "text/plain", "request timeout\n", false),
-               absl::Now() + absl::Milliseconds(100));
-      return;
-    }
-    ssize_t n = recv(fd, buf, sizeof(buf), 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-    if (n <= 0) return;  // closed before a full request
-    req.append(buf, n);
-    head_end = req.find("\r\n\r\n");
-    if (head_end == std::string::npos) head_end = req.find("\n\n");
+bool MetricsHttpServer::Advance(Conn* c, short revents) {
+  char buf[4096];
+  if (c->draining) {
+    // Unread request bytes would turn the close into a reset that could cut
+    // the response short at the client: read them until EOF or the deadline.
+    ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+    return n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN));
   }
+  if (c->writing) {
+    while (c->out_sent < c->out.size()) {
+      ssize_t n = send(c->fd, c->out.data() + c->out_sent, c->out.size() - c->out_sent,
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        c->out_sent += n;
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+      return false;
+    }
+    shutdown(c->fd, SHUT_WR);
+    c->draining = true;
+    c->writing = false;
+    c->deadline = std::min(c->deadline, absl::Now() + absl::Milliseconds(200));
+    return true;
+  }
+  if ((revents & (POLLIN | POLLHUP | POLLERR)) == 0) return true;
+  ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (n <= 0) return false;  // closed before a full request
+  c->in.append(buf, n);
+  size_t head_end = c->in.find("\r\n\r\n");
+  if (head_end == std::string::npos) head_end = c->in.find("\n\n");
+  if (head_end == std::string::npos) {
+    if (static_cast<int>(c->in.size()) <= options_.max_request_bytes) return true;
+    c->out = Response("431 Request Header Fields Too Large", "text/plain",
+                      "request head too large\n", false);
+  } else {
+    c->out = Answer(c->in);
+  }
+  c->in.clear();
+  c->writing = true;
+  // The response gets its own io_timeout from now.
+  c->deadline = absl::Now() + options_.io_timeout;
+  return Advance(c, POLLOUT);
+}
 
+std::string MetricsHttpServer::Answer(absl::string_view req) {
   absl::string_view line(req);
   line = line.substr(0, line.find('\n'));
   if (absl::EndsWith(line, "\r")) line.remove_suffix(1);
   std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
-  std::string out;
   if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/1.") || parts[1].empty() ||
       parts[1][0] != '/') {
-    out = Response("400 Bad Request", "text/plain", "bad request\n", false);
-  } else if (parts[0] != "GET" && parts[0] != "HEAD") {
-    out = Response("405 Method Not Allowed", "text/plain", "only GET /metrics\n", false,
-                   "Allow: GET, HEAD\r\n");
-  } else {
-    const bool head = parts[0] == "HEAD";
-    absl::string_view path = parts[1].substr(0, parts[1].find('?'));
-    if (path == "/metrics") {
-      out = Response("200 OK", kContentType, render_(), head);
-      served_.fetch_add(1);
-    } else {
-      out = Response("404 Not Found", "text/plain", "not found; try /metrics\n", head);
-    }
+    return Response("400 Bad Request", "text/plain", "bad request\n", false);
   }
-  if (!WriteAll(fd, out, deadline)) return;
-  // Half-close and drain briefly, so that unread request bytes do not turn
-  // the close into a reset that could cut the response short at the client.
-  shutdown(fd, SHUT_WR);
-  const absl::Time drain_until = std::min(deadline, absl::Now() + absl::Milliseconds(200));
-  while (true) {
-    pollfd p{fd, POLLIN, 0};
-    int left = MillisLeft(drain_until);
-    if (left == 0 || poll(&p, 1, left) <= 0) break;
-    if (recv(fd, buf, sizeof(buf), 0) <= 0) break;
+  if (parts[0] != "GET" && parts[0] != "HEAD") {
+    return Response("405 Method Not Allowed", "text/plain", "only GET /metrics\n", false,
+                    "Allow: GET, HEAD\r\n");
   }
+  const bool head = parts[0] == "HEAD";
+  absl::string_view path = parts[1].substr(0, parts[1].find('?'));
+  if (path == "/metrics") {
+    served_.fetch_add(1);
+    return Response("200 OK", kContentType, render_(), head);
+  }
+  return Response("404 Not Found", "text/plain", "not found; try /metrics\n", head);
 }
 
 }  // namespace metrics

@@ -1,10 +1,12 @@
-// A tiny blocking HTTP/1.1 server for Prometheus scrapes: GET /metrics
-// answers with the text a callback renders; anything else gets an error
-// status. One thread (named rsslab-metrics), one connection at a time:
-// concurrent scrapes wait in the listen backlog and are served in turn,
-// every connection is closed after one response, and a client that sends
-// garbage or stalls is cut off after `io_timeout`. That is all a scraper
-// needs, and it keeps the metrics path away from the gRPC threads.
+// A tiny HTTP/1.1 server for Prometheus scrapes: GET /metrics answers with
+// the text a callback renders; anything else gets an error status. One
+// thread (named rsslab-metrics) serves up to `max_connections` connections
+// at once with poll(), each with its own deadline: a client that connects
+// and stalls holds one slot until `io_timeout` and delays nobody else; past
+// the bound a connection gets 503 at once. Every connection is closed after
+// one response. That is all a scraper needs, and it keeps the metrics path
+// away from the gRPC threads. The render callback runs on this thread: it
+// must not block (the server's never waits for the GIL).
 //
 // Example:
 //   auto server = MetricsHttpServer::Start("127.0.0.1:9464",
@@ -43,6 +45,8 @@ class MetricsHttpServer {
     absl::Duration io_timeout = absl::Seconds(5);
     // Largest request head accepted (request line + headers).
     int max_request_bytes = 8192;
+    // Connections served at once; more are answered 503 and closed.
+    int max_connections = 32;
     // Thread name (15 bytes at most).
     std::string thread_name = "rsslab-metrics";
   };
@@ -64,15 +68,22 @@ class MetricsHttpServer {
   const std::string& address() const { return address_; }
   int port() const { return port_; }
   uint64_t requests_served() const { return served_.load(); }
+  // Connections refused with 503 because max_connections were open.
+  uint64_t connections_refused() const { return refused_.load(); }
 
-  // Stops accepting, finishes the connection in hand, joins. Idempotent.
+  // Stops accepting, closes the connections in hand, joins. Idempotent.
   void Stop();
 
  private:
   MetricsHttpServer(Render render, Options options)
       : render_(std::move(render)), options_(std::move(options)) {}
+  struct Conn;
   void Loop();
-  void ServeOne(int fd);
+  // Moves one connection on after poll() reported `revents`; false when it
+  // is finished (or failed) and should be closed.
+  bool Advance(Conn* c, short revents);
+  // The response to a complete request head.
+  std::string Answer(absl::string_view request);
 
   const Render render_;
   const Options options_;
@@ -84,6 +95,7 @@ class MetricsHttpServer {
   std::thread thread_;
   std::atomic<bool> stopped_{false};
   std::atomic<uint64_t> served_{0};
+  std::atomic<uint64_t> refused_{0};
 };
 
 }  // namespace metrics

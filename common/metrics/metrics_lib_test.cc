@@ -163,6 +163,53 @@ TEST_F(HttpServerTest, SlowClientIsCutOffAndOthersAreServed) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
 }
 
+// Issue 27, class 6: ten sockets that send a request line and stall once
+// made a scrape wait 50 s (connections were served one at a time, each up
+// to its io_timeout). Now each stalled socket holds a slot and nothing else.
+TEST(HttpServerSlowClients, TenStalledSocketsDoNotDelayAScrapeAndTheCountIsBounded) {
+  MetricsHttpServer::Options o;
+  o.io_timeout = absl::Seconds(5);
+  o.max_connections = 12;
+  auto s = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string("x 1\n"); }, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int port = (*s)->port();
+  auto connect_and_send = [port](const std::string& what) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    (void)!send(fd, what.data(), what.size(), MSG_NOSIGNAL);
+    return fd;
+  };
+  std::vector<int> stalled;
+  for (int i = 0; i < 10; ++i) stalled.push_back(connect_and_send("GET /metrics HTTP/1.1\r\n"));
+  absl::SleepFor(absl::Milliseconds(100));  // let the server accept them all
+  const absl::Time t0 = absl::Now();
+  std::string r = Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK")) << r;
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(1));
+  // Two more stalled ones fill the 12 slots; the next connection is refused
+  // at once, not queued behind them.
+  stalled.push_back(connect_and_send("GET /"));
+  stalled.push_back(connect_and_send("GET /"));
+  absl::SleepFor(absl::Milliseconds(100));
+  const absl::Time t1 = absl::Now();
+  r = Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 503")) << r;
+  EXPECT_LT(absl::Now() - t1, absl::Seconds(1));
+  EXPECT_EQ((*s)->connections_refused(), 1u);
+  for (int fd : stalled) close(fd);
+  // Slots come back once the stalled clients go.
+  absl::Time until = absl::Now() + absl::Seconds(5);
+  while (absl::Now() < until &&
+         !absl::StartsWith(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 200")) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(absl::StartsWith(Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n"), "HTTP/1.1 200"));
+}
+
 TEST_F(HttpServerTest, ConcurrentScrapesAllSucceed) {
   std::atomic<int> ok{0};
   std::vector<std::thread> ts;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/echo.h"
 
 namespace rsslab {
 namespace {
@@ -54,20 +55,7 @@ std::string FormatNumber(double v) { return absl::StrFormat("%.17g", v); }
 
 }  // namespace
 
-std::string Quote(absl::string_view s) {
-  constexpr size_t kMax = 64;
-  std::string out;
-  for (size_t i = 0; i < s.size() && i < kMax; ++i) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7F) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      absl::StrAppendFormat(&out, "\\x%02x", c);
-    }
-  }
-  if (s.size() > kMax) absl::StrAppend(&out, "... (", s.size(), " bytes)");
-  return out;
-}
+std::string Quote(absl::string_view s) { return Echo(s, 64); }
 
 std::string KnobBound::Describe() const {
   switch (kind) {

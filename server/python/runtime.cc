@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/echo.h"
 
 namespace rsslab {
 namespace {
@@ -31,6 +32,8 @@ struct Ref {
 namespace {
 
 constexpr size_t kMaxErrorMessage = 1024;
+// A printed traceback's frames at most (the message is capped apart).
+constexpr size_t kMaxTracebackBytes = 8192;
 
 // Fetches and clears the pending exception; prints its traceback (with
 // PyErr_Display, which never exits) when `print(type)` says so.
@@ -50,25 +53,36 @@ std::string TakeError(const std::function<bool(const std::string&)>& print,
   // the note says why the server did not stop.
   const bool base_only = type != nullptr && PyExceptionClass_Check(type) &&
                          !PyErr_GivenExceptionMatches(type, PyExc_Exception);
+  // The message escaped (ESC, CR, LF cannot forge a log line or drive the
+  // terminal) and capped: it goes to the client and to stderr.
   std::string msg;
   if (value != nullptr) {
     Ref s(PyObject_Str(value));
     if (s) {
       Py_ssize_t len = 0;
       const char* c = PyUnicode_AsUTF8AndSize(s.get(), &len);
-      if (c != nullptr) {
-        msg.assign(c, std::min<size_t>(len, kMaxErrorMessage));
-        if (static_cast<size_t>(len) > kMaxErrorMessage) {
-          absl::StrAppend(&msg, "... (", len, " characters)");
-        }
-      }
+      if (c != nullptr) msg = Echo(absl::string_view(c, len), kMaxErrorMessage);
     }
     PyErr_Clear();
   }
   if (print(name)) {
-    // Not PyErr_Print(): on SystemExit it exits the process.
-    PyErr_Display(type, value, tb);
+    // Not PyErr_Display(): it writes the message whole (three exceptions of
+    // 10 MB each once put 31 MB on stderr) and raw. The frames come from
+    // traceback.format_tb, capped; the last line is the escaped message.
+    std::string frames;
+    Ref tbmod(PyImport_ImportModule("traceback"));
+    Ref lines(tbmod && tb != nullptr ? PyObject_CallMethod(tbmod.get(), "format_tb", "O", tb)
+                                     : nullptr);
+    Ref joined(lines ? PyUnicode_Join(Ref(PyUnicode_FromString("")).get(), lines.get())
+                     : nullptr);
+    Py_ssize_t len = 0;
+    const char* c = joined ? PyUnicode_AsUTF8AndSize(joined.get(), &len) : nullptr;
+    if (c != nullptr) frames = EchoMultiline(absl::string_view(c, len), kMaxTracebackBytes);
     PyErr_Clear();
+    fprintf(stderr, "Traceback (most recent call last):\n%s%s%s%s\n", frames.c_str(),
+            frames.empty() || frames.back() == '\n' ? "" : "\n", Echo(name, 128).c_str(),
+            msg.empty() ? "" : absl::StrCat(": ", msg).c_str());
+    fflush(stderr);
   }
   Py_XDECREF(type);
   Py_XDECREF(value);

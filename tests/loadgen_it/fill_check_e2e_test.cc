@@ -1,4 +1,4 @@
-// The fill check end to end (loadgen/fill_check.h): a reduced seed run whose
+// The fill check end to end (loadgen/results/fill_check.h): a reduced seed run whose
 // cache never reached its limit is flagged on the loadgen's stderr, in
 // events.jsonl and in summary.md; a run whose fill did evict is not. Real
 // rsslab_server and rsslab_loadgen on loopback, a few seconds each.
@@ -27,7 +27,7 @@ using ::rsslab::v1::Event;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// Spelled out here, not taken from loadgen/fill_check.h: the test checks the
+// Spelled out here, not taken from loadgen/results/fill_check.h: the test checks the
 // words a reader sees.
 constexpr char kNeverFilled[] = "cache never filled: not seed 000's conditions";
 

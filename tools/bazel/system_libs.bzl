@@ -126,6 +126,9 @@ def _system_libs_impl(rctx):
                           drop_linkopts = ["-lpython"]))
     else:
         build.append(_lib(rctx, "python", [py_pc], ["-ldl", "-lm"]))
+    # Headers only, for extension modules (python/): the interpreter that
+    # imports them provides the C API, so they must not link libpython.
+    build.append(_lib(rctx, "python_headers", ["python3"], drop_linkopts = ["-l", "-L"]))
     build.append(_lib(rctx, "absl", [
         "absl_flags_parse",
         "absl_flags_usage",

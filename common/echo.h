@@ -1,0 +1,37 @@
+// The one way rsslab echoes text it did not write (a client's field, a
+// handler's exception, a scenario string, a peer's error) into a message, a
+// log line or the terminal: control bytes (ESC, CR, LF, NUL, DEL, ...) are
+// escaped, so the text cannot forge a log line or drive the terminal, and it
+// is cut to a stated length, so a 10 MB input cannot flood stderr.
+//
+// Example:
+//   Echo("boom\r\n\x1b[2Jfake line", 64)  // "boom\\r\\n\\x1b[2Jfake line"
+//   Echo(std::string(1 << 20, 'x'), 16)   // "xxxxxxxxxxxxxxxx... (1048576 bytes)"
+//   EchoMultiline(traceback, 4096)        // keeps LF (a traceback's lines), escapes the rest
+
+#ifndef RSSLAB_COMMON_ECHO_H_
+#define RSSLAB_COMMON_ECHO_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/strings/string_view.h"
+
+namespace rsslab {
+
+// What one echoed value may take at most, unless a caller says otherwise.
+inline constexpr size_t kEchoMaxBytes = 256;
+
+// Bytes below 0x20 and 0x7F as \n, \r, \t or \xNN, and a backslash as \\ (so
+// the escaped text cannot be read as something else); other bytes (UTF-8
+// included) as they are. At most `max_bytes` of the input are shown; a
+// longer input ends in "... (N bytes)".
+std::string Echo(absl::string_view s, size_t max_bytes = kEchoMaxBytes);
+
+// The same, except that LF stays a line break (for multi-line text such as a
+// Python traceback, written as a block). CR, ESC and the rest are escaped.
+std::string EchoMultiline(absl::string_view s, size_t max_bytes);
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_COMMON_ECHO_H_

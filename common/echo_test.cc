@@ -1,0 +1,32 @@
+#include "common/echo.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace rsslab {
+namespace {
+
+TEST(Echo, EscapesControlBytesSoALineCannotBeForged) {
+  EXPECT_EQ(Echo("ok\r\n2026-01-01 fake\x1b[2J\x07"), "ok\\r\\n2026-01-01 fake\\x1b[2J\\x07");
+  EXPECT_EQ(Echo(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(Echo("back\\slash\x7f"), "back\\\\slash\\x7f");
+  EXPECT_EQ(Echo("gr\xc3\xbc\xc3\x9f"), "gr\xc3\xbc\xc3\x9f");  // UTF-8 stays readable
+  EXPECT_EQ(Echo("tab\there"), "tab\\there");
+}
+
+TEST(Echo, CapsLengthAndSaysHowLongItWas) {
+  const std::string big(1 << 20, 'x');
+  EXPECT_EQ(Echo(big, 4), "xxxx... (1048576 bytes)");
+  EXPECT_LT(Echo(big).size(), 300u);
+  EXPECT_EQ(Echo("abcd", 4), "abcd");
+}
+
+TEST(Echo, MultilineKeepsLineFeedsOnly) {
+  EXPECT_EQ(EchoMultiline("Traceback:\n  x\r\x1b]0;t\x07\n", 100),
+            "Traceback:\n  x\\r\\x1b]0;t\\x07\n");
+  EXPECT_EQ(EchoMultiline(std::string(100, 'y'), 10), "yyyyyyyyyy... (100 bytes)");
+}
+
+}  // namespace
+}  // namespace rsslab

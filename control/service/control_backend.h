@@ -1,0 +1,46 @@
+// What the Control service calls: phases, trims and snapshots of one
+// process. rsslab_server's ServerCore is one backend; the Python package's
+// in-process service (rsslab.serve()) is another.
+//
+// Example:
+//   class MyBackend : public ControlBackend { ... };
+//   MyBackend backend;
+//   ControlService service(&backend, /*max_watch_streams=*/8, &security);
+
+#ifndef RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
+#define RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/control.pb.h"
+#include "proto/snapshot.pb.h"
+
+namespace rsslab {
+
+struct ControlSnapshotOptions {
+  bool gc = false;
+  bool detail = false;
+  // The Python section (and the gc) is waited for at most this long: a
+  // handler holding the GIL in a long C call must not stop the rest of the
+  // snapshot (procfs, smaps, allocator, census, workers), which needs no
+  // Python. Past it, python.unavailable says why.
+  absl::Duration python_deadline = absl::Seconds(2);
+  // False: no Python section at all (the /metrics scrape uses none).
+  bool python = true;
+};
+
+class ControlBackend {
+ public:
+  virtual ~ControlBackend() = default;
+  // Each validates its request; an error status is the RPC's answer.
+  virtual absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
+                                rsslab::v1::SetPhaseResponse* response) = 0;
+  virtual absl::Status Trim(const rsslab::v1::TrimRequest& request,
+                            rsslab::v1::TrimResponse* response) = 0;
+  virtual void TakeSnapshot(const ControlSnapshotOptions& options,
+                            rsslab::v1::Snapshot* out) = 0;
+};
+
+}  // namespace rsslab
+
+#endif  // RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_

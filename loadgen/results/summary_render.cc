@@ -1,0 +1,314 @@
+#include "loadgen/results/summary_render.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/time/time.h"
+#include "common/files.h"
+#include "common/phase.h"
+#include "loadgen/results/fill_check.h"
+
+namespace rsslab {
+namespace {
+
+std::string Mib(int64_t bytes) {
+  return bytes < 0 ? "-" : absl::StrFormat("%.1f", bytes / 1048576.0);
+}
+
+std::string Ms(double us) { return absl::StrFormat("%.2f", us / 1000.0); }
+
+std::string PhaseRss(const SoakCycle& c, const char* phase) {
+  auto it = c.rss.find(phase);
+  return it == c.rss.end() ? "-" : Mib(it->second);
+}
+std::string Delta(int64_t bytes) { return absl::StrFormat("%+.1f", bytes / 1048576.0); }
+double CycleQps(const SoakCycle& c) {
+  return c.load_seconds > 0 ? c.requests / c.load_seconds : 0;
+}
+
+std::string Utc(int64_t nanos) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S UTC", absl::FromUnixNanos(nanos),
+                          absl::UTCTimeZone());
+}
+
+std::string SoakMarkdown(const SoakSummary& k) {
+  std::string md = "## Soak: per cycle\n\n";
+  absl::StrAppendFormat(
+      &md,
+      "%d cycles, %d flagged (post-idle RSS growth over %.1f MiB since the "
+      "previous cycle, or more threads); %d watch records.\n\n",
+      k.cycles.size(), k.flagged, k.threshold_mb, k.watch_records);
+  if (k.server_lost) {
+    absl::StrAppend(&md, "**SERVER LOST** at ", Utc(k.lost_unix_nanos), ": ",
+                    k.lost_error, "\n\n");
+  }
+  if (k.last_snapshot_unix_nanos != 0) {
+    const auto& st = k.last_snapshot.status();
+    absl::StrAppendFormat(
+        &md, "Last snapshot%s at %s: rss %s MiB, anon %s MiB, %d threads, %d arenas.\n\n",
+        k.server_lost ? " before the server was lost" : "",
+        Utc(k.last_snapshot_unix_nanos), Mib(st.rss_bytes()), Mib(st.anon_bytes()),
+        st.threads(), k.last_snapshot.memory_map().arena_count());
+  }
+  if (k.first_interval_p99_us >= 0) {
+    absl::StrAppendFormat(&md,
+                          "p99 per watch interval: first %s ms, last %s ms, worst %s ms.\n\n",
+                          Ms(k.first_interval_p99_us), Ms(k.last_interval_p99_us),
+                          Ms(k.max_interval_p99_us));
+  }
+  md += "| cycle | fill MiB | shrink MiB | idle MiB | trim MiB | Δ prev MiB | "
+        "Δ first MiB | threads (Δ) | arenas (Δ) | qps | p99 ms | flag |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& c : k.cycles) {
+    const bool idle = c.post_idle_rss >= 0;
+    absl::StrAppendFormat(
+        &md, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s |\n",
+        c.cycle + 1, PhaseRss(c, "fill"), PhaseRss(c, "shrink"),
+        PhaseRss(c, "idle"), PhaseRss(c, "trim"),
+        c.has_prev ? Delta(c.growth_prev) : "-", idle ? Delta(c.growth_first) : "-",
+        idle ? absl::StrFormat("%d (%+d)", c.threads, c.thread_change) : "-",
+        idle ? absl::StrFormat("%d (%+d)", c.arenas, c.arena_change) : "-",
+        CycleQps(c), Ms(c.p99_us),
+        c.flagged ? "**FLAGGED**: " + c.flag_reason : "");
+  }
+  md += "\nRSS at the end of each phase of the cycle; Δ figures compare the "
+        "post-idle RSS (after gc.collect()) with the previous and the first "
+        "cycle; threads and arenas at the post-idle snapshot.\n\n";
+  return md;
+}
+
+}  // namespace
+
+std::string SoakCycleLine(const SoakCycle& c) {
+  std::string out = absl::StrFormat(
+      "cycle %d: rss fill/shrink/idle/trim %s/%s/%s/%s MiB", c.cycle + 1,
+      PhaseRss(c, "fill"), PhaseRss(c, "shrink"), PhaseRss(c, "idle"),
+      PhaseRss(c, "trim"));
+  if (c.post_idle_rss >= 0) {
+    absl::StrAppendFormat(&out, "; post-idle %s vs prev, %s vs first",
+                          c.has_prev ? Delta(c.growth_prev) : "-",
+                          Delta(c.growth_first));
+    absl::StrAppendFormat(&out, "; threads %d (%+d), arenas %d (%+d)", c.threads,
+                          c.thread_change, c.arenas, c.arena_change);
+  }
+  absl::StrAppendFormat(&out, "; %.0f qps, p99 %.2f ms", CycleQps(c), c.p99_us / 1000);
+  if (c.flagged) absl::StrAppend(&out, "  FLAGGED: ", c.flag_reason);
+  return out;
+}
+
+std::string SoakText(const SoakSummary& k) {
+  std::string out;
+  for (const auto& c : k.cycles) absl::StrAppend(&out, SoakCycleLine(c), "\n");
+  absl::StrAppendFormat(&out, "soak: %d cycles, %d flagged, %d watch records\n",
+                        k.cycles.size(), k.flagged, k.watch_records);
+  if (k.server_lost) {
+    const auto& st = k.last_snapshot.status();
+    absl::StrAppendFormat(
+        &out,
+        "soak: SERVER LOST at %s: %s; last snapshot at %s: rss %.1f MiB, %d threads, %d "
+        "arenas\n",
+        Utc(k.lost_unix_nanos), k.lost_error,
+        k.last_snapshot_unix_nanos == 0
+            ? "-"
+            : absl::FormatTime("%H:%M:%E3S", absl::FromUnixNanos(k.last_snapshot_unix_nanos),
+                               absl::UTCTimeZone()),
+        st.rss_bytes() / 1048576.0, st.threads(), k.last_snapshot.memory_map().arena_count());
+  }
+  return out;
+}
+
+std::string SoakCyclesCsv(const SoakSummary& s) {
+  std::string out =
+      "cycle,rss_fill_mib,rss_shrink_mib,rss_idle_mib,rss_trim_mib,"
+      "growth_prev_mib,growth_first_mib,threads,thread_change,arenas,"
+      "arena_change,qps,p99_ms,flagged,flag_reason\n";
+  for (const auto& c : s.cycles) {
+    const bool idle = c.post_idle_rss >= 0;
+    absl::StrAppendFormat(
+        &out, "%d,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%.0f,%s,%s,\"%s\"\n", c.cycle + 1,
+        PhaseRss(c, "fill"), PhaseRss(c, "shrink"), PhaseRss(c, "idle"),
+        PhaseRss(c, "trim"), c.has_prev ? Delta(c.growth_prev) : "-",
+        idle ? Delta(c.growth_first) : "-",
+        idle ? absl::StrCat(c.threads) : "-",
+        c.has_prev ? absl::StrCat(c.thread_change) : "-",
+        idle ? absl::StrCat(c.arenas) : "-",
+        c.has_prev ? absl::StrCat(c.arena_change) : "-", CycleQps(c),
+        Ms(c.p99_us), c.flagged ? "yes" : "no", c.flag_reason);
+  }
+  return out;
+}
+
+std::vector<std::string> SummaryColumns() {
+  return {"scenario",       "completed",     "workers",     "allocator",
+          "rss_fill_mib",   "rss_shrink_mib", "rss_idle_mib", "rss_trim_mib",
+          "hwm_mib",        "threads",       "arenas",      "qps",
+          "p50_ms",         "p99_ms",        "requests",    "errors",
+          "fill"};
+}
+
+std::vector<std::string> SummaryRow(const RunSummary& s) {
+  std::vector<std::string> row;
+  row.push_back(s.scenario.empty() ? "-" : s.scenario);
+  row.push_back(s.completed ? "yes" : "no");
+  row.push_back(s.workers < 0 ? "-" : absl::StrCat(s.workers));
+  row.push_back(s.allocator.empty() ? "-" : s.allocator);
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    auto it = s.after_phase.find(PhaseName(phase));
+    row.push_back(it == s.after_phase.end() ? "-"
+                                            : Mib(it->second.status().rss_bytes()));
+  }
+  row.push_back(Mib(s.hwm_bytes));
+  row.push_back(s.threads < 0 ? "-" : absl::StrCat(s.threads));
+  row.push_back(s.arenas < 0 ? "-" : absl::StrCat(s.arenas));
+  row.push_back(s.load_seconds > 0
+                    ? absl::StrFormat("%.0f", s.requests / s.load_seconds)
+                    : "-");
+  row.push_back(s.latency.count() ? Ms(s.latency.Percentile(50) / 1e3) : "-");
+  row.push_back(s.latency.count() ? Ms(s.latency.Percentile(99) / 1e3) : "-");
+  row.push_back(absl::StrCat(s.requests));
+  row.push_back(absl::StrCat(s.failed));
+  row.push_back(FillCell(s.fill));
+  return row;
+}
+
+std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
+  std::string md = absl::StrFormat("# rsslab run: %s\n\n", s.scenario);
+  absl::StrAppend(&md, "Run directory: `", run_dir, "`  \nTarget: `", s.target,
+                  "`  \nHandler: `", HandlerLabel(s), "`  \n");
+  if (s.completed) {
+    absl::StrAppend(&md, "Status: **completed** (every step succeeded)\n\n");
+  } else {
+    absl::StrAppend(&md, "Status: **INCOMPLETE** — ",
+                    s.has_footer ? s.error
+                                 : "no footer record (the loadgen stopped "
+                                   "without finishing)",
+                    "\n\n");
+  }
+  for (const auto& f : s.failed_steps) {
+    absl::StrAppend(&md, "- step `", f.step(), "` (", f.kind(), ") failed: ",
+                    f.error(), "\n");
+  }
+  if (!s.failed_steps.empty()) md += "\n";
+  md += FillMarkdown(s.fill);
+  if (s.soak.enabled) md += SoakMarkdown(s.soak);
+  md += "## Memory after each phase (seed 000 style)\n\n";
+  const auto cols = SummaryColumns();
+  absl::StrAppend(&md, "| ", absl::StrJoin(cols, " | "), " |\n|");
+  for (size_t i = 0; i < cols.size(); ++i) md += "---|";
+  absl::StrAppend(&md, "\n| ", absl::StrJoin(SummaryRow(s), " | "), " |\n\n");
+  md +=
+      "RSS in MiB from the server's last snapshot (after `gc.collect()`) in "
+      "each phase; hwm is the largest VmHWM, threads the largest OS thread "
+      "count and arenas the largest glibc arena count seen; qps, p50 and p99 "
+      "over every load step.\n\n";
+  md += "## Snapshots by phase\n\n| phase | rss MiB | hwm MiB | anon MiB | "
+        "threads | arenas | arena rss MiB | cache MiB | cache entries |\n"
+        "|---|---|---|---|---|---|---|---|---|\n";
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    const std::string p = PhaseName(phase);
+    auto it = s.after_phase.find(p);
+    if (it == s.after_phase.end()) continue;
+    const auto& sn = it->second;
+    absl::StrAppendFormat(
+        &md, "| %s | %s | %s | %s | %d | %d | %s | %s | %d |\n", p,
+        Mib(sn.status().rss_bytes()), Mib(sn.status().hwm_bytes()),
+        Mib(sn.status().anon_bytes()), sn.status().threads(),
+        sn.memory_map().arena_count(), Mib(sn.memory_map().arena_rss_bytes()),
+        Mib(sn.cache().cache_bytes()), sn.cache().cache_entries());
+  }
+  md += "\n## Load steps\n\n| step | mode | ok | failed | qps | p50 ms | p90 ms "
+        "| p99 ms | p99.9 ms | max ms | client cpu s | req/cpu-s | late sends "
+        "| statuses |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& l : s.loads) {
+    std::vector<std::string> codes;
+    for (const auto& [k, v] : l.status_counts()) codes.push_back(absl::StrCat(k, "=", v));
+    std::sort(codes.begin(), codes.end());
+    absl::StrAppendFormat(
+        &md, "| %s%s | %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %.2f | %.0f | %d | %s |\n",
+        l.step(), l.interrupted() ? " (interrupted)" : "",
+        l.mode() == "open" ? absl::StrFormat("open %.0f/s", l.target_rate())
+                           : absl::StrFormat("closed %d/%dch", l.concurrency(), l.channels()),
+        l.requests_ok(), l.requests_failed(), l.qps(), Ms(l.latency().p50_us()),
+        Ms(l.latency().p90_us()), Ms(l.latency().p99_us()),
+        Ms(l.latency().p999_us()), Ms(l.latency().max_us()), l.client_cpu_s(),
+        l.requests_per_client_cpu_s(), l.behind_schedule(),
+        absl::StrJoin(codes, " "));
+  }
+  return md;
+}
+
+std::string SummaryCsv(const RunSummary& s, const std::string& run_dir) {
+  std::vector<std::string> cols = SummaryColumns();
+  cols.insert(cols.begin(), "run_dir");
+  std::vector<std::string> row = SummaryRow(s);
+  row.insert(row.begin(), run_dir);
+  for (auto& v : row) {
+    if (v.find_first_of(",\"") != std::string::npos) {
+      v = absl::StrCat("\"", absl::StrReplaceAll(v, {{"\"", "\"\""}}), "\"");
+    }
+  }
+  return absl::StrCat(absl::StrJoin(cols, ","), "\n", absl::StrJoin(row, ","),
+                      "\n");
+}
+
+absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s) {
+  if (auto st = WriteFileAtomically(absl::StrCat(run_dir, "/summary.md"),
+                                    SummaryMarkdown(s, run_dir));
+      !st.ok()) {
+    return st;
+  }
+  if (auto st =
+          WriteFileAtomically(absl::StrCat(run_dir, "/summary.csv"), SummaryCsv(s, run_dir));
+      !st.ok()) {
+    return st;
+  }
+  if (!s.soak.enabled) return absl::OkStatus();
+  return WriteFileAtomically(absl::StrCat(run_dir, "/soak_cycles.csv"), SoakCyclesCsv(s.soak));
+}
+
+std::string HandlerLabel(const RunSummary& s) {
+  if (s.handler.empty()) return "-";
+  std::string label = s.handler.substr(s.handler.find_last_of('/') + 1);
+  if (!s.handler_params_recorded) return label + " (knobs not recorded)";
+  for (const auto& kv : s.handler_params) absl::StrAppend(&label, " ", kv.first, "=", kv.second);
+  return label;
+}
+
+std::string SummaryTable(const std::vector<RunSummary>& runs,
+                         const std::vector<std::string>& labels) {
+  std::vector<std::string> cols = SummaryColumns();
+  cols.insert(cols.begin(), "run");
+  std::vector<std::vector<std::string>> rows = {cols};
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto r = SummaryRow(runs[i]);
+    r.insert(r.begin(), i < labels.size() ? labels[i] : absl::StrCat(i + 1));
+    rows.push_back(r);
+  }
+  std::vector<size_t> w(cols.size(), 0);
+  for (auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], r[c].size());
+  std::string out;
+  for (auto& r : rows) {
+    for (size_t c = 0; c < r.size(); ++c) {
+      absl::StrAppend(&out, c ? "  " : "", r[c],
+                      std::string(w[c] - r[c].size(), ' '));
+    }
+    out += "\n";
+  }
+  std::set<std::string> handlers;
+  for (const RunSummary& r : runs) handlers.insert(HandlerLabel(r));
+  if (handlers.size() > 1) {
+    out += "WARNING: these runs used different handlers or handler knobs; compare with care:\n";
+    for (size_t i = 0; i < runs.size(); ++i) {
+      absl::StrAppend(&out, "  ", i < labels.size() ? labels[i] : absl::StrCat(i + 1), ": ",
+                      HandlerLabel(runs[i]), "\n");
+    }
+  }
+  return out;
+}
+
+}  // namespace rsslab

@@ -1,0 +1,158 @@
+#include "loadgen/results/summary.h"
+
+#include <unistd.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loadgen/results/event_log.h"
+#include "loadgen/results/results_testing.h"
+#include "loadgen/results/summary_render.h"
+
+namespace rsslab {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(SummaryTest, SummaryFillsEverySeedColumn) {
+  SummaryBuilder b;
+  for (const auto& e : SeedLikeRun(true)) b.Add(e);
+  const RunSummary& s = b.summary();
+  const auto row = SummaryRow(s);
+  ASSERT_EQ(row.size(), SummaryColumns().size());
+  for (size_t i = 0; i < row.size(); ++i) {
+    EXPECT_NE(row[i], "-") << SummaryColumns()[i];
+  }
+  EXPECT_EQ(row[1], "yes");
+  EXPECT_EQ(row[4], "130.0");  // after fill
+  EXPECT_EQ(row[5], "120.0");  // after shrink
+  EXPECT_EQ(row[6], "119.0");  // after idle
+  EXPECT_EQ(row[7], "30.0");   // after trim (not the "before" snapshot)
+  EXPECT_EQ(row[8], "180.0");  // largest VmHWM
+  EXPECT_EQ(row[10], "4");     // largest arena count
+  EXPECT_EQ(row[11], "500");   // qps
+  EXPECT_EQ(row[12], "0.50");  // p50 ms
+  EXPECT_EQ(row[13], "0.99");  // p99 ms
+  const std::string md = SummaryMarkdown(s, "d");
+  EXPECT_THAT(md, HasSubstr("**completed**"));
+  EXPECT_THAT(md, HasSubstr("| fill | 130.0 |"));
+  EXPECT_EQ(row[16], "yes(3.50x)");
+  EXPECT_THAT(md, HasSubstr("Fill check: cache filled (fill stored 350.0 MiB"));
+  EXPECT_THAT(md, ::testing::Not(HasSubstr(kCacheNeverFilled)));
+  const std::string csv = SummaryCsv(s, "d");
+  EXPECT_THAT(csv, HasSubstr("run_dir,scenario,completed,workers"));
+}
+
+// A run scaled down so far that the cache never reached its limit says so
+// at the top of summary.md and in the table.
+TEST(SummaryTest, FillThatNeverReachedTheLimitIsFlagged) {
+  SummaryBuilder b;
+  for (rsslab::v1::Event e : SeedLikeRun(true)) {
+    if (e.loadgen_phase() == "fill" && e.has_snapshot()) {
+      e.mutable_snapshot()->mutable_cache()->set_cache_bytes(int64_t{72} << 20);
+      e.mutable_snapshot()->mutable_cache()->set_evicted_bytes(0);
+      e.mutable_snapshot()->mutable_cache()->set_evictions(0);
+    }
+    b.Add(e);
+  }
+  ASSERT_TRUE(b.summary().fill.has_value());
+  EXPECT_FALSE(b.summary().fill->filled());
+  EXPECT_EQ(SummaryRow(b.summary())[16], "NEVER(0.72x)");
+  EXPECT_THAT(SummaryMarkdown(b.summary(), "d"),
+              HasSubstr(std::string("**Fill check: ") + kCacheNeverFilled));
+}
+
+TEST(SummaryTest, IncompleteRunSaysSoAndShowsWhatWasMeasured) {
+  SummaryBuilder b;
+  for (const auto& e : SeedLikeRun(false)) b.Add(e);
+  const std::string md = SummaryMarkdown(b.summary(), "d");
+  EXPECT_THAT(md, HasSubstr("INCOMPLETE"));
+  EXPECT_THAT(md, HasSubstr("server went away"));
+  const auto row = SummaryRow(b.summary());
+  EXPECT_EQ(row[1], "no");
+  EXPECT_EQ(row[4], "130.0");
+  EXPECT_EQ(row[7], "-");
+  // No footer at all (the loadgen was killed): still incomplete.
+  SummaryBuilder nf;
+  auto ev = SeedLikeRun(true);
+  ev.pop_back();
+  for (const auto& e : ev) nf.Add(e);
+  EXPECT_THAT(SummaryMarkdown(nf.summary(), "d"), HasSubstr("no footer record"));
+}
+
+// Issue 14: a resumed run's last footer covers only its own part; a step
+// that failed earlier keeps the run from "completed". An interrupted step
+// (the reason to resume) does not.
+TEST(SummaryTest, FinalStatusComesFromEveryStepNotTheLastFooter) {
+  auto step = [](bool ok, const std::string& error) {
+    rsslab::v1::Event e;
+    e.mutable_step()->set_step("load");
+    e.mutable_step()->set_ok(ok);
+    e.mutable_step()->set_error(error);
+    return e;
+  };
+  auto footer = [](bool completed) {
+    rsslab::v1::Event e;
+    e.mutable_footer()->set_completed(completed);
+    return e;
+  };
+  SummaryBuilder failed;
+  for (const auto& e : {step(false, "UNAVAILABLE: SetPhase failed"), footer(false), step(true, ""),
+                        footer(true)}) {
+    failed.Add(e);
+  }
+  EXPECT_FALSE(failed.summary().completed);
+  EXPECT_THAT(SummaryMarkdown(failed.summary(), "d"), HasSubstr("INCOMPLETE"));
+
+  SummaryBuilder interrupted;
+  for (const auto& e : {step(false, "interrupted"), footer(false), step(true, ""), footer(true)}) {
+    interrupted.Add(e);
+  }
+  EXPECT_TRUE(interrupted.summary().completed);
+}
+
+TEST(SummaryTest, WriteSummaryWritesBothFiles) {
+  const std::string dir = TmpDir("run_sum");
+  auto log = EventLog::Create(dir, true);
+  ASSERT_TRUE(log.ok());
+  SummaryBuilder b;
+  for (const auto& e : SeedLikeRun(true)) b.Add(e);
+  ASSERT_TRUE(WriteSummary(dir, b.summary()).ok());
+  EXPECT_EQ(access((dir + "/summary.md").c_str(), R_OK), 0);
+  EXPECT_EQ(access((dir + "/summary.csv").c_str(), R_OK), 0);
+  EXPECT_THAT(SummaryTable({b.summary()}, {"x"}), HasSubstr("rss_trim_mib"));
+}
+
+// Snapshots record the handler and its knobs; summaries show them, and a
+// table of runs that differ in them says so (web_worker's flat and nested
+// dict shapes cost different CPU per request and must not be mixed up).
+TEST(SummaryTest, HandlerKnobsShownAndDifferencesFlagged) {
+  auto run = [](const std::string& shape) {
+    SummaryBuilder b;
+    for (auto e : SeedLikeRun(true)) {
+      if (e.has_snapshot()) {
+        auto* cfg = e.mutable_snapshot()->mutable_config();
+        cfg->set_handler("/x/server/handlers/web_worker.py");
+        if (!shape.empty()) {
+          (*cfg->mutable_handler_params())["dict_shape"] = shape;
+          (*cfg->mutable_handler_params())["dict_items"] = "200";
+        }
+      }
+      b.Add(e);
+    }
+    return b.summary();
+  };
+  RunSummary flat = run("flat"), flat2 = run("flat"), nested = run("nested"), old = run("");
+  EXPECT_EQ(HandlerLabel(flat), "web_worker.py dict_items=200 dict_shape=flat");
+  EXPECT_EQ(HandlerLabel(old), "web_worker.py (knobs not recorded)");
+  EXPECT_THAT(SummaryMarkdown(nested, "d"),
+              HasSubstr("Handler: `web_worker.py dict_items=200 dict_shape=nested`"));
+  EXPECT_THAT(SummaryTable({flat, flat2}, {"a", "b"}), Not(HasSubstr("WARNING")));
+  const std::string mixed = SummaryTable({flat, nested}, {"a", "b"});
+  EXPECT_THAT(mixed, HasSubstr("WARNING: these runs used different handlers"));
+  EXPECT_THAT(mixed, HasSubstr("b: web_worker.py dict_items=200 dict_shape=nested"));
+  EXPECT_THAT(SummaryTable({flat, old}, {"a", "b"}), HasSubstr("WARNING"));
+}
+
+}  // namespace
+}  // namespace rsslab

@@ -1,0 +1,252 @@
+// rsslab._native: the package's native half. Every figure and release comes
+// from the libraries rsslab_server uses (memory/alloc, memory/trim,
+// memory/snapshot, common/procfs); this file only binds them to Python and
+// owns the package's process-wide state (the trimmer over the tracked
+// threads, the automatic trim thread, the request counter).
+//
+// Python never calls this module directly; rsslab/__init__.py validates the
+// arguments and calls it:
+//   import rsslab._native as n
+//   n.release(0, 2.0)            # TrimResult as a dict, GIL released
+//   n.snapshot(False, False)     # Snapshot as a dict
+
+#include <dlfcn.h>
+#include <gnu/libc-version.h>
+#include <malloc.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <time.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/procfs/procfs.h"
+#include "memory/alloc/alloc.h"
+#include "memory/snapshot/process_snapshot.h"
+#include "memory/trim/auto_trim.h"
+#include "memory/trim/trimmer.h"
+#include "python/native/package_state.h"
+#include "python/native/to_python.h"
+#include "python/native/tracked_threads.h"
+
+namespace py11 = pybind11;
+
+namespace rsslab {
+namespace py {
+namespace {
+
+std::string VersionOf(const alloc::Allocator& a) {
+  if (a.name() == "glibc") return gnu_get_libc_version();
+  rsslab::v1::AllocatorStats s;
+  a.FillStats(&s);
+  if (a.name() == "jemalloc") return s.jemalloc().version();
+  if (a.name() == "mimalloc") {
+    // mi_version(): 209 is 2.0.9, 301 is 3.0.1.
+    const int v = s.mimalloc().version();
+    return v > 0 ? absl::StrFormat("%d.%d.%d", v / 100, (v % 100) / 10, v % 10) : "";
+  }
+  if (a.name() == "tcmalloc") {
+    using TcVersion = const char* (*)(int*, int*, const char**);
+    auto fn = reinterpret_cast<TcVersion>(dlsym(RTLD_DEFAULT, "tc_version"));
+    int major = 0, minor = 0;
+    const char* patch = nullptr;
+    if (fn != nullptr) return fn(&major, &minor, &patch);
+  }
+  return "";
+}
+
+py11::dict AllocatorInfo() {
+  const alloc::Allocator& a = alloc::Allocator::Get();
+  py11::dict d;
+  d["name"] = a.name();
+  d["library"] = a.library();
+  d["version"] = VersionOf(a);
+  // The two checks the server makes, shown: what /proc/self/maps says is
+  // mapped, and which library malloc itself resolves to.
+  std::string maps_name = "unreadable";
+  if (absl::StatusOr<std::string> maps = procfs::ReadProcFile(0, "maps"); maps.ok()) {
+    maps_name = procfs::DetectAllocator(*maps).name;
+  }
+  std::string owner = "unknown";
+  Dl_info info;
+  void* sym = dlsym(RTLD_DEFAULT, "malloc");
+  if (sym != nullptr && dladdr(sym, &info) != 0 && info.dli_fname != nullptr) {
+    owner = info.dli_fname;
+  }
+  d["maps"] = maps_name;
+  d["malloc_from"] = owner;
+  rsslab::v1::AllocatorStats s;
+  a.FillStats(&s);
+  d["note"] = s.note();
+  py11::dict env;
+  if (auto e = procfs::ReadAllocatorEnv(0); e.ok()) {
+    for (const auto& kv : *e) env[py11::str(kv.first)] = py11::str(kv.second);
+  }
+  d["start_env"] = env;
+  return d;
+}
+
+bool IsAllocatorVariable(const std::string& name) {
+  return !procfs::AllocatorEnv({{name, ""}}).empty();
+}
+
+rsslab::v1::TrimMode ModeFromInt(int mode) {
+  return rsslab::v1::TrimMode_IsValid(mode) ? static_cast<rsslab::v1::TrimMode>(mode)
+                                            : rsslab::v1::TRIM_MODE_DEFAULT;
+}
+
+py11::dict Release(int mode, double timeout_s, const std::string& trigger) {
+  rsslab::v1::TrimResult r;
+  {
+    py11::gil_scoped_release nogil;
+    r = State().Release(ModeFromInt(mode), absl::Seconds(timeout_s), trigger);
+  }
+  return MessageToDict(r);
+}
+
+py11::dict Snapshot(bool gc, bool detail) {
+  rsslab::v1::Snapshot s;
+  {
+    py11::gil_scoped_release nogil;
+    State().TakeSnapshot(gc, detail, &s);
+  }
+  return MessageToDict(s);
+}
+
+// mallopt(M_ARENA_MAX, n), applied only when it can still take effect.
+// glibc fixes its arena limit the first time a thread needs a new arena
+// and either a limit is set (MALLOC_ARENA_MAX at start, or an earlier cap)
+// or more than arena_test (8) arenas exist; from then on mallopt changes
+// nothing and still returns 1. Arenas are never destroyed either.
+py11::dict CapArenas(int n) {
+  const alloc::Allocator& a = alloc::Allocator::Get();
+  const std::string fix_env = absl::StrCat(
+      "set MALLOC_ARENA_MAX=", n, " in the environment before the process starts");
+  if (a.name() != "glibc") {
+    throw py11::value_error(absl::StrCat(
+        "cap_arenas: this process allocates with ", a.name(), " (", a.library(),
+        "), not glibc: glibc's arena cap does not apply; ",
+        a.name() == "jemalloc" ? "jemalloc's arena count is MALLOC_CONF=narenas:N, set before start"
+                               : "that allocator has no glibc-style arenas"));
+  }
+  rsslab::v1::GlibcStats g;
+  int arenas = -1;
+  if (alloc::ReadMallocInfo(&g).ok()) arenas = g.malloc_info_arenas();
+  std::map<std::string, std::string> env;
+  if (auto e = procfs::ReadAllocatorEnv(0); e.ok()) env = *e;
+  int64_t start_cap = 0;
+  if (auto it = env.find("MALLOC_ARENA_MAX"); it != env.end()) {
+    absl::SimpleAtoi(it->second, &start_cap);
+  }
+  int64_t arena_test = 8;
+  if (auto it = env.find("MALLOC_ARENA_TEST"); it != env.end()) {
+    absl::SimpleAtoi(it->second, &arena_test);
+  }
+  const int64_t earlier = State().arena_cap();
+  py11::dict d;
+  d["n"] = n;
+  d["arenas"] = arenas;
+  if (arenas < 0) {
+    throw py11::value_error("cap_arenas: glibc's malloc_info could not be read, so the effect "
+                            "cannot be checked; " + fix_env);
+  }
+  if (arenas > n) {
+    throw py11::value_error(absl::StrCat(
+        "cap_arenas(", n, ") is too late: ", arenas,
+        " glibc arenas exist already and glibc never removes one; ", fix_env,
+        ", or call rsslab.cap_arenas() at import, before threads allocate"));
+  }
+  const int64_t fixed_at = start_cap > 0 ? start_cap : earlier;
+  if (fixed_at > 0 && arenas >= 2) {
+    if (fixed_at == n) {
+      d["applied"] = true;
+      d["detail"] = absl::StrCat("already in effect: the limit was fixed at ", n,
+                                 start_cap > 0 ? " by MALLOC_ARENA_MAX at start" : " by an earlier cap");
+      return d;
+    }
+    throw py11::value_error(absl::StrCat(
+        "cap_arenas(", n, ") is too late: glibc already fixed its arena limit at ", fixed_at,
+        start_cap > 0 ? " (MALLOC_ARENA_MAX in the start environment)" : " (an earlier cap_arenas)",
+        " when a thread created an arena, and mallopt cannot change it; ", fix_env));
+  }
+  if (fixed_at == 0 && arenas > arena_test) {
+    throw py11::value_error(absl::StrCat(
+        "cap_arenas(", n, ") is too late: ", arenas, " arenas exist (more than arena_test=",
+        arena_test, "), so glibc already fixed its limit at 8 per core; ", fix_env,
+        ", or call rsslab.cap_arenas() at import"));
+  }
+  if (mallopt(M_ARENA_MAX, n) != 1) {
+    throw py11::value_error(absl::StrCat("cap_arenas: mallopt(M_ARENA_MAX, ", n,
+                                         ") failed; ", fix_env));
+  }
+  State().set_arena_cap(n);
+  d["applied"] = true;
+  d["detail"] = absl::StrCat("glibc will create at most ", n, " arenas (", arenas,
+                             " exist now; the limit is fixed when a thread next needs one)");
+  return d;
+}
+
+void StartAutoTrim(const std::string& mode, const std::string& signal, double gap_mb,
+                   double settle_s, double settle_fraction, double interval_s,
+                   double min_spacing_s, double tick_s) {
+  AutoTrimOptions o;
+  absl::StatusOr<AutoTrimOptions::Mode> m = ParseAutoTrimMode(mode);
+  if (!m.ok()) throw py11::value_error(std::string(m.status().message()));
+  o.mode = *m;
+  o.gap_bytes = static_cast<int64_t>(gap_mb * (1 << 20));
+  o.settle = absl::Seconds(settle_s);
+  o.settle_fraction = settle_fraction;
+  o.interval = absl::Seconds(interval_s);
+  o.min_spacing = absl::Seconds(min_spacing_s);
+  o.tick = absl::Seconds(tick_s);
+  o.rate_window = std::max(o.rate_window, o.tick);
+  if (absl::Status v = ValidateAutoTrimOptions(o); !v.ok()) {
+    throw py11::value_error(std::string(v.message()));
+  }
+  py11::gil_scoped_release nogil;
+  State().StartAutoTrim(o, signal);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_native, m) {
+  m.doc() = "rsslab's native half (memory/alloc, memory/trim, memory/snapshot); use rsslab.";
+  m.def("allocator", &AllocatorInfo);
+  m.def("is_allocator_variable", &IsAllocatorVariable);
+  m.def("release", &Release);
+  m.def("snapshot", &Snapshot);
+  m.def("cap_arenas", &CapArenas);
+  m.def("set_thread_hooks", [](py11::object targets, py11::object submit) {
+    State().threads().SetHooks(targets.ptr(), submit.ptr());
+  });
+  m.def("set_snapshot_hook", [](py11::object hook) { State().SetSnapshotHook(hook.ptr()); });
+  m.def("visit", [](bool barrier) { return State().threads().Visit(barrier); });
+  m.def("count_request", [](uint64_t n) { State().CountRequests(n); });
+  m.def("requests", []() { return State().requests(); });
+  m.def("start_auto_trim", &StartAutoTrim);
+  m.def("stop_auto_trim", []() {
+    py11::gil_scoped_release nogil;
+    State().StopAutoTrim();
+  });
+  m.def("auto_trim_state", []() { return State().AutoTrimInfo(); });
+  m.def("shutdown", []() {
+    MarkShuttingDown();
+    {
+      py11::gil_scoped_release nogil;
+      State().Shutdown();
+    }
+    State().ClearHooks();
+  });
+}
+
+}  // namespace py
+}  // namespace rsslab

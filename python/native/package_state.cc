@@ -1,0 +1,221 @@
+#include "python/native/package_state.h"
+
+#include <malloc.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "memory/alloc/alloc.h"
+#include "memory/snapshot/process_snapshot.h"
+
+namespace py11 = pybind11;
+
+namespace rsslab {
+namespace py {
+namespace {
+
+uint64_t ProcessCpuMillis() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec / 1000000);
+}
+
+// Bytes the program holds: the allocator's own counter where it is cheap
+// (jemalloc, tcmalloc), glibc's mallinfo2 (a short walk of the arenas, five
+// times a second), -1 for mimalloc (release builds keep no counter).
+int64_t AllocatedNow() {
+  const alloc::Allocator& a = alloc::Allocator::Get();
+  if (a.name() == "glibc") {
+    struct mallinfo2 mi = mallinfo2();
+    return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
+  }
+  return a.AllocatedBytes();
+}
+
+template <typename T>
+T Get(const py11::dict& d, const char* key, T fallback) {
+  if (!d.contains(key) || d[key].is_none()) return fallback;
+  return d[key].cast<T>();
+}
+
+}  // namespace
+
+PackageState& State() {
+  // Never destroyed: native threads may still look at it while the process
+  // exits after a failed shutdown.
+  static PackageState* s = new PackageState();
+  return *s;
+}
+
+PackageState::PackageState() : start_(absl::Now()), trimmer_(&threads_, absl::Seconds(10)) {}
+
+rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
+                                             const std::string& trigger) {
+  TrackedThreads::SetCallTimeout(timeout);
+  rsslab::v1::TrimResult r = trimmer_.Run(mode, trigger);
+  TrackedThreads::SetCallTimeout(absl::InfiniteDuration());
+  if (trigger.rfind("auto", 0) != 0) {
+    absl::MutexLock l(&auto_mu_);
+    if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
+  }
+  return r;
+}
+
+void PackageState::SetSnapshotHook(PyObject* hook) {
+  Py_XINCREF(hook);
+  Py_XDECREF(snapshot_hook_);
+  snapshot_hook_ = hook;
+}
+
+void PackageState::FillPythonPart(bool gc, rsslab::v1::Snapshot* out) {
+  WithGil([&] {
+    if (snapshot_hook_ == nullptr) return;
+    try {
+      py11::object r = py11::reinterpret_borrow<py11::object>(snapshot_hook_)(gc);
+      py11::dict d = r.cast<py11::dict>();
+      out->set_phase(Get<std::string>(d, "phase", "start"));
+      out->set_gc_duration_us(Get<int64_t>(d, "gc_duration_us", 0));
+      if (d.contains("python")) {
+        py11::dict p = d["python"].cast<py11::dict>();
+        rsslab::v1::PythonInfo* pi = out->mutable_python();
+        pi->set_version(Get<std::string>(p, "version", ""));
+        pi->set_allocated_blocks(Get<int64_t>(p, "allocated_blocks", 0));
+        for (int64_t c : Get<std::vector<int64_t>>(p, "gc_counts", {})) pi->add_gc_counts(c);
+        pi->set_gc_collected(Get<int64_t>(p, "gc_collected", 0));
+        pi->set_gil_enabled(true);
+        pi->set_executable(Get<std::string>(p, "executable", ""));
+      }
+      if (d.contains("cache") && !d["cache"].is_none()) {
+        py11::dict c = d["cache"].cast<py11::dict>();
+        rsslab::v1::CacheStats* cs = out->mutable_cache();
+        cs->set_cache_entries(Get<int64_t>(c, "entries", 0));
+        cs->set_cache_bytes(Get<int64_t>(c, "bytes", 0));
+        cs->set_cache_limit_bytes(Get<int64_t>(c, "limit_bytes", 0));
+        cs->set_evictions(Get<int64_t>(c, "evictions", 0));
+        cs->set_puts(Get<int64_t>(c, "puts", 0));
+      }
+      if (d.contains("workers")) {
+        py11::dict w = d["workers"].cast<py11::dict>();
+        out->mutable_workers()->set_configured(Get<int>(w, "configured", 0));
+        out->mutable_workers()->set_alive(Get<int>(w, "alive", 0));
+        out->mutable_workers()->set_thread_mode("tracked");
+      }
+      out->mutable_config()->set_control_address(Get<std::string>(d, "control_address", ""));
+      out->mutable_config()->set_threads(Get<int>(d, "threads", 0));
+    } catch (py11::error_already_set& e) {
+      std::fprintf(stderr, "rsslab: the snapshot's Python part raised: %s\n", e.what());
+    } catch (py11::cast_error& e) {
+      std::fprintf(stderr, "rsslab: the snapshot's Python part: %s\n", e.what());
+    }
+  });
+}
+
+void PackageState::TakeSnapshot(bool gc, bool detail, rsslab::v1::Snapshot* out) {
+  FillPythonPart(gc, out);  // first: a gc.collect() changes the rest
+  const absl::Time t0 = absl::Now();
+  ProcessSnapshotOptions o;
+  o.detail = detail;
+  FillProcessSnapshot(o, out);
+  out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
+  out->set_requests_served(requests());
+  FillTrimHistory(trimmer_, out);
+  {
+    absl::MutexLock l(&auto_mu_);
+    out->mutable_config()->set_auto_trim(
+        AutoTrimModeName(auto_trim_ ? auto_options_.mode : AutoTrimOptions::Mode::kOff));
+    if (auto_trim_) {
+      FillAutoTrimState(auto_trim_->last(), auto_options_, baseline_rss_,
+                        out->mutable_auto_trim());
+    }
+  }
+  out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
+}
+
+void PackageState::Sample(AutoTrimSample* s) {
+  const uint64_t req = requests();
+  if (!on_requests_ && !counting_cpu_.load() && req > 0) {
+    // "auto": the first counted request switches the signal, continuing
+    // from the last CPU figure so the policy sees a monotonic count.
+    on_requests_ = true;
+    load_offset_ = last_load_;
+  }
+  last_load_ = on_requests_ ? load_offset_ + req : ProcessCpuMillis();
+  s->requests = last_load_;
+  s->rss_bytes = StatmRssBytes();
+  const int64_t allocated = AllocatedNow();
+  s->live_bytes = baseline_rss_;
+  if (allocated >= 0 && baseline_allocated_ >= 0) {
+    s->live_bytes += std::max<int64_t>(0, allocated - baseline_allocated_);
+  }
+}
+
+void PackageState::StartAutoTrim(const AutoTrimOptions& options, const std::string& signal) {
+  StopAutoTrim();
+  absl::MutexLock l(&auto_mu_);
+  auto_options_ = options;
+  signal_ = signal;
+  baseline_rss_ = StatmRssBytes();
+  baseline_allocated_ = AllocatedNow();
+  on_requests_ = signal == "requests";
+  // "cpu" never switches; "auto" switches on the first counted request.
+  counting_cpu_.store(signal == "cpu");
+  load_offset_ = 0;
+  last_load_ = 0;
+  AutoTrimThread::Hooks hooks;
+  hooks.sample = [this](AutoTrimSample* s) { Sample(s); };
+  hooks.trim = [this](const std::string& trigger) {
+    Release(rsslab::v1::TRIM_MODE_DEFAULT, absl::Seconds(2), trigger);
+  };
+  auto_trim_ = std::make_unique<AutoTrimThread>(options, std::move(hooks));
+  auto_trim_->Start();
+}
+
+void PackageState::StopAutoTrim() {
+  std::unique_ptr<AutoTrimThread> t;
+  {
+    absl::MutexLock l(&auto_mu_);
+    t = std::move(auto_trim_);
+  }
+  if (!t) return;
+  // A pass in progress would hold the join for its whole deadline.
+  threads_.Refuse(true);
+  threads_.Abort();
+  t->Stop();
+  threads_.Refuse(false);
+}
+
+py11::dict PackageState::AutoTrimInfo() {
+  py11::dict d;
+  absl::MutexLock l(&auto_mu_);
+  d["mode"] = AutoTrimModeName(auto_trim_ ? auto_options_.mode : AutoTrimOptions::Mode::kOff);
+  if (!auto_trim_) return d;
+  d["signal"] = on_requests_ ? "requests" : "cpu";
+  AutoTrimDecision last = auto_trim_->last();
+  d["rate"] = last.rate;
+  d["peak_rate"] = last.peak_rate;
+  d["gap_bytes"] = last.gap_bytes;
+  d["load_dropped"] = last.low;
+  d["armed"] = last.armed;
+  d["baseline_rss_bytes"] = baseline_rss_;
+  d["auto_trims"] = trimmer_.auto_count();
+  return d;
+}
+
+void PackageState::Shutdown() {
+  threads_.Refuse(true);
+  threads_.Abort();
+  StopAutoTrim();
+  threads_.Refuse(true);
+}
+
+void PackageState::ClearHooks() {
+  threads_.Close();
+  Py_CLEAR(snapshot_hook_);
+}
+
+}  // namespace py
+}  // namespace rsslab

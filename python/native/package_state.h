@@ -1,0 +1,95 @@
+// The package's process-wide state: one Trimmer over the tracked threads,
+// the automatic trim thread and its load signal, the request counter, the
+// snapshot assembly (memory/snapshot plus what Python reports through a
+// hook), and later the Control service. One instance (State()), created on
+// import and stopped by the package's atexit handler before finalization.
+//
+// Example:
+//   rsslab::v1::TrimResult r = State().Release(rsslab::v1::TRIM_MODE_DEFAULT,
+//                                              absl::Seconds(2), "manual");
+//   rsslab::v1::Snapshot s;
+//   State().TakeSnapshot(/*gc=*/false, /*detail=*/false, &s);
+
+#ifndef RSSLAB_PYTHON_NATIVE_PACKAGE_STATE_H_
+#define RSSLAB_PYTHON_NATIVE_PACKAGE_STATE_H_
+
+#include <Python.h>
+#include <pybind11/pybind11.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "memory/trim/auto_trim.h"
+#include "memory/trim/trimmer.h"
+#include "proto/snapshot.pb.h"
+#include "python/native/tracked_threads.h"
+
+namespace rsslab {
+namespace py {
+
+class PackageState {
+ public:
+  PackageState();
+
+  TrackedThreads& threads() { return threads_; }
+  const Trimmer& trimmer() const { return trimmer_; }
+
+  // Any thread, GIL not held. The per-thread part waits at most `timeout`.
+  rsslab::v1::TrimResult Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
+                                 const std::string& trigger);
+  // Any thread, GIL not held (the Python part takes it through the hook).
+  void TakeSnapshot(bool gc, bool detail, rsslab::v1::Snapshot* out);
+
+  void CountRequests(uint64_t n) { requests_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+
+  int64_t arena_cap() const { return arena_cap_.load(); }
+  void set_arena_cap(int64_t n) { arena_cap_.store(n); }
+
+  // signal: "requests" | "cpu" | "auto" (requests once any was counted,
+  // process CPU time before). GIL not held. Replaces a running policy.
+  void StartAutoTrim(const AutoTrimOptions& options, const std::string& signal);
+  void StopAutoTrim();
+  pybind11::dict AutoTrimInfo();  // GIL held
+
+  // GIL held. hook(gc: bool) -> dict (see rsslab/__init__.py, _snapshot_part).
+  void SetSnapshotHook(PyObject* hook);
+  // Stops the native threads; GIL not held. Then ClearHooks() with the GIL.
+  void Shutdown();
+  void ClearHooks();
+
+ private:
+  void Sample(AutoTrimSample* s);
+  void FillPythonPart(bool gc, rsslab::v1::Snapshot* out);
+
+  const absl::Time start_;
+  TrackedThreads threads_;
+  Trimmer trimmer_;
+  std::atomic<uint64_t> requests_{0};
+  std::atomic<int64_t> arena_cap_{0};
+  PyObject* snapshot_hook_ = nullptr;  // GIL held to touch
+
+  absl::Mutex auto_mu_;  // held while starting or stopping the policy
+  std::unique_ptr<AutoTrimThread> auto_trim_ ABSL_GUARDED_BY(auto_mu_);
+  AutoTrimOptions auto_options_ ABSL_GUARDED_BY(auto_mu_);
+  std::string signal_ ABSL_GUARDED_BY(auto_mu_);
+  // Sampling state, touched by the policy thread only (and Start).
+  int64_t baseline_rss_ = 0;
+  int64_t baseline_allocated_ = -1;
+  uint64_t last_load_ = 0;
+  uint64_t load_offset_ = 0;
+  bool on_requests_ = false;
+  std::atomic<bool> counting_cpu_{true};
+};
+
+PackageState& State();
+
+}  // namespace py
+}  // namespace rsslab
+
+#endif  // RSSLAB_PYTHON_NATIVE_PACKAGE_STATE_H_

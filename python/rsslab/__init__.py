@@ -1,0 +1,382 @@
+"""rsslab inside a Python service: where resident memory is, and giving it back.
+
+Five lines for a grpcio service (docs/PACKAGE.md):
+
+    import rsslab
+    rsslab.cap_arenas(2)                       # at import, before threads exist
+    pool = rsslab.track(futures.ThreadPoolExecutor(max_workers=16))
+    server = grpc.server(pool, interceptors=[rsslab.grpc_interceptor()])
+    rsslab.auto_trim("after_burst"); rsslab.serve("127.0.0.1:0")
+
+The figures and releases come from the same C++ libraries as rsslab_server
+(memory/alloc, memory/trim, memory/snapshot, common/procfs) through the
+native module rsslab._native; this file checks arguments and keeps the
+Python-side registries (tracked executors, phase callbacks).
+"""
+
+import atexit
+import concurrent.futures
+import gc
+import math
+import numbers
+import os
+import sys
+import threading
+import time
+import weakref
+
+from . import _native
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArenaCapError", "allocator", "snapshot", "release", "track", "track_all",
+    "cap_arenas", "auto_trim", "count_request", "grpc_interceptor", "serve",
+    "on_phase", "cache_stats", "control_address", "stop",
+]
+
+
+class ArenaCapError(RuntimeError):
+    """cap_arenas() could not take effect; the message says why and what to do."""
+
+
+_lock = threading.Lock()
+_executors = weakref.WeakSet()
+_phase_callbacks = {}
+_phase = "start"
+_cache_stats_fn = None
+_control_address = ""
+_stopped = False
+
+_MODES = {"default": 0, "global": 1, "global_only": 1, "per_thread": 2}
+_PHASES = ("start", "fill", "shrink", "idle", "trim")
+
+
+def _check_number(name, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a number, got %s" % (name, type(value).__name__))
+    if not (math.isfinite(value) and low <= value <= high):
+        raise ValueError("%s must be between %s and %s, got %r" % (name, low, high, value))
+    return float(value)
+
+
+def _check_int(name, value, low, high):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s must be an int, got %s" % (name, type(value).__name__))
+    if not low <= value <= high:
+        raise ValueError("%s must be between %d and %d, got %d" % (name, low, high, value))
+    return int(value)
+
+
+# --- tracked threads -------------------------------------------------------
+
+def _live_threads(executor):
+    return [t for t in list(getattr(executor, "_threads", ())) if t.is_alive() and t.native_id]
+
+
+def _target_tids():
+    tids = []
+    for ex in list(_executors):
+        tids.extend(t.native_id for t in _live_threads(ex))
+    return tids
+
+
+def _submit_one(executor):
+    try:
+        executor.submit(_visit_task, weakref.ref(executor))
+    except RuntimeError:  # shut down: its threads are gone or going
+        pass
+
+
+def _visit_task(ref):
+    # Runs the pass's release if this worker owes one, then waits (no GIL)
+    # for the others, so that no worker takes two visit tasks.
+    if _native.visit(True):
+        ex = ref()
+        if ex is not None:
+            _submit_one(ex)
+
+
+def _submit_visits():
+    for ex in list(_executors):
+        for _ in _live_threads(ex):
+            _submit_one(ex)
+
+
+def track(executor):
+    """Returns `executor`; release() then reaches each of its worker threads.
+
+    The per-thread part of a release (jemalloc's tcache flush, mimalloc's
+    heap collect, tcmalloc's thread cache) can only run on the thread that
+    holds the memory: for a tracked ThreadPoolExecutor it runs as one task
+    per worker, or right after a request with grpc_interceptor().
+    """
+    if not isinstance(executor, concurrent.futures.ThreadPoolExecutor):
+        raise TypeError("track() takes a concurrent.futures.ThreadPoolExecutor, got %s"
+                        % type(executor).__name__)
+    _executors.add(executor)
+    return executor
+
+
+_track_all_installed = False
+
+
+def track_all():
+    """Tracks every ThreadPoolExecutor created from now on (what `run` does)."""
+    global _track_all_installed
+    with _lock:
+        if _track_all_installed:
+            return
+        _track_all_installed = True
+        original = concurrent.futures.ThreadPoolExecutor.__init__
+
+        def __init__(self, *args, **kwargs):
+            original(self, *args, **kwargs)
+            _executors.add(self)
+
+        concurrent.futures.ThreadPoolExecutor.__init__ = __init__
+
+
+# --- allocator, snapshot, release -----------------------------------------
+
+def allocator():
+    """The allocator serving malloc in this process, and the start environment.
+
+    Keys: name (glibc | jemalloc | mimalloc | tcmalloc), version, library,
+    maps (what /proc/self/maps shows mapped), malloc_from (the library
+    malloc resolves to), start_env (allocator variables the process started
+    with, from /proc/self/environ), arena_cap, and warnings: one line for
+    every such variable whose os.environ value differs from the start (set
+    after start: it has no effect).
+    """
+    info = _native.allocator()
+    start = info["start_env"]
+    names = set(start) | {k for k in os.environ if _native.is_allocator_variable(k)}
+    warnings = []
+    for name in sorted(names):
+        then, now = start.get(name), os.environ.get(name)
+        if then == now:
+            continue
+        if then is None:
+            warnings.append("%s=%s is in os.environ but the process started without it: set "
+                            "after start: it has no effect (set it before the process starts)"
+                            % (name, now))
+        elif now is None:
+            warnings.append("%s was removed from os.environ after start: the allocator still "
+                            "runs with %s=%s" % (name, name, then))
+        else:
+            warnings.append("%s=%s in os.environ differs from the start value %s: set after "
+                            "start: it has no effect" % (name, now, then))
+    info["warnings"] = warnings
+    return info
+
+
+def _snapshot_part(run_gc):
+    """The Python part of a snapshot (called by the native side, GIL held)."""
+    gc_us = 0
+    collected = 0
+    if run_gc:
+        t0 = time.perf_counter()
+        collected = gc.collect()
+        gc_us = int((time.perf_counter() - t0) * 1e6)
+    cache = None
+    if _cache_stats_fn is not None:
+        try:
+            cache = dict(_cache_stats_fn())
+        except Exception as e:  # noqa: BLE001 - a snapshot never fails for it
+            print("rsslab: cache_stats callback raised: %r" % (e,), file=sys.stderr)
+    threads = sum(getattr(ex, "_max_workers", 0) for ex in list(_executors))
+    return {
+        "phase": _phase,
+        "gc_duration_us": gc_us,
+        "python": {
+            "version": sys.version.split()[0],
+            "allocated_blocks": sys.getallocatedblocks(),
+            "gc_counts": list(gc.get_count()),
+            "gc_collected": collected,
+            "executable": sys.executable,
+        },
+        "cache": cache,
+        "workers": {"configured": threads, "alive": len(_target_tids())},
+        "threads": threads,
+        "control_address": _control_address,
+    }
+
+
+def snapshot(gc=False, detail=False):
+    """A dict shaped like Control's Snapshot (protobuf JSON names: rssBytes...).
+
+    gc=True runs gc.collect() first; detail=True adds the largest mappings.
+    """
+    if not isinstance(gc, bool) or not isinstance(detail, bool):
+        raise TypeError("snapshot(gc=, detail=) take booleans")
+    return _native.snapshot(gc, detail)
+
+
+def _summary(r, mode):
+    reached = [w["tid"] for w in r["workers"] if w["ran"]]
+    missed = [w["tid"] for w in r["workers"] if not w["ran"]]
+    return {
+        "allocator": r["allocator"],
+        "mode": mode,
+        "call": r["call"],
+        "thread_call": r["threadCall"],
+        "rss_before": r["rssBeforeBytes"],
+        "rss_after": r["rssAfterBytes"],
+        "freed": r["freedBytes"],
+        "duration_s": (r["trimDurationUs"] + r["perThreadDurationUs"]) / 1e6,
+        "max_thread_pause_s": r["maxWorkerPauseUs"] / 1e6,
+        "threads_reached": len(reached),
+        "threads_not_reached": missed,
+        "result": r,
+    }
+
+
+def release(mode="default", timeout=2.0):
+    """Gives free memory back through whichever allocator is loaded.
+
+    mode: "default" (global release plus every tracked thread), "global",
+    "per_thread". timeout: seconds to wait for busy tracked threads; those
+    still busy are listed in threads_not_reached. Returns rss_before,
+    rss_after, freed (bytes), duration_s, threads_reached,
+    threads_not_reached and the full TrimResult under "result". The GIL is
+    not held while the allocator releases or while threads are waited for.
+    """
+    if mode not in _MODES:
+        raise ValueError("release(mode=) must be one of default, global, per_thread; got %r"
+                         % (mode,))
+    timeout = _check_number("release(timeout=)", timeout, 0.001, 600)
+    return _summary(_native.release(_MODES[mode], timeout, "manual"), mode)
+
+
+def cap_arenas(n):
+    """mallopt(M_ARENA_MAX, n), applied only where it takes effect.
+
+    Under glibc, before the arena limit is fixed (at import, before worker
+    threads allocate), it returns a dict saying so. Too late, under another
+    allocator, or when it cannot be checked, it raises ArenaCapError saying
+    why and what to do instead.
+    """
+    n = _check_int("cap_arenas(n)", n, 1, 1024)
+    try:
+        return _native.cap_arenas(n)
+    except ValueError as e:
+        raise ArenaCapError(str(e)) from None
+
+
+# --- automatic trim --------------------------------------------------------
+
+def auto_trim(mode="after_burst", *, signal="auto", gap_mb=16, settle_s=2.0,
+              settle_fraction=0.1, interval_s=60.0, min_spacing_s=10.0, tick_s=0.2):
+    """Runs the server's automatic trim policy on a native thread (no GIL).
+
+    mode: "after_burst" (once load has dropped for settle_s, if RSS exceeds
+    the live estimate by gap_mb), "interval" (every interval_s), or None /
+    "off" to stop. signal: "requests" (counted by grpc_interceptor() or
+    count_request()), "cpu" (process CPU time), or "auto" (CPU time until
+    the first request is counted). Never two trims within min_spacing_s.
+    """
+    if mode is None or mode == "off":
+        _native.stop_auto_trim()
+        return None
+    if mode not in ("after_burst", "interval"):
+        raise ValueError("auto_trim(mode=) must be after_burst, interval, off or None; got %r"
+                         % (mode,))
+    if signal not in ("auto", "requests", "cpu"):
+        raise ValueError("auto_trim(signal=) must be auto, requests or cpu; got %r" % (signal,))
+    gap_mb = _check_number("auto_trim(gap_mb=)", gap_mb, 0, 1 << 20)
+    settle_s = _check_number("auto_trim(settle_s=)", settle_s, 0, 86400)
+    settle_fraction = _check_number("auto_trim(settle_fraction=)", settle_fraction, 0, 0.99)
+    interval_s = _check_number("auto_trim(interval_s=)", interval_s, 1, 86400 * 7)
+    min_spacing_s = _check_number("auto_trim(min_spacing_s=)", min_spacing_s, 0, 86400)
+    tick_s = _check_number("auto_trim(tick_s=)", tick_s, 0.01, 60)
+    _native.start_auto_trim(mode, signal, gap_mb, settle_s, settle_fraction, interval_s,
+                            min_spacing_s, tick_s)
+    return _native.auto_trim_state()
+
+
+def count_request(n=1):
+    """Counts n served requests for auto_trim's load signal."""
+    _native.count_request(_check_int("count_request(n)", n, 1, 1 << 40))
+
+
+def grpc_interceptor():
+    """A grpcio server interceptor: counts requests for auto_trim and runs a
+    pending per-thread release on the worker right after its request."""
+    from ._grpc import Interceptor  # grpc is imported only when asked for
+    return Interceptor()
+
+
+# --- phases, cache, Control service ----------------------------------------
+
+def on_phase(name, fn):
+    """Calls fn(cache_limit_bytes) when a Control client sets phase `name`.
+
+    cache_limit_bytes is the request's limit, else 100 MiB for fill and
+    10 MiB for shrink, else None. fn=None unregisters.
+    """
+    if name not in _PHASES:
+        raise ValueError("on_phase(name) must be one of %s; got %r" % (", ".join(_PHASES), name))
+    if fn is not None and not callable(fn):
+        raise TypeError("on_phase(fn) must be callable or None")
+    with _lock:
+        if fn is None:
+            _phase_callbacks.pop(name, None)
+        else:
+            _phase_callbacks[name] = fn
+
+
+def cache_stats(fn):
+    """fn() -> {"entries", "bytes", "limit_bytes", "evictions", "puts"}: the
+    service's cache figures in snapshots (Snapshot.cache). None removes it."""
+    global _cache_stats_fn
+    if fn is not None and not callable(fn):
+        raise TypeError("cache_stats(fn) must be callable or None")
+    _cache_stats_fn = fn
+
+
+def _set_phase(name, limit):
+    """SetPhase from the Control service (native side, GIL held)."""
+    global _phase
+    with _lock:
+        fn = _phase_callbacks.get(name)
+        registered = sorted(_phase_callbacks)
+    if fn is None and name != "trim":
+        raise LookupError("no callback for phase '%s': this service registered %s "
+                          "(rsslab.on_phase(name, fn))"
+                          % (name, ", ".join(registered) if registered else "none"))
+    if fn is not None:
+        fn(None if limit < 0 else limit)
+    previous, _phase = _phase, name
+    return previous
+
+
+def control_address():
+    """The Control service's host:port ("" if serve() has not run)."""
+    return _control_address
+
+
+def serve(control="127.0.0.1:0", metrics=None, token_file=None):
+    """Starts the Control service in this process; returns its host:port."""
+    from . import _serve
+    return _serve.serve(control, metrics, token_file)
+
+
+# --- shutdown --------------------------------------------------------------
+
+def stop():
+    """Stops the Control service and the automatic trim (also run at exit)."""
+    global _stopped
+    if _stopped:
+        return
+    _stopped = True
+    try:
+        from . import _serve
+        _serve.stop()
+    finally:
+        _native.shutdown()
+
+
+_native.set_thread_hooks(_target_tids, _submit_visits)
+_native.set_snapshot_hook(_snapshot_part)
+atexit.register(stop)
