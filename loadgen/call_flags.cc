@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/flags_parse.h"
 
 ABSL_FLAG(std::vector<std::string>, proto, {},
           "The user's service: its .proto file(s), comma-separated, parsed at run time (no "
@@ -26,8 +27,8 @@ ABSL_FLAG(std::string, data_file, "",
 ABSL_FLAG(std::string, command, "",
           "Sweeps: launch the user's program the agent allows under this name "
           "(rsslab_agent --allow_command=NAME=PATH) in every cell instead of rsslab_server.");
-ABSL_FLAG(std::vector<std::string>, metadata, {},
-          "key:value sent with every RPC (auth, routing), comma-separated or repeated.");
+ABSL_FLAG(std::string, metadata, "",
+          "key:value sent with every RPC (auth, routing). Repeatable: every occurrence counts.");
 
 namespace rsslab {
 namespace {
@@ -107,10 +108,13 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseMetadata(
   return out;
 }
 
-absl::StatusOr<CallFlags> LoadCallFlags(const Plan& plan) {
+absl::StatusOr<CallFlags> LoadCallFlags(const Plan& plan, const std::vector<std::string>& argv) {
   CallFlags c;
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> md =
-      ParseMetadata(absl::GetFlag(FLAGS_metadata));
+  // Each occurrence whole (a value may hold commas); absl keeps only the last.
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> md = ParseMetadata(
+      RepeatedFlagValues(static_cast<int>(args.size()), args.data(), "metadata"));
   if (!md.ok()) return md.status();
   c.metadata = *std::move(md);
   const std::vector<std::string> protos = absl::GetFlag(FLAGS_proto);

@@ -5,7 +5,7 @@
 //   rsslab::v1::LoadSpec flags = ...;            // the command line's load layer
 //   rsslab::ApplyCallFlags(&flags);              // --call, --data, --data_file
 //   ... BuildPlan(scenario, flags) ...
-//   absl::StatusOr<rsslab::CallFlags> calls = rsslab::LoadCallFlags(plan);
+//   absl::StatusOr<rsslab::CallFlags> calls = rsslab::LoadCallFlags(plan, argv);
 //   if (!calls.ok()) { /* usage error (exit 2): nothing was sent */ }
 //   runner_options.calls = calls->set.get();
 //   runner_options.metadata = calls->metadata;
@@ -40,9 +40,10 @@ void ApplyCallFlags(rsslab::v1::LoadSpec* flags);
 absl::Status ApplyCommandFlag(rsslab::v1::Scenario* scenario);
 
 // Loads --proto, compiles every load step's call (the steps of a repeat
-// too) and checks --metadata. INVALID_ARGUMENT naming the file, the method
-// or the field: a usage error, found before any request is sent.
-absl::StatusOr<CallFlags> LoadCallFlags(const Plan& plan);
+// too) and checks every --metadata in `argv` (the command line: the flag
+// is repeatable). INVALID_ARGUMENT naming the file, the method or the
+// field: a usage error, found before any request is sent.
+absl::StatusOr<CallFlags> LoadCallFlags(const Plan& plan, const std::vector<std::string>& argv);
 
 // --metadata=key:value, checked: keys as HTTP/2 wants them (lower-case
 // letters, digits, "-_."), not "grpc-..." (reserved) nor "-bin" (binary);

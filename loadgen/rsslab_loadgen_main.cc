@@ -541,7 +541,7 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   absl::StatusOr<rsslab::Plan> plan = rsslab::BuildPlan(inv.scenario, inv.flags);
   if (!plan.ok()) return plan.status();
   inv.plan = *std::move(plan);
-  absl::StatusOr<rsslab::CallFlags> calls = rsslab::LoadCallFlags(inv.plan);
+  absl::StatusOr<rsslab::CallFlags> calls = rsslab::LoadCallFlags(inv.plan, inv.argv);
   if (!calls.ok()) return calls.status();
   inv.calls = *std::move(calls);
   absl::StatusOr<rsslab::ProgressMode> progress = ProgressFlag();

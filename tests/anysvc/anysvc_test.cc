@@ -88,7 +88,7 @@ TEST(AnyServiceTest, EveryRequestArrivesWithItsOwnSequenceNumber) {
       Loadgen(), CallArgs(shop.address(), out,
                           {"--call=shop.v1.Cart/Add", std::string("--data=") + kData,
                            "--requests=3000", "--warmup_requests=100", "--concurrency=16",
-                           "--channels=4", "--metadata=x-team:blue"}));
+                           "--channels=4", "--metadata=x-team:blue", "--metadata=x-env:a,b"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const google::protobuf::Struct st = shop.Stats();
   // Warm-up and measured requests all reach the service, each once.
@@ -98,8 +98,11 @@ TEST(AnyServiceTest, EveryRequestArrivesWithItsOwnSequenceNumber) {
   EXPECT_EQ(Num(st, "min_id"), 0);
   EXPECT_EQ(Num(st, "max_id"), 3099);
   EXPECT_EQ(Num(st, "well_formed"), 3100);  // nested, enum, repeated as templated
-  EXPECT_EQ(st.fields().at("metadata").struct_value().fields().at("x-team=blue").number_value(),
-            3100);
+  // Both --metadata occurrences, the comma inside a value kept.
+  const auto& md = st.fields().at("metadata").struct_value().fields();
+  EXPECT_EQ(md.count("x-team=blue"), 1u);
+  EXPECT_EQ(md.count("x-env=a,b"), 1u);
+  if (md.count("x-team=blue") != 0) EXPECT_EQ(md.at("x-team=blue").number_value(), 3100);
   const auto load = LoadOf(Events(out));
   ASSERT_TRUE(load.has_value());
   EXPECT_EQ(load->call(), "shop.v1.Cart/Add");
