@@ -102,7 +102,9 @@ TEST(AnyServiceTest, EveryRequestArrivesWithItsOwnSequenceNumber) {
   const auto& md = st.fields().at("metadata").struct_value().fields();
   EXPECT_EQ(md.count("x-team=blue"), 1u);
   EXPECT_EQ(md.count("x-env=a,b"), 1u);
-  if (md.count("x-team=blue") != 0) EXPECT_EQ(md.at("x-team=blue").number_value(), 3100);
+  if (md.count("x-team=blue") != 0) {
+    EXPECT_EQ(md.at("x-team=blue").number_value(), 3100);
+  }
   const auto load = LoadOf(Events(out));
   ASSERT_TRUE(load.has_value());
   EXPECT_EQ(load->call(), "shop.v1.Cart/Add");
