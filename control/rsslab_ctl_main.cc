@@ -4,6 +4,7 @@
 //   rsslab_ctl snapshot [--json] [--gc] [--detail]
 //   rsslab_ctl watch --interval=1s [--json] [--count=N]
 //   rsslab_ctl trim [--mode=default|global|per_thread] [--json]
+//   rsslab_ctl inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]
 
 #include <cstdio>
 #include <iostream>
@@ -17,8 +18,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "control/inspect_cli.h"
 #include "control/snapshot_text.h"
-#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
 #include "common/flags_parse.h"
@@ -35,6 +36,15 @@ ABSL_FLAG(absl::Duration, interval, absl::Seconds(1), "watch: time between snaps
 ABSL_FLAG(int, count, 0, "watch: stop after this many snapshots (0 = until interrupted).");
 ABSL_FLAG(std::string, mode, "default", "trim: default (global + per-thread), global, per_thread.");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline for one call.");
+ABSL_FLAG(int, pid, 0, "inspect: the process to inspect (same user or root).");
+ABSL_FLAG(absl::Duration, watch, absl::ZeroDuration(),
+          "inspect: after the report, sample RSS, threads and arenas this often (--count samples).");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "inspect --watch: serve the samples as Prometheus gauges on HOST:PORT (/metrics).");
+ABSL_FLAG(absl::Duration, batch_window, absl::Milliseconds(50),
+          "inspect: threads started at most this far apart form one creation batch.");
+ABSL_FLAG(double, growth_threshold_mb, 8,
+          "inspect --watch: flag a sample whose RSS grew more than this since the previous one.");
 
 namespace rsslab {
 namespace {
@@ -61,16 +71,6 @@ int Fail(const std::string& what, const grpc::Status& s) {
   return 1;
 }
 
-void PrintJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.preserve_proto_field_names = true;
-  o.always_print_primitive_fields = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  printf("%s\n", out.c_str());
-  fflush(stdout);
-}
-
 void SetDeadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::GetFlag(FLAGS_timeout)));
 }
@@ -89,10 +89,13 @@ int Main(int argc, char** argv) {
       "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
       "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
       "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
-      "  trim [--mode=default|global|per_thread]          release free memory now");
+      "  trim [--mode=default|global|per_thread]          release free memory now\n"
+      "  inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]\n"
+      "                                                   any process from outside: threads, memory,\n"
+      "                                                   allocator, environment, diagnosis");
   std::vector<char*> args = ParseFlags(argc, argv);
   if (args.size() < 2) {
-    fprintf(stderr, "rsslab_ctl: missing command (phase, snapshot, watch, trim); see --help\n");
+    fprintf(stderr, "rsslab_ctl: missing command (phase, snapshot, watch, trim, inspect); see --help\n");
     return 2;
   }
   const std::string cmd = args[1];
@@ -114,6 +117,41 @@ int Main(int argc, char** argv) {
         return 2;
       }
     }
+  }
+  if (cmd == "inspect") {
+    // Reads /proc only: no channel, no credentials.
+    InspectCliOptions o;
+    o.pid = absl::GetFlag(FLAGS_pid);
+    o.json = json;
+    o.watch = absl::GetFlag(FLAGS_watch);
+    o.count = absl::GetFlag(FLAGS_count);
+    o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+    o.growth_threshold_mb = absl::GetFlag(FLAGS_growth_threshold_mb);
+    o.report.batch_window = absl::GetFlag(FLAGS_batch_window);
+    std::vector<absl::Status> checks = {
+        CheckRange(o.pid, "--pid", 1, 1 << 22),
+        CheckDuration(o.report.batch_window, "--batch_window", absl::Milliseconds(1),
+                      absl::Seconds(60)),
+        CheckRange(o.growth_threshold_mb, "--growth_threshold_mb", 0.0, 1e6),
+    };
+    if (o.watch != absl::ZeroDuration()) {
+      checks.push_back(CheckDuration(o.watch, "--watch", absl::Milliseconds(100), absl::Hours(24)));
+    }
+    for (const absl::Status& s : checks) {
+      if (!s.ok()) {
+        fprintf(stderr, "rsslab_ctl: inspect: %s\n", std::string(s.message()).c_str());
+        return 2;
+      }
+    }
+    if (args.size() != 2) {
+      fprintf(stderr, "rsslab_ctl: inspect takes no arguments, only flags (--pid=PID)\n");
+      return 2;
+    }
+    if (!o.metrics_listen.empty() && o.watch == absl::ZeroDuration()) {
+      fprintf(stderr, "rsslab_ctl: inspect: --metrics_listen needs --watch=INTERVAL (how often to sample)\n");
+      return 2;
+    }
+    return RunInspect(o);
   }
   absl::StatusOr<Security> security = Security::FromFlags();
   if (!security.ok()) {
@@ -146,7 +184,7 @@ int Main(int argc, char** argv) {
     grpc::Status s = stub->SetPhase(&ctx, req, &resp);
     if (!s.ok()) return Fail("phase " + req.phase(), s);
     if (json) {
-      PrintJson(resp);
+      PrintJsonLine(resp);
     } else {
       printf("phase %s -> %s\n", resp.previous_phase().c_str(), req.phase().c_str());
       if (resp.has_trim()) printf("trim %s", TrimText(resp.trim()).c_str());
@@ -163,7 +201,7 @@ int Main(int argc, char** argv) {
     SetDeadline(&ctx);
     grpc::Status s = stub->GetSnapshot(&ctx, req, &snap);
     if (!s.ok()) return Fail("snapshot", s);
-    if (json) PrintJson(snap); else printf("%s", SnapshotText(snap).c_str());
+    if (json) PrintJsonLine(snap); else printf("%s", SnapshotText(snap).c_str());
     return 0;
   }
   if (cmd == "watch") {
@@ -177,7 +215,7 @@ int Main(int argc, char** argv) {
     rsslab::v1::Snapshot snap;
     while (reader->Read(&snap)) {
       if (json) {
-        PrintJson(snap);
+        PrintJsonLine(snap);
       } else {
         printf("%s", SnapshotLine(snap).c_str());
         fflush(stdout);
@@ -201,10 +239,10 @@ int Main(int argc, char** argv) {
     SetDeadline(&ctx);
     grpc::Status s = stub->Trim(&ctx, req, &resp);
     if (!s.ok()) return Fail("trim", s);
-    if (json) PrintJson(resp); else printf("trim %s", TrimText(resp.trim()).c_str());
+    if (json) PrintJsonLine(resp); else printf("trim %s", TrimText(resp.trim()).c_str());
     return 0;
   }
-  fprintf(stderr, "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim)\n", cmd.c_str());
+  fprintf(stderr, "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim, inspect)\n", cmd.c_str());
   return 2;
 }
 

@@ -1,8 +1,11 @@
 #include "control/snapshot_text.h"
 
+#include <cstdio>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace rsslab {
 
@@ -128,6 +131,16 @@ std::string SnapshotLine(const rsslab::v1::Snapshot& s) {
       s.phase(), Mib(s.status().rss_bytes()), Mib(s.status().anon_bytes()), s.status().threads(),
       s.memory_map().arena_count(), Mib(s.memory_map().arena_rss_bytes()),
       Mib(s.cache().cache_bytes()), s.requests_served());
+}
+
+void PrintJsonLine(const google::protobuf::Message& m) {
+  google::protobuf::util::JsonPrintOptions o;
+  o.preserve_proto_field_names = true;
+  o.always_print_primitive_fields = true;
+  std::string out;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
+  printf("%s\n", out.c_str());
+  fflush(stdout);
 }
 
 }  // namespace rsslab

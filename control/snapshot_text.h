@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 
+#include "google/protobuf/message.h"
 #include "proto/snapshot.pb.h"
 
 namespace rsslab {
@@ -22,6 +23,10 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s);
 std::string TrimText(const rsslab::v1::TrimResult& t);
 // One line: time, phase, RSS, threads, arenas, cache — for `watch`.
 std::string SnapshotLine(const rsslab::v1::Snapshot& s);
+
+// Prints `m` as protobuf JSON (proto field names, defaults included) on one
+// line of stdout, flushed: rsslab_ctl's --json.
+void PrintJsonLine(const google::protobuf::Message& m);
 
 }  // namespace rsslab
 

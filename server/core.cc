@@ -19,15 +19,6 @@
 namespace rsslab {
 
 namespace {
-// A trim mode the proto does not name (a newer or a hostile client) is
-// refused, not treated as the default.
-absl::Status CheckTrimMode(int mode, absl::string_view field) {
-  if (!rsslab::v1::TrimMode_IsValid(mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " must be 0 (default), 1 (global only) or 2 (per thread); got ", mode));
-  }
-  return absl::OkStatus();
-}
 
 // The product: each call runs handle(request, cache) on a worker thread
 // holding the GIL, and calls run in the order they arrived.

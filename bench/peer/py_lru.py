@@ -21,12 +21,14 @@ class Cache:
         self._bytes = 0
         self._limit = limit
         self.hits = self.misses = self.evictions = self.puts = 0
+        self.evicted_bytes = 0
 
     def _evict(self):
         while self._bytes > self._limit and self._d:
             _, (_, size) = self._d.popitem(last=False)
             self._bytes -= size
             self.evictions += 1
+            self.evicted_bytes += size
 
     def put(self, key, value, size=None):
         if size is None:
@@ -71,4 +73,4 @@ class Cache:
         with self._lock:
             return {"entries": len(self._d), "bytes": self._bytes, "limit_bytes": self._limit,
                     "hits": self.hits, "misses": self.misses, "evictions": self.evictions,
-                    "puts": self.puts}
+                    "puts": self.puts, "evicted_bytes": self.evicted_bytes}

@@ -346,6 +346,103 @@ TEST(LiveTest, MappedTextMatchesReadProcFile) {
   EXPECT_EQ(*kept, AllocatorEnv(*env));
 }
 
+
+TEST(ParseThreadStatTest, CommWithSpacesAndParens) {
+  // A real line shape (proc(5)); the comm "a) (b c" holds both delimiters.
+  const std::string line =
+      "4242 (a) (b c) S 1 4242 4242 0 -1 4194368 100 0 0 0 5 3 0 0 20 0 3 0 123456 1000 "
+      "200 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0";
+  ThreadView t;
+  ASSERT_TRUE(ParseThreadStat(line, &t));
+  EXPECT_EQ(t.tid, 4242);
+  EXPECT_EQ(t.comm, "a) (b c");
+  EXPECT_EQ(t.state, 'S');
+  EXPECT_EQ(t.flags, 4194368u);
+  EXPECT_EQ(t.start_ticks, 123456u);
+}
+
+TEST(ParseThreadStatTest, RejectsShortAndGarbage) {
+  ThreadView t;
+  EXPECT_FALSE(ParseThreadStat("", &t));
+  EXPECT_FALSE(ParseThreadStat("12 (x) S 1 2 3", &t));
+  EXPECT_FALSE(ParseThreadStat("x (y) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5", &t));
+  EXPECT_FALSE(ParseThreadStat("12 (y) SS 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5", &t));
+  EXPECT_TRUE(ParseThreadStat("12 (y) S 1 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 5", &t));
+  EXPECT_EQ(t.start_ticks, 5u);
+}
+
+TEST(ForEachThreadTest, ThisProcessStatAndWchan) {
+  absl::Notification stop;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&] {
+      pthread_setname_np(pthread_self(), "feach");
+      stop.WaitForNotification();
+    });
+  }
+  // Give the names time to be set: poll the census, never sleep blindly.
+  int named = 0;
+  for (int tries = 0; tries < 1000 && named < 3; ++tries) {
+    named = 0;
+    ASSERT_TRUE(ForEachThread(0, kThreadComm, [&](const ThreadView& t) {
+                  named += t.comm == "feach" ? 1 : 0;
+                }).ok());
+    if (named < 3) std::this_thread::yield();
+  }
+  ThreadView main_thread;
+  int seen = 0;
+  ThreadScan scan;
+  ASSERT_TRUE(ForEachThread(0, kThreadStat | kThreadWchan,
+                            [&](const ThreadView& t) {
+                              ++seen;
+                              EXPECT_FALSE(t.wchan.empty());
+                              if (t.tid == getpid()) main_thread = t;
+                            },
+                            &scan)
+                  .ok());
+  EXPECT_EQ(seen, scan.listed - scan.vanished);
+  EXPECT_GE(seen, 4);
+  EXPECT_EQ(main_thread.tid, getpid());
+  EXPECT_GT(main_thread.start_ticks, 0u);
+  int limited = 0;
+  ASSERT_TRUE(ForEachThread(0, kThreadComm, [&](const ThreadView&) { ++limited; }, &scan, 2).ok());
+  EXPECT_EQ(limited, 2);
+  EXPECT_TRUE(scan.truncated);
+  stop.Notify();
+  for (auto& t : threads) t.join();
+  EXPECT_FALSE(ForEachThread(-5, kThreadComm, [](const ThreadView&) {}).ok());
+}
+
+TEST(CountCpuListTest, RangesAndErrors) {
+  EXPECT_EQ(CountCpuList("0-1"), 2);
+  EXPECT_EQ(CountCpuList("0"), 1);
+  EXPECT_EQ(CountCpuList("0-3,8,10-11\n"), 7);
+  EXPECT_EQ(CountCpuList(""), -1);
+  EXPECT_EQ(CountCpuList("3-1"), -1);
+  EXPECT_EQ(CountCpuList("a"), -1);
+  EXPECT_EQ(CountCpuList("0-1,"), -1);
+}
+
+TEST(StatusFieldTest, FindsKeyNotPrefix) {
+  const std::string text = "Cpus_allowed:\t3\nCpus_allowed_list:\t0-1\nUid:\t0\t0\t0\t0\n";
+  EXPECT_EQ(StatusField(text, "Cpus_allowed_list"), "0-1");
+  EXPECT_EQ(StatusField(text, "Cpus_allowed"), "3");
+  EXPECT_EQ(StatusField(text, "Uid"), "0\t0\t0\t0");
+  EXPECT_EQ(StatusField(text, "Gid"), "");
+}
+
+TEST(MappedPathTest, BasenamePrefixAndPart) {
+  const std::string maps =
+      "7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so\n"
+      "7f02-7f03 r--p 00000000 08:01 2 /opt/x/_rsslab.cpython-311-x86_64-linux-gnu.so\n"
+      "7f04-7f05 rw-p 00000000 00:00 0 \n";
+  EXPECT_EQ(MappedPath(maps, "libopenblas"),
+            "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so");
+  EXPECT_EQ(MappedPath(maps, "_rsslab", ".so"), "/opt/x/_rsslab.cpython-311-x86_64-linux-gnu.so");
+  EXPECT_EQ(MappedPath(maps, "openblas"), "");  // a directory name is not a basename
+  EXPECT_EQ(MappedPath(maps, "_rsslab", ".pyc"), "");
+}
+
 }  // namespace
 }  // namespace procfs
 }  // namespace rsslab

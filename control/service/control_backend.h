@@ -11,6 +11,8 @@
 #define RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/control.pb.h"
 #include "proto/snapshot.pb.h"
@@ -28,6 +30,16 @@ struct ControlSnapshotOptions {
   // False: no Python section at all (the /metrics scrape uses none).
   bool python = true;
 };
+
+// A trim mode the proto does not name (a newer or a hostile client) is
+// refused, not treated as the default; `field` names it in the message.
+inline absl::Status CheckTrimMode(int mode, absl::string_view field) {
+  if (!rsslab::v1::TrimMode_IsValid(mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " must be 0 (default), 1 (global only) or 2 (per thread); got ", mode));
+  }
+  return absl::OkStatus();
+}
 
 class ControlBackend {
  public:

@@ -2,8 +2,7 @@
 
 #include <algorithm>
 
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
+#include "common/growth/growth.h"
 
 namespace rsslab {
 
@@ -111,35 +110,23 @@ void SoakAnalysis::AddRecord(const Event& e) {
 }
 
 void ComputeSoakGrowth(double threshold_mb, std::vector<SoakCycle>* cycles) {
-  const SoakCycle* first = nullptr;
-  const SoakCycle* prev = nullptr;
-  const double threshold = threshold_mb * 1048576.0;
-  for (SoakCycle& c : *cycles) {
-    c.has_prev = false;
-    c.growth_prev = c.growth_first = 0;
-    c.thread_change = c.arena_change = 0;
-    c.flagged = false;
-    c.flag_reason.clear();
-    if (c.post_idle_rss < 0) continue;  // cut short: nothing to compare
-    if (first != nullptr) c.growth_first = c.post_idle_rss - first->post_idle_rss;
-    if (prev != nullptr) {
-      c.has_prev = true;
-      c.growth_prev = c.post_idle_rss - prev->post_idle_rss;
-      c.thread_change = c.threads - prev->threads;
-      c.arena_change = c.arenas - prev->arenas;
-      std::vector<std::string> why;
-      if (c.growth_prev > threshold) {
-        why.push_back(absl::StrFormat("post-idle rss +%.1f MiB > %.1f MiB",
-                                      c.growth_prev / 1048576.0, threshold_mb));
-      }
-      if (c.thread_change > 0) {
-        why.push_back(absl::StrFormat("threads +%d", c.thread_change));
-      }
-      c.flagged = !why.empty();
-      c.flag_reason = absl::StrJoin(why, ", ");
-    }
-    prev = &c;
-    if (first == nullptr) first = &c;
+  // The rule itself is shared with `rsslab_ctl inspect --watch` (common/growth).
+  std::vector<GrowthPoint> points;
+  points.reserve(cycles->size());
+  for (const SoakCycle& c : *cycles) {
+    points.push_back({c.end_unix_nanos, c.post_idle_rss, c.threads, c.arenas});
+  }
+  const std::vector<GrowthStep> steps = ComputeGrowth(threshold_mb, points, "post-idle rss");
+  for (size_t i = 0; i < cycles->size(); ++i) {
+    SoakCycle& c = (*cycles)[i];
+    const GrowthStep& s = steps[i];
+    c.has_prev = s.has_prev;
+    c.growth_prev = s.growth_prev;
+    c.growth_first = s.growth_first;
+    c.thread_change = s.thread_change;
+    c.arena_change = s.arena_change;
+    c.flagged = s.flagged;
+    c.flag_reason = s.flag_reason;
   }
 }
 

@@ -1,4 +1,4 @@
-// rsslab._native: the package's native half. Every figure and release comes
+// rsslab._rsslab: the package's native half. Every figure and release comes
 // from the libraries rsslab_server uses (memory/alloc, memory/trim,
 // memory/snapshot, common/procfs); this file only binds them to Python and
 // owns the package's process-wide state (the trimmer over the tracked
@@ -6,7 +6,7 @@
 //
 // Python never calls this module directly; rsslab/__init__.py validates the
 // arguments and calls it:
-//   import rsslab._native as n
+//   from rsslab import _rsslab as n
 //   n.release(0, 2.0)            # TrimResult as a dict, GIL released
 //   n.snapshot(False, False)     # Snapshot as a dict
 
@@ -34,6 +34,7 @@
 #include "memory/snapshot/process_snapshot.h"
 #include "memory/trim/auto_trim.h"
 #include "memory/trim/trimmer.h"
+#include "python/native/control_server.h"
 #include "python/native/package_state.h"
 #include "python/native/to_python.h"
 #include "python/native/tracked_threads.h"
@@ -218,7 +219,7 @@ void StartAutoTrim(const std::string& mode, const std::string& signal, double ga
 
 }  // namespace
 
-PYBIND11_MODULE(_native, m) {
+PYBIND11_MODULE(_rsslab, m) {
   m.doc() = "rsslab's native half (memory/alloc, memory/trim, memory/snapshot); use rsslab.";
   m.def("allocator", &AllocatorInfo);
   m.def("is_allocator_variable", &IsAllocatorVariable);
@@ -238,13 +239,40 @@ PYBIND11_MODULE(_native, m) {
     State().StopAutoTrim();
   });
   m.def("auto_trim_state", []() { return State().AutoTrimInfo(); });
+  m.def("set_phase_hook", [](py11::object hook) { SetPhaseHook(hook.ptr()); });
+  m.def("serve", [](const std::string& address, const std::string& token_file) {
+    absl::StatusOr<std::string> r;
+    {
+      py11::gil_scoped_release nogil;
+      r = StartControl(address, token_file);
+    }
+    if (!r.ok()) throw py11::value_error(std::string(r.status().message()));
+    return *r;
+  });
+  m.def("stop_serving", []() {
+    py11::gil_scoped_release nogil;
+    StopControl();
+    StopMetrics();
+  });
+  m.def("serve_metrics", [](const std::string& address) {
+    absl::StatusOr<std::string> r;
+    {
+      py11::gil_scoped_release nogil;
+      r = StartMetrics(address);
+    }
+    if (!r.ok()) throw py11::value_error(std::string(r.status().message()));
+    return *r;
+  });
   m.def("shutdown", []() {
     MarkShuttingDown();
     {
       py11::gil_scoped_release nogil;
+      StopControl();
+      StopMetrics();
       State().Shutdown();
     }
     State().ClearHooks();
+    ClearPhaseHook();
   });
 }
 

@@ -1,6 +1,7 @@
 #include "python/native/package_state.h"
 
 #include <malloc.h>
+#include <pybind11/stl.h>
 #include <time.h>
 
 #include <algorithm>
@@ -97,6 +98,9 @@ void PackageState::FillPythonPart(bool gc, rsslab::v1::Snapshot* out) {
         cs->set_cache_limit_bytes(Get<int64_t>(c, "limit_bytes", 0));
         cs->set_evictions(Get<int64_t>(c, "evictions", 0));
         cs->set_puts(Get<int64_t>(c, "puts", 0));
+        cs->set_hits(Get<int64_t>(c, "hits", 0));
+        cs->set_misses(Get<int64_t>(c, "misses", 0));
+        cs->set_evicted_bytes(Get<int64_t>(c, "evicted_bytes", 0));
       }
       if (d.contains("workers")) {
         py11::dict w = d["workers"].cast<py11::dict>();

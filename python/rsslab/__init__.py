@@ -25,14 +25,14 @@ import threading
 import time
 import weakref
 
-from . import _native
+from . import _rsslab as _native
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ArenaCapError", "allocator", "snapshot", "release", "track", "track_all",
     "cap_arenas", "auto_trim", "count_request", "grpc_interceptor", "serve",
-    "on_phase", "cache_stats", "control_address", "stop",
+    "on_phase", "cache_stats", "control_address", "metrics_address", "stop",
 ]
 
 
@@ -46,6 +46,7 @@ _phase_callbacks = {}
 _phase = "start"
 _cache_stats_fn = None
 _control_address = ""
+_metrics_address = ""
 _stopped = False
 
 _MODES = {"default": 0, "global": 1, "global_only": 1, "per_thread": 2}
@@ -327,7 +328,8 @@ def on_phase(name, fn):
 
 
 def cache_stats(fn):
-    """fn() -> {"entries", "bytes", "limit_bytes", "evictions", "puts"}: the
+    """fn() -> {"entries", "bytes", "limit_bytes", "evictions", "evicted_bytes",
+    "puts", "hits", "misses"} (any subset): the
     service's cache figures in snapshots (Snapshot.cache). None removes it."""
     global _cache_stats_fn
     if fn is not None and not callable(fn):
@@ -356,8 +358,18 @@ def control_address():
     return _control_address
 
 
+def metrics_address():
+    """Where GET /metrics is served ("" unless serve(metrics=...) ran)."""
+    return _metrics_address
+
+
 def serve(control="127.0.0.1:0", metrics=None, token_file=None):
-    """Starts the Control service in this process; returns its host:port."""
+    """Starts the Control service in this process; returns its host:port.
+
+    metrics="127.0.0.1:0" also serves GET /metrics (rsslab_server's metric
+    names where they apply; metrics_address() tells the bound port).
+    token_file: callers must send its token (rsslab_ctl --auth_token_file).
+    """
     from . import _serve
     return _serve.serve(control, metrics, token_file)
 
@@ -379,4 +391,5 @@ def stop():
 
 _native.set_thread_hooks(_target_tids, _submit_visits)
 _native.set_snapshot_hook(_snapshot_part)
+_native.set_phase_hook(_set_phase)
 atexit.register(stop)

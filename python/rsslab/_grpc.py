@@ -3,7 +3,7 @@ release on the worker that just served one (grpcio server interceptor)."""
 
 import grpc
 
-from . import _native
+from . import _rsslab as _native
 
 
 def _after():

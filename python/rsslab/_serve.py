@@ -1,9 +1,95 @@
-"""rsslab.serve(): the Control service inside this process (native)."""
+"""rsslab.serve(): the Control service inside this process.
+
+The service itself is native (control/service, the same code as
+rsslab_server's). This file checks the arguments and publishes the bound
+address where `rsslab_ctl inspect --pid=PID` looks for it:
+DIR/rsslab-control-<pid>.addr, DIR = $XDG_RUNTIME_DIR of the start
+environment if it names a directory, else /tmp; one line HOST:PORT, mode 0600, written atomically,
+removed at stop while it still holds this address.
+"""
+
+import os
+import sys
+
+from . import _rsslab as _native
+
+_addr_file = None
+_address = None
+
+
+def _addr_dir():
+    # The start environment, which is what inspect reads (/proc/PID/environ).
+    d = ""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"XDG_RUNTIME_DIR="):
+                    d = os.fsdecode(item.split(b"=", 1)[1])
+                    break
+    except OSError:
+        d = os.environ.get("XDG_RUNTIME_DIR", "")
+    return d if d and os.path.isdir(d) else "/tmp"
+
+
+def _publish(address):
+    global _addr_file
+    d = _addr_dir()
+    final = os.path.join(d, "rsslab-control-%d.addr" % os.getpid())
+    tmp = os.path.join(d, ".rsslab-control-%d.addr.tmp" % os.getpid())
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(address + "\n")
+        os.replace(tmp, final)
+        _addr_file = final
+    except OSError as e:
+        print("rsslab: could not write the Control address file %s: %s" % (final, e),
+              file=sys.stderr)
 
 
 def serve(control, metrics, token_file):
-    raise NotImplementedError("rsslab.serve() is not built yet")
+    global _address
+    import rsslab
+    if not isinstance(control, str) or ":" not in control:
+        raise ValueError("serve(control=) must be 'host:port' (port 0 = any free one), got %r"
+                         % (control,))
+    if len(control) > 255:
+        raise ValueError("serve(control=) is longer than 255 characters")
+    if metrics is not None and (not isinstance(metrics, str) or len(metrics) > 255
+                                or not metrics.rsplit(":", 1)[-1].isdigit()):
+        raise ValueError("serve(metrics=) must be 'host:port' or 'port' (0 = any free one), "
+                         "got %r" % (metrics,))
+    if token_file is not None and not isinstance(token_file, (str, os.PathLike)):
+        raise TypeError("serve(token_file=) must be a path or None")
+    if _address is not None:
+        raise RuntimeError("the Control service already listens on %s (one per process; "
+                           "rsslab.stop() ends it)" % _address)
+    address = _native.serve(control, os.fspath(token_file) if token_file is not None else "")
+    _address = address
+    if metrics is not None:
+        try:
+            rsslab._metrics_address = _native.serve_metrics(metrics)
+        except ValueError:
+            _native.stop_serving()
+            _address = None
+            raise
+    rsslab._control_address = address
+    _publish(address)
+    return address
 
 
 def stop():
-    pass
+    global _address, _addr_file
+    if _address is None:
+        return
+    _native.stop_serving()
+    if _addr_file is not None:
+        try:
+            with open(_addr_file) as f:
+                mine = f.read().strip() == _address
+            if mine:
+                os.unlink(_addr_file)
+        except OSError:
+            pass
+    _address = None
+    _addr_file = None

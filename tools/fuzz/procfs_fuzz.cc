@@ -1,4 +1,5 @@
-// libFuzzer target: the /proc parsers (status, smaps, maps, environ) must
+// libFuzzer target: the /proc parsers (status, smaps, maps, environ, a
+// thread's stat line, CPU lists, status fields, mapped paths) must
 // never crash or hang on arbitrary text. Run via tools/fuzz.sh.
 #include <cstddef>
 #include <cstdint>
@@ -17,5 +18,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)rsslab::procfs::IsMapped(text, "libjemalloc");
   auto env = rsslab::procfs::ParseEnviron(text);
   (void)rsslab::procfs::AllocatorEnv(env);
+  rsslab::procfs::ThreadView t;
+  (void)rsslab::procfs::ParseThreadStat(text, &t);
+  (void)rsslab::procfs::CountCpuList(text);
+  (void)rsslab::procfs::StatusField(text, "Cpus_allowed_list");
+  (void)rsslab::procfs::MappedPath(text, "_rsslab", ".so");
   return 0;
 }

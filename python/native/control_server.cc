@@ -1,0 +1,241 @@
+#include "python/native/control_server.h"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "common/auth.h"
+#include "common/listen.h"
+#include "common/metrics/exposition.h"
+#include "common/metrics/http_server.h"
+#include "common/phase.h"
+#include "common/units.h"
+#include "control/service/control_backend.h"
+#include "control/service/control_service.h"
+#include "grpcpp/grpcpp.h"
+#include "memory/snapshot/snapshot_metrics.h"
+#include "python/native/package_state.h"
+#include "python/native/tracked_threads.h"
+
+namespace rsslab {
+namespace py {
+namespace {
+
+PyObject* g_phase_hook = nullptr;  // GIL held to touch
+
+// The Python exception as a status: LookupError (no callback registered) is
+// FAILED_PRECONDITION with the package's sentence; anything the service's
+// callback raised is FAILED_PRECONDITION naming it.
+absl::Status StatusFromPython(const std::string& phase) {
+  PyObject *type, *value, *tb;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  std::string msg = "(unprintable)";
+  if (PyObject* s = value ? PyObject_Str(value) : nullptr) {
+    if (const char* c = PyUnicode_AsUTF8(s)) msg = c;
+    Py_DECREF(s);
+  }
+  PyErr_Clear();
+  const bool lookup = type != nullptr && PyErr_GivenExceptionMatches(type, PyExc_LookupError);
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(tb);
+  if (lookup) return absl::FailedPreconditionError(msg);
+  return absl::FailedPreconditionError(
+      absl::StrCat("the service's on_phase callback for '", phase, "' raised: ", msg));
+}
+
+// Escaped and cut: a 3 MB phase echoed back whole would exceed the client's
+// metadata limit and hide the INVALID_ARGUMENT.
+std::string Quote(const std::string& s) {
+  std::string e = absl::CHexEscape(s.substr(0, 64));
+  return s.size() > 64 ? e + "..." : e;
+}
+
+class PackageBackend : public ControlBackend {
+ public:
+  absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
+                        rsslab::v1::SetPhaseResponse* response) override {
+    const std::optional<v1::Phase> parsed = ParsePhase(request.phase());
+    if (!parsed) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown phase '", Quote(request.phase()),
+                                                     "'; allowed: ", AllowedPhases()));
+    }
+    if (absl::Status m = CheckTrimMode(request.trim_mode(), "trim_mode"); !m.ok()) return m;
+    int64_t limit = -1;
+    if (request.has_cache_limit_bytes()) {
+      limit = request.cache_limit_bytes();
+      if (absl::Status r = CheckBytes(limit, "cache_limit_bytes", 0, 64ll << 30); !r.ok()) {
+        return r;
+      }
+    } else if (*parsed == v1::PHASE_FILL) {
+      limit = kDefaultFillCacheBytes;
+    } else if (*parsed == v1::PHASE_SHRINK) {
+      limit = kDefaultShrinkCacheBytes;
+    }
+    const std::string name = PhaseName(*parsed);
+    absl::Status status = absl::OkStatus();
+    std::string previous;
+    const bool ran = WithGil([&] {
+      if (g_phase_hook == nullptr) {
+        status = absl::UnavailableError("the rsslab package is shutting down");
+        return;
+      }
+      PyObject* r = PyObject_CallFunction(g_phase_hook, "sL", name.c_str(),
+                                          static_cast<long long>(limit));  // NOLINT(runtime/int)
+      if (r == nullptr) {
+        status = StatusFromPython(name);
+        return;
+      }
+      if (const char* c = PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : nullptr) previous = c;
+      PyErr_Clear();
+      Py_DECREF(r);
+    });
+    if (!ran) return absl::UnavailableError("the Python interpreter is shutting down");
+    if (!status.ok()) return status;
+    response->set_previous_phase(previous);
+    const bool gc = request.has_gc() ? request.gc() : true;
+    ControlSnapshotOptions snap{gc, request.detail()};
+    if (*parsed == v1::PHASE_TRIM) {
+      TakeSnapshot(snap, response->mutable_before());
+      *response->mutable_trim() =
+          State().Release(request.trim_mode(), absl::Seconds(10), "phase");
+      snap.gc = false;  // the "before" snapshot already collected
+    }
+    TakeSnapshot(snap, response->mutable_snapshot());
+    return absl::OkStatus();
+  }
+
+  absl::Status Trim(const rsslab::v1::TrimRequest& request,
+                    rsslab::v1::TrimResponse* response) override {
+    if (absl::Status m = CheckTrimMode(request.mode(), "mode"); !m.ok()) return m;
+    if (request.gc()) WithGil([] { PyGC_Collect(); });
+    *response->mutable_trim() = State().Release(request.mode(), absl::Seconds(10), "manual");
+    TakeSnapshot(ControlSnapshotOptions{}, response->mutable_after());
+    return absl::OkStatus();
+  }
+
+  void TakeSnapshot(const ControlSnapshotOptions& options, rsslab::v1::Snapshot* out) override {
+    State().TakeSnapshot(options.gc, options.detail, out);
+  }
+};
+
+struct Running {
+  PackageBackend backend;
+  std::unique_ptr<Security> security;
+  std::unique_ptr<ControlService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::string address;
+};
+
+absl::Mutex g_mu;
+std::unique_ptr<Running> g_running ABSL_GUARDED_BY(g_mu);
+std::unique_ptr<metrics::MetricsHttpServer> g_metrics ABSL_GUARDED_BY(g_mu);
+
+std::string RenderPackageMetrics() {
+  // Totals first, as the server does: a trim finishing in between shows in
+  // the gauges one scrape before the counters, never the reverse.
+  std::map<std::string, Trimmer::TriggerTotals> trims = State().trimmer().totals();
+  rsslab::v1::Snapshot s;
+  State().TakeSnapshot(/*gc=*/false, /*detail=*/false, &s);
+  metrics::Exposition e;
+  metrics::AppendMemoryMetrics(s, &e);
+  e.Gauge("rsslab_phase", "1 for the current phase.", int64_t{1}, {{"phase", s.phase()}});
+  e.Counter("rsslab_requests_total",
+            "Requests counted by rsslab.grpc_interceptor() or rsslab.count_request().",
+            s.requests_served());
+  e.Gauge("rsslab_workers_configured", "Worker threads of the tracked executors.",
+          static_cast<int64_t>(s.workers().configured()));
+  metrics::AppendTrimMetrics(s, trims, &e);
+  return e.Text();
+}
+
+}  // namespace
+
+void SetPhaseHook(PyObject* hook) {
+  Py_XINCREF(hook);
+  Py_XDECREF(g_phase_hook);
+  g_phase_hook = hook;
+}
+
+void ClearPhaseHook() { Py_CLEAR(g_phase_hook); }
+
+absl::StatusOr<std::string> StartControl(const std::string& address,
+                                         const std::string& token_file) {
+  absl::MutexLock l(&g_mu);
+  if (g_running) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the Control service already listens on ", g_running->address,
+                     " (one per process)"));
+  }
+  absl::StatusOr<HostPort> hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  SecurityOptions so;
+  so.auth_token_file = token_file;
+  absl::StatusOr<Security> sec = Security::Load(so);
+  if (!sec.ok()) return sec.status();
+  auto r = std::make_unique<Running>();
+  r->security = std::make_unique<Security>(*std::move(sec));
+  if (absl::Status c = r->security->CheckListen(address, "control"); !c.ok()) return c;
+  r->service = std::make_unique<ControlService>(&r->backend, /*max_watch_streams=*/8,
+                                                r->security.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(address, r->security->ServerCredentials(), &port);
+  builder.RegisterService(r->service.get());
+  // A small footprint in someone else's process: few threads, small frames.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
+  r->server = builder.BuildAndStart();
+  if (!r->server || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address,
+                                               " (in use, or not an address of this host)"));
+  }
+  r->address = JoinHostPort(hp->host, port);
+  g_running = std::move(r);
+  return g_running->address;
+}
+
+void StopControl() {
+  std::unique_ptr<Running> r;
+  {
+    absl::MutexLock l(&g_mu);
+    r = std::move(g_running);
+  }
+  if (!r) return;
+  r->service->StopWatches();
+  // Calls in flight get a second; a snapshot or trim answers well within it.
+  r->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  r->server->Wait();
+}
+
+absl::StatusOr<std::string> StartMetrics(const std::string& address) {
+  absl::MutexLock l(&g_mu);
+  if (g_metrics) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("/metrics already served on ", g_metrics->address()));
+  }
+  absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> m =
+      metrics::MetricsHttpServer::Start(metrics::DefaultToLoopback(address),
+                                        RenderPackageMetrics);
+  if (!m.ok()) return m.status();
+  g_metrics = *std::move(m);
+  return g_metrics->address();
+}
+
+void StopMetrics() {
+  std::unique_ptr<metrics::MetricsHttpServer> m;
+  {
+    absl::MutexLock l(&g_mu);
+    m = std::move(g_metrics);
+  }
+  if (m) m->Stop();
+}
+
+}  // namespace py
+}  // namespace rsslab

@@ -1,0 +1,97 @@
+#!/usr/bin/python3
+"""A grpcio service with the rsslab package, for //python:package_test.
+
+Debian's python3-grpcio, a ThreadPoolExecutor of --workers, rsslab.v1.Load/
+Handle in Python with the seed's handler and a byte-bounded dict cache (the
+bench/peer/ pieces: peer_server.State/Load, py_lru.Cache), and the package
+added the documented way. Prints one JSON line with rsslab.allocator() (and
+cap_arenas' answer) and then the ready line the loadgen scripts expect:
+
+  rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID
+
+  grpc_service.py --workers=16 [--cap_arenas=2] [--auto_trim=after_burst]
+                  [--set_env_after_start=MALLOC_ARENA_MAX=2]
+"""
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+
+p = argparse.ArgumentParser()
+p.add_argument("--workers", type=int, default=16)
+p.add_argument("--cap_arenas", type=int, default=0)
+p.add_argument("--auto_trim", default="")
+p.add_argument("--set_env_after_start", default="")
+p.add_argument("--no_package", action="store_true",
+               help="bench/service_fix.sh (a), (b): the package loaded but not used")
+p.add_argument("--timer_trim_s", type=float, default=0,
+               help="the seed's advice as people apply it: malloc_trim(0) from a timer thread")
+p.add_argument("--timer_trim_log", default="", help="append each timer trim's Unix time here")
+p.add_argument("--handler", required=True)
+p.add_argument("--peer_dir", required=True, help="bench/peer")
+args = p.parse_args()
+
+import rsslab  # noqa: E402  (before grpc: nothing has started a thread yet)
+
+info = {}
+if args.cap_arenas:
+    info["cap_arenas"] = rsslab.cap_arenas(args.cap_arenas)
+if args.set_env_after_start:
+    k, _, v = args.set_env_after_start.partition("=")
+    os.environ[k] = v  # what seed 002 did: too late to matter
+
+sys.argv = [sys.argv[0], "--handler=" + args.handler, "--threads=%d" % args.workers]
+sys.path.insert(0, args.peer_dir)
+sys.path.insert(0, os.path.dirname(os.path.abspath(args.handler)))  # its _knob.py
+import concurrent.futures  # noqa: E402
+import grpc  # noqa: E402
+import peer_server  # noqa: E402  (generates the stubs, imports grpc)
+from proto import load_pb2_grpc  # noqa: E402
+
+state = peer_server.State(argparse.Namespace(handler=args.handler, cache_limit_mb=100))
+
+# The package in five lines.
+pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers)
+if args.no_package:
+    server = grpc.server(pool)
+else:
+    server = grpc.server(rsslab.track(pool), interceptors=[rsslab.grpc_interceptor()])
+if args.timer_trim_s > 0:
+    import ctypes
+    import time
+
+    def timer_trim():
+        libc = ctypes.CDLL("libc.so.6")
+        while True:
+            time.sleep(args.timer_trim_s)
+            libc.malloc_trim(0)
+            if args.timer_trim_log:
+                with open(args.timer_trim_log, "a") as f:
+                    f.write("%.3f\n" % time.time())
+    threading.Thread(target=timer_trim, name="timer-trim", daemon=True).start()
+for phase in ("fill", "shrink", "idle", "trim"):
+    def on_phase(limit, phase=phase):
+        if limit is not None:
+            state.cache.resize(limit)
+        state.phase = phase
+    rsslab.on_phase(phase, on_phase)
+rsslab.cache_stats(state.cache.stats)
+if args.auto_trim:
+    rsslab.auto_trim(args.auto_trim)
+
+load_pb2_grpc.add_LoadServicer_to_server(peer_server.Load(state), server)
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+control = rsslab.serve("127.0.0.1:0")
+info["allocator"] = rsslab.allocator()
+print(json.dumps(info), flush=True)
+print("rsslab_server ready data=127.0.0.1:%d control=%s pid=%d" % (port, control, os.getpid()),
+      flush=True)
+
+stop = threading.Event()
+signal.signal(signal.SIGTERM, lambda *a: stop.set())
+stop.wait()
+server.stop(2).wait()

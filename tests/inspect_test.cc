@@ -1,0 +1,568 @@
+// rsslab_ctl inspect against real processes started here: seed 002's
+// nested asyncio.run() leak and its fix in /usr/bin/python3, 16 threads with
+// glibc arenas with and without MALLOC_ARENA_MAX at start, numpy on
+// OpenBLAS with and without OPENBLAS_NUM_THREADS=1, jemalloc with and
+// without background_thread, a clean sleeping python3, 10,000 threads, and
+// bad pids. Every rule fires in one test and stays quiet in another.
+#include <malloc.h>
+#include <sys/stat.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "common/procfs/procfs.h"
+#include "control/inspect.h"
+#include "control/inspect_cli.h"
+#include "control/inspect_rules.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "proto/inspect.pb.h"
+#include "tests/scrape.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace {
+
+using ::rsslab::testing::ServerProcess;
+using ::rsslab::v1::InspectReport;
+
+constexpr char kPython[] = "/usr/bin/python3";
+constexpr char kJemalloc[] = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2";
+
+// Starts `argv` through env(1), so variables can be removed (-u) as well as
+// set: the rules look at what the process started with.
+std::unique_ptr<ServerProcess> StartTarget(std::vector<std::string> argv,
+                                           std::vector<std::string> unset = {},
+                                           std::map<std::string, std::string> set = {}) {
+  ServerProcess::Options o;
+  o.binary = "/usr/bin/env";
+  for (const std::string& u : unset) {
+    o.args.push_back("-u");
+    o.args.push_back(u);
+  }
+  o.args.insert(o.args.end(), argv.begin(), argv.end());
+  o.env = std::move(set);
+  o.ready_prefix = "inspect_target ready ";
+  o.ready_timeout = absl::Seconds(60);
+  auto p = ServerProcess::Start(o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+std::string Helper() { return ServerProcess::Runfile("tests/inspect/threads_target"); }
+std::string AsyncioScript() { return ServerProcess::Runfile("tests/inspect/asyncio_target.py"); }
+std::string Ctl() { return ServerProcess::Runfile("control/rsslab_ctl"); }
+
+// The batch window for the tests: wider than the default 50 ms, because a
+// pool's threads start further apart on a loaded machine (load average 80
+// seen here); the targets keep their events 200 ms or more apart.
+InspectReport Inspect(int pid, absl::Duration window = absl::Milliseconds(150)) {
+  InspectOptions o;
+  o.batch_window = window;
+  absl::StatusOr<InspectReport> r = BuildInspectReport(pid, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return InspectReport();
+  Diagnose(&*r);
+  return *r;
+}
+
+const v1::Finding* FindingOf(const InspectReport& r, const std::string& rule) {
+  for (const auto& f : r.findings()) {
+    if (f.rule() == rule) return &f;
+  }
+  return nullptr;
+}
+
+std::string Rules(const InspectReport& r) {
+  std::string out;
+  for (const auto& f : r.findings()) absl::StrAppend(&out, f.rule(), ": ", f.summary(), "\n");
+  return out.empty() ? "(none)" : out;
+}
+
+// --- executor_batches --------------------------------------------------
+
+TEST(InspectTest, NestedAsyncioRunLeakShowsBatchesOfTheDefaultExecutor) {
+  auto p = StartTarget({kPython, AsyncioScript(), "leak", "3"}, {"PYTHON_CPU_COUNT"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  const int pool = DefaultExecutorWorkers(static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  EXPECT_EQ(r.python_version(), "3.11");
+  const v1::Finding* f = FindingOf(r, "executor_batches");
+  ASSERT_NE(f, nullptr) << InspectText(r);
+  EXPECT_TRUE(absl::StrContains(f->summary(), absl::StrCat("3 batches of exactly ", pool)))
+      << f->summary();
+  EXPECT_TRUE(absl::StrContains(f->fix(), "set_default_executor"));
+  int batches = 0;
+  for (const auto& b : r.batches()) {
+    if (b.pool() == "ThreadPoolExecutor default") {
+      ++batches;
+      EXPECT_EQ(b.count(), pool);
+      EXPECT_EQ(b.idle(), pool);
+    }
+  }
+  EXPECT_EQ(batches, 3) << InspectText(r);
+}
+
+TEST(InspectTest, CappedRunnerAndAwaitedTasksAreQuiet) {
+  auto p = StartTarget({kPython, AsyncioScript(), "capped", "3"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(FindingOf(r, "executor_batches"), nullptr) << InspectText(r);
+  EXPECT_EQ(r.threads(), 1) << InspectText(r);  // every capped pool was joined
+}
+
+TEST(InspectTest, OneDefaultExecutorIsQuiet) {
+  auto p = StartTarget({kPython, AsyncioScript(), "once"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(r.findings_size(), 0) << Rules(r);
+}
+
+// --- seed 002's three findings in one command ---------------------------
+
+TEST(InspectTest, Seed002ThreeFindingsInOneReport) {
+  auto p = StartTarget({kPython, AsyncioScript(), "seed002", "3"},
+                       {"MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "LD_PRELOAD", "OPENBLAS_NUM_THREADS",
+                        "GOTO_NUM_THREADS", "OMP_NUM_THREADS", "PYTHON_CPU_COUNT"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_NE(FindingOf(r, "executor_batches"), nullptr) << InspectText(r);
+  EXPECT_NE(FindingOf(r, "glibc_arenas"), nullptr) << InspectText(r);
+  if (r.cpus_allowed() >= 2) {
+    EXPECT_NE(FindingOf(r, "openblas_idle"), nullptr) << InspectText(r);
+  }
+}
+
+// --- a clean process ---------------------------------------------------
+
+TEST(InspectTest, CleanSleepingPythonHasNoFindings) {
+  auto p = StartTarget({kPython, "-c",
+                        "import os, time; print(f'inspect_target ready pid={os.getpid()}', "
+                        "flush=True); time.sleep(60)"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(r.findings_size(), 0) << Rules(r);
+  EXPECT_FALSE(r.partial());
+  EXPECT_EQ(r.threads(), 1);
+  EXPECT_EQ(r.allocator(), "glibc");
+  EXPECT_EQ(r.python_version(), "3.11");
+  EXPECT_FALSE(r.rsslab_loaded());
+  EXPECT_GT(r.status().rss_bytes(), 0);
+  EXPECT_EQ(r.memory_map().arena_count(), 0);
+}
+
+// --- glibc_arenas ------------------------------------------------------
+
+TEST(InspectTest, SixteenThreadsWithOwnArenasAndNoArenaMax) {
+  auto p = StartTarget({Helper(), "--threads=16", "--malloc_kib=2048"},
+                       {"MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "LD_PRELOAD"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_GE(r.memory_map().arena_count(), kManyArenas);
+  const v1::Finding* f = FindingOf(r, "glibc_arenas");
+  ASSERT_NE(f, nullptr) << InspectText(r);
+  EXPECT_TRUE(absl::StrContains(f->summary(), "MALLOC_ARENA_MAX not in the start environment"));
+  EXPECT_TRUE(absl::StrContains(f->fix(), "MALLOC_ARENA_MAX=2"));
+}
+
+TEST(InspectTest, SixteenThreadsWithArenaMaxAtStartAreQuiet) {
+  auto p = StartTarget({Helper(), "--threads=16", "--malloc_kib=2048"},
+                       {"GLIBC_TUNABLES", "LD_PRELOAD"}, {{"MALLOC_ARENA_MAX", "2"}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_LE(r.memory_map().arena_count(), 2) << InspectText(r);
+  EXPECT_EQ(r.start_env().at("MALLOC_ARENA_MAX"), "2");
+  EXPECT_EQ(FindingOf(r, "glibc_arenas"), nullptr) << InspectText(r);
+}
+
+// --- openblas_idle -----------------------------------------------------
+
+constexpr char kNumpy[] =
+    "import os, time, numpy; print(f'inspect_target ready pid={os.getpid()}', flush=True); "
+    "time.sleep(60)";
+
+TEST(InspectTest, NumpyOpenblasPoolIdle) {
+  // OPENBLAS_CORETYPE (set on some machines) picks kernels, not threads: left as it is.
+  auto p = StartTarget({kPython, "-c", kNumpy},
+                       {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  bool openblas = false;
+  for (const auto& l : r.libraries()) openblas |= absl::StrContains(l, "libopenblas");
+  if (!openblas) GTEST_SKIP() << "numpy is not on OpenBLAS here (libopenblas0-pthread)";
+  if (r.cpus_allowed() < 2) GTEST_SKIP() << "one CPU: OpenBLAS starts no pool";
+  const v1::Finding* f = FindingOf(r, "openblas_idle");
+  ASSERT_NE(f, nullptr) << InspectText(r);
+  EXPECT_TRUE(absl::StrContains(f->summary(), absl::StrCat("with ", r.cpus_allowed() - 1, " thread")))
+      << f->summary();
+  EXPECT_TRUE(absl::StrContains(f->fix(), "OPENBLAS_NUM_THREADS=1"));
+  EXPECT_EQ(r.threads(), r.cpus_allowed());
+}
+
+TEST(InspectTest, NumpyWithOpenblasNumThreadsOneIsQuiet) {
+  auto p = StartTarget({kPython, "-c", kNumpy}, {"GOTO_NUM_THREADS", "OMP_NUM_THREADS"},
+                       {{"OPENBLAS_NUM_THREADS", "1"}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(r.findings_size(), 0) << Rules(r);
+  EXPECT_EQ(r.threads(), 1);
+  EXPECT_EQ(r.start_env().at("OPENBLAS_NUM_THREADS"), "1");
+}
+
+// --- openmp_idle -------------------------------------------------------
+
+TEST(InspectTest, OpenmpTeamIdle) {
+  auto p = StartTarget({ServerProcess::Runfile("tests/inspect/openmp_target")},
+                       {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  if (r.cpus_allowed() < 2) GTEST_SKIP() << "one CPU: the team is the calling thread alone";
+  const v1::Finding* f = FindingOf(r, "openmp_idle");
+  ASSERT_NE(f, nullptr) << InspectText(r);
+  EXPECT_TRUE(absl::StrContains(f->fix(), "OMP_NUM_THREADS=1"));
+  EXPECT_EQ(r.findings_size(), 1) << Rules(r);
+}
+
+TEST(InspectTest, OpenmpWithOneThreadIsQuiet) {
+  auto p = StartTarget({ServerProcess::Runfile("tests/inspect/openmp_target")}, {},
+                       {{"OMP_NUM_THREADS", "1"}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(r.threads(), 1);
+  EXPECT_EQ(r.findings_size(), 0) << Rules(r);
+}
+
+// --- jemalloc_bg -------------------------------------------------------
+
+TEST(InspectTest, JemallocBackgroundThreadsAreExpected) {
+  auto p = StartTarget({Helper(), "--threads=4", "--malloc_kib=256"}, {},
+                       {{"LD_PRELOAD", kJemalloc}, {"MALLOC_CONF", "background_thread:true"}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(r.allocator(), "jemalloc");
+  const v1::Finding* f = FindingOf(r, "jemalloc_bg");
+  ASSERT_NE(f, nullptr) << InspectText(r);
+  EXPECT_EQ(f->severity(), "expected");
+  EXPECT_TRUE(absl::StrContains(f->summary(), "jemalloc_bg_thd")) << f->summary();
+  EXPECT_EQ(r.start_env().at("MALLOC_CONF"), "background_thread:true");
+  EXPECT_EQ(FindingOf(r, "glibc_arenas"), nullptr);
+}
+
+TEST(InspectTest, JemallocWithoutBackgroundThreadIsQuiet) {
+  auto p = StartTarget({Helper(), "--threads=4", "--malloc_kib=256"}, {"MALLOC_CONF"},
+                       {{"LD_PRELOAD", kJemalloc}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(r.allocator(), "jemalloc");
+  EXPECT_EQ(r.findings_size(), 0) << Rules(r);
+}
+
+// --- the rsslab package: detected by its mapped _rsslab*.so, its Control
+// address read from the file serve() writes (the contract in docs/INSPECT.md).
+// A stand-in: a copy of a stdlib extension named _rsslab..., loaded with
+// ctypes, and the address file written as the contract says.
+constexpr char kFakePackage[] =
+    "import ctypes, os, shutil, sys, time\n"
+    "d = sys.argv[1]\n"
+    "so = os.path.join(d, '_rsslab.cpython-311-x86_64-linux-gnu.so')\n"
+    "shutil.copy('/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so', so)\n"
+    "ctypes.CDLL(so)\n"
+    "run = os.environ.get('XDG_RUNTIME_DIR') or '/tmp'\n"
+    "tmp = os.path.join(run, f'.rsslab-control-{os.getpid()}.addr.tmp')\n"
+    "with open(tmp, 'w') as f: f.write(sys.argv[2] + '\\n')\n"
+    "os.chmod(tmp, 0o600)\n"
+    "os.replace(tmp, os.path.join(run, f'rsslab-control-{os.getpid()}.addr'))\n"
+    "print(f'inspect_target ready pid={os.getpid()}', flush=True)\n"
+    "time.sleep(60)\n";
+
+TEST(InspectTest, RsslabPackageByItsOwnLayout) {
+  // The package as built (python/): rsslab/_native.so. A stand-in again.
+  const char* tmp = getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  auto p = StartTarget(
+      {kPython, "-c",
+       "import ctypes, os, shutil, sys, time\n"
+       "d = os.path.join(sys.argv[1], 'rsslab'); os.makedirs(d, exist_ok=True)\n"
+       "so = os.path.join(d, '_native.so')\n"
+       "shutil.copy('/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so', so)\n"
+       "ctypes.CDLL(so)\n"
+       "print(f'inspect_target ready pid={os.getpid()}', flush=True)\n"
+       "time.sleep(60)\n",
+       tmp},
+      {"XDG_RUNTIME_DIR"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_TRUE(r.rsslab_loaded()) << InspectText(r);
+  EXPECT_TRUE(absl::EndsWith(r.rsslab_module(), "/rsslab/_native.so")) << r.rsslab_module();
+  EXPECT_EQ(r.rsslab_control_note(), "not registered");
+}
+
+TEST(InspectTest, RsslabPackageAndItsControlAddress) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  ASSERT_NE(tmp, nullptr);
+  auto p = StartTarget({kPython, "-c", kFakePackage, tmp, "127.0.0.1:45678"}, {},
+                       {{"XDG_RUNTIME_DIR", tmp}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_TRUE(r.rsslab_loaded()) << InspectText(r);
+  EXPECT_TRUE(absl::EndsWith(r.rsslab_module(), "/_rsslab.cpython-311-x86_64-linux-gnu.so"));
+  EXPECT_EQ(r.rsslab_control(), "127.0.0.1:45678") << r.rsslab_control_note();
+  EXPECT_TRUE(absl::StrContains(InspectText(r), "control 127.0.0.1:45678"));
+  const std::string file = ControlAddressFile(tmp, p->pid());
+
+  // A file that is not the target user's is not trusted.
+  if (geteuid() == 0) {
+    ASSERT_EQ(chown(file.c_str(), 65534, 65534), 0);
+    r = Inspect(p->pid());
+    EXPECT_EQ(r.rsslab_control(), "");
+    EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "owned by uid 65534")) << r.rsslab_control_note();
+    ASSERT_EQ(chown(file.c_str(), 0, 0), 0);
+  }
+  // Nor one that is not a HOST:PORT line.
+  {
+    std::ofstream out(file, std::ios::trunc);
+    out << "127.0.0.1:99999\n";
+  }
+  r = Inspect(p->pid());
+  EXPECT_EQ(r.rsslab_control(), "");
+  EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "not one HOST:PORT line")) << r.rsslab_control_note();
+  unlink(file.c_str());
+  r = Inspect(p->pid());
+  EXPECT_TRUE(r.rsslab_loaded());
+  EXPECT_EQ(r.rsslab_control_note(), "not registered");
+}
+
+// --- bounded: 10,000 threads -------------------------------------------
+
+int64_t SelfHwm() {
+  v1::ProcStatus s;
+  EXPECT_TRUE(procfs::ReadStatus(0, &s).ok());
+  return s.hwm_bytes();
+}
+
+TEST(InspectTest, TenThousandThreadsInBoundedTimeAndMemory) {
+  auto p = StartTarget({Helper(), "--threads=10000", "--stack_kib=64", "--malloc_kib=0"});
+  ASSERT_NE(p, nullptr);
+  // The per-thread reader allocates nothing on the heap.
+  struct mallinfo2 before = mallinfo2();
+  int seen = 0;
+  const absl::Time t0 = absl::Now();
+  procfs::ThreadScan scan;
+  ASSERT_TRUE(procfs::ForEachThread(
+                  p->pid(), procfs::kThreadStat | procfs::kThreadWchan,
+                  [&](const procfs::ThreadView& t) { seen += t.state != '?' ? 1 : 0; }, &scan)
+                  .ok());
+  const absl::Duration scan_time = absl::Now() - t0;
+  struct mallinfo2 after = mallinfo2();
+  EXPECT_EQ(seen, 10001);
+  EXPECT_EQ(after.uordblks, before.uordblks);
+  EXPECT_LT(scan_time, absl::Seconds(10)) << "loose bound; ~0.1 s when idle";
+
+  // The whole report: loose bounds (a shared 2-core machine).
+  const int64_t hwm0 = SelfHwm();
+  const absl::Time t1 = absl::Now();
+  InspectReport r = Inspect(p->pid());
+  const absl::Duration report_time = absl::Now() - t1;
+  EXPECT_EQ(r.threads(), 10001);
+  EXPECT_FALSE(r.partial()) << r.partial_reasons(0);
+  EXPECT_LT(report_time, absl::Seconds(20));
+  EXPECT_LT(SelfHwm() - hwm0, 64 << 20) << "inspecting 10,000 threads grew our peak RSS";
+  int in_batches = 0;
+  for (const auto& b : r.batches()) in_batches += b.count();
+  EXPECT_EQ(in_batches + r.threads_in_dropped_batches(), 10001);
+
+  // The server's census is the same code: it counts them too.
+  google::protobuf::RepeatedPtrField<v1::ThreadName> census;
+  ASSERT_TRUE(procfs::ThreadCensus(p->pid(), &census).ok());
+  int total = 0;
+  for (const auto& c : census) total += c.count();
+  EXPECT_EQ(total, 10001);
+
+  // Past max_threads the report says it is partial instead of growing.
+  InspectOptions small;
+  small.max_threads = 100;
+  absl::StatusOr<InspectReport> cut = BuildInspectReport(p->pid(), small);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_TRUE(cut->partial());
+  EXPECT_EQ(cut->threads(), 100);
+}
+
+// --- bad input ---------------------------------------------------------
+
+std::vector<std::string> Lines(const std::string& s) {
+  return absl::StrSplit(s, '\n', absl::SkipEmpty());
+}
+
+TEST(InspectCliTest, AbsentPidIsOneLineExit2) {
+  // pid_max is at most 2^22: above it no process can exist.
+  ServerProcess::Result r = ServerProcess::Run(Ctl(), {"inspect", "--pid=4194303"});
+  if (kill(4194303, 0) == 0) GTEST_SKIP();
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "no process with pid 4194303")) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  r = ServerProcess::Run(Ctl(), {"inspect", "--pid=-3"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  r = ServerProcess::Run(Ctl(), {"inspect"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--pid")) << r.err;
+  r = ServerProcess::Run(Ctl(), {"inspect", "--pid=1", "--metrics_listen=127.0.0.1:0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(r.err, "--watch")) << r.err;
+}
+
+TEST(InspectCliTest, KernelThreadIsOneLineExit2) {
+  // kthreadd is pid 2 where the kernel's threads are visible.
+  absl::StatusOr<std::string> stat = procfs::ReadProcFile(2, "stat");
+  procfs::ThreadView t;
+  if (!stat.ok() || !procfs::ParseThreadStat(*stat, &t) || !(t.flags & 0x00200000)) {
+    GTEST_SKIP() << "no kernel thread visible as pid 2 here";
+  }
+  ServerProcess::Result r = ServerProcess::Run(Ctl(), {"inspect", "--pid=2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "kernel thread")) << r.err;
+}
+
+TEST(InspectCliTest, OtherUsersProcessIsOneLineExit2) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to start processes as two other users";
+  // The target runs as nobody (65534), the inspector as uid 65533.
+  ServerProcess::Options o;
+  o.binary = "/usr/bin/setpriv";
+  o.args = {"--reuid=65534", "--regid=65534", "--clear-groups", kPython, "-c",
+            "import os, time; print(f'inspect_target ready pid={os.getpid()}', flush=True); "
+            "time.sleep(60)"};
+  o.ready_prefix = "inspect_target ready ";
+  auto started = ServerProcess::Start(o);
+  if (!started.ok()) GTEST_SKIP() << "cannot start a process as uid 65534 here: " << started.status();
+  std::unique_ptr<ServerProcess> p = std::move(*started);
+  // A copy uid 65533 can execute (the runfiles live under root's home).
+  char dir[] = "/tmp/rsslab-inspect-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string ctl = absl::StrCat(dir, "/rsslab_ctl");
+  {
+    std::ifstream in(Ctl(), std::ios::binary);
+    std::ofstream out(ctl, std::ios::binary);
+    out << in.rdbuf();
+  }
+  ASSERT_EQ(chmod(dir, 0755), 0);
+  ASSERT_EQ(chmod(ctl.c_str(), 0755), 0);
+  ServerProcess::Result r = ServerProcess::Run(
+      "/usr/bin/setpriv", {"--reuid=65533", "--regid=65533", "--clear-groups", ctl, "inspect",
+                           absl::StrCat("--pid=", p->pid())});
+  unlink(ctl.c_str());
+  rmdir(dir);
+  if (r.exit_code == 126 || r.exit_code == 127) {
+    GTEST_SKIP() << "uid 65533 cannot run the test binary here: " << r.err;
+  }
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "uid 65534")) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(InspectTest, ProcessExitingMidReadIsAnErrorOrPartialNeverAStaleReport) {
+  // Short-lived children inspected as they exit: each read either fails with
+  // one of the documented errors or returns a report, marked partial if the
+  // process went away during it.
+  int ok = 0, gone = 0;
+  for (int i = 0; i < 30; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      execl("/bin/true", "true", nullptr);
+      _exit(127);
+    }
+    absl::StatusOr<InspectReport> r = BuildInspectReport(pid);
+    if (r.ok()) {
+      ++ok;
+    } else {
+      ++gone;
+      EXPECT_TRUE(absl::IsNotFound(r.status()) || absl::IsFailedPrecondition(r.status()))
+          << r.status();
+      EXPECT_FALSE(absl::StrContains(r.status().message(), "\n"));
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    // Reaped: now it is gone for certain.
+    absl::StatusOr<InspectReport> after = BuildInspectReport(pid);
+    EXPECT_TRUE(absl::IsNotFound(after.status())) << after.status();
+  }
+  EXPECT_EQ(ok + gone, 30);
+}
+
+// --- --json, --watch, --metrics_listen ---------------------------------
+
+TEST(InspectCliTest, JsonIsOneReportThenOneSampleALine) {
+  auto p = StartTarget({Helper(), "--threads=3", "--malloc_kib=64"});
+  ASSERT_NE(p, nullptr);
+  ServerProcess::Result r = ServerProcess::Run(
+      Ctl(), {"inspect", absl::StrCat("--pid=", p->pid()), "--json", "--watch=200ms", "--count=3"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines = Lines(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  InspectReport report;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[0], &report).ok()) << lines[0];
+  EXPECT_EQ(report.pid(), p->pid());
+  EXPECT_EQ(report.threads(), 4);
+  for (int i = 1; i < 4; ++i) {
+    v1::InspectSample s;
+    ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(lines[i], &s).ok()) << lines[i];
+    EXPECT_EQ(s.sample(), i - 1);
+    EXPECT_EQ(s.threads(), 4);
+    EXPECT_FALSE(s.flagged()) << s.flag_reason();
+  }
+}
+
+TEST(InspectCliTest, WatchOfAGrowingProcessFlagsThreadsAndExportsGauges) {
+  // The leak grows by one pool every 0.5 s while it starts: watch it grow.
+  ServerProcess::Options t;
+  t.binary = kPython;
+  t.args = {"-c",
+            "import os, threading, time\n"
+            "print(f'inspect_target ready pid={os.getpid()}', flush=True)\n"
+            "ev = threading.Event()\n"
+            "for i in range(200):\n"
+            "    threading.Thread(target=ev.wait, daemon=True).start()\n"
+            "    time.sleep(0.05)\n"
+            "time.sleep(60)\n"};
+  t.ready_prefix = "inspect_target ready ";
+  auto target = ServerProcess::Start(t);
+  ASSERT_TRUE(target.ok()) << target.status();
+  ServerProcess::Options o;
+  o.binary = Ctl();
+  o.args = {"inspect", absl::StrCat("--pid=", (*target)->pid()), "--watch=300ms",
+            "--metrics_listen=127.0.0.1:0"};
+  o.ready_prefix = "rsslab_ctl inspect ready ";
+  auto ctl = ServerProcess::Start(o);
+  ASSERT_TRUE(ctl.ok()) << ctl.status();
+  // The exporter answers before the first sample with zeros; wait for samples.
+  std::map<std::string, double> m;
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (absl::Now() < deadline) {
+    m = testing::ParseExposition(
+        testing::Body(testing::Http((*ctl)->metrics_address(), "GET /metrics HTTP/1.1\r\n\r\n")));
+    if (m["rsslab_inspect_samples"] >= 4) break;
+    absl::SleepFor(absl::Milliseconds(100));  // polling a scrape, not waiting for readiness
+  }
+  EXPECT_GE(m["rsslab_inspect_samples"], 4);
+  EXPECT_GT(m["rsslab_process_threads"], 1);
+  EXPECT_GT(m["rsslab_process_resident_memory_bytes"], 0);
+  EXPECT_GT(m["rsslab_inspect_threads_growth_per_hour"], 1000) << "~20 threads/s = 72000/h";
+  EXPECT_EQ(m.count("rsslab_glibc_arenas"), 1u);
+  (*ctl)->Stop();
+}
+
+}  // namespace
+}  // namespace rsslab
