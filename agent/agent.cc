@@ -21,6 +21,7 @@
 #include "common/handler_params.h"
 #include "common/host_info.h"
 #include "common/listen.h"
+#include "common/procfs/outside_snapshot.h"
 #include "common/procfs/procfs.h"
 #include "common/echo.h"
 #include "common/grpc_status.h"
@@ -50,6 +51,44 @@ void SetHost(v1::ServerProcess* info) {
 
 constexpr char kUnknownExit[] = "ended (adopted from an earlier agent: exit status unknown)";
 
+// A request naming an --allow_command program: its path, the operator's
+// argument template filled with the agent's own numbers, its ready line, and
+// /proc-only verification (it has no Control service to ask).
+absl::Status CommandArgs(const LaunchRequest& req, const AgentService::Options& options,
+                         launch::LaunchOptions* lo, commands::Values* ports) {
+  auto it = options.commands.find(req.command());
+  if (it == options.commands.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, c] : options.commands) names.push_back(n);
+    return absl::NotFoundError(absl::StrCat(
+        "command '", Echo(req.command(), 64),
+        "' is not one this agent was started with (--allow_command: ",
+        names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+  }
+  const commands::Command& cmd = it->second;
+  if (!req.handler().empty() || !req.server_flags().empty()) {
+    return absl::InvalidArgumentError(
+        "a command takes neither handler nor server_flags: its arguments come from the agent's "
+        "--allow_command_args template only");
+  }
+  ports->threads = req.threads() == 0 ? 4 : req.threads();
+  ports->host = options.server_host;
+  absl::StatusOr<int> port = commands::PickFreePort(options.server_host);
+  if (!port.ok()) return port.status();
+  ports->port = *port;
+  if (cmd.uses_control_port) {
+    absl::StatusOr<int> cport = commands::PickFreePort(options.server_host);
+    if (!cport.ok()) return cport.status();
+    ports->control_port = *cport;
+  }
+  lo->program = cmd.path;
+  lo->fixed_args = commands::Expand(cmd, *ports);
+  lo->flag_check = launch::LaunchOptions::FlagCheck::kNone;
+  lo->ready_prefix = cmd.ready_prefix;
+  lo->verify = launch::Verify::kProfileOnly;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 AgentService::AgentService(Options options) : options_(std::move(options)) {
@@ -71,7 +110,7 @@ AgentService::~AgentService() {
 std::string AgentService::AllowedFlagsHelp() { return ServerFlagsHelp(FlagSource::kRequest); }
 
 absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** profile,
-                                     launch::LaunchOptions* lo) {
+                                     launch::LaunchOptions* lo, commands::Values* ports) {
   if (req.profile().empty()) return absl::InvalidArgumentError("profile is required");
   if (!profiles::IsPlainName(req.profile())) {
     return absl::InvalidArgumentError(
@@ -91,13 +130,14 @@ absl::Status AgentService::BuildArgs(const LaunchRequest& req, const Profile** p
                                                    "] (0: the server's default of 4); got ",
                                                    req.threads()));
   }
-  absl::StatusOr<std::string> handler = launch::FindHandler(req.handler(), options_.handler_dirs);
-  if (!handler.ok()) return handler.status();
   if (req.label().size() > 200 ||
       std::any_of(req.label().begin(), req.label().end(),
                   [](char c) { return absl::ascii_iscntrl(c); })) {
     return absl::InvalidArgumentError("label: at most 200 characters, no control characters");
   }
+  if (!req.command().empty()) return CommandArgs(req, options_, lo, ports);
+  absl::StatusOr<std::string> handler = launch::FindHandler(req.handler(), options_.handler_dirs);
+  if (!handler.ok()) return handler.status();
   const int threads = req.threads() == 0 ? 4 : req.threads();
   lo->fixed_args = {"--listen=" + JoinHostPort(options_.server_host, 0),
                     "--control_listen=" + JoinHostPort(options_.server_host, 0),
@@ -184,7 +224,11 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
   const Profile* profile = nullptr;
   launch::LaunchOptions lo;
-  if (absl::Status valid = BuildArgs(*req, &profile, &lo); !valid.ok()) return ToGrpc(valid);
+  commands::Values ports;
+  if (absl::Status valid = BuildArgs(*req, &profile, &lo, &ports); !valid.ok()) {
+    return ToGrpc(valid);
+  }
+  const bool command = !req->command().empty();
   const int threads = req->threads() == 0 ? 4 : req->threads();
   auto run = std::make_shared<Run>();
   {
@@ -196,12 +240,16 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
                                 profile->name(), threads));
     info.set_profile(profile->name());
     info.set_threads(threads);
-    info.set_handler(req->handler().empty() ? std::string(kDefaultHandlerName) : req->handler());
+    if (!command) {
+      info.set_handler(req->handler().empty() ? std::string(kDefaultHandlerName) : req->handler());
+    }
+    info.set_command(req->command());
     info.set_log_path(absl::StrCat(options_.log_dir, "/", info.id(), ".log"));
     info.set_label(req->label());
   }
   const std::string id = run->info.id();
-  lo.program = options_.server_binary;
+  if (!command) lo.program = options_.server_binary;  // a command's: set by BuildArgs
+  run->binary = lo.program;
   lo.profile = profile;
   lo.name = "server " + id;
   for (const auto& kv : options_.extra_env) lo.base_env[kv.first] = kv.second;
@@ -222,8 +270,16 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   const ReadyLine& ready = started->verified.ready;
   const profiles::Verification& v = started->verified.verification;
   v1::ServerProcess& info = run->info;
-  info.set_data_address(ready.data_address);
-  info.set_control_address(ready.control_address);
+  if (command) {
+    // The command's ports are the agent's choice (its template passes them).
+    info.set_data_address(JoinHostPort(options_.server_host, ports.port));
+    if (ports.control_port > 0) {
+      info.set_control_address(JoinHostPort(options_.server_host, ports.control_port));
+    }
+  } else {
+    info.set_data_address(ready.data_address);
+    info.set_control_address(ready.control_address);
+  }
   info.set_mapped_library(v.mapped_library);
   SetHost(&info);
   for (const auto& [name, value] : v.env) {
@@ -245,7 +301,7 @@ std::string AgentService::LogHeader(const std::string& id, const launch::LaunchO
   for (const auto& kv : procfs::AllocatorEnv(profiles::BuildLaunchEnv(profile, lo.base_env))) {
     shown_env.push_back(kv.first + "=" + kv.second);
   }
-  return absl::StrCat("# rsslab_agent ", id, ": ", options_.server_binary, " ",
+  return absl::StrCat("# rsslab_agent ", id, ": ", lo.program, " ",
                       absl::StrJoin(args, " "), "\n# profile ", profile.name(),
                       " env: ", absl::StrJoin(shown_env, " "), "\n");
 }
@@ -371,6 +427,23 @@ grpc::Status AgentService::ListProfiles(grpc::ServerContext* ctx, const rsslab::
   return grpc::Status::OK;
 }
 
+grpc::Status AgentService::ProcSnapshot(grpc::ServerContext* ctx,
+                                        const rsslab::v1::ProcSnapshotRequest* req,
+                                        rsslab::v1::Snapshot* resp) {
+  if (grpc::Status a = Authorize(*ctx); !a.ok()) return a;
+  absl::MutexLock l(&mu_);
+  auto it = runs_.find(req->id());
+  if (it == runs_.end() || it->second->exited) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("no running server '", Echo(req->id(), 100), "'"));
+  }
+  // Under mu_: until it is reaped the pid is this run's (alive or a zombie).
+  absl::StatusOr<v1::Snapshot> s = procfs::OutsideSnapshot(it->second->pid);
+  if (!s.ok()) return ToGrpc(s.status());
+  *resp = *std::move(s);
+  return grpc::Status::OK;
+}
+
 void AgentService::StopAll(absl::Duration grace) {
   std::vector<std::shared_ptr<Run>> running;
   {
@@ -480,7 +553,7 @@ void AgentService::SaveStateLocked() {
     s->mutable_server()->clear_log_tail();
     s->mutable_server()->clear_adopted();
     s->set_start_ticks(run->start_ticks);
-    s->set_server_binary(options_.server_binary);
+    s->set_server_binary(run->binary.empty() ? options_.server_binary : run->binary);
     for (const std::string& a : run->args) s->add_args(a);
   }
   absl::Status w = agent_state::Write(options_.state_file, state);

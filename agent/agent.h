@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/commands.h"
 #include "agent/launch.h"
 #include "agent/launcher.h"
 #include "proto/agent.grpc.pb.h"
@@ -70,6 +71,8 @@ class AgentService final : public rsslab::v1::Agent::Service {
     // recorded there, and servers an earlier agent left running are adopted
     // from it. Empty: nothing is recorded.
     std::string state_file;
+    // --allow_command: the user's programs a Launch may name (commands.h).
+    std::map<std::string, commands::Command> commands;
   };
 
   explicit AgentService(Options options);
@@ -83,6 +86,9 @@ class AgentService final : public rsslab::v1::Agent::Service {
                     rsslab::v1::ListResponse* resp) override;
   grpc::Status ListProfiles(grpc::ServerContext* ctx, const rsslab::v1::ListProfilesRequest* req,
                             rsslab::v1::ListProfilesResponse* resp) override;
+  // A running launch's memory from /proc/PID (for a command without Control).
+  grpc::Status ProcSnapshot(grpc::ServerContext* ctx, const rsslab::v1::ProcSnapshotRequest* req,
+                            rsslab::v1::Snapshot* resp) override;
 
   // SIGTERM to every running server, SIGKILL after `grace`.
   void StopAll(absl::Duration grace);
@@ -110,6 +116,7 @@ class AgentService final : public rsslab::v1::Agent::Service {
     std::vector<std::string> args;
     // Launch order (the id's number), for dropping the oldest ended runs.
     uint64_t seq = 0;
+    std::string binary;  // what was executed: the server, or a command's path
     // Stop: the first caller stops it; later ones wait for its answer.
     bool stop_started = false;
     bool stop_finished = false;
@@ -126,8 +133,11 @@ class AgentService final : public rsslab::v1::Agent::Service {
   // Checks a request and fills the launch's arguments (fixed ones and the
   // request's server flags); INVALID_ARGUMENT or NOT_FOUND naming the
   // offending field otherwise.
+  // A request naming a command (LaunchRequest.command) gets the command's
+  // program and template-made arguments instead, with the ports picked into
+  // *ports (no handler, no server flags).
   absl::Status BuildArgs(const rsslab::v1::LaunchRequest& req, const rsslab::v1::Profile** profile,
-                         launch::LaunchOptions* lo);
+                         launch::LaunchOptions* lo, commands::Values* ports);
   // RESOURCE_EXHAUSTED at max_servers running, UNAVAILABLE while shutting down.
   absl::Status CheckCapacityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string LogHeader(const std::string& id, const launch::LaunchOptions& lo,

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent.h"
+#include "agent/commands.h"
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
 #include "grpcpp/grpcpp.h"
@@ -57,6 +59,18 @@ ABSL_FLAG(std::string, state_dir, "",
           "--listen port: $XDG_RUNTIME_DIR/rsslab_agent-PORT, or /tmp/rsslab_agent-UID-PORT; "
           "with port 0: none (a restarted agent would have another address anyway). "
           "'none': record nothing.");
+
+ABSL_FLAG(std::vector<std::string>, allow_command, {},
+          "NAME=/abs/path: a program of the user's (their own service) that Launch may start "
+          "under a profile by NAME (LaunchRequest.command). Repeatable. The agent runs no other "
+          "path (docs/AGENT.md).");
+ABSL_FLAG(std::vector<std::string>, allow_command_args, {},
+          "NAME=TEMPLATE: the arguments of command NAME, words with {port} (required: the port "
+          "the agent picks), {threads}, {control_port}, {host}, e.g. "
+          "\"--port={port} --threads={threads}\". Repeatable; the only arguments it ever gets.");
+ABSL_FLAG(std::vector<std::string>, allow_command_ready, {},
+          "NAME=REGEX: command NAME is ready when a line of its output matches (default: when "
+          "{port} accepts a connection). Repeatable.");
 
 namespace rsslab {
 namespace {
@@ -95,6 +109,14 @@ void ServerAndProfiles(AgentService::Options* o_out) {
   absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(absl::GetFlag(FLAGS_profiles));
   if (!set.ok()) Die(std::string(set.status().message()));
   o.profiles = *set;
+  // Repeated flags, each value whole (a template has spaces and may have
+  // commas): read from argv, not from the flags library's last value.
+  absl::StatusOr<std::map<std::string, commands::Command>> cmds =
+      commands::Parse(RepeatedFlagValues(argc, argv, "allow_command"),
+                      RepeatedFlagValues(argc, argv, "allow_command_args"),
+                      RepeatedFlagValues(argc, argv, "allow_command_ready"));
+  if (!cmds.ok()) Die(std::string(cmds.status().message()));
+  o.commands = *std::move(cmds);
 
 }
 

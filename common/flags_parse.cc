@@ -45,4 +45,22 @@ std::vector<char*> ParseFlags(int argc, char** argv) {
   return out;
 }
 
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv, absl::string_view name) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view a = argv[i];
+    if (a == "--") break;
+    if (a.size() < 2 || a[0] != '-') continue;
+    a.remove_prefix(a[1] == '-' ? 2 : 1);
+    if (a.substr(0, name.size()) != name) continue;
+    a.remove_prefix(name.size());
+    if (!a.empty() && a[0] == '=') {
+      out.emplace_back(a.substr(1));
+    } else if (a.empty() && i + 1 < argc) {
+      out.emplace_back(argv[++i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace rsslab

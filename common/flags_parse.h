@@ -8,11 +8,19 @@
 #ifndef RSSLAB_COMMON_FLAGS_PARSE_H_
 #define RSSLAB_COMMON_FLAGS_PARSE_H_
 
+#include <string>
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace rsslab {
 
 std::vector<char*> ParseFlags(int argc, char** argv);
+
+// Every value a repeatable flag was given, in order: `--NAME=V`, `-NAME=V`,
+// `--NAME V` (absl keeps only the last of repeated flags). Stops at "--".
+//   rsslab_agent --allow_command=a=/x --allow_command=b=/y  ->  {"a=/x", "b=/y"}
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv, absl::string_view name);
 
 }  // namespace rsslab
 

@@ -13,7 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/load.grpc.pb.h"
 
@@ -92,6 +94,13 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     HandleResponse resp;
     grpc::Status status;
     std::unique_ptr<grpc::ClientAsyncResponseReader<HandleResponse>> reader;
+    // A user's call (RunState::source): the slot's request message, rebuilt
+    // in place per RPC, and the wire buffers.
+    std::unique_ptr<google::protobuf::Message> gmsg;
+    grpc::ByteBuffer greq;
+    grpc::ByteBuffer gresp;
+    std::unique_ptr<grpc::GenericClientAsyncResponseReader> greader;
+    uint64_t req_bytes = 0;
     int64_t intended_ns = 0;
     int channel = 0;
     bool warm = false;
@@ -107,6 +116,8 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     // interval.
     Histogram interval ABSL_GUARDED_BY(mu);
     std::array<uint64_t, kCodes> codes ABSL_GUARDED_BY(mu) = {};
+    uint64_t req_bytes ABSL_GUARDED_BY(mu) = 0;
+    uint64_t resp_bytes ABSL_GUARDED_BY(mu) = 0;
   };
 
   LoadSpec spec;
@@ -115,6 +126,10 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
   std::string payload;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<rsslab::v1::Load::Stub>> stubs;
+  // The user's call, when the spec names one: sent on generic stubs.
+  std::shared_ptr<const RequestSource> source;
+  std::vector<std::unique_ptr<grpc::GenericStub>> gstubs;
+  const std::vector<std::pair<std::string, std::string>>* metadata = nullptr;
   std::vector<std::unique_ptr<Shard>> shards;
   bool open_loop = false;
   bool callback_api = false;
@@ -173,6 +188,11 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     call->ctxs[call->cur].emplace();  // destroys the one before last, if any
     call->ctx().set_deadline(std::chrono::system_clock::now() +
                             std::chrono::milliseconds(spec.deadline_ms()));
+    for (const auto& [k, v] : *metadata) call->ctx().AddMetadata(k, v);
+    if (source != nullptr) {
+      IssueGeneric(call, channel, idx);
+      return true;
+    }
     if (callback_api) {
       // gRPC's callback API: the completion usually runs inside the ExecCtx
       // of the read that finished the call, so the next call issued from
@@ -194,6 +214,31 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     call->reader->StartCall();
     call->reader->Finish(&call->resp, &call->status, call);
     return true;
+  }
+
+  // The user's call: request `idx` built into the slot's message, serialized
+  // straight into one slice (no intermediate string), sent by name.
+  void IssueGeneric(Call* call, int channel, uint64_t idx) {
+    source->Build(idx, spec.seed(), call->gmsg.get());
+    const size_t n = call->gmsg->ByteSizeLong();
+    grpc::Slice slice(n);
+    call->gmsg->SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
+    grpc::ByteBuffer wire(&slice, 1);
+    call->greq.Swap(&wire);
+    call->req_bytes = n;
+    if (callback_api) {
+      gstubs[channel]->UnaryCall(&call->ctx(), source->method_path(), grpc::StubOptions(),
+                                 &call->greq, &call->gresp,
+                                 [self = shared_from_this(), call](grpc::Status st) {
+                                   call->status = std::move(st);
+                                   self->OnDone(call);
+                                 });
+      return;
+    }
+    call->greader = gstubs[channel]->PrepareUnaryCall(&call->ctx(), source->method_path(),
+                                                      call->greq, cqs[channel % cqs.size()].get());
+    call->greader->StartCall();
+    call->greader->Finish(&call->gresp, &call->status, call);
   }
 
   // Takes the next request index if the step wants another request, into
@@ -224,7 +269,11 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     if (metrics != nullptr) metrics->OnSend();
     if (*call == nullptr) {
       *call = new Call;
-      (*call)->req = request_template;
+      if (source != nullptr) {
+        (*call)->gmsg = source->NewMessage();
+      } else {
+        (*call)->req = request_template;
+      }
     }
     (*call)->req.set_id(idx);
     (*call)->warm = warm;
@@ -243,7 +292,12 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
       shard.hist.Record(lat);
       shard.interval.Record(lat);
       shard.codes[code >= 0 && code < kCodes ? code : 2]++;
+      if (source != nullptr) {
+        shard.req_bytes += call->req_bytes;
+        shard.resp_bytes += call->gresp.Length();
+      }
     }
+    if (source != nullptr) call->gresp.Clear();  // content not looked at
     if (!s.ok()) {
       const uint64_t n = failed_all.fetch_add(1) + 1;
       if (!call->warm) failed.fetch_add(1);
@@ -268,6 +322,7 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
       AtomicMax(last_done_ns, end);
     }
     call->reader.reset();  // lives in the call's arena: releases nothing
+    call->greader.reset();
     if (!callback_api) call->ctxs[call->cur].reset();  // ends the RPC's call object
     if (open_loop) {
       delete call;
@@ -400,6 +455,8 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
   st->spec = spec;
   st->max_errors = options.max_errors;
   st->metrics = options.metrics;
+  st->metadata = &options.metadata;
+  if (options.calls != nullptr) st->source = options.calls->Find(spec);
   st->open_loop = spec.rate() > 0;
   // Closed loop only: an open-loop completion frees its slot, and freeing a
   // call's context from inside its own callback is not something gRPC 1.51
@@ -429,6 +486,9 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
             : grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(),
                                         args));
     st->stubs.push_back(rsslab::v1::Load::NewStub(st->channels.back()));
+    if (st->source != nullptr) {
+      st->gstubs.push_back(std::make_unique<grpc::GenericStub>(st->channels.back()));
+    }
     st->shards.push_back(std::make_unique<RunState::Shard>());
   }
   // A few completion-queue threads serve every channel: no thread per RPC.
@@ -526,9 +586,17 @@ void Summarize(RunState* st, double cpu, const Sends& sends, LoadResult* result)
   }
   result->histogram = st->Merged();
   std::array<uint64_t, kCodes> codes = {};
+  uint64_t req_bytes = 0, resp_bytes = 0;
   for (auto& s : st->shards) {
     absl::MutexLock l(&s->mu);
     for (int c = 0; c < kCodes; ++c) codes[c] += s->codes[c];
+    req_bytes += s->req_bytes;
+    resp_bytes += s->resp_bytes;
+  }
+  if (st->source != nullptr) {
+    sum.set_call(st->source->call());
+    sum.set_request_bytes(req_bytes);
+    sum.set_response_bytes(resp_bytes);
   }
   for (int c = 0; c < kCodes; ++c) {
     if (codes[c] > 0) (*sum.mutable_status_counts())[StatusCodeName(c)] = codes[c];
@@ -582,6 +650,15 @@ LoadResult LoadEngine::Run(const LoadSpec& spec, const std::string& step,
   sum.set_channels(spec.channels());
   sum.set_target_rate(spec.rate());
   sum.set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
+  if (!spec.call().empty() &&
+      (options_.calls == nullptr || options_.calls->Find(spec) == nullptr)) {
+    // The loadgen compiles every step's call before the run (a usage error
+    // there); reaching this is a caller's bug, not a user's.
+    result.status = absl::InternalError(
+        absl::StrCat("call ", spec.call(), " was not compiled before the run"));
+    sum.set_first_error(std::string(result.status.message()));
+    return result;
+  }
 
   std::shared_ptr<RunState> st = NewRunState(spec, options_);
   // Connect first, so connection set-up is not in the measurements.

@@ -1,4 +1,6 @@
-// The load engine: drives Load.Handle in a closed or an open loop.
+// The load engine: drives Load.Handle (or any unary method of the user's
+// service, through the generic stub: proto_call.h) in a closed or an open
+// loop.
 //
 //   rsslab::LoadEngine engine({.target = "127.0.0.1:50051"});
 //   rsslab::StopFlag stop;                  // Stop() from a signal thread
@@ -24,6 +26,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -32,6 +36,7 @@
 #include "absl/time/time.h"
 #include "loadgen/results/histogram.h"
 #include "loadgen/loadgen_metrics.h"
+#include "loadgen/proto_call.h"
 #include "loadgen/status_code.h"
 #include "proto/results.pb.h"
 #include "proto/scenario.pb.h"
@@ -103,6 +108,12 @@ class LoadEngine {
     // --metrics_listen: every RPC is counted here too (not owned; may be
     // null).
     LoadgenMetrics* metrics = nullptr;
+    // A step whose spec names a `call` sends it through gRPC's generic stub,
+    // its requests built from this set's compiled template (not owned; must
+    // hold every call the steps name; may be null when none does).
+    const CallSet* calls = nullptr;
+    // --metadata: sent with every RPC (keys lower-case, values printable).
+    std::vector<std::pair<std::string, std::string>> metadata;
   };
 
   explicit LoadEngine(Options options);

@@ -52,6 +52,7 @@
 #include "common/metrics/http_server.h"
 #include "common/shipped.h"
 #include "agent/profiles.h"
+#include "loadgen/call_flags.h"
 #include "loadgen/sweep/agents_list.h"
 #include "loadgen/sweep/cell_host.h"
 #include "loadgen/results/cells.h"
@@ -122,6 +123,7 @@ struct Invocation {
   std::vector<std::string> agents;  // --agent / --agents_file
   bool local = false;             // --local
   rsslab::CpuSplit cpus;          // --local: server / loadgen CPUs
+  rsslab::CallFlags calls;        // --proto / --call: compiled, checked
 };
 
 absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
@@ -180,6 +182,7 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
   s.set_payload_bytes(absl::GetFlag(FLAGS_payload_bytes));
   s.set_return_body(absl::GetFlag(FLAGS_return_body));
   s.set_scale(absl::GetFlag(FLAGS_scale));
+  rsslab::ApplyCallFlags(&s);
   absl::StatusOr<std::map<std::string, std::string>> params =
       rsslab::ParseHandlerParams(absl::GetFlag(FLAGS_params));
   if (params.ok()) {
@@ -388,10 +391,14 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   absl::StatusOr<rsslab::v1::Scenario> scenario = SelectScenario(&inv.flags);
   if (!scenario.ok()) return scenario.status();
   inv.scenario = *std::move(scenario);
+  if (absl::Status s = rsslab::ApplyCommandFlag(&inv.scenario); !s.ok()) return s;
   // After every change to the scenario and the flags: the plan is what runs.
   absl::StatusOr<rsslab::Plan> plan = rsslab::BuildPlan(inv.scenario, inv.flags);
   if (!plan.ok()) return plan.status();
   inv.plan = *std::move(plan);
+  absl::StatusOr<rsslab::CallFlags> calls = rsslab::LoadCallFlags(inv.plan, inv.argv);
+  if (!calls.ok()) return calls.status();
+  inv.calls = *std::move(calls);
   absl::StatusOr<rsslab::ProgressMode> progress = ProgressFlag();
   if (!progress.ok()) return progress.status();
   inv.progress = *progress;
@@ -506,7 +513,8 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   // command.
   if (auto s = rsslab::CheckResumeIdentity(
           before->front().header(),
-          {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target), absl::GetFlag(FLAGS_control),
+          {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target),
+           rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call),
            RecordedAgent(inv)});
       !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
@@ -562,7 +570,7 @@ rsslab::v1::Event Header(const Invocation& inv) {
   for (const auto& a : inv.argv) h->add_argv(a);
   h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
   h->set_target(absl::GetFlag(FLAGS_target));
-  h->set_control(absl::GetFlag(FLAGS_control));
+  h->set_control(rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call));
   h->set_loadgen_version("rsslab_loadgen 0.1");
   h->set_hostname(Hostname());
   *h->mutable_flags() = inv.flags;
@@ -726,7 +734,9 @@ struct Outcome {
 rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, Metrics* metrics) {
   rsslab::Runner::Options ro;
   ro.target = absl::GetFlag(FLAGS_target);
-  ro.control = absl::GetFlag(FLAGS_control);
+  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call);
+  ro.calls = inv.calls.set.get();
+  ro.metadata = inv.calls.metadata;
   ro.flags = inv.flags;
   ro.max_errors = absl::GetFlag(FLAGS_max_errors);
   ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);

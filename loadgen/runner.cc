@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "common/units.h"
@@ -30,6 +31,45 @@ std::chrono::system_clock::time_point Deadline(absl::Duration d) {
          std::chrono::milliseconds(absl::ToInt64Milliseconds(d));
 }
 
+// "set_phase, snapshot and trim steps": the kinds of steps that need the
+// Control service, in the order they first appear.
+void ControlKinds(const std::vector<PlanStep>& steps, std::vector<std::string>* kinds) {
+  for (const PlanStep& s : steps) {
+    if (s.kind == PlanStep::Kind::kRepeat) {
+      ControlKinds(s.steps, kinds);
+    } else if ((s.kind == PlanStep::Kind::kSetPhase || s.kind == PlanStep::Kind::kSnapshot ||
+                s.kind == PlanStep::Kind::kTrim) &&
+               std::find(kinds->begin(), kinds->end(), s.kind_name) == kinds->end()) {
+      kinds->push_back(s.kind_name);
+    }
+  }
+}
+
+// The one line a run without a Control service prints: what happens to
+// each kind of step that needs one.
+std::string WithoutControlLine(const Plan& plan, bool outside_snapshots) {
+  std::vector<std::string> kinds;
+  ControlKinds(plan.steps, &kinds);
+  auto has = [&](const char* k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+  std::vector<std::string> skipped;
+  std::vector<std::string> parts;
+  if (has("set_phase")) parts.push_back("set_phase steps only label the records");
+  if (has("snapshot")) {
+    if (outside_snapshots) {
+      parts.push_back("snapshot steps read /proc/PID from outside");
+    } else {
+      skipped.push_back("snapshot");
+    }
+  }
+  if (has("trim")) skipped.push_back("trim");
+  if (!skipped.empty()) {
+    parts.push_back(absl::StrCat("skipping the ", absl::StrJoin(skipped, " and "), " steps"));
+  }
+  if (plan.soak) parts.push_back("no soak watch stream");
+  return absl::StrCat("no --control (the service runs no rsslab Control): ",
+                      absl::StrJoin(parts, "; "), "; the load and wait steps run");
+}
+
 }  // namespace
 
 Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
@@ -47,6 +87,8 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
         o.callback_api = options_.callback_api;
         o.security = options_.security;
         o.metrics = options_.metrics;
+        o.calls = options_.calls;
+        o.metadata = options_.metadata;
         return o;
       }()) {}
 
@@ -88,7 +130,10 @@ absl::Status Runner::AppendLocked(Event e) {
     e.set_attempt(options_.tag.attempt());
   }
   absl::MutexLock l(&mu_);
-  std::optional<rsslab::v1::FillCheck> fill = fill_watch_.Add(e);
+  // The fill check reads the server's cache statistics, which a service
+  // without the Control service (skip_control_) has none of.
+  std::optional<rsslab::v1::FillCheck> fill =
+      skip_control_ ? std::nullopt : fill_watch_.Add(e);
   const Event fill_record = fill ? FillCheckRecord(*fill, e) : Event();
   if (summary_ != nullptr) summary_->Add(e);
   absl::Status s = log_->Append(std::move(e));
@@ -204,12 +249,12 @@ void Runner::CycleLine(int cycle) {
 }
 
 absl::Status Runner::Run(const Plan& plan) {
-  if (plan.needs_control) {
-    if (options_.control.empty()) {
-      return absl::InvalidArgumentError(
-          "the scenario changes phases or takes snapshots but --control is "
-          "empty");
-    }
+  if (plan.needs_control && options_.control.empty()) {
+    // The user's own service without the rsslab package: the load and wait
+    // steps still run; what needs the Control service is said once.
+    skip_control_ = true;
+    Line(WithoutControlLine(plan, options_.outside_snapshot != nullptr));
+  } else if (plan.needs_control) {
     control_channel_ = ControlChannel();
     if (!control_channel_->WaitForConnected(Deadline(options_.connect_timeout))) {
       return absl::UnavailableError(absl::StrFormat(
@@ -226,7 +271,7 @@ absl::Status Runner::Run(const Plan& plan) {
   }
   soak_ = plan.soak;
   Ctx ctx;
-  if (plan.soak) {
+  if (plan.soak && !skip_control_) {
     if (control_ == nullptr) {
       return absl::InvalidArgumentError("a soak needs --control (it watches snapshots)");
     }
@@ -257,6 +302,12 @@ absl::Status Runner::RunStep(const PlanStep& step, Ctx& ctx, const std::string& 
     options_.metrics->StepStarted(label, step.name, step.kind_name, ctx.cycle);
   }
   StepDone done;
+  const bool control_step = step.kind == PlanStep::Kind::kSetPhase ||
+                            step.kind == PlanStep::Kind::kSnapshot ||
+                            step.kind == PlanStep::Kind::kTrim;
+  if (control_step && skip_control_) {
+    done = WithoutControl(step, ctx);
+  } else {
   switch (step.kind) {
     case PlanStep::Kind::kSetPhase: done = SetPhase(step, ctx); break;
     case PlanStep::Kind::kSnapshot: done = Snapshot(step, ctx); break;
@@ -264,6 +315,7 @@ absl::Status Runner::RunStep(const PlanStep& step, Ctx& ctx, const std::string& 
     case PlanStep::Kind::kWait: done = Wait(step); break;
     case PlanStep::Kind::kLoad: done = Load(step, ctx, label); break;
     case PlanStep::Kind::kRepeat: done = Repeat(step, ctx, label, start); break;
+  }
   }
   const absl::Status& status = done.status;
   const std::string& detail = done.detail;
@@ -365,6 +417,32 @@ Runner::StepDone Runner::Trim(const PlanStep& step, const Ctx& ctx) {
   *rec.mutable_trim() = resp;
   return {Append(rec, ctx),
           absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0)};
+}
+
+Runner::StepDone Runner::WithoutControl(const PlanStep& step, Ctx& ctx) {
+  if (step.kind == PlanStep::Kind::kSetPhase) {
+    // The service cannot be told; the records after it still say which
+    // part of the scenario they belong to.
+    ctx.phase = step.set_phase.phase();
+    SetState(ctx);
+    return {absl::OkStatus(), "phase label only (no Control service)"};
+  }
+  if (step.kind == PlanStep::Kind::kSnapshot && options_.outside_snapshot != nullptr) {
+    absl::StatusOr<rsslab::v1::Snapshot> snap = options_.outside_snapshot();
+    if (!snap.ok()) {
+      return {absl::UnavailableError(absl::StrCat("snapshot from /proc: ", snap.status().message())),
+              ""};
+    }
+    Saw(*snap);
+    Event rec;
+    rec.set_label(step.name);
+    *rec.mutable_snapshot() = *snap;
+    return {Append(rec, ctx),
+            absl::StrFormat("from /proc: rss %.1f MiB, hwm %.1f MiB, %d threads",
+                            snap->status().rss_bytes() / 1048576.0,
+                            snap->status().hwm_bytes() / 1048576.0, snap->status().threads())};
+  }
+  return {absl::OkStatus(), "skipped (no Control service)"};
 }
 
 Runner::StepDone Runner::Wait(const PlanStep& step) {

@@ -12,6 +12,7 @@
 #define RSSLAB_LOADGEN_RUNNER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -54,6 +55,13 @@ class Runner {
     const Security* security = nullptr;
     // --metrics_listen: progress for Prometheus (not owned; may be null).
     LoadgenMetrics* metrics = nullptr;
+    // LoadEngine::Options::calls and ::metadata (the user's own service).
+    const CallSet* calls = nullptr;
+    std::vector<std::pair<std::string, std::string>> metadata;
+    // Without a Control service: snapshot steps read the process from
+    // outside through this (the agent's ProcSnapshot, /proc/PID); empty:
+    // they are skipped too.
+    std::function<absl::StatusOr<rsslab::v1::Snapshot>()> outside_snapshot;
     // A resumed soak (--resume): repeat steps number their cycles from
     // `first_cycle` and end `duration_s` after `repeat_started` (the
     // interrupted run's start), not after this run's.
@@ -86,6 +94,10 @@ class Runner {
   absl::Status RunStep(const PlanStep& step, Ctx& ctx, const std::string& label);
   StepDone SetPhase(const PlanStep& step, Ctx& ctx);
   StepDone Snapshot(const PlanStep& step, const Ctx& ctx);
+  // No Control service: set_phase only labels the records that follow,
+  // snapshot goes to options_.outside_snapshot (or is skipped), trim is
+  // skipped.
+  StepDone WithoutControl(const PlanStep& step, Ctx& ctx);
   StepDone Trim(const PlanStep& step, const Ctx& ctx);
   StepDone Wait(const PlanStep& step);
   StepDone Load(const PlanStep& step, const Ctx& ctx, const std::string& label);
@@ -114,6 +126,9 @@ class Runner {
   std::shared_ptr<grpc::Channel> control_channel_;
   std::unique_ptr<rsslab::v1::Control::Stub> control_;
   bool soak_ = false;  // the plan being run is a soak
+  // No Control service (--control empty, a service without the rsslab
+  // package): set_phase, snapshot and trim steps are skipped, said once.
+  bool skip_control_ = false;
 
   // The main thread and the watch thread both append: the summary builder
   // is not thread-safe, and watch records are stamped with the phase and

@@ -206,6 +206,14 @@ void CheckLayerAt(const LoadSpec& s, const Where& w,
   if (s.scale() < 0 || !std::isfinite(s.scale())) {
     add("scale", "scale must be a positive factor");
   }
+  // The call's name and request are checked against the .proto files when
+  // the loadgen loads them (loadgen/proto_call.h); here only their size.
+  if (s.call().size() > 512) add("call", "call is longer than 512 characters");
+  if (s.data().size() > (1 << 20)) add("data", "data is longer than 1 MiB");
+  if (s.data_file().size() > 4096) add("data_file", "data_file is longer than 4096 characters");
+  if (!s.data().empty() && !s.data_file().empty()) {
+    add("data_file", "data and data_file are alternatives; set one");
+  }
   // Upper bounds (loadgen/flags_check.h).
   CheckLoadBounds(s, [&](absl::string_view field, const std::string& what) { add(field, what); });
 }
@@ -623,6 +631,17 @@ absl::StatusOr<LoadSpec> ResolveLoad(const LoadSpec& step,
       layers, [](const LoadSpec& l) { return l.payload_bytes(); }, 0));
   out.set_return_body(step.return_body() || defaults.return_body() ||
                       flags.return_body());
+  // The call: the first layer that names one; its request, the first layer
+  // that gives data or a data file (a step may change only the data).
+  out.set_call(First<std::string>(
+      layers, [](const LoadSpec& l) { return l.call(); }, ""));
+  for (const LoadSpec* l : layers) {
+    if (!l->data().empty() || !l->data_file().empty()) {
+      out.set_data(l->data());
+      out.set_data_file(l->data_file());
+      break;
+    }
+  }
   // Params merge: the step's override the defaults', which override flags'.
   for (int i = 2; i >= 0; --i) {
     for (const auto& [k, v] : layers[i]->params()) (*out.mutable_params())[k] = v;

@@ -12,6 +12,7 @@
 #include <map>
 #include <thread>
 
+#include "common/procfs/outside_snapshot.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -93,6 +94,7 @@ class AgentHost : public CellHost {
     lr.set_threads(cell.threads);
     lr.set_handler(sw.handler());
     for (const auto& [k, v] : sw.server_flags()) (*lr.mutable_server_flags())[k] = v;
+    lr.set_command(sw.command());  // the user's program (--command), or the server
     lr.set_label(absl::StrCat(scenario.name(), " ", cell.id));
     rsslab::v1::LaunchResponse launched;
     grpc::ClientContext cc;
@@ -118,6 +120,20 @@ class AgentHost : public CellHost {
     if (ss.ok()) return stopped.server();
     *host_lost = Lost(ss);
     return absl::UnavailableError(absl::StrCat("Stop: ", ss.error_message()));
+  }
+
+  absl::StatusOr<rsslab::v1::Snapshot> OutsideSnapshot(const ServerProcess& server) override {
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(absl::Seconds(30)));
+    rsslab::v1::ProcSnapshotRequest req;
+    req.set_id(server.id());
+    rsslab::v1::Snapshot snap;
+    grpc::Status s = stub_->ProcSnapshot(&cc, req, &snap);
+    if (!s.ok()) {
+      return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                          absl::StrCat("ProcSnapshot: ", s.error_message()));
+    }
+    return snap;
   }
 
  private:
@@ -217,6 +233,10 @@ class LocalHost : public CellHost {
     ServerProcess out = info;
     servers_[id] = std::move(s);
     return out;
+  }
+
+  absl::StatusOr<rsslab::v1::Snapshot> OutsideSnapshot(const ServerProcess& server) override {
+    return procfs::OutsideSnapshot(server.pid());
   }
 
   absl::StatusOr<ServerProcess> Stop(const ServerProcess& server, int grace_ms,

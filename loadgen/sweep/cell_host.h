@@ -52,6 +52,10 @@ class CellHost {
                                                          int grace_ms, bool* host_lost) = 0;
   // Where cells run (the CellResult's host field).
   virtual rsslab::v1::HostInfo Where() const = 0;
+  // The launched process's memory read from outside (/proc/PID), for a
+  // program without a Control service (Sweep.command).
+  virtual absl::StatusOr<rsslab::v1::Snapshot> OutsideSnapshot(
+      const rsslab::v1::ServerProcess& server) = 0;
 };
 
 struct AgentHostOptions {

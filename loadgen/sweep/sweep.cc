@@ -101,6 +101,10 @@ AttemptResult RunAttempt(CellHost& host, const SweepCell& cell, int attempt,
   Runner::Options ro = options.runner;
   ro.target = server.data_address();
   ro.control = server.control_address();
+  if (ro.control.empty()) {
+    // The user's program without a Control service: memory from outside.
+    ro.outside_snapshot = [&host, server] { return host.OutsideSnapshot(server); };
+  }
   ro.tag = tag;
   ro.line_prefix = absl::StrCat(cell.id, " ");
   absl::Status run_status;

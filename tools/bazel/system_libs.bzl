@@ -161,6 +161,14 @@ cc_library(
     name = "dl",
     linkopts = ["-ldl"],
 )
+
+# libprotoc (libprotoc-dev): the .proto parser (compiler::Importer) the
+# loadgen uses to call any method from a user's .proto without codegen.
+cc_library(
+    name = "protoc",
+    linkopts = ["-lprotoc"],
+    deps = [":grpc"],
+)
 """)
     rctx.file("BUILD.bazel", "\n".join(build))
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)

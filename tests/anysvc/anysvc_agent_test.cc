@@ -1,0 +1,181 @@
+// The user's own grpcio service (shop_service.py) launched by a real
+// rsslab_agent through --allow_command under allocator profiles (real
+// LD_PRELOAD, real /proc checks), read from outside (ProcSnapshot), and a
+// 2-profile x 1-thread-count sweep over it through the real loadgen that
+// merges into a complete table.
+#include <signal.h>
+
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/agent.grpc.pb.h"
+#include "tests/loadgen_it/loadgen_testing.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kData[] = R"({"id": {{seq}}, "customer": "c{{rand_str 32}}", "tags": ["t{{seq}}"]})";
+
+class AgentWithShop : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // The shipped profiles and one whose allocator never loads.
+    profiles_ = Tmp("profiles.textproto");
+    std::ofstream(profiles_) << ReadFile(ServerProcess::Runfile("agent/profiles.textproto"))
+                             << "\nprofile { name: \"never\" allocator: \"glibc\" "
+                                "expect_mapped: \"libnever-mapped\" }\n";
+    ServerProcess::Options o;
+    o.binary = ServerProcess::Runfile("agent/rsslab_agent");
+    o.args = {"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("agent-logs"),
+              "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
+              "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")),
+              "--profiles=" + profiles_,
+              "--allow_command=shop=" + ServerProcess::Runfile("tests/anysvc/shop_service.py"),
+              // Repeated flag, the template with a space: both survive.
+              "--allow_command_args=shop=--port={port} --threads={threads} --hold_kb=4",
+              "--allow_command_ready=shop=shop ready ",
+              "--allow_command=other=/bin/true",
+              "--allow_command_args=other=--port={port}",
+              "--allow_command_ready=other=never printed"};
+    o.ready_prefix = "rsslab_agent ready ";
+    auto a = ServerProcess::Start(o);
+    ASSERT_TRUE(a.ok()) << a.status();
+    agent_ = *std::move(a);
+    address_ = agent_->Field("listen");
+    stub_ = v1::Agent::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  }
+
+  static std::string DirOf(const std::string& p) { return p.substr(0, p.rfind('/')); }
+
+  grpc::Status Launch(const std::string& profile, const std::string& command,
+                      v1::ServerProcess* out, const std::string& handler = "") {
+    v1::LaunchRequest req;
+    req.set_profile(profile);
+    req.set_threads(2);
+    req.set_command(command);
+    req.set_handler(handler);
+    v1::LaunchResponse resp;
+    grpc::ClientContext cc;
+    cc.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(90));
+    grpc::Status s = stub_->Launch(&cc, req, &resp);
+    *out = resp.server();
+    return s;
+  }
+  grpc::Status Stop(const std::string& id, v1::ServerProcess* out) {
+    v1::StopRequest req;
+    req.set_id(id);
+    v1::StopResponse resp;
+    grpc::ClientContext cc;
+    grpc::Status s = stub_->Stop(&cc, req, &resp);
+    *out = resp.server();
+    return s;
+  }
+
+  std::string profiles_;
+  std::unique_ptr<ServerProcess> agent_;
+  std::string address_;
+  std::unique_ptr<v1::Agent::Stub> stub_;
+};
+
+TEST_F(AgentWithShop, LaunchesTheServiceUnderEachProfileVerified) {
+  for (const std::string profile : {"glibc-arena2", "jemalloc"}) {
+    v1::ServerProcess s;
+    grpc::Status st = Launch(profile, "shop", &s);
+    ASSERT_TRUE(st.ok()) << profile << ": " << st.error_message();
+    EXPECT_EQ(s.command(), "shop");
+    EXPECT_EQ(s.profile(), profile);
+    EXPECT_TRUE(s.control_address().empty());  // the service runs no Control
+    ASSERT_FALSE(s.data_address().empty());
+    if (profile == "jemalloc") {
+      EXPECT_THAT(s.mapped_library(), HasSubstr("libjemalloc"));
+    } else {
+      bool arena = false;
+      for (const auto& e : s.verified_env()) {
+        arena |= e.name() == "MALLOC_ARENA_MAX" && e.value() == "2";
+      }
+      EXPECT_TRUE(arena);
+    }
+    // It serves: the loadgen calls it at the address the agent reports.
+    auto r = ServerProcess::Run(
+        Loadgen(), {"--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"),
+                    "--call=shop.v1.Cart/Add", std::string("--data=") + kData,
+                    "--target=" + s.data_address(), "--requests=200", "--concurrency=4",
+                    "--channels=2", "--out=" + Tmp("direct-" + profile), "--progress=none"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    // From outside: /proc/PID read by the agent.
+    v1::ProcSnapshotRequest req;
+    req.set_id(s.id());
+    v1::Snapshot snap;
+    grpc::ClientContext cc;
+    ASSERT_TRUE(stub_->ProcSnapshot(&cc, req, &snap).ok());
+    EXPECT_EQ(snap.taken_from(), "proc");
+    EXPECT_EQ(snap.pid(), s.pid());
+    EXPECT_GT(snap.status().rss_bytes(), 5 << 20);  // a Python process holding 200 x 4 KiB
+    EXPECT_EQ(snap.allocator(), profile == "jemalloc" ? "jemalloc" : "glibc");
+    v1::ServerProcess stopped;
+    ASSERT_TRUE(Stop(s.id(), &stopped).ok());
+    EXPECT_EQ(stopped.exit_code(), 0);  // the service's own SIGTERM handling
+  }
+}
+
+TEST_F(AgentWithShop, RefusesWhatItWasNotGiven) {
+  v1::ServerProcess s;
+  grpc::Status st = Launch("jemalloc", "/usr/bin/python3", &s);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(st.error_message(), HasSubstr("--allow_command: other, shop"));
+  st = Launch("jemalloc", "shop", &s, "web_worker");
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // The allocator did not load: refused, naming the profile; killed.
+  st = Launch("never", "shop", &s);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st.error_message();
+  EXPECT_THAT(st.error_message(), HasSubstr("profile 'never' did not take effect"));
+  // A program that exits at once.
+  st = Launch("glibc", "other", &s);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED) << st.error_message();
+}
+
+TEST_F(AgentWithShop, SweepOverTheServiceMergesIntoACompleteTable) {
+  const std::string out = Tmp("sweep");
+  auto r = ServerProcess::Run(
+      Loadgen(),
+      {"--builtin=sweep", "--command=shop", "--agent=" + address_,
+       "--profiles=glibc-arena2,jemalloc", "--threads_list=2", "--repeats=1", "--scale=0.005",
+       "--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"), "--call=shop.v1.Cart/Add",
+       std::string("--data=") + kData, "--concurrency=4", "--channels=2", "--out=" + out,
+       "--progress=lines"},
+      {}, absl::Seconds(300));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr("set_phase steps only label the records; snapshot steps read "
+                               "/proc/PID from outside; the load and wait steps run"));
+  // Both cells, each with memory read from outside after fill and shrink.
+  int cells = 0, proc_snapshots = 0;
+  for (const auto& e : Events(out)) {
+    if (e.has_cell_result()) {
+      ++cells;
+      EXPECT_TRUE(e.cell_result().ok()) << e.cell_result().ShortDebugString();
+      EXPECT_EQ(e.cell_result().server().command(), "shop");
+    }
+    if (e.has_snapshot() && e.snapshot().taken_from() == "proc") ++proc_snapshots;
+  }
+  EXPECT_EQ(cells, 2);
+  EXPECT_GE(proc_snapshots, 2 * 3);  // after_fill, after_shrink, after_idle per cell
+  auto m = ServerProcess::Run(Loadgen(), {"merge", "--out=" + Tmp("merged"), out});
+  EXPECT_EQ(m.exit_code, 0) << m.out << m.err;
+  EXPECT_THAT(m.out, HasSubstr("2 of 2 cells ok"));
+  EXPECT_THAT(m.out, HasSubstr("glibc-arena2"));
+  EXPECT_THAT(m.out, HasSubstr("jemalloc"));
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace rsslab

@@ -1,0 +1,215 @@
+// rsslab_loadgen against a user's own grpcio service (tests/anysvc/
+// shop_service.py, its own shop.proto: a nested message, repeated fields, an
+// enum), through --proto/--call/--data templates. Real parts: the service
+// is a real Python process on a loopback port, the loadgen the real binary.
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/struct.pb.h"
+#include "google/protobuf/util/json_util.h"
+#include "gtest/gtest.h"
+#include "tests/loadgen_it/loadgen_testing.h"
+#include "tests/server_process.h"
+
+namespace rsslab {
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Every field kind the template reaches: {{seq}} bare and inside strings,
+// random ints and strings, an enum by name, a nested message, repeated
+// strings and repeated messages. shop_service.py checks each request.
+constexpr char kData[] =
+    R"({"id": {{seq}}, "customer": "user-{{seq}}-{{rand_str 6}}",
+        "item": {"sku": "S{{rand_int 1 99}}", "qty": {{rand_int 1 9}}, "kind": "TOY"},
+        "tags": ["fixed", "t{{seq}}"], "extra": [{"sku": "e"}, {"sku": "f", "kind": "BOOK"}]})";
+
+class Shop {
+ public:
+  explicit Shop(const std::string& name) : stats_(Tmp(name + ".stats.json")) {
+    ServerProcess::Options o;
+    o.binary = "/usr/bin/python3";
+    o.args = {ServerProcess::Runfile("tests/anysvc/shop_service.py"), "--port=0",
+              "--stats_file=" + stats_};
+    o.ready_prefix = "shop ready ";
+    auto s = ServerProcess::Start(o);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (s.ok()) server_ = *std::move(s);
+  }
+  std::string address() const { return server_ ? server_->Field("data") : ""; }
+  // Stops the service (SIGTERM: it writes its counts) and reads them.
+  google::protobuf::Struct Stats() {
+    EXPECT_EQ(server_->Stop(SIGTERM), 0);
+    google::protobuf::Struct st;
+    EXPECT_TRUE(google::protobuf::util::JsonStringToMessage(ReadFile(stats_), &st).ok())
+        << ReadFile(stats_);
+    return st;
+  }
+
+ private:
+  std::string stats_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+double Num(const google::protobuf::Struct& s, const std::string& k) {
+  auto it = s.fields().find(k);
+  return it == s.fields().end() ? -1 : it->second.number_value();
+}
+
+std::vector<std::string> CallArgs(const std::string& target, const std::string& out,
+                                  std::vector<std::string> extra) {
+  std::vector<std::string> a = {"--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"),
+                                "--target=" + target, "--out=" + out, "--progress=lines"};
+  a.insert(a.end(), extra.begin(), extra.end());
+  return a;
+}
+
+// The run's first load summary (a copy: the events are read afresh).
+std::optional<rsslab::v1::LoadSummary> LoadOf(const std::vector<rsslab::v1::Event>& events) {
+  for (const auto& e : events) {
+    if (e.has_load()) return e.load();
+  }
+  return std::nullopt;
+}
+
+TEST(AnyServiceTest, EveryRequestArrivesWithItsOwnSequenceNumber) {
+  Shop shop("seq");
+  ASSERT_FALSE(shop.address().empty());
+  const std::string out = Tmp("seq-run");
+  auto r = ServerProcess::Run(
+      Loadgen(), CallArgs(shop.address(), out,
+                          {"--call=shop.v1.Cart/Add", std::string("--data=") + kData,
+                           "--requests=3000", "--warmup_requests=100", "--concurrency=16",
+                           "--channels=4", "--metadata=x-team:blue", "--metadata=x-env:a,b"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const google::protobuf::Struct st = shop.Stats();
+  // Warm-up and measured requests all reach the service, each once.
+  EXPECT_EQ(Num(st, "count"), 3100);
+  EXPECT_EQ(Num(st, "distinct"), 3100);
+  EXPECT_EQ(Num(st, "duplicates"), 0);
+  EXPECT_EQ(Num(st, "min_id"), 0);
+  EXPECT_EQ(Num(st, "max_id"), 3099);
+  EXPECT_EQ(Num(st, "well_formed"), 3100);  // nested, enum, repeated as templated
+  // Both --metadata occurrences, the comma inside a value kept.
+  const auto& md = st.fields().at("metadata").struct_value().fields();
+  EXPECT_EQ(md.count("x-team=blue"), 1u);
+  EXPECT_EQ(md.count("x-env=a,b"), 1u);
+  if (md.count("x-team=blue") != 0) {
+    EXPECT_EQ(md.at("x-team=blue").number_value(), 3100);
+  }
+  const auto load = LoadOf(Events(out));
+  ASSERT_TRUE(load.has_value());
+  EXPECT_EQ(load->call(), "shop.v1.Cart/Add");
+  EXPECT_EQ(load->requests_ok(), 3000u);
+  EXPECT_EQ(load->requests_failed(), 0u);
+  EXPECT_EQ(load->status_counts().at("OK"), 3000u);
+  EXPECT_GT(load->request_bytes(), 3000u * 40);
+  EXPECT_GT(load->response_bytes(), 3000u * 4);  // a Receipt: id + "ok"
+  EXPECT_EQ(load->latency().count(), 3000u);
+}
+
+TEST(AnyServiceTest, OpenLoopAndDataFileCycle) {
+  Shop shop("open");
+  ASSERT_FALSE(shop.address().empty());
+  const std::string file = Tmp("orders.jsonl");
+  std::ofstream(file) << "{\"id\": {{seq}}, \"customer\": \"a\"}\n\n{\"id\": {{seq}}, \"customer\": \"b\"}\n";
+  auto r = ServerProcess::Run(
+      Loadgen(), CallArgs(shop.address(), Tmp("open-run"),
+                          {"--call=shop.v1.Cart/Add", "--data_file=" + file, "--rate=400",
+                           "--duration=1s"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const google::protobuf::Struct st = shop.Stats();
+  EXPECT_GT(Num(st, "count"), 300);
+  EXPECT_EQ(Num(st, "duplicates"), 0);
+  const auto load = LoadOf(Events(Tmp("open-run")));
+  ASSERT_TRUE(load.has_value());
+  EXPECT_EQ(load->mode(), "open");
+}
+
+TEST(AnyServiceTest, WrongFieldIsAUsageErrorBeforeAnythingIsSent) {
+  Shop shop("wrong");
+  ASSERT_FALSE(shop.address().empty());
+  const std::string out = Tmp("wrong-run");
+  for (const std::string data :
+       {R"({"id": {{seq}}, "custmer": "x"})", R"({"item": {"qty": "many"}})",
+        R"({"item": {"kind": "GAME"}})", R"({"customer": {{seq}}})"}) {
+    auto r = ServerProcess::Run(Loadgen(),
+                                CallArgs(shop.address(), out,
+                                         {"--call=shop.v1.Cart/Add", "--data=" + data,
+                                          "--requests=10"}));
+    EXPECT_EQ(r.exit_code, 2) << data << "\n" << r.err;
+    EXPECT_THAT(r.err, ::testing::AnyOf(HasSubstr("custmer"), HasSubstr("qty"), HasSubstr("GAME"),
+                                      HasSubstr("field customer")))
+        << r.err;
+  }
+  auto r = ServerProcess::Run(Loadgen(), CallArgs(shop.address(), out,
+                                                  {"--call=shop.v1.Cart/Remove", "--requests=10"}));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("has no method Remove (methods: Add, Refund)"));
+  EXPECT_EQ(Num(shop.Stats(), "count"), 0);  // nothing reached the service
+  EXPECT_NE(access(out.c_str(), F_OK), 0);     // nor was a run directory made
+}
+
+TEST(AnyServiceTest, UnimplementedMethodCountsAsErrors) {
+  Shop shop("unimpl");
+  ASSERT_FALSE(shop.address().empty());
+  const std::string out = Tmp("unimpl-run");
+  auto r = ServerProcess::Run(
+      Loadgen(), CallArgs(shop.address(), out,
+                          {"--call=shop.v1.Cart/Refund", "--data={\"id\": {{seq}}}",
+                           "--requests=50", "--concurrency=1", "--channels=1",
+                           "--max_errors=100"}));
+  const auto load = LoadOf(Events(out));
+  ASSERT_TRUE(load.has_value()) << r.err;
+  EXPECT_EQ(load->requests_ok(), 0u);
+  EXPECT_EQ(load->requests_failed(), 50u);
+  EXPECT_EQ(load->status_counts().at("UNIMPLEMENTED"), 50u);
+  EXPECT_EQ(load->status_counts().count("OK"), 0u);
+  // Under --max_errors the step itself completes; without it the run fails.
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto strict = ServerProcess::Run(
+      Loadgen(), CallArgs(shop.address(), Tmp("unimpl-strict"),
+                          {"--call=shop.v1.Cart/Refund", "--requests=10"}));
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_THAT(strict.err, HasSubstr("UNIMPLEMENTED"));
+}
+
+TEST(AnyServiceTest, WithoutControlSkipsPhaseStepsOnce) {
+  Shop shop("phases");
+  ASSERT_FALSE(shop.address().empty());
+  const std::string scenario = Tmp("mixed.txtpb");
+  // Two calls in one scenario, and steps that need a Control service.
+  std::ofstream(scenario) << R"(
+name: "mixed"
+step { set_phase { phase: "fill" } }
+step { name: "write" load { requests: 200 call: "shop.v1.Cart/Add" data: "{\"id\": {{seq}}}" } }
+step { snapshot {} }
+step { repeat { times: 2 step { wait { seconds: 0.1 } } step { trim {} } } }
+step { name: "read" load { requests: 100 call: "shop.v1.Cart/Add" data: "{\"customer\": \"r{{seq}}\"}" } }
+)";
+  const std::string out = Tmp("phases-run");
+  auto r = ServerProcess::Run(Loadgen(), CallArgs(shop.address(), out,
+                                                  {"--scenario=" + scenario}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string line =
+      "no --control (the service runs no rsslab Control): set_phase steps only label the "
+      "records; skipping the snapshot and trim steps; the load and wait steps run";
+  EXPECT_THAT(r.err, HasSubstr(line));
+  EXPECT_EQ(r.err.find(line), r.err.rfind(line)) << "said more than once:\n" << r.err;
+  EXPECT_EQ(Num(shop.Stats(), "count"), 300);
+  int loads = 0;
+  for (const auto& e : Events(out)) loads += e.has_load() ? 1 : 0;
+  EXPECT_EQ(loads, 2);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace rsslab

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""A user's own grpcio service for //tests/anysvc (nothing of rsslab in it).
+
+Serves shop.v1.Cart/Add from tests/anysvc/shop.proto (stubs generated at
+start with /usr/bin/protoc and grpc_python_plugin), counts every request
+and what it carried, and on SIGTERM writes the counts as JSON to
+--stats_file, then exits 0.
+
+  shop_service.py --port=0 --threads=4 --stats_file=/tmp/stats.json
+
+Prints `shop ready data=127.0.0.1:PORT pid=PID` once it serves.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _stubs():
+    out = tempfile.mkdtemp(prefix="shop-stubs-")
+    subprocess.run(["/usr/bin/protoc", "-I", HERE, "--python_out=" + out, "--grpc_out=" + out,
+                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin",
+                    os.path.join(HERE, "shop.proto")], check=True)
+    sys.path.insert(0, out)
+
+
+_stubs()
+import grpc  # noqa: E402
+import shop_pb2  # noqa: E402
+import shop_pb2_grpc  # noqa: E402
+
+
+class Cart(shop_pb2_grpc.CartServicer):
+    """Add counts; Refund is left to the generated base (UNIMPLEMENTED)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.count = 0
+        self.ids = set()
+        self.duplicates = 0
+        self.well_formed = 0  # nested item, enum, repeated fields as sent
+        self.metadata = {}
+        self.hold = []  # --hold_kb: memory the service keeps per request
+
+    def Add(self, request, context):
+        ok = (request.item.kind == shop_pb2.TOY and request.item.sku.startswith("S")
+              and 1 <= request.item.qty <= 9 and list(request.tags[:1]) == ["fixed"]
+              and len(request.tags) == 2 and request.tags[1] == "t%d" % request.id
+              and len(request.extra) == 2 and request.extra[1].kind == shop_pb2.BOOK
+              and request.customer.startswith("user-%d-" % request.id)
+              and len(request.customer) == len("user-%d-" % request.id) + 6)
+        with self.lock:
+            self.count += 1
+            if request.id in self.ids:
+                self.duplicates += 1
+            self.ids.add(request.id)
+            self.well_formed += 1 if ok else 0
+            for k, v in context.invocation_metadata():
+                if k.startswith("x-"):
+                    self.metadata["%s=%s" % (k, v)] = self.metadata.get("%s=%s" % (k, v), 0) + 1
+            if ARGS.hold_kb:
+                self.hold.append(bytearray(ARGS.hold_kb * 1024))
+        return shop_pb2.Receipt(id=request.id, note="ok")
+
+    def stats(self):
+        with self.lock:
+            return {"count": self.count, "distinct": len(self.ids), "duplicates": self.duplicates,
+                    "min_id": min(self.ids) if self.ids else -1,
+                    "max_id": max(self.ids) if self.ids else -1,
+                    "well_formed": self.well_formed, "metadata": self.metadata}
+
+
+def main():
+    server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=ARGS.threads))
+    cart = Cart()
+    shop_pb2_grpc.add_CartServicer_to_server(cart, server)
+    port = server.add_insecure_port("127.0.0.1:%d" % ARGS.port)
+    server.start()
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    print("shop ready data=127.0.0.1:%d pid=%d" % (port, os.getpid()), flush=True)
+    done.wait()
+    server.stop(grace=1).wait()
+    if ARGS.stats_file:
+        with open(ARGS.stats_file + ".tmp", "w") as f:
+            json.dump(cart.stats(), f)
+        os.rename(ARGS.stats_file + ".tmp", ARGS.stats_file)
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--threads", type=int, default=4)
+    p.add_argument("--stats_file", default="")
+    p.add_argument("--hold_kb", type=int, default=0)
+    ARGS = p.parse_args()
+    main()
