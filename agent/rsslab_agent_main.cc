@@ -97,7 +97,7 @@ void CheckNumbers() {
 }
 
 // The one server binary this agent launches, and its profiles.
-void ServerAndProfiles(AgentService::Options* o_out) {
+void ServerAndProfiles(int argc, char** argv, AgentService::Options* o_out) {
   AgentService::Options& o = *o_out;
   if (absl::GetFlag(FLAGS_server_binary).empty()) Die("--server_binary is required");
   o.server_binary = RealPath(absl::GetFlag(FLAGS_server_binary));
@@ -247,7 +247,7 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Security> security = Security::FromFlags();
   if (!security.ok()) Die(std::string(security.status().message()));
   AgentService::Options o;
-  ServerAndProfiles(&o);
+  ServerAndProfiles(argc, argv, &o);
   const std::string dirs = HandlerDirs(&o);
   LogDir(&o);
   o.max_servers = absl::GetFlag(FLAGS_max_servers);

@@ -11,6 +11,7 @@
 #ifndef RSSLAB_COMMON_PHASE_H_
 #define RSSLAB_COMMON_PHASE_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -22,6 +23,13 @@ namespace rsslab {
 // Seed 000's cycle, in order.
 inline constexpr v1::Phase kCyclePhases[] = {v1::PHASE_FILL, v1::PHASE_SHRINK, v1::PHASE_IDLE,
                                              v1::PHASE_TRIM};
+
+// The cache limit SetPhase gives fill and shrink when the request names
+// none: seed 000's 100 MB cache for fill, 10 MB for shrink. Part of the
+// phases' contract, so every Control backend (the server, the Python
+// package) uses the same.
+inline constexpr int64_t kDefaultFillCacheBytes = int64_t{100} << 20;
+inline constexpr int64_t kDefaultShrinkCacheBytes = int64_t{10} << 20;
 
 // "fill" for PHASE_FILL; "" for PHASE_UNSPECIFIED and unknown values.
 std::string PhaseName(v1::Phase phase);

@@ -1,6 +1,5 @@
 // Checked unit conversions for every MiB / ms / count flag and RPC field,
-// defined once. (The cache-limit defaults are the server's:
-// server/cache/defaults.h.)
+// defined once. (The phases' default cache limits: common/phase.h.)
 //
 // Every conversion checks the value against an allowed range *before*
 // multiplying, so a huge value can never wrap into a small or negative one

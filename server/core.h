@@ -30,7 +30,7 @@
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
 #include "common/units.h"
-#include "server/cache/defaults.h"
+#include "common/phase.h"
 #include "control/service/control_backend.h"
 #include "memory/trim/auto_trim.h"
 #include "common/metrics/latency_histogram.h"

@@ -38,7 +38,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "common/units.h"
-#include "server/cache/defaults.h"
+#include "common/phase.h"
 #include "server/python/error_log.h"
 #include "server/python/knobs.h"
 #include "server/python/py_cache.h"
