@@ -245,6 +245,8 @@ OTHER_TOOLS_FLAGS = {
     "systemctl": {"no"},  # --no-block
     "valgrind": {"tool"},
     "hdrive.py, the driver printed in docs/HANDLERS.md's appendix": {"preload", "server", "steps"},
+    "python3 -m venv": {"system"},  # --system-site-packages
+    "a flag docs/LOADGEN.md says rsslab leaves out (no reflection client)": {"reflect"},
     "any program": {"help"},
     "a placeholder in prose": {"flag"},
 }
