@@ -7,6 +7,34 @@ namespace rsslab {
 
 namespace {
 
+// Length of the valid UTF-8 sequence starting at s[i] (within the first n
+// bytes), or 0: stray continuation bytes, overlongs, surrogates and cut
+// sequences are not text, and a status message must stay valid UTF-8.
+size_t Utf8SequenceAt(absl::string_view s, size_t i, size_t n) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) {
+    len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    len = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    len = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (i + len > n) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    const unsigned char b = static_cast<unsigned char>(s[i + k]);
+    if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
+  }
+  return len;
+}
+
 std::string EchoImpl(absl::string_view s, size_t max_bytes, bool keep_lf) {
   std::string out;
   const size_t n = s.size() < max_bytes ? s.size() : max_bytes;
@@ -23,6 +51,14 @@ std::string EchoImpl(absl::string_view s, size_t max_bytes, bool keep_lf) {
       out.append("\\\\");
     } else if (c < 0x20 || c == 0x7F) {
       absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else if (c >= 0x80) {
+      const size_t len = Utf8SequenceAt(s, i, n);
+      if (len == 0) {
+        absl::StrAppendFormat(&out, "\\x%02x", c);
+      } else {
+        out.append(s.data() + i, len);
+        i += len - 1;
+      }
     } else {
       out.push_back(static_cast<char>(c));
     }

@@ -23,8 +23,9 @@ namespace rsslab {
 inline constexpr size_t kEchoMaxBytes = 256;
 
 // Bytes below 0x20 and 0x7F as \n, \r, \t or \xNN, and a backslash as \\ (so
-// the escaped text cannot be read as something else); other bytes (UTF-8
-// included) as they are. At most `max_bytes` of the input are shown; a
+// the escaped text cannot be read as something else); bytes that are not
+// valid UTF-8 as \xNN too; valid UTF-8 and printable ASCII as they are.
+// At most `max_bytes` of the input are shown; a
 // longer input ends in "... (N bytes)".
 std::string Echo(absl::string_view s, size_t max_bytes = kEchoMaxBytes);
 

@@ -22,6 +22,14 @@ TEST(Echo, CapsLengthAndSaysHowLongItWas) {
   EXPECT_EQ(Echo("abcd", 4), "abcd");
 }
 
+TEST(Echo, InvalidUtf8IsEscapedValidUtf8Kept) {
+  EXPECT_EQ(Echo("\xff\xfe"), "\\xff\\xfe");
+  EXPECT_EQ(Echo("caf\xc3\xa9"), "caf\xc3\xa9");           // é stays
+  EXPECT_EQ(Echo("\xc0\x80"), "\\xc0\\x80");             // overlong NUL
+  EXPECT_EQ(Echo("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
+  EXPECT_EQ(Echo("\xe2\x82\xac", 2), "\\xe2\\x82... (3 bytes)");  // cut mid-sequence
+}
+
 TEST(Echo, MultilineKeepsLineFeedsOnly) {
   EXPECT_EQ(EchoMultiline("Traceback:\n  x\r\x1b]0;t\x07\n", 100),
             "Traceback:\n  x\\r\\x1b]0;t\\x07\n");
