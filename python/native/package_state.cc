@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "memory/alloc/alloc.h"
 #include "memory/snapshot/process_snapshot.h"
+#include "python/native/gil_runner.h"
 
 namespace py11 = pybind11;
 
@@ -52,7 +53,19 @@ PackageState& State() {
   return *s;
 }
 
-PackageState::PackageState() : start_(absl::Now()), trimmer_(&threads_, absl::Seconds(10)) {}
+// mimalloc: each worker's heap is measured right before and after its
+// release (WorkerTrim.before/after: committed against used bytes), which
+// shows what a release cannot return (docs/PACKAGE.md, "What stays").
+PackageState::PackageState()
+    : start_(absl::Now()),
+      trimmer_(&threads_, absl::Seconds(10),
+               /*thread_stats=*/alloc::Allocator::Get().name() == "mimalloc") {}
+
+void PackageState::ObserveRequest(absl::Duration handler_time, bool error) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  if (error) errors_.fetch_add(1, std::memory_order_relaxed);
+  handler_latency_.Observe(handler_time);
+}
 
 rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
                                              const std::string& trigger) {
@@ -72,8 +85,9 @@ void PackageState::SetSnapshotHook(PyObject* hook) {
   snapshot_hook_ = hook;
 }
 
-void PackageState::FillPythonPart(bool gc, rsslab::v1::Snapshot* out) {
-  WithGil([&] {
+bool PackageState::FillPythonPart(bool gc, absl::Duration deadline, rsslab::v1::Snapshot* out,
+                                  std::string* why) {
+  return Gil().RunWithin([&] {
     if (snapshot_hook_ == nullptr) return;
     try {
       py11::object r = py11::reinterpret_borrow<py11::object>(snapshot_hook_)(gc);
@@ -115,17 +129,30 @@ void PackageState::FillPythonPart(bool gc, rsslab::v1::Snapshot* out) {
     } catch (py11::cast_error& e) {
       std::fprintf(stderr, "rsslab: the snapshot's Python part: %s\n", e.what());
     }
-  });
+  }, deadline, why);
 }
 
-void PackageState::TakeSnapshot(bool gc, bool detail, rsslab::v1::Snapshot* out) {
-  FillPythonPart(gc, out);  // first: a gc.collect() changes the rest
+void PackageState::TakeSnapshot(const ControlSnapshotOptions& options,
+                                rsslab::v1::Snapshot* out) {
+  // First: a gc.collect() changes the rest.
+  std::string why;
+  if (options.python && FillPythonPart(options.gc, options.python_deadline, out, &why)) {
+    absl::MutexLock l(&seen_mu_);
+    if (!out->phase().empty()) seen_phase_ = out->phase();
+    seen_workers_ = out->workers();
+  } else {
+    if (options.python) out->mutable_python()->set_unavailable(why);
+    absl::MutexLock l(&seen_mu_);
+    out->set_phase(seen_phase_);
+    *out->mutable_workers() = seen_workers_;
+  }
   const absl::Time t0 = absl::Now();
   ProcessSnapshotOptions o;
-  o.detail = detail;
+  o.detail = options.detail;
   FillProcessSnapshot(o, out);
   out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
   out->set_requests_served(requests());
+  out->set_handler_errors(handler_errors());
   FillTrimHistory(trimmer_, out);
   {
     absl::MutexLock l(&auto_mu_);
