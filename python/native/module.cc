@@ -112,7 +112,19 @@ py11::dict Release(int mode, double timeout_s, const std::string& trigger) {
     py11::gil_scoped_release nogil;
     r = State().Release(ModeFromInt(mode), absl::Seconds(timeout_s), trigger);
   }
-  return MessageToDict(r);
+  py11::dict d = MessageToDict(r);
+  const alloc::FreeBlockPurge p = State().last_purge();
+  py11::dict purge;
+  purge["ran"] = p.ran;
+  purge["note"] = p.note;
+  purge["pages"] = p.pages;
+  purge["freeBlocks"] = p.free_blocks;
+  purge["ranges"] = p.ranges;
+  purge["bytes"] = p.bytes;
+  purge["failed"] = p.failed;
+  purge["longestUs"] = p.duration_us;
+  d["freeBlockPurge"] = purge;
+  return d;
 }
 
 py11::dict Snapshot(bool gc, bool detail) {

@@ -61,6 +61,11 @@ PackageState::PackageState()
       trimmer_(&threads_, absl::Seconds(10),
                /*thread_stats=*/alloc::Allocator::Get().name() == "mimalloc") {}
 
+alloc::FreeBlockPurge PackageState::last_purge() {
+  absl::MutexLock l(&purge_mu_);
+  return last_purge_;
+}
+
 void PackageState::ObserveRequest(absl::Duration handler_time, bool error) {
   requests_.fetch_add(1, std::memory_order_relaxed);
   if (error) errors_.fetch_add(1, std::memory_order_relaxed);
@@ -69,9 +74,40 @@ void PackageState::ObserveRequest(absl::Duration handler_time, bool error) {
 
 rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
                                              const std::string& trigger) {
+  // mimalloc 2.0.x returns a page only with its last live block; the
+  // purge returns the pages inside its free blocks, on each tracked thread
+  // right after that thread's collect (free_block_purge.h).
+  struct Sum {
+    absl::Mutex mu;
+    alloc::FreeBlockPurge total ABSL_GUARDED_BY(mu);
+  };
+  auto sum = std::make_shared<Sum>();
+  const bool purge = alloc::Allocator::Get().name() == "mimalloc" &&
+                     mode != rsslab::v1::TRIM_GLOBAL_ONLY;
+  if (purge) {
+    threads_.ArmNextPass([sum] {
+      const alloc::FreeBlockPurge p = alloc::PurgeFreeBlocksThisThread();
+      absl::MutexLock l(&sum->mu);
+      alloc::FreeBlockPurge& t = sum->total;
+      t.ran = t.ran || p.ran;
+      if (!p.ran) t.note = p.note;
+      t.pages += p.pages;
+      t.free_blocks += p.free_blocks;
+      t.ranges += p.ranges;
+      t.bytes += p.bytes;
+      t.failed += p.failed;
+      t.duration_us = std::max(t.duration_us, p.duration_us);  // the longest thread's
+    });
+  }
   TrackedThreads::SetCallTimeout(timeout);
   rsslab::v1::TrimResult r = trimmer_.Run(mode, trigger);
   TrackedThreads::SetCallTimeout(absl::InfiniteDuration());
+  threads_.ArmNextPass(nullptr);  // unused when no pass ran
+  if (purge) {
+    absl::MutexLock l(&sum->mu);
+    absl::MutexLock pl(&purge_mu_);
+    last_purge_ = sum->total;
+  }
   if (trigger.rfind("auto", 0) != 0) {
     absl::MutexLock l(&auto_mu_);
     if (auto_trim_) auto_trim_->NoteTrim(absl::Now());

@@ -25,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/metrics/latency_histogram.h"
+#include "memory/alloc/free_block_purge.h"
 #include "control/service/control_backend.h"
 #include "memory/trim/auto_trim.h"
 #include "memory/trim/trimmer.h"
@@ -52,6 +53,10 @@ class PackageState {
 
   void CountRequests(uint64_t n) { requests_.fetch_add(n, std::memory_order_relaxed); }
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+  // The free-block purge of the last release (mimalloc 2.0.x: on each
+  // tracked thread after its collect; free_block_purge.h), summed.
+  alloc::FreeBlockPurge last_purge();
+
   // One request the interceptor timed (its handler's time, queueing
   // excluded): counted, and in the latency histogram /metrics serves.
   void ObserveRequest(absl::Duration handler_time, bool error);
@@ -84,6 +89,8 @@ class PackageState {
   Trimmer trimmer_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> errors_{0};
+  absl::Mutex purge_mu_;
+  alloc::FreeBlockPurge last_purge_ ABSL_GUARDED_BY(purge_mu_);
   metrics::LatencyHistogram handler_latency_;
   // The Python part's last phase and worker figures, for snapshots taken
   // without Python (/metrics never waits for the GIL).
