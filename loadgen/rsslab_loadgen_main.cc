@@ -545,7 +545,7 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   if (auto s = rsslab::CheckResumeIdentity(
           before->front().header(),
           {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target),
-           rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call),
+           rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls),
            RecordedAgent(inv)});
       !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
@@ -601,7 +601,7 @@ rsslab::v1::Event Header(const Invocation& inv) {
   for (const auto& a : inv.argv) h->add_argv(a);
   h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
   h->set_target(absl::GetFlag(FLAGS_target));
-  h->set_control(rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call));
+  h->set_control(rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls));
   h->set_loadgen_version("rsslab_loadgen 0.1");
   h->set_hostname(Hostname());
   *h->mutable_flags() = inv.flags;
@@ -767,7 +767,7 @@ struct Outcome {
 rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, Metrics* metrics) {
   rsslab::Runner::Options ro;
   ro.target = absl::GetFlag(FLAGS_target);
-  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call);
+  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls);
   ro.calls = inv.calls.set.get();
   ro.metadata = inv.calls.metadata;
   ro.flags = inv.flags;
