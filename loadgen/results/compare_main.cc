@@ -96,6 +96,56 @@ bool Plot(const CompareResult& r, const std::string& png) {
 
 }  // namespace
 
+namespace {
+
+// Every flag checked before anything is read; a usage error names the flag.
+absl::StatusOr<CompareOptions> OptionsFromFlags(const std::vector<std::string>& argv) {
+  // A plot that cannot be written is a usage error before anything is read.
+  const std::string png = absl::GetFlag(FLAGS_plot);
+  if (!png.empty()) {
+    const size_t slash = png.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : png.substr(0, slash == 0 ? 1 : slash);
+    if (access(dir.c_str(), W_OK | X_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--plot=", Echo(png), ": cannot write into ",
+                                                     Echo(dir), ": ", strerror(errno),
+                                                     " (--plot= writes no plot)"));
+    }
+  }
+  CompareOptions o;
+  o.alpha = absl::GetFlag(FLAGS_alpha);
+  if (!(o.alpha > 0 && o.alpha < 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--alpha=%g: use a level between 0 and 1, e.g. 0.05", o.alpha));
+  }
+  o.force = absl::GetFlag(FLAGS_force);
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "text" && format != "md") {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--format=%s: use text or md (or --json)", format));
+  }
+  if (absl::GetFlag(FLAGS_json) && format == "md") {
+    return absl::InvalidArgumentError("--json and --format=md are alternatives; set one");
+  }
+  for (const std::string& spec : FailIfSpecs(argv)) {
+    absl::StatusOr<Threshold> t = ParseThreshold(spec);
+    if (!t.ok()) return t.status();
+    o.thresholds.push_back(*t);
+  }
+  return o;
+}
+
+void PrintRefusals(const CompareResult& r) {
+  for (const PairResult& p : r.pairs) {
+    if (p.refused.empty()) continue;
+    fprintf(stderr,
+            "rsslab_loadgen: compare: %s and %s are not comparable: %s (--force compares "
+            "them anyway, marked)\n",
+            p.base_label.c_str(), p.new_label.c_str(), p.refused.c_str());
+  }
+}
+
+}  // namespace
+
 int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::string>& argv) {
   if (dirs.size() != 2) {
     return Fail(absl::StrFormat(
@@ -103,54 +153,22 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
         "[--fail_if='rss_after_idle>+10%%'] [--format=md | --json] [--force]",
         dirs.size()));
   }
-  // A plot that cannot be written is a usage error before anything is read.
-  const std::string png = absl::GetFlag(FLAGS_plot);
-  if (!png.empty()) {
-    const size_t slash = png.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : png.substr(0, slash == 0 ? 1 : slash);
-    if (access(dir.c_str(), W_OK | X_OK) != 0) {
-      return Fail(absl::StrCat("--plot=", Echo(png), ": cannot write into ", Echo(dir), ": ",
-                               strerror(errno), " (--plot= writes no plot)"));
-    }
-  }
-  CompareOptions o;
-  o.alpha = absl::GetFlag(FLAGS_alpha);
-  if (!(o.alpha > 0 && o.alpha < 1)) {
-    return Fail(absl::StrFormat("--alpha=%g: use a level between 0 and 1, e.g. 0.05", o.alpha));
-  }
-  o.force = absl::GetFlag(FLAGS_force);
-  const std::string format = absl::GetFlag(FLAGS_format);
-  if (format != "text" && format != "md") {
-    return Fail(absl::StrFormat("--format=%s: use text or md (or --json)", format));
-  }
-  if (absl::GetFlag(FLAGS_json) && format == "md") {
-    return Fail("--json and --format=md are alternatives; set one");
-  }
-  for (const std::string& spec : FailIfSpecs(argv)) {
-    absl::StatusOr<Threshold> t = ParseThreshold(spec);
-    if (!t.ok()) return Fail(std::string(t.status().message()));
-    o.thresholds.push_back(*t);
-  }
+  absl::StatusOr<CompareOptions> o = OptionsFromFlags(argv);
+  if (!o.ok()) return Fail(std::string(o.status().message()));
   absl::StatusOr<CompareSide> base = LoadCompareSide(dirs[0]);
   if (!base.ok()) return Fail(std::string(base.status().message()));
   absl::StatusOr<CompareSide> neu = LoadCompareSide(dirs[1]);
   if (!neu.ok()) return Fail(std::string(neu.status().message()));
-  absl::StatusOr<CompareResult> r = Compare(*base, *neu, o);
+  absl::StatusOr<CompareResult> r = Compare(*base, *neu, *o);
   if (!r.ok()) return Fail(std::string(r.status().message()));
   if (r->Refused()) {
-    for (const PairResult& p : r->pairs) {
-      if (p.refused.empty()) continue;
-      fprintf(stderr,
-              "rsslab_loadgen: compare: %s and %s are not comparable: %s (--force compares "
-              "them anyway, marked)\n",
-              p.base_label.c_str(), p.new_label.c_str(), p.refused.c_str());
-    }
+    PrintRefusals(*r);
     return kExitUsage;
   }
   std::string out;
   if (absl::GetFlag(FLAGS_json)) {
     out = CompareJson(*r);
-  } else if (format == "md") {
+  } else if (absl::GetFlag(FLAGS_format) == "md") {
     out = CompareMarkdown(*r);
   } else {
     out = CompareText(*r);
@@ -161,8 +179,9 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
     fprintf(stderr,
             "rsslab_loadgen: compare: --fail_if=%s can never fire here: too few repeats for a "
             "significant change at alpha %g (see the note under each pair)\n",
-            spec.c_str(), o.alpha);
+            spec.c_str(), o->alpha);
   }
+  const std::string png = absl::GetFlag(FLAGS_plot);
   const bool plotted = png.empty() || Plot(*r, png);
   if (!r->crossings.empty()) return kExitCrossed;
   return plotted ? 0 : 1;

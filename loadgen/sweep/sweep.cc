@@ -46,6 +46,15 @@ struct AttemptResult {
   absl::Status log_error;   // events.jsonl could not be written
 };
 
+void NoteServerHost(const rsslab::v1::ServerProcess& server, rsslab::v1::HostInfo* h) {
+  h->set_hostname(server.host_name());
+  h->set_kernel(server.host_kernel());
+  h->set_cpu_model(server.host_cpu_model());
+  h->set_cpus(server.host_cpus());
+  h->set_mem_total_bytes(server.host_mem_total_bytes());
+  h->set_server_cpus(server.cpus_allowed());
+}
+
 // One attempt: launch on `host`, run the plan, stop, one cell_result.
 AttemptResult RunAttempt(CellHost& host, const SweepCell& cell, int attempt,
                          const std::string& head, const SweepOptions& options,
@@ -84,16 +93,8 @@ AttemptResult RunAttempt(CellHost& host, const SweepCell& cell, int attempt,
     return res;
   }
   const auto& server = *launched;
-  if (!server.host_name().empty()) {
-    // An agent's server: the agent says where it runs.
-    rsslab::v1::HostInfo* h = cr->mutable_host();
-    h->set_hostname(server.host_name());
-    h->set_kernel(server.host_kernel());
-    h->set_cpu_model(server.host_cpu_model());
-    h->set_cpus(server.host_cpus());
-    h->set_mem_total_bytes(server.host_mem_total_bytes());
-    h->set_server_cpus(server.cpus_allowed());
-  }
+  // An agent's server: the agent says where it runs.
+  if (!server.host_name().empty()) NoteServerHost(server, cr->mutable_host());
   progress(absl::StrFormat("server %s pid %d (%s) data=%s control=%s", server.id(), server.pid(),
                            server.mapped_library().empty() ? "glibc" : server.mapped_library(),
                            server.data_address(), server.control_address()));
