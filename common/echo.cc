@@ -69,6 +69,19 @@ std::string EchoImpl(absl::string_view s, size_t max_bytes, bool keep_lf) {
 
 }  // namespace
 
+bool IsValidUtf8(absl::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    const size_t len = Utf8SequenceAt(s, i, s.size());
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
 std::string Echo(absl::string_view s, size_t max_bytes) { return EchoImpl(s, max_bytes, false); }
 
 std::string EchoMultiline(absl::string_view s, size_t max_bytes) {

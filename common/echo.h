@@ -33,6 +33,11 @@ std::string Echo(absl::string_view s, size_t max_bytes = kEchoMaxBytes);
 // Python traceback, written as a block). CR, ESC and the rest are escaped.
 std::string EchoMultiline(absl::string_view s, size_t max_bytes);
 
+// Strict UTF-8: no stray continuation bytes, overlongs, surrogates, cut
+// sequences or code points past U+10FFFF (what CPython's decoder and
+// protobuf's string fields want).
+bool IsValidUtf8(absl::string_view s);
+
 }  // namespace rsslab
 
 #endif  // RSSLAB_COMMON_ECHO_H_

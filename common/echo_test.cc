@@ -30,6 +30,18 @@ TEST(Echo, InvalidUtf8IsEscapedValidUtf8Kept) {
   EXPECT_EQ(Echo("\xe2\x82\xac", 2), "\\xe2\\x82... (3 bytes)");  // cut mid-sequence
 }
 
+TEST(Utf8, StrictAsCPythonAndProtobufWantIt) {
+  EXPECT_TRUE(IsValidUtf8(""));
+  EXPECT_TRUE(IsValidUtf8("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(IsValidUtf8("\xff"));
+  EXPECT_FALSE(IsValidUtf8("\x80"));                  // a stray continuation byte
+  EXPECT_FALSE(IsValidUtf8("\xc0\xaf"));              // overlong '/'
+  EXPECT_FALSE(IsValidUtf8("\xe0\x8b\x8d"));          // overlong
+  EXPECT_FALSE(IsValidUtf8("\xed\xa0\x80"));          // a surrogate
+  EXPECT_FALSE(IsValidUtf8("\xf4\x90\x80\x80"));      // past U+10FFFF
+  EXPECT_FALSE(IsValidUtf8("ok \xe2\x82"));           // cut short
+}
+
 TEST(Echo, MultilineKeepsLineFeedsOnly) {
   EXPECT_EQ(EchoMultiline("Traceback:\n  x\r\x1b]0;t\x07\n", 100),
             "Traceback:\n  x\\r\\x1b]0;t\\x07\n");

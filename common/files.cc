@@ -155,4 +155,15 @@ absl::Status WriteFileAtomically(const std::string& path, absl::string_view text
   return absl::OkStatus();
 }
 
+absl::Status MakeDirs(const std::string& dir) {
+  for (size_t i = 1; i <= dir.size(); ++i) {
+    if (i < dir.size() && dir[i] != '/') continue;
+    const std::string p = dir.substr(0, i);
+    if (mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InternalError(absl::StrFormat("cannot create %s: %s", p, strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace rsslab

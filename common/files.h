@@ -65,6 +65,10 @@ absl::Status CheckPrivateFile(const std::string& path, absl::string_view what);
 absl::Status WriteFileAtomically(const std::string& path, absl::string_view text,
                                  mode_t mode = 0666);
 
+// `dir` and its missing parents (0755), as `mkdir -p`; the error names the
+// first one that cannot be made: "cannot create /x/y: Permission denied".
+absl::Status MakeDirs(const std::string& dir);
+
 }  // namespace rsslab
 
 #endif  // RSSLAB_COMMON_FILES_H_

@@ -19,7 +19,10 @@
 //
 // Exit status: 0 when every step succeeded, 1 when a step or the run
 // failed, 2 for bad input (nothing was sent), 130 when interrupted.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +50,7 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/echo.h"
+#include "common/files.h"
 #include "common/flags_parse.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
@@ -115,6 +119,7 @@ struct Invocation {
   rsslab::ProgressMode progress = rsslab::ProgressMode::kLines;
   rsslab::Security security;      // credentials, read
   bool resume = false;
+  bool in_place = false;          // --results_dir: resumed in place when it exists
   std::string out;                // the run directory
   std::string metrics_address;    // --metrics_listen, "" when off
   // Sweeps.
@@ -310,7 +315,8 @@ absl::Status CheckResumeAndMetricsFlags(const rsslab::v1::Scenario& scenario) {
         "--resume continues an interrupted sweep or soak (--builtin=sweep|soak or a "
         "scenario with a sweep or soak block); other runs start afresh in a new --out");
   }
-  if (absl::GetFlag(FLAGS_resume) && absl::GetFlag(FLAGS_out).empty()) {
+  if (absl::GetFlag(FLAGS_resume) && absl::GetFlag(FLAGS_out).empty() &&
+      absl::GetFlag(FLAGS_results_dir).empty()) {
     return absl::InvalidArgumentError(
         "--resume continues the run in --out=DIR: give the interrupted run's --out");
   }
@@ -451,20 +457,21 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   inv.metrics_address = rsslab::metrics::DefaultToLoopback(absl::GetFlag(FLAGS_metrics_listen));
   inv.out = absl::GetFlag(FLAGS_out);
   if (!absl::GetFlag(FLAGS_results_dir).empty()) {
-    if (!inv.out.empty() || inv.resume) {
+    if (!inv.out.empty()) {
       return absl::InvalidArgumentError(
-          "--results_dir names a fresh run directory itself; --out and --resume name one "
-          "exactly: set one");
+          "--results_dir names the cells' run directory itself (DIR/cell-INDEX-MATRIX); --out "
+          "names one exactly: set one");
     }
-    // Unique per attempt, whichever machine and whenever: a requeued task
-    // adds a directory, never writes into another attempt's.
+    // One directory per (cell selection, matrix): a rerun of the same
+    // command -- a requeued task, a retried pod, the missing indices
+    // resubmitted -- finds it and resumes there (PrepareCellDir), so the
+    // cell's finished records are kept and never run again. Another
+    // matrix in the same results_dir gets other directories.
     const std::string sel = inv.cells.empty() ? std::string("all")
                                               : rsslab::FormatCellSelection(inv.cells);
-    inv.out = absl::StrFormat(
-        "%s/cell-%s-%s-%s-%d", absl::GetFlag(FLAGS_results_dir),
-        absl::StrReplaceAll(sel, {{",", "_"}}),
-        absl::FormatTime("%Y%m%dT%H%M%E3SZ", absl::Now(), absl::UTCTimeZone()), Hostname(),
-        getpid());
+    inv.out = absl::StrFormat("%s/cell-%s-%s", absl::GetFlag(FLAGS_results_dir),
+                              absl::StrReplaceAll(sel, {{",", "_"}}), inv.matrix_id);
+    inv.in_place = true;
   }
   if (inv.out.empty()) {
     inv.out = absl::StrCat("results/",
@@ -507,6 +514,7 @@ struct RunDir {
   std::set<std::string> done_cells;  // resumed sweep: cells kept
   rsslab::SoakResume soak_resume;    // resumed soak: where it goes on
   uint64_t torn_bytes = 0;           // resumed: the torn last line cut off
+  int lock_fd = -1;                  // --results_dir: held while this run writes there
 };
 
 
@@ -568,6 +576,59 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   return 0;
 }
 
+// --results_dir: the cell's directory, made or found. Locked for this
+// run (flock on DIR/lock: released by the kernel however the process
+// ends), so two tasks given the same cell never write one events.jsonl
+// together. A directory with records is resumed in place (inv->resume);
+// one whose selected cells all have a result and a footer is done: *done,
+// nothing written.
+int PrepareCellDir(Invocation* inv, RunDir* dir, bool* done) {
+  *done = false;
+  if (absl::Status s = rsslab::MakeDirs(inv->out); !s.ok()) {
+    return Fail(kExitFailed, absl::StrCat("--results_dir: ", s.message()));
+  }
+  const std::string lock = inv->out + "/lock";
+  dir->lock_fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (dir->lock_fd < 0) {
+    return Fail(kExitFailed, absl::StrCat("--results_dir: cannot open ", lock, ": ",
+                                          strerror(errno)));
+  }
+  if (flock(dir->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    return Fail(kExitUsage,
+                absl::StrCat("--results_dir: another rsslab_loadgen is running these cells in ",
+                             inv->out, " (it holds ", lock, "); nothing run"));
+  }
+  const std::string events = inv->out + "/events.jsonl";
+  struct stat st;
+  if (lstat(events.c_str(), &st) != 0) return 0;  // a fresh directory
+  int unreadable = 0;
+  auto before = rsslab::ReadEvents(inv->out, &unreadable);
+  if (before.ok() && before->empty() && S_ISREG(st.st_mode) && st.st_size < 4096) {
+    // Killed before its header was written: nothing to keep.
+    unlink(events.c_str());
+    return 0;
+  }
+  inv->resume = true;  // ReopenRunDir checks the header and says what differs
+  if (!before.ok() || before->empty() || !before->back().has_footer()) return 0;
+  const std::set<std::string> ok = rsslab::SuccessfulCells(*before);
+  const std::vector<rsslab::SweepCell> all = rsslab::ExpandCells(inv->scenario.sweep());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const bool selected = inv->cells.empty() ||
+                          std::find(inv->cells.begin(), inv->cells.end(), static_cast<int>(i)) !=
+                              inv->cells.end();
+    if (selected && ok.count(all[i].id) == 0) return 0;
+  }
+  if (auto s = rsslab::CheckResumable(before->front(), inv->scenario, inv->flags); !s.ok()) {
+    return 0;  // ReopenRunDir refuses it, saying why
+  }
+  fprintf(stderr,
+          "rsslab_loadgen: %s already holds a result for every cell it runs (records kept); "
+          "nothing to run\n",
+          inv->out.c_str());
+  *done = true;
+  return 0;
+}
+
 void PrintResumeBanner(const Invocation& inv, RunDir* dir) {
   const std::string torn =
       dir->torn_bytes > 0 ? absl::StrFormat("; cut a torn last line of %d bytes", dir->torn_bytes)
@@ -585,12 +646,20 @@ void PrintResumeBanner(const Invocation& inv, RunDir* dir) {
             torn.c_str());
     return;
   }
-  const auto& sw = inv.scenario.sweep();
-  const int total =
-      std::max<int>(1, static_cast<int>(sw.repeats())) * sw.threads_size() * sw.profiles_size();
-  fprintf(stderr, "rsslab_loadgen: resuming %s: %zu of %d cells already done (kept), %d to run%s\n",
-          inv.out.c_str(), dir->done_cells.size(), total,
-          total - static_cast<int>(dir->done_cells.size()), torn.c_str());
+  // Counted over the cells this command runs (a batch task's --cells), not
+  // the whole matrix.
+  const std::vector<rsslab::SweepCell> all = rsslab::ExpandCells(inv.scenario.sweep());
+  int total = 0, done = 0;
+  for (const rsslab::SweepCell& c : all) {
+    if (!inv.cells.empty() &&
+        std::find(inv.cells.begin(), inv.cells.end(), c.index) == inv.cells.end()) {
+      continue;
+    }
+    ++total;
+    done += dir->done_cells.count(c.id) > 0 ? 1 : 0;
+  }
+  fprintf(stderr, "rsslab_loadgen: resuming %s: %d of %d cells already done (kept), %d to run%s\n",
+          inv.out.c_str(), done, total, total - done, torn.c_str());
 }
 
 rsslab::v1::Event Header(const Invocation& inv) {
@@ -630,7 +699,10 @@ int OpenRunDir(const Invocation& inv, RunDir* dir) {
   if (inv.resume) {
     if (int rc = ReopenRunDir(inv, dir); rc != 0) return rc;
   } else {
-    if (auto s = rsslab::CheckRunDirEmpty(inv.out); !s.ok()) {
+    // A --results_dir cell directory is this run's (made and locked by
+    // PrepareCellDir, its lock file in it); EventLog::Create still refuses
+    // an events.jsonl there.
+    if (auto s = inv.in_place ? absl::OkStatus() : rsslab::CheckRunDirEmpty(inv.out); !s.ok()) {
       return Fail(kExitUsage, std::string(s.message()));
     }
     auto log = rsslab::EventLog::Create(inv.out, absl::GetFlag(FLAGS_fsync));
@@ -1013,6 +1085,10 @@ int RunMain(int argc, char** argv, const sigset_t& sigs) {
   Metrics metrics;
   if (int rc = OpenMetrics(*inv, &metrics); rc != 0) return rc;
   RunDir dir;
+  if (inv->in_place) {
+    bool done = false;
+    if (int rc = PrepareCellDir(&*inv, &dir, &done); rc != 0 || done) return rc;
+  }
   if (int rc = OpenRunDir(*inv, &dir); rc != 0) return rc;
   rsslab::StopFlag stop;
   StopOnSignals(sigs, &stop);

@@ -300,6 +300,11 @@ void CheckStrings(const google::protobuf::Message& m, const std::string& path,
               "%s: %s holds a control character (\"%s\"); scenario text is printed to "
               "terminals and logs, so none is allowed",
               origin, at, Echo(v, 64)));
+        } else if (!IsValidUtf8(v)) {
+          // It would be written into events.jsonl's header, which then no
+          // longer parses (report, --resume and merge could not read it).
+          errors->push_back(absl::StrFormat("%s: %s is not valid UTF-8 (\"%s\")", origin, at,
+                                            Echo(v, 64)));
         }
       }
     }

@@ -299,6 +299,13 @@ TEST(ScenarioLimits, EveryFieldIsValidatedBeforeAnyRequest) {
               HasSubstr("step[0].load.params[0].value"));
   EXPECT_THAT(ErrorOf("name: \"" + std::string(2000, 'n') + "\" step { wait { seconds: 1 } }"),
               HasSubstr("at most 1024"));
+  // Not UTF-8 (found by the scenario fuzz target): it would be written into
+  // events.jsonl's header, which then would not parse.
+  e = ErrorOf("description: \"idle 12 s,\xe0\x8b\x8d m\" step { wait { seconds: 1 } }");
+  EXPECT_THAT(e, HasSubstr("description is not valid UTF-8"));
+  EXPECT_THAT(e, HasSubstr("\\xe0\\x8b\\x8d"));
+  EXPECT_THAT(ErrorOf("step { name: \"\xff\" wait { seconds: 1 } }"),
+              HasSubstr("step[0].name is not valid UTF-8"));
 }
 
 }  // namespace

@@ -215,17 +215,16 @@ void ServerCore::set_addresses(const std::string& data, const std::string& contr
   options_.control_address = control;
 }
 
-void ServerCore::RunPython(const std::function<void(PythonRuntime&)>& fn) {
-  absl::Notification done;
-  PythonRuntime* rt = runtime_.get();
-  bool queued = py_control_->Submit([&](int) {
-    {
-      PythonRuntime::Scope scope;
-      fn(*rt);
-    }
-    done.Notify();
+void ServerCore::ReleaseLater(std::vector<PyObject*> dropped) {
+  if (dropped.empty()) return;
+  auto refs = std::make_shared<std::vector<PyObject*>>(std::move(dropped));
+  // Queued before any later Python job of a control call (one thread, in
+  // order), so a snapshot taken after it sees the memory released. Not
+  // queued only while shutting down, when the interpreter's end frees all.
+  py_control_->Submit([refs](int) {
+    PythonRuntime::Scope scope;
+    PyCache::Release(refs.get());
   });
-  if (queued) done.WaitForNotification();
 }
 
 struct ServerCore::PyJob {
@@ -361,7 +360,8 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
 }
 
 absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                                  rsslab::v1::SetPhaseResponse* response) {
+                                  rsslab::v1::SetPhaseResponse* response,
+                                  absl::Duration python_deadline) {
   const std::optional<v1::Phase> parsed = ParsePhase(request.phase());
   if (!parsed) {
     // Quoted and cut: a 3 MB phase echoed back whole would exceed the
@@ -388,29 +388,47 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
   SnapshotOptions snap;
   snap.gc = gc;
   snap.detail = request.detail();
+  snap.python_deadline = python_deadline;
 
   if (limit >= 0) {
-    // Evicting drops Python references: done on the Python control thread.
-    RunPython([limit](PythonRuntime& rt) { rt.cache().Resize(limit); });
+    // Bounded now, without the GIL (the C++ cache has its own lock); the
+    // evicted Python objects are released on the Python control thread,
+    // before the snapshot's Python part, once a handler lets the GIL go.
+    std::vector<PyObject*> dropped;
+    runtime_->cache().ResizeKeeping(limit, &dropped);
+    ReleaseLater(std::move(dropped));
   }
   response->set_previous_phase(phase_.Set(phase));
   if (phase == v1::PHASE_TRIM) {
     TakeSnapshot(snap, response->mutable_before());
-    *response->mutable_trim() = trimmer_->Run(request.trim_mode(), "phase");
+    *response->mutable_trim() = trimmer_->Run(request.trim_mode(), "phase", python_deadline);
     if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
     snap.gc = false;  // the "before" snapshot already collected
   }
+  // Past the deadline, the snapshot's python.unavailable says why; the
+  // evicted entries are then released once the GIL is free.
   TakeSnapshot(snap, response->mutable_snapshot());
   return absl::OkStatus();
 }
 
 absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
-                              rsslab::v1::TrimResponse* response) {
+                              rsslab::v1::TrimResponse* response,
+                              absl::Duration python_deadline) {
   if (absl::Status m = CheckTrimMode(request.mode(), "mode"); !m.ok()) return m;
-  if (request.gc()) RunPython([](PythonRuntime& rt) { rt.Collect(); });
-  *response->mutable_trim() = trimmer_->Run(request.mode(), "manual");
+  std::string gc_skipped;
+  if (request.gc() &&
+      !RunPythonWithin([](PythonRuntime& rt) { rt.Collect(); }, python_deadline, &gc_skipped)) {
+    gc_skipped = absl::StrCat("gc skipped: ", gc_skipped);
+  } else {
+    gc_skipped.clear();
+  }
+  *response->mutable_trim() = trimmer_->Run(request.mode(), "manual", python_deadline);
   if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
-  TakeSnapshot(SnapshotOptions{}, response->mutable_after());
+  SnapshotOptions after;
+  after.python_deadline = python_deadline;
+  TakeSnapshot(after, response->mutable_after());
+  // The trim ran without its gc: said where the caller looks for Python.
+  if (!gc_skipped.empty()) response->mutable_after()->mutable_python()->set_unavailable(gc_skipped);
   return absl::OkStatus();
 }
 

@@ -101,10 +101,16 @@ class ServerCore : public ControlBackend {
               std::function<bool()> cancelled, Done done);
 
   // SetPhase semantics (see control.proto); validates its arguments.
+  // Neither waits for the GIL beyond `python_deadline`: the cache is
+  // bounded at once (its evicted Python objects released on the Python
+  // control thread when the GIL is free), gc is skipped past the deadline
+  // (the snapshot's python.unavailable says why), and the trim's
+  // per-thread pass waits for each worker at most as long.
   absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                        rsslab::v1::SetPhaseResponse* response) override;
-  absl::Status Trim(const rsslab::v1::TrimRequest& request,
-                    rsslab::v1::TrimResponse* response) override;
+                        rsslab::v1::SetPhaseResponse* response,
+                        absl::Duration python_deadline) override;
+  absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response,
+                    absl::Duration python_deadline) override;
   void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) override;
 
   // Refuses new calls (UNAVAILABLE) and waits up to `grace` for the calls
@@ -133,9 +139,10 @@ class ServerCore : public ControlBackend {
 
  private:
   explicit ServerCore(const Options& options);
-  // Runs `fn` on the control-side Python thread and waits: gRPC's threads
-  // never run Python themselves.
-  void RunPython(const std::function<void(PythonRuntime&)>& fn);
+  // Releases `dropped` (evicted cache entries) on the control-side Python
+  // thread when it gets the GIL; does not wait. gRPC's threads never run
+  // Python themselves.
+  void ReleaseLater(std::vector<PyObject*> dropped);
   // The same, waiting at most `timeout` for the GIL: false (and `why` set)
   // if `fn` did not run; it then never runs. While an earlier such call
   // still waits for the GIL, returns false at once (at most one waits).

@@ -49,7 +49,8 @@ grpc::Status Handle(rsslab::v1::Load::Stub* load, const std::string& what, absl:
 // unanswered for over 45 s. Now the snapshot answers within its deadline
 // with everything that needs no Python, the Python section saying why it
 // is missing; /metrics answers; new calls are refused with UNAVAILABLE
-// once every worker is stuck.
+// once every worker is stuck; SetPhase and Trim answer within their
+// deadline, saying what waits for the GIL.
 TEST(GilHeld, ControlPlaneAnswersAndTheDataPortRefusesNewWork) {
   ServerProcess::Options o = ServerProcess::TestServer(
       {"--handler=" + Hostile(), "--threads=2", "--stuck_after_ms=1000",
@@ -102,6 +103,43 @@ TEST(GilHeld, ControlPlaneAnswersAndTheDataPortRefusesNewWork) {
       ::rsslab::testing::Http((*server)->metrics_address(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK")) << r.substr(0, 200);
   EXPECT_LT(absl::Now() - m0, absl::Seconds(2));
+  // SetPhase and Trim (issue 27, item 4): they waited for the GIL without
+  // bound. Now the phase is set and the cache bounded at once, the trim
+  // runs without its gc, each within the call's deadline, and the answer
+  // says what waits for the GIL and which worker holds it.
+  {
+    rsslab::v1::SetPhaseRequest req;
+    req.set_phase("shrink");
+    req.set_cache_limit_bytes(1 << 20);
+    rsslab::v1::SetPhaseResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
+    const absl::Time t0 = absl::Now();
+    grpc::Status s = control->SetPhase(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message() << " after " << absl::Now() - t0;
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
+    EXPECT_EQ(resp.snapshot().phase(), "shrink");
+    EXPECT_EQ(resp.snapshot().cache().cache_limit_bytes(), 1 << 20);
+    const std::string& why = resp.snapshot().python().unavailable();
+    EXPECT_TRUE(absl::StrContains(why, "GIL")) << why;
+    EXPECT_TRUE(absl::StrContains(why, "rsslab-w")) << why;
+  }
+  {
+    rsslab::v1::TrimRequest req;
+    req.set_gc(true);
+    rsslab::v1::TrimResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(3)));
+    const absl::Time t0 = absl::Now();
+    grpc::Status s = control->Trim(&ctx, req, &resp);
+    ASSERT_TRUE(s.ok()) << s.error_message() << " after " << absl::Now() - t0;
+    EXPECT_LT(absl::Now() - t0, absl::Seconds(3));
+    const std::string& why = resp.after().python().unavailable();
+    EXPECT_TRUE(absl::StartsWith(why, "gc skipped: ")) << why;
+    EXPECT_TRUE(absl::StrContains(why, "rsslab-w")) << why;
+    EXPECT_GT(resp.trim().rss_before_bytes(), 0);
+    EXPECT_GT(resp.after().status().rss_bytes(), 0);
+  }
   // The data port: the second worker takes a call and waits for the GIL;
   // once both have made no progress for --stuck_after_ms, new calls are
   // refused at once with a status that says why.

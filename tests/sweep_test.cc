@@ -3,8 +3,10 @@
 // PNGs; tools/report.py and `rsslab_loadgen report` rebuild the same table
 // from events.jsonl alone; a cell whose server crashes mid-run or fails to
 // start is recorded with its exit and log tail while the other cells run.
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -565,6 +568,146 @@ TEST(SweepTest, AgentListWithADuplicateOrAnUnreachableAgentRunsNothing) {
   // Nothing run: not even a run directory.
   EXPECT_NE(access(Tmp("dup-run").c_str(), F_OK), 0);
   EXPECT_NE(access(Tmp("gone-run").c_str(), F_OK), 0);
+}
+
+}  // namespace
+}  // namespace rsslab
+
+namespace rsslab {
+namespace {
+
+// Class 8 (issue 27): a batch task's cell (--local --cell_index_env
+// --results_dir, as deploy/slurm and deploy/k8s run it) killed mid-cell
+// and rerun with the very same command resumes in its own directory: one
+// directory per cell, the killed attempt's records kept, a finished cell
+// never run again, a second rerun runs nothing, a task running the same
+// cell at the same time is refused, and merge gives the complete table with
+// each cell counted once.
+TEST(SweepTest, KilledBatchCellResumesInPlaceAndMergesOnce) {
+  const std::string scenario = Tmp("batch.txtpb");
+  std::string text = TinyScenario("sweep { profiles: [\"glibc\"] threads: [1, 2] repeats: 1 }");
+  // Long enough to be killed in the middle.
+  text = absl::StrReplaceAll(text, {{"wait { seconds: 0.2 }", "wait { seconds: 2 }"}});
+  WriteFile(scenario, text);
+  const std::string results = Tmp("batch-cells");
+  const std::vector<std::string> cmd = {
+      "--scenario=" + scenario, "--local", "--cell_index_env=RSSLAB_TEST_INDEX",
+      "--results_dir=" + results,
+      "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
+      "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
+      "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")),
+      "--report_tool=" + ServerProcess::Runfile("tools/report.py"), "--progress=lines"};
+  auto run_cell = [&](const std::string& index) {
+    return ServerProcess::Run(ServerProcess::Runfile("loadgen/rsslab_loadgen"), cmd,
+                              {{"RSSLAB_TEST_INDEX", index}}, absl::Seconds(120));
+  };
+  auto dirs = [&] {
+    std::vector<std::string> out;
+    if (DIR* d = opendir(results.c_str())) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] != '.') out.push_back(e->d_name);
+      }
+      closedir(d);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+
+  ServerProcess::Result one = run_cell("1");
+  ASSERT_EQ(one.exit_code, 0) << one.err << one.out;
+  ASSERT_EQ(dirs().size(), 1u);
+  const std::string dir1 = results + "/" + dirs()[0];
+  EXPECT_THAT(dirs()[0], ::testing::StartsWith("cell-1-"));
+
+  // Cell 0, killed outright once its steps have begun.
+  launch::SpawnOptions so;
+  so.binary = ServerProcess::Runfile("loadgen/rsslab_loadgen");
+  so.args = cmd;
+  so.env = profiles::EnvStrings(profiles::CurrentEnviron());
+  so.env.push_back("RSSLAB_TEST_INDEX=0");
+  so.new_process_group = false;
+  absl::StatusOr<pid_t> pid = launch::Spawn(so);
+  ASSERT_TRUE(pid.ok()) << pid.status();
+  std::string dir0;
+  const absl::Time deadline = absl::Now() + absl::Seconds(120);
+  while (absl::Now() < deadline) {
+    for (const std::string& d : dirs()) {
+      if (absl::StartsWith(d, "cell-0-") &&
+          absl::StrContains(ReadFile(results + "/" + d + "/events.jsonl"), "\"step\":{\"step\"")) {
+        dir0 = results + "/" + d;
+      }
+    }
+    if (!dir0.empty()) break;
+    absl::SleepFor(absl::Milliseconds(20));  // polling a file another process writes
+  }
+  kill(*pid, SIGKILL);
+  waitpid(*pid, nullptr, 0);
+  ASSERT_FALSE(dir0.empty()) << "cell 0 never began";
+  for (const Event& e : Events(dir0)) {
+    ASSERT_FALSE(e.has_cell_result()) << "cell 0 finished before the kill";
+  }
+
+  // The same command again: resumed in place, no new directory.
+  ServerProcess::Result again = run_cell("0");
+  ASSERT_EQ(again.exit_code, 0) << again.err << again.out;
+  EXPECT_THAT(again.err, HasSubstr(absl::StrCat("resuming ", dir0, ": 0 of 1 cells already done")));
+  EXPECT_EQ(dirs().size(), 2u);
+  int results0 = 0, resumed = 0;
+  for (const Event& e : Events(dir0)) {
+    resumed += e.has_resumed() ? 1 : 0;
+    if (e.has_cell_result()) {
+      ++results0;
+      EXPECT_TRUE(e.cell_result().ok()) << e.cell_result().error();
+    }
+  }
+  EXPECT_EQ(resumed, 1);
+  EXPECT_EQ(results0, 1);
+
+  // Once more, and for the finished cell 1: nothing runs, nothing is written.
+  const std::string events0 = ReadFile(dir0 + "/events.jsonl");
+  const std::string events1 = ReadFile(dir1 + "/events.jsonl");
+  for (const auto& [index, events, dir] :
+       {std::make_tuple("0", events0, dir0), std::make_tuple("1", events1, dir1)}) {
+    ServerProcess::Result done = run_cell(index);
+    EXPECT_EQ(done.exit_code, 0) << done.err;
+    EXPECT_THAT(done.err, HasSubstr("already holds a result for every cell")) << done.err;
+    EXPECT_EQ(ReadFile(dir + "/events.jsonl"), events) << dir;
+  }
+  EXPECT_EQ(dirs().size(), 2u);
+
+  // A second task given the same cell while one runs it: refused.
+  {
+    const int fd = open((dir1 + "/lock").c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(flock(fd, LOCK_EX | LOCK_NB), 0);
+    ServerProcess::Result busy = run_cell("1");
+    EXPECT_EQ(busy.exit_code, 2) << busy.err;
+    EXPECT_THAT(busy.err, HasSubstr("another rsslab_loadgen is running these cells"));
+    close(fd);
+  }
+  EXPECT_EQ(ReadFile(dir1 + "/events.jsonl"), events1);
+
+  // Merged (the results directory and one cell's directory again): the
+  // table is complete, each cell counted once; the killed attempt is kept
+  // as one that does not count.
+  const std::string merged = Tmp("batch-merged");
+  ServerProcess::Result m = ServerProcess::Run(ServerProcess::Runfile("loadgen/rsslab_loadgen"),
+                                               {"merge", "--out=" + merged, results, dir0});
+  ASSERT_EQ(m.exit_code, 0) << m.err << m.out;
+  std::map<std::string, std::vector<bool>> attempts;  // cell -> ok of each result
+  for (const Event& e : Events(merged)) {
+    if (e.has_cell_result()) attempts[e.cell()].push_back(e.cell_result().ok());
+  }
+  ASSERT_EQ(attempts.size(), 2u);
+  EXPECT_EQ(attempts["glibc/t1/r1"], (std::vector<bool>{false, true}));
+  EXPECT_EQ(attempts["glibc/t2/r1"], (std::vector<bool>{true}));
+  const std::string csv = ReadFile(merged + "/summary.csv");
+  auto rows = Csv(csv);
+  ASSERT_EQ(rows.size(), 3u) << csv;
+  for (size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(rows[i][2], "1") << csv;
+  const std::string md = ReadFile(merged + "/summary.md");
+  EXPECT_THAT(md, HasSubstr("Status: **completed**"));
+  EXPECT_THAT(md, HasSubstr("glibc/t1/r1 attempt 1: failed: no result in"));
 }
 
 }  // namespace

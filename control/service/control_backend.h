@@ -10,9 +10,12 @@
 #ifndef RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
 #define RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
 
+#include <algorithm>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "proto/control.pb.h"
 #include "proto/snapshot.pb.h"
@@ -41,14 +44,26 @@ inline absl::Status CheckTrimMode(int mode, absl::string_view field) {
   return absl::OkStatus();
 }
 
+// The Python parts of a call get at most half the caller's time left, and
+// `cap` at most (10 ms at least): the rest still answers within the deadline.
+inline absl::Duration PythonDeadline(absl::Time call_deadline, absl::Duration cap) {
+  const absl::Duration half = (call_deadline - absl::Now()) / 2;
+  return std::max(absl::Milliseconds(10), std::min(cap, half));
+}
+
 class ControlBackend {
  public:
   virtual ~ControlBackend() = default;
   // Each validates its request; an error status is the RPC's answer.
+  // `python_deadline`: how long the parts that need Python (gc, releasing
+  // evicted cache entries) may wait for the GIL, as for a snapshot; the
+  // rest does not wait for it.
   virtual absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                                rsslab::v1::SetPhaseResponse* response) = 0;
+                                rsslab::v1::SetPhaseResponse* response,
+                                absl::Duration python_deadline) = 0;
   virtual absl::Status Trim(const rsslab::v1::TrimRequest& request,
-                            rsslab::v1::TrimResponse* response) = 0;
+                            rsslab::v1::TrimResponse* response,
+                            absl::Duration python_deadline) = 0;
   virtual void TakeSnapshot(const ControlSnapshotOptions& options,
                             rsslab::v1::Snapshot* out) = 0;
 };

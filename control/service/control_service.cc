@@ -21,7 +21,9 @@ grpc::Status ControlService::StreamedSetPhase(
                         "valid UTF-8, or the bytes are not a SetPhaseRequest");
   }
   rsslab::v1::SetPhaseResponse response;
-  grpc::Status status = ToGrpc(core_->SetPhase(request, &response));
+  grpc::Status status = ToGrpc(core_->SetPhase(
+      request, &response,
+      PythonDeadline(absl::FromChrono(context->deadline()), ControlSnapshotOptions().python_deadline)));
   if (status.ok() && !stream->Write(response)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away before the answer");
   }
@@ -46,10 +48,7 @@ grpc::Status ControlService::StreamedGetSnapshot(
   ControlSnapshotOptions o;
   o.gc = request.gc();
   o.detail = request.detail();
-  // The Python section gets at most half the caller's time left (and 2 s at
-  // most): the rest of the snapshot still answers within the deadline.
-  const absl::Duration left = absl::FromChrono(context->deadline()) - absl::Now();
-  o.python_deadline = std::max(absl::Milliseconds(10), std::min(o.python_deadline, left / 2));
+  o.python_deadline = PythonDeadline(absl::FromChrono(context->deadline()), o.python_deadline);
   rsslab::v1::Snapshot response;
   core_->TakeSnapshot(o, &response);
   if (!stream->Write(response)) {
@@ -105,7 +104,9 @@ grpc::Status ControlService::StreamedTrim(
   rsslab::v1::TrimRequest request;
   if (!stream->Read(&request)) return Unparsed("TrimRequest");
   rsslab::v1::TrimResponse response;
-  grpc::Status status = ToGrpc(core_->Trim(request, &response));
+  grpc::Status status = ToGrpc(core_->Trim(
+      request, &response,
+      PythonDeadline(absl::FromChrono(context->deadline()), ControlSnapshotOptions().python_deadline)));
   if (status.ok() && !stream->Write(response)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away before the answer");
   }

@@ -26,21 +26,6 @@ namespace {
 
 using ::rsslab::v1::Event;
 
-absl::Status MakeDirs(const std::string& dir) {
-  std::string cur;
-  for (absl::string_view part : absl::StrSplit(dir, '/')) {
-    if (cur.empty() && dir[0] == '/') cur = "/";
-    if (part.empty()) continue;
-    cur = cur.empty() || cur == "/" ? absl::StrCat(cur, part)
-                                    : absl::StrCat(cur, "/", part);
-    if (mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::InternalError(
-          absl::StrFormat("cannot create %s: %s", cur, strerror(errno)));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EventLog>> EventLog::Create(

@@ -207,8 +207,15 @@ class LocalHost : public CellHost {
     if (mkdir(o_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return absl::InternalError(absl::StrCat("cannot create ", o_.log_dir, ": ", strerror(errno)));
     }
-    const std::string id = absl::StrFormat("local-%04d-%s-t%d", cell.index, cell.profile,
-                                           cell.threads);
+    const std::string base = absl::StrFormat("local-%04d-%s-t%d", cell.index, cell.profile,
+                                             cell.threads);
+    // A resumed run runs a cell again in the same directory: the earlier
+    // attempt's server log (what its records point at) stays.
+    std::string id = base;
+    for (int n = 2;
+         n < 1000 && access(absl::StrCat(o_.log_dir, "/", id, ".log").c_str(), F_OK) == 0; ++n) {
+      id = absl::StrCat(base, "-", n);
+    }
     auto s = std::make_unique<LocalServer>();
     s->child = std::make_shared<launch::OwnChild>();
     launch::LaunchOptions lo;

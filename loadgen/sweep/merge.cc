@@ -96,16 +96,6 @@ std::string MatrixIdOf(const rsslab::v1::Header& h) {
   return h.matrix_id().empty() ? MatrixId(h.scenario(), h.flags()) : h.matrix_id();
 }
 
-absl::Status MakeDirs(const std::string& dir) {
-  for (size_t i = 1; i <= dir.size(); ++i) {
-    if (i < dir.size() && dir[i] != '/') continue;
-    const std::string p = dir.substr(0, i);
-    if (mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::InternalError(absl::StrCat("cannot create ", p));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // events.jsonl of one run directory, a record at a time. A line that does
 // not parse (a torn last line) is counted and skipped, as ReadEvents does.
@@ -263,7 +253,13 @@ class SegmentSplitter {
  public:
   SegmentSplitter(const std::string& dir, const rsslab::v1::Header& h) : dir_(dir), h_(h) {}
   void Add(const Event& e, int64_t offset, int64_t len, absl::string_view bytes) {
-    if (e.has_resumed()) ++epoch_;
+    if (e.has_resumed()) {
+      // Resumed in place (--resume, a --results_dir rerun): the records
+      // after it are a later attempt's, and an earlier footer no longer
+      // says the run is over.
+      ++epoch_;
+      finished_ = false;
+    }
     if (e.has_footer()) finished_ = true;
     if (e.has_header() || e.has_footer() || e.has_resumed() || e.cell().empty()) return;
     auto key = std::make_tuple(e.cell(), std::max(1, e.attempt()), epoch_);

@@ -42,9 +42,9 @@ ABSL_FLAG(std::string, server_cpus, "",
 ABSL_FLAG(std::string, loadgen_cpus, "",
           "--local: CPUs for the loadgen itself (default: the second half).");
 ABSL_FLAG(std::string, results_dir, "",
-          "Sweeps: instead of --out, a fresh run directory under this one per invocation, "
-          "named cell-INDEX-TIME-HOST-PID (a shared directory every batch task writes into; "
-          "`merge` reads them all).");
+          "Sweeps: instead of --out, the cells' run directory under this one, "
+          "cell-INDEX-MATRIX (a shared directory every batch task writes into; `merge` reads "
+          "them all). The same command again resumes it in place: cells done are kept.");
 ABSL_FLAG(std::string, profiles, "", "Sweeps: profiles to run, comma-separated (replaces the scenario's).");
 ABSL_FLAG(std::string, threads_list, "", "Sweeps: worker thread counts, comma-separated, e.g. 1,4,16,64.");
 ABSL_FLAG(int, repeats, 0, "Sweeps: repeats per profile x threads (replaces the scenario's).");

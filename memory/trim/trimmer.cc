@@ -116,7 +116,8 @@ void RunPerThreadPass(ThreadSet* workers, absl::Duration timeout, bool thread_st
 Trimmer::Trimmer(ThreadSet* workers, absl::Duration worker_timeout, bool thread_stats)
     : workers_(workers), worker_timeout_(worker_timeout), thread_stats_(thread_stats) {}
 
-rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string& trigger) {
+rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string& trigger,
+                                    absl::Duration worker_timeout) {
   absl::MutexLock run_lock(&run_mu_);
   const alloc::Allocator& a = alloc::Allocator::Get();
   rsslab::v1::TrimResult r;
@@ -143,7 +144,10 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   r.set_allocator_resident_between(a.ResidentBytes());
   r.set_global_freed_bytes(r.rss_before_bytes() - r.rss_between_bytes());
 
-  if (per_thread) RunPerThreadPass(workers_, worker_timeout_, thread_stats_, a, delay, &r);
+  if (per_thread) {
+    RunPerThreadPass(workers_, std::min(worker_timeout_, worker_timeout), thread_stats_, a, delay,
+                     &r);
+  }
   if (!delay.option.empty()) {
     r.set_release_delay_option(delay.option);
     r.set_release_delay_before(delay.before);

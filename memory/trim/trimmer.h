@@ -41,7 +41,10 @@ class Trimmer {
   explicit Trimmer(ThreadSet* workers, absl::Duration worker_timeout = absl::Seconds(10),
                    bool thread_stats = false);
 
-  rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger);
+  // `worker_timeout` (when shorter than the constructor's) bounds the wait
+  // for each worker of this run: a control call's deadline.
+  rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger,
+                             absl::Duration worker_timeout = absl::InfiniteDuration());
 
   bool has_last() const;
   rsslab::v1::TrimResult last() const;

@@ -59,8 +59,11 @@ std::string Quote(const std::string& s) {
 
 class PackageBackend : public ControlBackend {
  public:
+  // The on_phase callback is the service's own Python and runs in full:
+  // `python_deadline` is not used here.
   absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                        rsslab::v1::SetPhaseResponse* response) override {
+                        rsslab::v1::SetPhaseResponse* response,
+                        absl::Duration /*python_deadline*/) override {
     const std::optional<v1::Phase> parsed = ParsePhase(request.phase());
     if (!parsed) {
       return absl::InvalidArgumentError(absl::StrCat("unknown phase '", Quote(request.phase()),
@@ -111,8 +114,8 @@ class PackageBackend : public ControlBackend {
     return absl::OkStatus();
   }
 
-  absl::Status Trim(const rsslab::v1::TrimRequest& request,
-                    rsslab::v1::TrimResponse* response) override {
+  absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response,
+                    absl::Duration /*python_deadline*/) override {
     if (absl::Status m = CheckTrimMode(request.mode(), "mode"); !m.ok()) return m;
     if (request.gc()) WithGil([] { PyGC_Collect(); });
     *response->mutable_trim() = State().Release(request.mode(), absl::Seconds(10), "manual");

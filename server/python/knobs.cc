@@ -11,46 +11,6 @@
 namespace rsslab {
 namespace {
 
-// Strict UTF-8 (no overlongs, no surrogates, at most U+10FFFF), as CPython's
-// decoder wants it: a handler's params become str objects.
-bool ValidUtf8(absl::string_view s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    int len;
-    uint32_t cp;
-    if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (int k = 1; k < len; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 std::string FormatNumber(double v) { return absl::StrFormat("%.17g", v); }
 
 }  // namespace
@@ -75,7 +35,7 @@ absl::Status CheckParam(const KnobTable& table, absl::string_view key, absl::str
     return absl::InvalidArgumentError(absl::StrCat("param name ", Quote(key), " is longer than ",
                                                    kMaxParamKeyBytes, " bytes"));
   }
-  if (!ValidUtf8(key)) {
+  if (!IsValidUtf8(key)) {
     return absl::InvalidArgumentError(
         absl::StrCat("param name ", Quote(key), " is not valid UTF-8"));
   }
@@ -84,7 +44,7 @@ absl::Status CheckParam(const KnobTable& table, absl::string_view key, absl::str
                                                    kMaxParamValueBytes, " bytes (",
                                                    value.size(), ")"));
   }
-  if (!ValidUtf8(value)) {
+  if (!IsValidUtf8(value)) {
     return absl::InvalidArgumentError(
         absl::StrCat("param ", key, "=", Quote(value), " is not valid UTF-8"));
   }

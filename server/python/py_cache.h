@@ -37,11 +37,19 @@ class PyCache {
   void Resize(int64_t limit_bytes);
   void Clear();
 
-  // Needs no interpreter.
+  // Needs no interpreter: bounds the cache to `limit_bytes` now and hands
+  // the evicted entries' references to the caller, who drops them with
+  // Release once attached (a handler may hold the GIL meanwhile).
+  void ResizeKeeping(int64_t limit_bytes, std::vector<PyObject*>* dropped) {
+    cache_.Resize(limit_bytes, dropped);
+  }
   CacheCounters Counters() const { return cache_.Counters(); }
 
- private:
+  // Drops the references and clears `dropped`; needs an attached thread
+  // state.
   static void Release(std::vector<PyObject*>* dropped);
+
+ private:
   LruCache<PyObject*> cache_;
 };
 

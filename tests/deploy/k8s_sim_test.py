@@ -26,7 +26,7 @@ import image_root  # noqa: E402
 
 # The cell command (docs/DEPLOY.md): the scenario from the ConfigMap, the
 # server launched and verified in the pod, the cell from the Job's index,
-# a run directory per attempt on the results volume.
+# a run directory per cell on the results volume (a retried pod resumes it).
 CELL_COMMAND = [
     "/opt/rsslab/bin/rsslab_loadgen",
     "--scenario=/config/sweep.txtpb",
@@ -104,30 +104,15 @@ def main():
     assert spec["completions"] == total, "completions %d, the matrix has %d cells" % (
         spec["completions"], total)
 
-    for i in range(spec["completions"]):
-        env = dict(os.environ, JOB_COMPLETION_INDEX=str(i))
-        code, out, err = image_root.run(cell_cmd, env=env)
-        assert code == 0, "index %d: exit %d\n%s\n%s" % (i, code, out, err[-3000:])
-        print("index %d: %s" % (i, out.strip().splitlines()[-1]))
-
-    # A partial merge first: INCOMPLETE, the missing indices named.
-    cells_dir = root + "/results/cells"
-    some = sorted(os.listdir(cells_dir))[:2]
-    code, out, err = image_root.run(
-        image_root.reroot(["/opt/rsslab/bin/rsslab_loadgen", "merge", "--out=/results/partial"],
-                          root, PREFIXES) + [os.path.join(cells_dir, d) for d in some])
-    assert code == 1, (code, out, err)
-    assert "INCOMPLETE (2 of 4 cells); no record of cell(s) 2-3" in out, out
-
     # A pod killed outright (SIGKILL) mid-cell: its records stay, and the
-    # merge shows that attempt failed, saying where it stopped.
+    # retried pod (the same command) resumes that directory in place.
+    cells_dir = root + "/results/cells"
     env = dict(os.environ, JOB_COMPLETION_INDEX="0")
-    before = set(os.listdir(cells_dir))
     p = subprocess.Popen(cell_cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     killed_dir = None
     end = time.time() + 60
     while time.time() < end and killed_dir is None:
-        for d in set(os.listdir(cells_dir)) - before:
+        for d in os.listdir(cells_dir) if os.path.isdir(cells_dir) else []:
             events = os.path.join(cells_dir, d, "events.jsonl")
             # A step record of the cell (the header's scenario has steps too).
             if os.path.exists(events) and '"step":{"step"' in open(events).read():
@@ -136,6 +121,28 @@ def main():
     p.kill()
     p.wait()
     assert killed_dir, "the cell never began"
+    assert '"cell_result"' not in open(os.path.join(cells_dir, killed_dir, "events.jsonl")).read()
+
+    for i in range(spec["completions"]):
+        env = dict(os.environ, JOB_COMPLETION_INDEX=str(i))
+        code, out, err = image_root.run(cell_cmd, env=env)
+        assert code == 0, "index %d: exit %d\n%s\n%s" % (i, code, out, err[-3000:])
+        if i == 0:
+            assert "resuming " in err and killed_dir in err, err
+        print("index %d: %s" % (i, out.strip().splitlines()[-1]))
+    # One directory per cell; a pod run again for a cell already done runs nothing.
+    assert len(os.listdir(cells_dir)) == total, os.listdir(cells_dir)
+    code, out, err = image_root.run(cell_cmd, env=dict(os.environ, JOB_COMPLETION_INDEX="1"))
+    assert code == 0 and "nothing to run" in err, (code, err)
+    assert len(os.listdir(cells_dir)) == total, os.listdir(cells_dir)
+
+    # A partial merge first: INCOMPLETE, the missing indices named.
+    some = sorted(os.listdir(cells_dir))[:2]
+    code, out, err = image_root.run(
+        image_root.reroot(["/opt/rsslab/bin/rsslab_loadgen", "merge", "--out=/results/partial"],
+                          root, PREFIXES) + [os.path.join(cells_dir, d) for d in some])
+    assert code == 1, (code, out, err)
+    assert "INCOMPLETE (2 of 4 cells); no record of cell(s) 2-3" in out, out
 
     # Another matrix is refused, naming what differs.
     other = root + "/config/other.txtpb"
@@ -161,13 +168,14 @@ def main():
     print(out)
     results = image_root.check_complete_merge(root + "/results/merged", total,
                                               image_root.runfile("tools/report.py"))
+    # Cell 0: the killed attempt (kept, does not count), then the resumed one.
     cell0 = [e for e in results if e.get("cell_index", 0) == 0]
     assert len(cell0) == 2, cell0
-    assert cell0[0]["cell_result"]["ok"] and not cell0[1]["cell_result"].get("ok"), cell0
-    assert killed_dir in cell0[1]["cell_result"]["error"], cell0[1]
-    assert "its records stop after step" in cell0[1]["cell_result"]["error"], cell0[1]
+    assert not cell0[0]["cell_result"].get("ok") and cell0[1]["cell_result"]["ok"], cell0
+    assert killed_dir in cell0[0]["cell_result"]["error"], cell0[0]
+    assert "its records stop after step" in cell0[0]["cell_result"]["error"], cell0[0]
     md = open(root + "/results/merged/summary.md").read()
-    assert "glibc/t1/r1 attempt 2: failed: no result in" in md, md
+    assert "glibc/t1/r1 attempt 1: failed: no result in" in md, md
     print("PASS")
 
 
