@@ -56,37 +56,17 @@ constexpr char kUnknownExit[] = "ended (adopted from an earlier agent: exit stat
 // /proc-only verification (it has no Control service to ask).
 absl::Status CommandArgs(const LaunchRequest& req, const AgentService::Options& options,
                          launch::LaunchOptions* lo, commands::Values* ports) {
-  auto it = options.commands.find(req.command());
-  if (it == options.commands.end()) {
-    std::vector<std::string> names;
-    for (const auto& [n, c] : options.commands) names.push_back(n);
-    return absl::NotFoundError(absl::StrCat(
-        "command '", Echo(req.command(), 64),
-        "' is not one this agent was started with (--allow_command: ",
-        names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
-  }
-  const commands::Command& cmd = it->second;
+  absl::StatusOr<const commands::Command*> found =
+      commands::Lookup(options.commands, req.command(), "this agent");
+  if (!found.ok()) return found.status();
+  const commands::Command& cmd = **found;
   if (!req.handler().empty() || !req.server_flags().empty()) {
     return absl::InvalidArgumentError(
         "a command takes neither handler nor server_flags: its arguments come from the agent's "
         "--allow_command_args template only");
   }
-  ports->threads = req.threads() == 0 ? 4 : req.threads();
-  ports->host = options.server_host;
-  absl::StatusOr<int> port = commands::PickFreePort(options.server_host);
-  if (!port.ok()) return port.status();
-  ports->port = *port;
-  if (cmd.uses_control_port) {
-    absl::StatusOr<int> cport = commands::PickFreePort(options.server_host);
-    if (!cport.ok()) return cport.status();
-    ports->control_port = *cport;
-  }
-  lo->program = cmd.path;
-  lo->fixed_args = commands::Expand(cmd, *ports);
-  lo->flag_check = launch::LaunchOptions::FlagCheck::kNone;
-  lo->ready_prefix = cmd.ready_prefix;
-  lo->verify = launch::Verify::kProfileOnly;
-  return absl::OkStatus();
+  return commands::Configure(cmd, options.server_host, req.threads() == 0 ? 4 : req.threads(),
+                             lo, ports);
 }
 
 }  // namespace
@@ -251,7 +231,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   if (!command) lo.program = options_.server_binary;  // a command's: set by BuildArgs
   run->binary = lo.program;
   lo.profile = profile;
-  lo.name = "server " + id;
+  lo.name = command ? absl::StrCat("command ", req->command(), " ", id) : "server " + id;
   for (const auto& kv : options_.extra_env) lo.base_env[kv.first] = kv.second;
   // stdout and stderr straight to the log: the server outlives the agent if
   // the agent crashes, and then has no pipe to break.
@@ -262,6 +242,15 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   lo.security = options_.security;
   lo.child = std::make_shared<RunChild>(this, run);
   absl::StatusOr<launch::Started> started = launch::StartVerifiedServer(lo);
+  std::string data, control;  // a command's
+  if (started.ok() && command) {
+    absl::Status a = commands::Addresses(options_.commands.at(req->command()), ports,
+                                         started->ready_line, &data, &control);
+    if (!a.ok()) {
+      launch::StopStarted(*started, absl::Seconds(5));  // takes mu_ itself
+      return ToGrpc(a);
+    }
+  }
   absl::MutexLock l(&mu_);
   if (!started.ok()) {
     if (run->pid > 0) run->info.set_log_tail(launch::LogTail(run->info.log_path()));
@@ -271,11 +260,10 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   const profiles::Verification& v = started->verified.verification;
   v1::ServerProcess& info = run->info;
   if (command) {
-    // The command's ports are the agent's choice (its template passes them).
-    info.set_data_address(JoinHostPort(options_.server_host, ports.port));
-    if (ports.control_port > 0) {
-      info.set_control_address(JoinHostPort(options_.server_host, ports.control_port));
-    }
+    // The command's ports are the agent's choice (its template passes
+    // them), or its Control address is in its ready line.
+    info.set_data_address(data);
+    info.set_control_address(control);
   } else {
     info.set_data_address(ready.data_address);
     info.set_control_address(ready.control_address);

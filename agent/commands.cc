@@ -9,10 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/echo.h"
+#include "common/listen.h"
 
 namespace rsslab {
 namespace commands {
@@ -44,7 +49,8 @@ absl::Status Split(absl::string_view flag, absl::string_view item, std::string* 
 
 absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::string>& allow,
                                                      const std::vector<std::string>& args,
-                                                     const std::vector<std::string>& ready) {
+                                                     const std::vector<std::string>& ready,
+                                                     const std::vector<std::string>& ready_port) {
   std::map<std::string, Command> out;
   if (allow.size() > 64) return absl::InvalidArgumentError("--allow_command: more than 64");
   for (const std::string& item : allow) {
@@ -86,6 +92,7 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
     it->second.uses_port = text.find("{port}") != std::string::npos;
     it->second.uses_control_port = text.find("{control_port}") != std::string::npos;
   }
+  std::map<std::string, bool> port_given;
   for (const std::string& item : ready) {
     std::string name, re;
     if (absl::Status s = Split("allow_command_ready", item, &name, &re); !s.ok()) return s;
@@ -95,16 +102,33 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
           absl::StrCat("--allow_command_ready: no --allow_command named ", name));
     }
     if (re.empty() || re.size() > 256) {
-      return absl::InvalidArgumentError("--allow_command_ready: a line prefix of 1..256 characters");
+      return absl::InvalidArgumentError(
+          "--allow_command_ready: a regex of 1..256 characters (RE2 syntax)");
     }
-    it->second.ready_prefix = re;
+    absl::StatusOr<launch::LineMatch> m = launch::LineMatch::Regex(re);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--allow_command_ready=", item, ": ", m.status().message()));
+    }
+    it->second.ready_line = *std::move(m);
   }
-  for (const auto& [name, c] : out) {
-    if (c.ready_prefix.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--allow_command=", name, ": give --allow_command_ready=", name,
-          "=PREFIX, the start of the line the program prints once it serves"));
+  for (const std::string& item : ready_port) {
+    std::string name, which;
+    if (absl::Status s = Split("allow_command_ready_port", item, &name, &which); !s.ok()) return s;
+    auto it = out.find(name);
+    if (it == out.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--allow_command_ready_port: no --allow_command named ", name));
     }
+    if (which != "{port}" && which != "{control_port}") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--allow_command_ready_port=", item.substr(0, 200),
+          ": name the template's port that must accept a connection, {port} or {control_port}"));
+    }
+    it->second.ready_port = which.substr(1, which.size() - 2);
+    port_given[name] = true;
+  }
+  for (auto& [name, c] : out) {
     if (!c.uses_port) {
       // The loadgen needs the program's address, and the agent a way to
       // know it listens: {port} is how both are known.
@@ -113,6 +137,13 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
           "port the agent picks and the loadgen sends to), e.g. --allow_command_args=", name,
           "=\"--port={port} --threads={threads}\""));
     }
+    if (c.ready_port == "control_port" && !c.uses_control_port) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--allow_command_ready_port=", name, "={control_port}: its --allow_command_args "
+          "template does not pass {control_port}"));
+    }
+    // Neither a line nor a port named: ready when {port} accepts.
+    if (c.ready_line.empty() && !port_given[name]) c.ready_port = "port";
   }
   return out;
 }
@@ -126,6 +157,65 @@ std::vector<std::string> Expand(const Command& c, const Values& v) {
                                           {"{host}", v.host}}));
   }
   return out;
+}
+
+absl::StatusOr<const Command*> Lookup(const std::map<std::string, Command>& allowed,
+                                      absl::string_view name, absl::string_view who) {
+  auto it = allowed.find(std::string(name));
+  if (it != allowed.end()) return &it->second;
+  std::vector<std::string> names;
+  for (const auto& [n, c] : allowed) names.push_back(n);
+  return absl::NotFoundError(absl::StrCat("command '", Echo(name, 64), "' is not one ", who,
+                                          " was started with (--allow_command: ",
+                                          names.empty() ? "none" : absl::StrJoin(names, ", "),
+                                          ")"));
+}
+
+absl::Status Configure(const Command& c, const std::string& host, int threads,
+                       launch::LaunchOptions* lo, Values* values) {
+  values->threads = threads;
+  values->host = host;
+  absl::StatusOr<int> port = PickFreePort(host);
+  if (!port.ok()) return port.status();
+  values->port = *port;
+  if (c.uses_control_port) {
+    absl::StatusOr<int> cport = PickFreePort(host);
+    if (!cport.ok()) return cport.status();
+    values->control_port = *cport;
+  }
+  lo->program = c.path;
+  lo->fixed_args = Expand(c, *values);
+  lo->flags.clear();
+  lo->flag_check = launch::LaunchOptions::FlagCheck::kNone;
+  lo->ready_match = c.ready_line;
+  lo->ready_host = host;
+  lo->ready_port = c.ready_port == "port"           ? values->port
+                   : c.ready_port == "control_port" ? values->control_port
+                                                    : 0;
+  lo->verify = launch::Verify::kProfileOnly;
+  return absl::OkStatus();
+}
+
+absl::Status Addresses(const Command& c, const Values& v, const std::string& ready_line,
+                       std::string* data, std::string* control) {
+  *data = JoinHostPort(v.host, v.port);
+  control->clear();
+  if (v.control_port > 0) *control = JoinHostPort(v.host, v.control_port);
+  if (!c.ready_line.HasGroup("control")) return absl::OkStatus();
+  // The program's own word: bounded and HOST:PORT before anyone dials it.
+  const std::string got = c.ready_line.Group(ready_line, "control");
+  const size_t colon = got.rfind(':');
+  const bool ok = !got.empty() && got.size() <= 255 && colon != std::string::npos &&
+                  colon > 0 && colon + 1 < got.size() &&
+                  got.find_first_not_of("0123456789", colon + 1) == std::string::npos &&
+                  std::all_of(got.begin(), got.end(), [](char ch) { return absl::ascii_isgraph(ch); });
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "command ", c.name, ": its ready line's control group is not HOST:PORT: '", Echo(got, 64),
+        "'"));
+  }
+  *control = got;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int> PickFreePort(const std::string& host) {

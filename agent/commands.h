@@ -1,19 +1,29 @@
-// The user's own programs an agent may launch under profiles
-// (--allow_command): a name the operator gives a path, an argument template
-// only the operator sets, and how to tell the program is ready.
+// The user's own programs an agent (or the loadgen's --local) may launch
+// under profiles (--allow_command): a name the operator gives a path, an
+// argument template only the operator sets, and how to tell the program is
+// ready.
 //
 //   auto cmds = rsslab::commands::Parse(
 //       {"shop=/srv/shop/service.py"},                         // --allow_command
 //       {"shop=--threads={threads} --port={port}"},            // --allow_command_args
-//       {"shop=shop ready "});                                 // --allow_command_ready
+//       {"shop=^shop ready "},                                 // --allow_command_ready (RE2)
+//       {});                                                   // --allow_command_ready_port
 //   const rsslab::commands::Command& c = cmds->at("shop");
-//   auto args = rsslab::commands::Expand(c, {.threads = 4, .port = 41234});
-//   // {"--threads=4", "--port=41234"}
+//   rsslab::launch::LaunchOptions lo;
+//   rsslab::commands::Values v;
+//   if (absl::Status s = rsslab::commands::Configure(c, "127.0.0.1", 4, &lo, &v); !s.ok()) ...
+//   // lo.program = "/srv/shop/service.py", lo.fixed_args = {"--threads=4", "--port=41234"}
+//   lo.profile = ...; lo.log_path = ...;
+//   auto started = rsslab::launch::StartVerifiedServer(lo);
+//   std::string data, control;
+//   rsslab::commands::Addresses(c, v, started->ready_line, &data, &control);
 //
 // Security model (as for the server): a LaunchRequest names a command; it
 // never carries a path, an argument or an environment variable. The agent
 // runs only the paths it was started with, each with the arguments the
-// operator's template makes from the agent's own numbers.
+// operator's template makes from the agent's own numbers. The loadgen's
+// --local takes the same flags and applies the same rules (Parse,
+// Configure), so a batch task runs the same programs an agent would.
 #ifndef RSSLAB_AGENT_COMMANDS_H_
 #define RSSLAB_AGENT_COMMANDS_H_
 
@@ -26,6 +36,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "agent/launch.h"
+#include "agent/readiness.h"
 
 namespace rsslab {
 namespace commands {
@@ -35,21 +47,33 @@ struct Command {
   std::string path;  // absolute, resolved when the agent starts
   // Words; each may hold {threads}, {port}, {control_port}, {host}.
   std::vector<std::string> args;
-  // The program is ready when a line of its output starts with this (the
-  // agent's one launch path, agent/launch.h, waits for a ready line).
-  std::string ready_prefix;
+  // --allow_command_ready: the program is ready once a line of its output
+  // matches (empty: no line is awaited). A named group (?P<control>...)
+  // gives its Control address.
+  launch::LineMatch ready_line;
+  // --allow_command_ready_port: then (or instead) this port of its
+  // template must accept a connection: "port", "control_port", or "" for
+  // none. Without either flag: "port".
+  std::string ready_port;
   bool uses_port = false;
   bool uses_control_port = false;
 };
 
 // --allow_command=NAME=PATH (each), --allow_command_args=NAME=TEMPLATE,
-// --allow_command_ready=NAME=PREFIX. INVALID_ARGUMENT naming the flag: a
-// name that is not [A-Za-z0-9_.-]+, a path that is not an executable file,
-// a template or prefix for an unknown name, a template with an unknown
-// {placeholder} or without {port}, or no ready prefix.
+// --allow_command_ready=NAME=REGEX, --allow_command_ready_port=NAME={port}
+// or NAME={control_port}. INVALID_ARGUMENT naming the flag: a name that is
+// not [A-Za-z0-9_.-]+, a path that is not an executable file, a value for
+// an unknown name, a template with an unknown {placeholder} or without
+// {port}, a regex RE2 refuses, a ready port the template does not pass.
 absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::string>& allow,
                                                      const std::vector<std::string>& args,
-                                                     const std::vector<std::string>& ready);
+                                                     const std::vector<std::string>& ready,
+                                                     const std::vector<std::string>& ready_port);
+
+// The command `name` from `allowed`; NOT_FOUND listing the names `who`
+// ("this agent", "this loadgen") was started with otherwise.
+absl::StatusOr<const Command*> Lookup(const std::map<std::string, Command>& allowed,
+                                      absl::string_view name, absl::string_view who);
 
 struct Values {
   int threads = 0;
@@ -58,6 +82,19 @@ struct Values {
   std::string host = "127.0.0.1";
 };
 std::vector<std::string> Expand(const Command& c, const Values& v);
+
+// A launch of `c` on `host` with `threads`: its program, the arguments
+// its template makes with ports picked now, how it shows it is ready, no
+// flag check (its arguments are its own) and /proc-only verification (it
+// has no rsslab Control service to ask). *values: the numbers used.
+absl::Status Configure(const Command& c, const std::string& host, int threads,
+                       launch::LaunchOptions* lo, Values* values);
+
+// Once it is ready: where it serves (host:{port}) and its Control address
+// ({control_port}, or the ready line's `control` group; "" for none).
+// INVALID_ARGUMENT for a `control` group that is not HOST:PORT.
+absl::Status Addresses(const Command& c, const Values& v, const std::string& ready_line,
+                       std::string* data, std::string* control);
 
 // A port on `host` the kernel says is free now (bound to port 0, then
 // closed: another process could take it before the program does, which

@@ -31,9 +31,9 @@ bool IsHandlerName(absl::string_view n) {
   return true;
 }
 
-// Looks for a line starting with `prefix` in the log from *offset on (the
-// start of a line), and moves *offset past the complete lines read.
-bool FindReadyLineInLog(const std::string& path, const std::string& prefix, off_t* offset,
+// Looks for a line matching `match` in the log from *offset on (the start
+// of a line), and moves *offset past the complete lines read.
+bool FindReadyLineInLog(const std::string& path, const LineMatch& match, off_t* offset,
                         std::string* line) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -53,7 +53,7 @@ bool FindReadyLineInLog(const std::string& path, const std::string& prefix, off_
     if (nl == std::string::npos) break;
     absl::string_view l(text.data() + start, nl - start);
     start = nl + 1;
-    if (absl::StartsWith(l, prefix)) {
+    if (match.Matches(l)) {
       *line = std::string(l);
       *offset += static_cast<off_t>(start);
       return true;
@@ -65,17 +65,61 @@ bool FindReadyLineInLog(const std::string& path, const std::string& prefix, off_
 
 enum class Waited { kReady, kExited, kTimeout };
 
-// kLogFile: polls the log until the line, the child's exit or the timeout.
-Waited AwaitReadyInLog(const LaunchOptions& o, Child& child, off_t offset, std::string* line) {
-  const absl::Time deadline = absl::Now() + o.ready_timeout;
+// kLogFile: polls the log until the line, the child's exit or the deadline.
+Waited AwaitReadyInLog(const LaunchOptions& o, Child& child, off_t offset, absl::Time deadline,
+                       std::string* line) {
   while (true) {
     const bool exited = child.AwaitExit(absl::ZeroDuration());
     // Read after the exit check: a line written before the exit is seen.
-    if (FindReadyLineInLog(o.log_path, o.ready_prefix, &offset, line)) return Waited::kReady;
+    if (FindReadyLineInLog(o.log_path, o.ready_match, &offset, line)) return Waited::kReady;
     if (exited) return Waited::kExited;
     if (absl::Now() >= deadline) return Waited::kTimeout;
     child.AwaitExit(absl::Milliseconds(20));
   }
+}
+
+// Until ready_host:ready_port accepts a connection, the child exits, or the
+// deadline.
+Waited AwaitPort(const LaunchOptions& o, Child& child, absl::Time deadline) {
+  while (true) {
+    const bool exited = child.AwaitExit(absl::ZeroDuration());
+    if (!exited && PortAccepts(o.ready_host, o.ready_port, absl::Milliseconds(200))) {
+      return Waited::kReady;
+    }
+    if (exited) return Waited::kExited;
+    if (absl::Now() >= deadline) return Waited::kTimeout;
+    child.AwaitExit(absl::Milliseconds(50));
+  }
+}
+
+// The line (if one is awaited), then the port (if one is).
+Waited AwaitReady(const LaunchOptions& o, Started& st) {
+  const absl::Time deadline = absl::Now() + o.ready_timeout;
+  if (!o.ready_match.empty()) {
+    Waited w;
+    if (o.output == Output::kLogFile) {
+      w = AwaitReadyInLog(o, *st.child, static_cast<off_t>(o.log_header.size()), deadline,
+                          &st.ready_line);
+    } else {
+      OutputPump::Result r = st.pump->WaitReady(deadline - absl::Now());
+      w = r.state == OutputPump::kReady ? Waited::kReady
+          : r.state == OutputPump::kEof ? Waited::kExited
+                                        : Waited::kTimeout;
+      st.ready_line = r.line;
+    }
+    if (w != Waited::kReady) return w;
+  }
+  return o.ready_port > 0 ? AwaitPort(o, *st.child, deadline) : Waited::kReady;
+}
+
+// What was awaited, for the timeout's one line.
+std::string AwaitedText(const LaunchOptions& o) {
+  std::vector<std::string> what;
+  if (!o.ready_match.empty()) what.push_back(absl::StrCat(o.ready_match.Describe(), " in its output"));
+  if (o.ready_port > 0) {
+    what.push_back(absl::StrCat(o.ready_host, ":", o.ready_port, " to accept a connection"));
+  }
+  return absl::StrJoin(what, ", then ");
 }
 
 absl::StatusOr<std::vector<std::string>> BuildArgs(const LaunchOptions& o) {
@@ -132,6 +176,9 @@ absl::Status CheckOptions(const LaunchOptions& o) {
   if (o.output == Output::kLogFile && o.log_path.empty()) {
     return absl::InvalidArgumentError("launch: Output::kLogFile needs a log_path");
   }
+  if (o.ready_match.empty() && o.ready_port <= 0) {
+    return absl::InvalidArgumentError("launch: neither a ready line nor a ready port to wait for");
+  }
   if (o.log_path.empty() && o.forward_stdout_fd < 0) {
     return absl::InvalidArgumentError("launch: no log_path and no forward_stdout_fd");
   }
@@ -171,7 +218,7 @@ absl::StatusOr<pid_t> SpawnChild(const LaunchOptions& o, const std::vector<std::
   const bool forward = o.forward_stdout_fd >= 0;
   if (forward && log_fd >= 0) close(log_fd);  // stderr has its copy
   *pump = std::make_unique<OutputPump>(out[0], forward ? o.forward_stdout_fd : log_fd,
-                                       /*own_sink=*/!forward, o.ready_prefix,
+                                       /*own_sink=*/!forward, o.ready_match,
                                        /*withhold_ready=*/forward);
   return pid;
 }
@@ -236,16 +283,7 @@ absl::StatusOr<Started> StartVerifiedServer(const LaunchOptions& o) {
   if (!pid.ok()) return pid.status();
   st.pid = *pid;
 
-  Waited waited;
-  if (o.output == Output::kLogFile) {
-    waited = AwaitReadyInLog(o, *st.child, static_cast<off_t>(o.log_header.size()), &st.ready_line);
-  } else {
-    OutputPump::Result r = st.pump->WaitReady(o.ready_timeout);
-    waited = r.state == OutputPump::kReady ? Waited::kReady
-             : r.state == OutputPump::kEof ? Waited::kExited
-                                           : Waited::kTimeout;
-    st.ready_line = r.line;
-  }
+  const Waited waited = AwaitReady(o, st);
   if (waited == Waited::kExited) {
     absl::Status s = ExitedBeforeReady(o, *st.child);
     if (st.pump != nullptr) st.pump->WaitEof(absl::Seconds(5));
@@ -253,7 +291,8 @@ absl::StatusOr<Started> StartVerifiedServer(const LaunchOptions& o) {
   }
   if (waited == Waited::kTimeout) {
     return Fail(o, *st.child, st.pid, absl::StatusCode::kDeadlineExceeded,
-                absl::StrCat("not ready after ", absl::FormatDuration(o.ready_timeout)));
+                absl::StrCat("not ready within ", absl::FormatDuration(o.ready_timeout),
+                             " (waited for ", AwaitedText(o), ")"));
   }
   absl::StatusOr<VerifiedLaunch> v = VerifyStarted(o, st.pid, st.ready_line);
   if (!v.ok()) return Fail(o, *st.child, st.pid, v.status().code(), v.status().message());

@@ -23,8 +23,9 @@
 //
 // The program is a parameter: a user's own program can be launched the
 // same way with `flag_check = FlagCheck::kNone` (its arguments are its
-// own), `ready` naming the line it prints when ready, and
-// `verify = Verify::kProfileOnly` (it has no Control service to ask).
+// own), `ready_match` / `ready_port` saying how it shows it is ready, and
+// `verify = Verify::kProfileOnly` (it has no Control service to ask);
+// agent/commands.h Configure sets all of these for an --allow_command.
 #ifndef RSSLAB_AGENT_LAUNCH_H_
 #define RSSLAB_AGENT_LAUNCH_H_
 
@@ -41,6 +42,7 @@
 #include "absl/time/time.h"
 #include "agent/launcher.h"
 #include "agent/profiles.h"
+#include "agent/readiness.h"
 #include "common/auth.h"
 #include "common/ready_line.h"
 #include "common/server_flags.h"
@@ -141,8 +143,13 @@ struct LaunchOptions {
   // verified, so whoever waits for it never meets an unverified server.
   int forward_stdout_fd = -1;
 
-  // The line that says the child is ready: rsslab's ready line by default.
-  std::string ready_prefix = std::string(kReadyPrefix);
+  // When the child is ready: once a line of its output matches
+  // `ready_match` (rsslab's ready line by default; empty: no line is
+  // awaited) and then, with `ready_port` > 0, `ready_host:ready_port`
+  // accepts a TCP connection; both within `ready_timeout`.
+  LineMatch ready_match = LineMatch::Prefix(kReadyPrefix);
+  std::string ready_host = "127.0.0.1";
+  int ready_port = 0;
   absl::Duration ready_timeout = absl::Seconds(60);
   Verify verify = Verify::kProfileAndControl;
   // TLS and the token for the Control check (not owned; may be null).
@@ -159,7 +166,7 @@ struct LaunchOptions {
 // A started, verified program.
 struct Started {
   pid_t pid = -1;
-  std::string ready_line;   // as the program printed it, without '\n'
+  std::string ready_line;   // as the program printed it, without '\n' ("" if none awaited)
   VerifiedLaunch verified;  // ready (kProfileAndControl only) and /proc facts
   std::string log_path;
   std::shared_ptr<Child> child;

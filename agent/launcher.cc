@@ -116,12 +116,12 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& o) {
   return pid;
 }
 
-OutputPump::OutputPump(int read_fd, int sink_fd, bool own_sink, std::string ready_prefix,
+OutputPump::OutputPump(int read_fd, int sink_fd, bool own_sink, LineMatch ready,
                        bool withhold_ready)
     : read_fd_(read_fd),
       sink_fd_(sink_fd),
       own_sink_(own_sink),
-      prefix_(std::move(ready_prefix)),
+      ready_match_(std::move(ready)),
       withhold_(withhold_ready) {
   if (pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
   thread_ = std::thread([this] { Run(); });
@@ -142,7 +142,10 @@ OutputPump::~OutputPump() {
 
 void OutputPump::Run() {
   std::string line;
-  bool seen_ready = false;
+  // Nothing to look for: only copy.
+  bool seen_ready = ready_match_.empty();
+  bool long_line = false;  // the current line's start was already copied
+  constexpr size_t kMaxReadyLine = 64 << 10;
   char buf[4096];
   while (true) {
     pollfd fds[2] = {{read_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
@@ -163,10 +166,17 @@ void OutputPump::Run() {
       const char* nl = static_cast<const char*>(memchr(p, '\n', end - p));
       if (nl == nullptr) {
         line.append(p, end - p);
+        // Bounded: a line this long is copied on and never taken for ready.
+        if (line.size() > kMaxReadyLine) {
+          if (sink_fd_ >= 0) WriteAll(sink_fd_, line.data(), line.size());
+          line.clear();
+          long_line = true;
+        }
         break;
       }
       line.append(p, nl - p);
-      bool is_ready = absl::StartsWith(line, prefix_);
+      const bool is_ready = !long_line && ready_match_.Matches(line);
+      long_line = false;
       if (!(is_ready && withhold_) && sink_fd_ >= 0) {
         WriteAll(sink_fd_, line.data(), line.size());
         WriteAll(sink_fd_, "\n", 1);

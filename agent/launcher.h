@@ -16,7 +16,8 @@
 //   absl::StatusOr<pid_t> pid = rsslab::launch::Spawn(so);
 //   close(out[1]);
 //   rsslab::launch::OutputPump pump(out[0], /*sink_fd=*/log_fd, /*own_sink=*/true,
-//                                   std::string(rsslab::kReadyPrefix), /*withhold_ready=*/false);
+//                                   rsslab::launch::LineMatch::Prefix(rsslab::kReadyPrefix),
+//                                   /*withhold_ready=*/false);
 //   rsslab::launch::OutputPump::Result r = pump.WaitReady(absl::Seconds(60));
 //   if (r.state == rsslab::launch::OutputPump::kReady) { auto rl = rsslab::ParseReadyLine(r.line); }
 #ifndef RSSLAB_AGENT_LAUNCHER_H_
@@ -35,6 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/profiles.h"
+#include "agent/readiness.h"
 #include "common/auth.h"
 #include "common/ready_line.h"
 #include "proto/profile.pb.h"
@@ -78,10 +80,10 @@ class OutputPump {
   };
 
   // Takes ownership of read_fd (and sink_fd if own_sink). sink_fd -1 drops
-  // the output. With withhold_ready, the ready line is not copied: the
-  // caller prints it once it has verified the process.
-  OutputPump(int read_fd, int sink_fd, bool own_sink, std::string ready_prefix,
-             bool withhold_ready);
+  // the output. `ready` says which line is the ready line (empty: none,
+  // the output is only copied). With withhold_ready, the ready line is not
+  // copied: the caller prints it once it has verified the process.
+  OutputPump(int read_fd, int sink_fd, bool own_sink, LineMatch ready, bool withhold_ready);
   ~OutputPump();  // stops copying and joins, even if the child still runs
   OutputPump(const OutputPump&) = delete;
   OutputPump& operator=(const OutputPump&) = delete;
@@ -98,7 +100,7 @@ class OutputPump {
   int sink_fd_;
   bool own_sink_;
   int wake_[2] = {-1, -1};
-  const std::string prefix_;
+  const LineMatch ready_match_;
   const bool withhold_;
   absl::Mutex mu_;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent.h"
+#include "agent/command_flags.h"
 #include "agent/commands.h"
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
@@ -51,7 +52,9 @@ ABSL_FLAG(std::string, server_host, "",
           "Host servers listen on (ports chosen by the kernel); default: the --listen host. "
           "With --listen=0.0.0.0:..., set it to this machine's address so the returned "
           "addresses can be dialled from the load generator's machine.");
-ABSL_FLAG(int, ready_timeout_s, 60, "How long a server may take to print its ready line.");
+ABSL_FLAG(int, ready_timeout_s, 60,
+          "How long a server may take to print its ready line (a command: to be ready as its "
+          "--allow_command_ready / _ready_port say).");
 ABSL_FLAG(int, stop_grace_ms, 5000, "On agent shutdown: SIGTERM, then SIGKILL after this.");
 ABSL_FLAG(std::string, state_dir, "",
           "Where the agent records the servers it runs (servers.json), so that an agent "
@@ -59,18 +62,6 @@ ABSL_FLAG(std::string, state_dir, "",
           "--listen port: $XDG_RUNTIME_DIR/rsslab_agent-PORT, or /tmp/rsslab_agent-UID-PORT; "
           "with port 0: none (a restarted agent would have another address anyway). "
           "'none': record nothing.");
-
-ABSL_FLAG(std::vector<std::string>, allow_command, {},
-          "NAME=/abs/path: a program of the user's (their own service) that Launch may start "
-          "under a profile by NAME (LaunchRequest.command). Repeatable. The agent runs no other "
-          "path (docs/AGENT.md).");
-ABSL_FLAG(std::vector<std::string>, allow_command_args, {},
-          "NAME=TEMPLATE: the arguments of command NAME, words with {port} (required: the port "
-          "the agent picks), {threads}, {control_port}, {host}, e.g. "
-          "\"--port={port} --threads={threads}\". Repeatable; the only arguments it ever gets.");
-ABSL_FLAG(std::vector<std::string>, allow_command_ready, {},
-          "NAME=REGEX: command NAME is ready when a line of its output matches (default: when "
-          "{port} accepts a connection). Repeatable.");
 
 namespace rsslab {
 namespace {
@@ -112,9 +103,7 @@ void ServerAndProfiles(int argc, char** argv, AgentService::Options* o_out) {
   // Repeated flags, each value whole (a template has spaces and may have
   // commas): read from argv, not from the flags library's last value.
   absl::StatusOr<std::map<std::string, commands::Command>> cmds =
-      commands::Parse(RepeatedFlagValues(argc, argv, "allow_command"),
-                      RepeatedFlagValues(argc, argv, "allow_command_args"),
-                      RepeatedFlagValues(argc, argv, "allow_command_ready"));
+      commands::FromFlags(argc, argv);
   if (!cmds.ok()) Die(std::string(cmds.status().message()));
   o.commands = *std::move(cmds);
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -174,11 +175,14 @@ int Main(int argc, char** argv) {
   if (args.list) {
     // An unavailable profile's second column is "UNAVAILABLE:" (scripts
     // that want what can run here skip those lines: tools/sweep.sh).
+    // The name column is as wide as the longest name, so columns line up.
+    int width = 0;
+    for (const auto& p : set->profile()) width = std::max(width, static_cast<int>(p.name().size()));
     for (const auto& p : set->profile()) {
       if (p.unavailable().empty()) {
-        printf("%-18s %s\n", p.name().c_str(), p.description().c_str());
+        printf("%-*s %s\n", width, p.name().c_str(), p.description().c_str());
       } else {
-        printf("%-18s UNAVAILABLE: %s; %s\n", p.name().c_str(), p.unavailable().c_str(),
+        printf("%-*s UNAVAILABLE: %s; %s\n", width, p.name().c_str(), p.unavailable().c_str(),
                p.description().c_str());
       }
     }

@@ -1,94 +1,151 @@
 #!/usr/bin/env bash
-# Issue 25's benchmark at a reduced scale: a grpcio service
-# (python/tests/grpc_service.py: Debian's python3-grpcio, the seed handler,
-# a byte-bounded cache) under five conditions, each in a fresh process:
-#   a  nothing (the package loaded, not used)
+# Issue 25's benchmark: a grpcio service (python/tests/grpc_service.py:
+# Debian's python3-grpcio, the seed handler, a byte-bounded cache) under
+# these conditions, each in a fresh process:
+#   a  nothing (the package imported for its Control service, not used)
 #   b  the seed's advice as people apply it: MALLOC_ARENA_MAX=2 in the
 #      environment + malloc_trim(0) from a 60 s timer thread
 #   c  the package, no environment change: cap_arenas(2) at import +
 #      auto_trim("after_burst")
 #   d  jemalloc preloaded + the package (auto_trim, per-thread release)
 #   e  mimalloc preloaded + the package (auto_trim, per-thread release)
-#   m  mimalloc preloaded, nothing (the base (e) is compared with)
-# Scenario: fill, shrink (the seed's at RSSLAB_FIX_SCALE), then 65 s of
-# idle with snapshots at 12 s and 65 s after the burst. Prints one table row
-# per condition and worker count. Run it under the bench lock:
-#   flock -x /tmp/rsslab-bench.lock bench/service_fix.sh
-# RSSLAB_FIX_WORKERS="4 16" RSSLAB_FIX_SCALE=0.3 RSSLAB_FIX_CONDITIONS="a b c d e m"
+#   m  mimalloc preloaded, nothing (what (e) is compared with)
+# Burst: fill, shrink (the seed's 96,000 + 48,000 requests times
+# RSSLAB_FIX_SCALE, 16 in flight), then 65 s idle with snapshots 12 s and
+# 65 s after the burst. Then, for c, d and e, steady load: 300 requests/s
+# for RSSLAB_FIX_STEADY_S seconds without a release, and as long again with
+# `rsslab_ctl trim` every 2 s (p99 and max latency of each, the longest
+# worker pause and global release of those trims).
+# Each run appends rows to $RSSLAB_FIX_OUT/table.md, so a sweep can be run
+# in chunks (one quiet chunk per few conditions) into one table:
+#   RSSLAB_FIX_OUT=results/fix RSSLAB_FIX_WORKERS=64 RSSLAB_FIX_CONDITIONS="e m" \
+#     RSSLAB_FIX_PYTHON=venv/bin/python bench/service_fix.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/bench/lib.sh"
-SCALE=${RSSLAB_FIX_SCALE:-0.3}
-WORKERS=${RSSLAB_FIX_WORKERS:-16}
-CONDITIONS=${RSSLAB_FIX_CONDITIONS:-a b c d e}
+SCALE=${RSSLAB_FIX_SCALE:-1}
+WORKERS=${RSSLAB_FIX_WORKERS:-1 4 16 64}
+CONDITIONS=${RSSLAB_FIX_CONDITIONS:-a b c d e m}
+STEADY_S=${RSSLAB_FIX_STEADY_S:-20}
 OUT=${RSSLAB_FIX_OUT:-$ROOT/results/service_fix-$(date -u +%Y%m%dT%H%M%SZ)}
 PY=${RSSLAB_FIX_PYTHON:-/usr/bin/python3}   # with the rsslab wheel installed
 LG=$ROOT/.bazel/bin/loadgen/rsslab_loadgen
+CTL=$ROOT/.bazel/bin/control/rsslab_ctl
 LIBS=/usr/lib/x86_64-linux-gnu
-mkdir -p "$OUT"
 "$PY" -c "import rsslab" || { echo "service_fix.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }
-[ -x "$LG" ] || { echo "service_fix.sh: build //loadgen:rsslab_loadgen first" >&2; exit 2; }
+[ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_fix.sh: build //loadgen:rsslab_loadgen //control:rsslab_ctl first" >&2; exit 2; }
+case $STEADY_S in ''|*[!0-9]*) echo "service_fix.sh: RSSLAB_FIX_STEADY_S must be whole seconds, got '$STEADY_S'" >&2; exit 2 ;; esac
+mkdir -p "$OUT"
 FILL=$(awk -v s="$SCALE" 'BEGIN{printf "%d", 96000*s}')
 SHRINK=$(awk -v s="$SCALE" 'BEGIN{printf "%d", 48000*s}')
-cat > "$OUT/scenario.textproto" <<SCEN
+STEADY=$((300 * STEADY_S))
+cat > "$OUT/burst-$SCALE.textproto" <<SCEN
 name: "service_fix"
 description: "fill, shrink, then 65 s idle with snapshots at 12 s and 65 s after the burst"
-step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
-step { name: "fill" load { requests: $FILL } }
+step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 gc: false } }
+step { name: "fill" load { requests: $FILL concurrency: 16 } }
 step { name: "after_fill" snapshot { gc: false } }
-step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 } }
-step { name: "shrink" load { requests: $SHRINK } }
+step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 gc: false } }
+step { name: "shrink" load { requests: $SHRINK concurrency: 16 } }
 step { name: "idle" set_phase { phase: "idle" gc: false } }
 step { name: "idle" wait { seconds: 12 } }
 step { name: "after_12s" snapshot { gc: false } }
 step { name: "idle" wait { seconds: 53 } }
 step { name: "after_65s" snapshot { gc: false } }
 SCEN
-echo "# $(uptime)" | tee "$OUT/table.md"
-echo "| condition | workers | rss_fill_mib | rss_12s_mib | rss_65s_mib | first_release_s | fill_qps | fill_p99_ms |" | tee -a "$OUT/table.md"
-echo "|---|---|---|---|---|---|---|---|" | tee -a "$OUT/table.md"
+cat > "$OUT/steady.textproto" <<SCEN
+name: "steady"
+step { name: "steady" set_phase { phase: "fill" cache_limit_mb: 10 gc: false } }
+step { name: "warm" load { rate: 300 requests: 600 } }
+step { name: "steady" load { rate: 300 requests: $STEADY } }
+SCEN
+cat > "$OUT/steady_trim.textproto" <<SCEN
+name: "steady_trim"
+step { name: "steady_trim" load { rate: 300 requests: $STEADY } }
+step { name: "after_steady" snapshot { gc: false } }
+SCEN
+if [ ! -s "$OUT/table.md" ]; then
+  {
+    echo "| condition | workers | scale | load at start | rss_fill_mib | rss_12s_mib | rss_65s_mib | first_release_s | fill_qps | fill_p99_ms | steady_p99_ms | with_release_p99_ms | steady_max_ms | with_release_max_ms | worker_pause_max_ms | global_release_max_ms |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  } > "$OUT/table.md"
+fi
 for w in $WORKERS; do
   for c in $CONDITIONS; do
-    dir=$OUT/$c-$w; mkdir -p "$dir"
+    dir=$OUT/$c-$w; rm -rf "$dir"; mkdir -p "$dir"
     env=(env -u LD_PRELOAD -u MALLOC_ARENA_MAX -u MIMALLOC_DECOMMIT_DELAY)
     flags=(--workers="$w" --handler="$ROOT/server/handlers/web_worker.py" --peer_dir="$ROOT/bench/peer")
+    steady=1
     case $c in
-      a) flags+=(--no_package) ;;
-      b) env+=(MALLOC_ARENA_MAX=2); flags+=(--no_package --timer_trim_s=60 --timer_trim_log="$dir/timer.log") ;;
+      a) flags+=(--no_package); steady=0 ;;
+      b) env+=(MALLOC_ARENA_MAX=2); flags+=(--no_package --timer_trim_s=60 --timer_trim_log="$dir/timer.log"); steady=0 ;;
       c) flags+=(--cap_arenas=2 --auto_trim=after_burst) ;;
       d) env+=(LD_PRELOAD=$LIBS/libjemalloc.so.2); flags+=(--auto_trim=after_burst) ;;
       e) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--auto_trim=after_burst) ;;
-      m) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--no_package) ;;
+      m) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--no_package); steady=0 ;;
       *) echo "service_fix.sh: unknown condition '$c' (a b c d e m)" >&2; exit 2 ;;
     esac
+    [ "$STEADY_S" -gt 0 ] || steady=0
+    cut -d' ' -f1-3 /proc/loadavg > "$dir/load"
     "${env[@]}" "$PY" "$ROOT/python/tests/grpc_service.py" "${flags[@]}" >"$dir/service.out" 2>"$dir/service.err" &
     pid=$!
     wait_ready "$pid" "$dir/service.out" "$dir/service.err"
-    "$LG" --scenario="$OUT/scenario.textproto" --concurrency=16 --target="$DATA" --control="$CTLADDR" \
-      --out="$dir/run" >"$dir/loadgen.txt" 2>&1 || true
+    "$LG" --scenario="$OUT/burst-$SCALE.textproto" --target="$DATA" --control="$CTLADDR" \
+      --out="$dir/burst" >"$dir/loadgen.txt" 2>&1 || true
+    if [ "$steady" = 1 ]; then
+      "$LG" --scenario="$OUT/steady.textproto" --target="$DATA" --control="$CTLADDR" \
+        --out="$dir/steady" >>"$dir/loadgen.txt" 2>&1 || true
+      "$LG" --scenario="$OUT/steady_trim.textproto" --target="$DATA" --control="$CTLADDR" \
+        --out="$dir/steady_trim" >>"$dir/loadgen.txt" 2>&1 &
+      lgpid=$!
+      # A release every 2 s while the loadgen runs (each one a Control Trim).
+      while kill -0 "$lgpid" 2>/dev/null; do
+        sleep 2
+        kill -0 "$lgpid" 2>/dev/null && "$CTL" --control="$CTLADDR" trim >>"$dir/trims.txt" 2>&1 || true
+      done
+      wait "$lgpid" || true
+    fi
     kill "$pid"; wait "$pid" 2>/dev/null || true
-    /usr/bin/python3 - "$dir" "$c" "$w" <<'PYEOF' | tee -a "$OUT/table.md"
+    /usr/bin/python3 - "$dir" "$c" "$w" "$SCALE" <<'PYEOF' | tee -a "$OUT/table.md"
 import json, os, sys
-d, c, w = sys.argv[1:]
-snaps, loads = {}, {}
-for line in open(os.path.join(d, "run/events.jsonl")):
-    e = json.loads(line)
-    if "snapshot" in e: snaps[e["label"]] = e["snapshot"]
-    if "load" in e: loads[e["label"]] = e["load"]
+d, c, w, scale = sys.argv[1:]
+def events(run):
+    snaps, loads = {}, {}
+    p = os.path.join(d, run, "events.jsonl")
+    if os.path.exists(p):
+        for line in open(p):
+            e = json.loads(line)
+            if "snapshot" in e: snaps[e["label"]] = e["snapshot"]
+            if "load" in e: loads[e["label"]] = e["load"]
+    return snaps, loads
+snaps, loads = events("burst")
 mib = lambda s: "%.1f" % (int(s.get("status", {}).get("rss_bytes", 0)) / 1048576.0) if s else "-"
 burst_end = int(loads.get("shrink", {}).get("end_unix_nanos", 0)) / 1e9
-first = "-"
 last = snaps.get("after_65s", {})
 times = [int(t["unix_nanos"]) / 1e9 for t in last.get("recent_trims", []) if t.get("trigger", "").startswith("auto")]
 tl = os.path.join(d, "timer.log")
 if os.path.exists(tl):
     times += [float(x) for x in open(tl).read().split()]
 after = [t - burst_end for t in times if t >= burst_end]
-if after: first = "%.1f" % min(after)
+first = "%.1f" % min(after) if after else "-"
 f = loads.get("fill", {})
-print("| %s | %s | %s | %s | %s | %s | %.0f | %.1f |" % (c, w, mib(snaps.get("after_fill")), mib(snaps.get("after_12s")),
-      mib(last), first, f.get("qps", 0), f.get("latency", {}).get("p99_us", 0) / 1000))
+ms = lambda l, k: "%.1f" % (l["latency"][k] / 1000) if l else "-"
+_, st = events("steady")
+tsnaps, tr = events("steady_trim")
+s0, s1 = st.get("steady"), tr.get("steady_trim")
+pause = glob = "-"
+if s1:
+    lo, hi = int(s1["start_unix_nanos"]), int(s1["end_unix_nanos"])
+    trims = [t for t in tsnaps.get("after_steady", {}).get("recent_trims", [])
+             if t.get("trigger") == "manual" and lo <= int(t["unix_nanos"]) <= hi]
+    if trims:
+        pause = "%.1f" % (max(int(t.get("max_worker_pause_us", 0)) for t in trims) / 1000)
+        glob = "%.1f" % (max(int(t.get("trim_duration_us", 0)) for t in trims) / 1000)
+load = open(os.path.join(d, "load")).read().split()[0]
+print("| %s | %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |" % (
+    c, w, scale, load, mib(snaps.get("after_fill")), mib(snaps.get("after_12s")), mib(last), first,
+    f.get("qps", 0), ms(f, "p99_us"), ms(s0, "p99_us"), ms(s1, "p99_us"), ms(s0, "max_us"),
+    ms(s1, "max_us"), pause, glob))
 PYEOF
   done
 done
-echo "# $(uptime)" | tee -a "$OUT/table.md"

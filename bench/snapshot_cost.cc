@@ -157,56 +157,42 @@ bool LargeMallocIsMmapped(size_t kib) {
   return mmapped;
 }
 
-int Main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  rsslab::ServerCore::Options o;
-  o.threads = absl::GetFlag(FLAGS_threads);
-  o.handler_path = absl::GetFlag(FLAGS_handler);
-  absl::StatusOr<std::unique_ptr<rsslab::ServerCore>> core = rsslab::ServerCore::Create(o);
-  if (!core.ok()) {
-    fprintf(stderr, "snapshot_cost: %s\n", std::string(core.status().message()).c_str());
-    return 1;
-  }
-  // Before anything takes a snapshot (SetPhase takes one).
-  const bool mmapped_before = LargeMallocIsMmapped(200);
+// A server core after load: phase fill, then --warm_requests handler calls,
+// so each worker gets (and fills) an arena. *errors counts failed calls.
+absl::Status Warm(rsslab::ServerCore& core, int* errors) {
   rsslab::v1::SetPhaseRequest fill;
   fill.set_phase("fill");
   fill.set_gc(false);
   rsslab::v1::SetPhaseResponse fill_resp;
-  if (absl::Status s = (*core)->SetPhase(fill, &fill_resp); !s.ok()) {
-    fprintf(stderr, "snapshot_cost: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  // Warm-up load: every worker serves, so each gets (and fills) an arena.
+  if (absl::Status s = core.SetPhase(fill, &fill_resp); !s.ok()) return s;
   const int warm = absl::GetFlag(FLAGS_warm_requests);
   std::vector<rsslab::v1::HandleRequest> reqs(warm);
   std::vector<rsslab::v1::HandleResponse> resps(warm);
   absl::BlockingCounter pending(warm);
-  std::atomic<int> errors{0};
+  std::atomic<int> failed{0};
   for (int i = 0; i < warm; ++i) {
     reqs[i].set_id(i);
     reqs[i].set_seed(i);
-    (*core)->Submit(&reqs[i], &resps[i], nullptr, [&](const absl::Status& s) {
-      if (!s.ok()) errors.fetch_add(1);
+    core.Submit(&reqs[i], &resps[i], nullptr, [&](const absl::Status& s) {
+      if (!s.ok()) failed.fetch_add(1);
       pending.DecrementCount();
     });
   }
   pending.Wait();
+  *errors = failed.load();
+  return absl::OkStatus();
+}
 
-  const int k = absl::GetFlag(FLAGS_snapshots);
-  rsslab::ServerCore::SnapshotOptions so;
-  so.gc = absl::GetFlag(FLAGS_gc);
-  // One unmeasured snapshot: first-use costs (lazy dlsym, protobuf
-  // descriptors, Python's cached attribute lookups) are not per snapshot.
-  rsslab::v1::Snapshot first;
-  (*core)->TakeSnapshot(so, &first);
-  const bool mmapped_after_first = LargeMallocIsMmapped(300);
-  const int64_t rss_before = StatusKb("VmRSS:");
-  const int64_t anon_before = StatusKb("RssAnon:");
-  const int64_t heap_before = static_cast<int64_t>(mallinfo2().arena);
+struct Measured {
   std::vector<double> ms, cpu_ms;
   std::vector<int64_t> bytes, calls;
   int64_t max_net = 0, max_largest = 0;
+};
+
+// k snapshots back to back, each timed and its malloc traffic counted.
+Measured MeasureSnapshots(rsslab::ServerCore& core, const rsslab::ServerCore::SnapshotOptions& so,
+                          int k) {
+  Measured m;
   for (int i = 0; i < k; ++i) {
     g_calls = 0;
     g_bytes = 0;
@@ -217,47 +203,91 @@ int Main(int argc, char** argv) {
     g_counting = true;
     double c0 = ProcessCpuMs();
     absl::Time t0 = absl::Now();
-    (*core)->TakeSnapshot(so, snap.get());
+    core.TakeSnapshot(so, snap.get());
     absl::Duration took = absl::Now() - t0;
-    cpu_ms.push_back(ProcessCpuMs() - c0);
+    m.cpu_ms.push_back(ProcessCpuMs() - c0);
     // GetSnapshot serialises the message and frees it: its destruction is
     // inside the window, so net bytes are what a snapshot leaves behind.
     snap.reset();
     g_counting = false;
-    ms.push_back(absl::ToDoubleMilliseconds(took));
-    bytes.push_back(g_bytes.load());
-    calls.push_back(g_calls.load());
-    max_net = std::max(max_net, g_net.load());
-    max_largest = std::max(max_largest, g_largest.load());
+    m.ms.push_back(absl::ToDoubleMilliseconds(took));
+    m.bytes.push_back(g_bytes.load());
+    m.calls.push_back(g_calls.load());
+    m.max_net = std::max(m.max_net, g_net.load());
+    m.max_largest = std::max(m.max_largest, g_largest.load());
   }
+  return m;
+}
+
+template <typename V>
+double Mean(const V& v) {
+  double s = 0;
+  for (auto x : v) s += static_cast<double>(x);
+  return v.empty() ? 0.0 : s / static_cast<double>(v.size());
+}
+
+void PrintTimes(const Measured& m) {
+  printf("time_ms_mean=%.3f\n", Mean(m.ms));
+  printf("time_ms_max=%.3f\n", *std::max_element(m.ms.begin(), m.ms.end()));
+  std::vector<double> sorted = m.ms;
+  std::sort(sorted.begin(), sorted.end());
+  printf("time_ms_median=%.3f\n", sorted[sorted.size() / 2]);
+  printf("cpu_ms_mean=%.3f\n", Mean(m.cpu_ms));
+  printf("malloc_bytes_mean=%.0f\n", Mean(m.bytes));
+  printf("malloc_bytes_max=%ld\n",
+         static_cast<long>(*std::max_element(m.bytes.begin(), m.bytes.end())));
+  printf("malloc_calls_mean=%.1f\n", Mean(m.calls));
+  printf("malloc_largest_request=%ld\n", static_cast<long>(m.max_largest));
+  printf("malloc_net_bytes_max=%ld\n", static_cast<long>(m.max_net));
+}
+
+int Main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  rsslab::ServerCore::Options o;
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.handler_path = absl::GetFlag(FLAGS_handler);
+  const int k = absl::GetFlag(FLAGS_snapshots);
+  const int warm = absl::GetFlag(FLAGS_warm_requests);
+  if (k < 1 || k > 100000 || warm < 0 || warm > 10000000) {
+    fprintf(stderr, "snapshot_cost: --snapshots must be 1..100000, --warm_requests 0..10000000\n");
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<rsslab::ServerCore>> core = rsslab::ServerCore::Create(o);
+  if (!core.ok()) {
+    fprintf(stderr, "snapshot_cost: %s\n", std::string(core.status().message()).c_str());
+    return 1;
+  }
+  // Before anything takes a snapshot (SetPhase takes one).
+  const bool mmapped_before = LargeMallocIsMmapped(200);
+  int errors = 0;
+  if (absl::Status s = Warm(**core, &errors); !s.ok()) {
+    fprintf(stderr, "snapshot_cost: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  rsslab::ServerCore::SnapshotOptions so;
+  so.gc = absl::GetFlag(FLAGS_gc);
+  // One unmeasured snapshot: first-use costs (lazy dlsym, protobuf
+  // descriptors, Python's cached attribute lookups) are not per snapshot.
+  rsslab::v1::Snapshot first;
+  (*core)->TakeSnapshot(so, &first);
+  const bool mmapped_after_first = LargeMallocIsMmapped(300);
+  const int64_t rss_before = StatusKb("VmRSS:");
+  const int64_t anon_before = StatusKb("RssAnon:");
+  const int64_t heap_before = static_cast<int64_t>(mallinfo2().arena);
+  const Measured m = MeasureSnapshots(**core, so, k);
   const int64_t rss_after = StatusKb("VmRSS:");
   const int64_t anon_after = StatusKb("RssAnon:");
   const int64_t heap_after = static_cast<int64_t>(mallinfo2().arena);
   const bool mmapped_after = LargeMallocIsMmapped(400);
 
-  auto mean = [](const auto& v) {
-    double s = 0;
-    for (auto x : v) s += static_cast<double>(x);
-    return v.empty() ? 0.0 : s / static_cast<double>(v.size());
-  };
   printf("threads=%d\n", o.threads);
   printf("os_threads=%d\n", first.status().threads());
   printf("arenas_smaps=%d\n", first.memory_map().arena_count());
   printf("arenas_malloc_info=%d\n", first.allocator_stats().glibc().malloc_info_arenas());
   printf("mappings=%d\n", first.memory_map().mappings());
-  printf("warm_errors=%d\n", errors.load());
+  printf("warm_errors=%d\n", errors);
   printf("snapshots=%d gc=%d\n", k, so.gc ? 1 : 0);
-  printf("time_ms_mean=%.3f\n", mean(ms));
-  printf("time_ms_max=%.3f\n", *std::max_element(ms.begin(), ms.end()));
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  printf("time_ms_median=%.3f\n", sorted[sorted.size() / 2]);
-  printf("cpu_ms_mean=%.3f\n", mean(cpu_ms));
-  printf("malloc_bytes_mean=%.0f\n", mean(bytes));
-  printf("malloc_bytes_max=%ld\n", static_cast<long>(*std::max_element(bytes.begin(), bytes.end())));
-  printf("malloc_calls_mean=%.1f\n", mean(calls));
-  printf("malloc_largest_request=%ld\n", static_cast<long>(max_largest));
-  printf("malloc_net_bytes_max=%ld\n", static_cast<long>(max_net));
+  PrintTimes(m);
   printf("rss_kb_before=%ld\n", static_cast<long>(rss_before));
   printf("rss_kb_after=%ld\n", static_cast<long>(rss_after));
   printf("rss_kb_change=%ld\n", static_cast<long>(rss_after - rss_before));

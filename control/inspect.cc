@@ -12,6 +12,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -354,14 +355,12 @@ std::string PythonVersionFromPath(absl::string_view path) {
   return "";
 }
 
-absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& o) {
-  const absl::Time t0 = absl::Now();
-  if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("--pid must be > 0, not ", pid));
-  InspectReport r;
-  r.set_pid(pid);
-  r.set_unix_nanos(absl::ToUnixNanos(t0));
+namespace {
 
-  // 1. stat: exists? a kernel thread?
+// Step 1, stat: does the process exist, is it a kernel thread, its age.
+// `main->comm` points into a buffer local to this call: use r->comm() after.
+absl::Status ReadStatSection(int pid, InspectReport* r, procfs::ThreadView* main,
+                             int64_t* start_unix) {
   absl::StatusOr<std::string> stat = procfs::ReadProcFile(pid, "stat");
   if (!stat.ok()) {
     if (absl::IsPermissionDenied(stat.status())) {
@@ -369,123 +368,154 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
     }
     return absl::NotFoundError(absl::StrCat("no process with pid ", pid));
   }
-  procfs::ThreadView main;
-  if (!procfs::ParseThreadStat(absl::StripAsciiWhitespace(*stat), &main)) {
+  if (!procfs::ParseThreadStat(absl::StripAsciiWhitespace(*stat), main)) {
     return absl::NotFoundError(absl::StrCat("pid ", pid, ": unreadable /proc/", pid, "/stat"));
   }
-  r.set_comm(std::string(main.comm));
-  if (main.flags & kPfKthread) {
+  r->set_comm(std::string(main->comm));
+  if (main->flags & kPfKthread) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "pid ", pid, " is a kernel thread (", main.comm, "): it has no user memory to inspect"));
+        "pid ", pid, " is a kernel thread (", main->comm, "): it has no user memory to inspect"));
   }
   const double hz = ClockTicks();
   const double uptime = ReadUptimeSeconds();
   if (uptime > 0) {
-    r.set_age_s(std::round((uptime - static_cast<double>(main.start_ticks) / hz) * 100) / 100);
+    r->set_age_s(std::round((uptime - static_cast<double>(main->start_ticks) / hz) * 100) / 100);
   }
   const int64_t boot = BootTime();
-  const int64_t start_unix =
-      boot > 0 ? boot + static_cast<int64_t>(static_cast<double>(main.start_ticks) / hz) : 0;
+  *start_unix =
+      boot > 0 ? boot + static_cast<int64_t>(static_cast<double>(main->start_ticks) / hz) : 0;
+  return absl::OkStatus();
+}
 
-  // 2. status: memory figures, uid, affinity.
+// Step 2, status: memory figures, uid, affinity.
+absl::Status ReadStatusSection(int pid, char main_state, InspectReport* r) {
   absl::StatusOr<procfs::MappedText> status = procfs::MappedText::Read(pid, "status");
   if (!status.ok()) return absl::NotFoundError(absl::StrCat("pid ", pid, " exited before it could be read"));
-  absl::Status ps = procfs::ParseStatus(status->view(), r.mutable_status());
+  absl::Status ps = procfs::ParseStatus(status->view(), r->mutable_status());
   // A main thread in Z with memory still mapped is a process whose main
   // thread called pthread_exit: the others carry on, so it is inspected.
-  if (!ps.ok() && main.state == 'Z') {
+  if (!ps.ok() && main_state == 'Z') {
     return absl::FailedPreconditionError(absl::StrCat(
-        "pid ", pid, " (", main.comm, ") is a zombie: it has exited, its parent has not reaped it"));
+        "pid ", pid, " (", r->comm(), ") is a zombie: it has exited, its parent has not reaped it"));
   }
   if (!ps.ok()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("pid ", pid, " (", main.comm, ") has no memory (VmRSS) to inspect: a kernel thread or exiting"));
+        absl::StrCat("pid ", pid, " (", r->comm(), ") has no memory (VmRSS) to inspect: a kernel thread or exiting"));
   }
-  r.set_uid(RealUid(status->view()));
-  r.set_cpus_allowed(procfs::CountCpuList(procfs::StatusField(status->view(), "Cpus_allowed_list")));
-  r.set_cpus_online(static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  r->set_uid(RealUid(status->view()));
+  r->set_cpus_allowed(procfs::CountCpuList(procfs::StatusField(status->view(), "Cpus_allowed_list")));
+  r->set_cpus_online(static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN)));
+  return absl::OkStatus();
+}
 
-  // 3. maps: the file everything else about libraries comes from. Another
-  // user's process refuses it (ptrace-read access): a clear error, not a
-  // report of nothing.
-  absl::StatusOr<std::string> maps = procfs::ReadProcFile(pid, "maps");
-  if (!maps.ok()) {
-    if (absl::IsPermissionDenied(maps.status())) {
+// Step 3, maps: the file everything else about libraries comes from. Another
+// user's process refuses it (ptrace-read access): a clear error, not a
+// report of nothing. Other failures leave *maps empty and mark the report partial.
+absl::Status ReadMapsSection(int pid, InspectReport* r, std::optional<std::string>* maps) {
+  absl::StatusOr<std::string> m = procfs::ReadProcFile(pid, "maps");
+  if (!m.ok()) {
+    if (absl::IsPermissionDenied(m.status())) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "pid ", pid, " (", main.comm, ") belongs to uid ", r.uid(), "; reading its maps needs that user or root (",
-          maps.status().message(), ")"));
+          "pid ", pid, " (", r->comm(), ") belongs to uid ", r->uid(), "; reading its maps needs that user or root (",
+          m.status().message(), ")"));
     }
     if (!ProcessExists(pid)) return absl::NotFoundError(absl::StrCat("pid ", pid, " exited while being read"));
-    AddPartial(&r, absl::StrCat("maps: ", maps.status().message()));
+    AddPartial(r, absl::StrCat("maps: ", m.status().message()));
+  } else {
+    *maps = *std::move(m);
   }
   char exe[4096];
   std::string exe_link = absl::StrCat("/proc/", pid, "/exe");
   ssize_t n = readlink(exe_link.c_str(), exe, sizeof(exe) - 1);
-  if (n > 0) r.set_exe(std::string(exe, static_cast<size_t>(n)));
-  r.set_cmdline(Cmdline(pid));
+  if (n > 0) r->set_exe(std::string(exe, static_cast<size_t>(n)));
+  r->set_cmdline(Cmdline(pid));
+  return absl::OkStatus();
+}
 
-  // 4. environment.
+// Step 4, the start environment: allocator and pool variables.
+void ReadEnvSection(int pid, InspectReport* r) {
   absl::StatusOr<std::map<std::string, std::string>> env = procfs::ReadEnviron(pid);
   if (env.ok()) {
-    for (const auto& [k, v] : procfs::AllocatorEnv(*env)) (*r.mutable_start_env())[k] = v;
+    for (const auto& [k, v] : procfs::AllocatorEnv(*env)) (*r->mutable_start_env())[k] = v;
     for (const auto& [k, v] : *env) {
-      if (IsPoolVariable(k)) (*r.mutable_start_env())[k] = v.substr(0, 4096);
+      if (IsPoolVariable(k)) (*r->mutable_start_env())[k] = v.substr(0, 4096);
     }
   } else {
-    AddPartial(&r, absl::StrCat("environ: ", env.status().message()));
+    AddPartial(r, absl::StrCat("environ: ", env.status().message()));
   }
+}
 
-  // 5. memory.
-  absl::Status ss = procfs::ReadSmaps(pid, o.top_mappings, r.mutable_memory_map());
-  if (!ss.ok()) AddPartial(&r, absl::StrCat("smaps: ", ss.message()));
-  if (maps.ok()) {
-    procfs::MappedAllocator a = procfs::DetectAllocator(*maps);
-    r.set_allocator(a.name);
-    r.set_allocator_library(a.library);
-    for (const char* prefix : {"libopenblas", "libmkl_rt", "libmkl_core", "libgomp", "libiomp",
-                               "libomp", "libpython", "libjemalloc", "libmimalloc", "libtcmalloc"}) {
-      std::string p = procfs::MappedPath(*maps, prefix, ".so");
-      if (!p.empty()) r.add_libraries(p);
-    }
-    // The package's extension module: _rsslab*.so anywhere, or the
-    // package's own layout, rsslab/_native*.so.
-    std::string mod = procfs::FirstMappedPath(*maps, [](absl::string_view path) {
-      size_t slash = path.rfind('/');
-      absl::string_view base = slash == absl::string_view::npos ? path : path.substr(slash + 1);
-      if (!absl::StrContains(base, ".so")) return false;
-      return absl::StartsWith(base, "_rsslab") ||
-             (absl::StartsWith(base, "_native") && slash != absl::string_view::npos &&
-              absl::EndsWith(path.substr(0, slash), "/rsslab"));
-    });
-    if (!mod.empty()) {
-      r.set_rsslab_loaded(true);
-      r.set_rsslab_module(mod);
-      ReadControlAddress(pid, r.uid(), start_unix, &r);
-    }
-    // Python: the executable's name, else a mapped libpython or lib-dynload module.
-    std::string v = PythonVersionFromPath(r.exe());
-    std::string src = r.exe();
-    if (v.empty()) {
-      for (const char* prefix : {"libpython", "_"}) {
-        std::string p = procfs::MappedPath(*maps, prefix, "cpython-");
-        if (p.empty() && absl::string_view(prefix) == "libpython") p = procfs::MappedPath(*maps, prefix);
-        if (!p.empty() && !PythonVersionFromPath(p).empty()) {
-          v = PythonVersionFromPath(p);
-          src = p;
-          break;
-        }
+// The allocator and the libraries that matter, from maps.
+void ReadLibraries(int pid, const std::string& maps, int64_t start_unix, InspectReport* r) {
+  procfs::MappedAllocator a = procfs::DetectAllocator(maps);
+  r->set_allocator(a.name);
+  r->set_allocator_library(a.library);
+  for (const char* prefix : {"libopenblas", "libmkl_rt", "libmkl_core", "libgomp", "libiomp",
+                             "libomp", "libpython", "libjemalloc", "libmimalloc", "libtcmalloc"}) {
+    std::string p = procfs::MappedPath(maps, prefix, ".so");
+    if (!p.empty()) r->add_libraries(p);
+  }
+  // The package's extension module: _rsslab*.so anywhere, or the
+  // package's own layout, rsslab/_native*.so.
+  std::string mod = procfs::FirstMappedPath(maps, [](absl::string_view path) {
+    size_t slash = path.rfind('/');
+    absl::string_view base = slash == absl::string_view::npos ? path : path.substr(slash + 1);
+    if (!absl::StrContains(base, ".so")) return false;
+    return absl::StartsWith(base, "_rsslab") ||
+           (absl::StartsWith(base, "_native") && slash != absl::string_view::npos &&
+            absl::EndsWith(path.substr(0, slash), "/rsslab"));
+  });
+  if (!mod.empty()) {
+    r->set_rsslab_loaded(true);
+    r->set_rsslab_module(mod);
+    ReadControlAddress(pid, r->uid(), start_unix, r);
+  }
+}
+
+// Python: the executable's name, else a mapped libpython or lib-dynload module.
+void DetectPython(const std::string& maps, InspectReport* r) {
+  std::string v = PythonVersionFromPath(r->exe());
+  std::string src = r->exe();
+  if (v.empty()) {
+    for (const char* prefix : {"libpython", "_"}) {
+      std::string p = procfs::MappedPath(maps, prefix, "cpython-");
+      if (p.empty() && absl::string_view(prefix) == "libpython") p = procfs::MappedPath(maps, prefix);
+      if (!p.empty() && !PythonVersionFromPath(p).empty()) {
+        v = PythonVersionFromPath(p);
+        src = p;
+        break;
       }
     }
-    if (!v.empty()) {
-      r.set_python_version(v);
-      r.set_python_source(src);
-    }
   }
+  if (!v.empty()) {
+    r->set_python_version(v);
+    r->set_python_source(src);
+  }
+}
 
-  // 6. threads.
+}  // namespace
+
+absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& o) {
+  const absl::Time t0 = absl::Now();
+  if (pid <= 0) return absl::InvalidArgumentError(absl::StrCat("--pid must be > 0, not ", pid));
+  InspectReport r;
+  r.set_pid(pid);
+  r.set_unix_nanos(absl::ToUnixNanos(t0));
+  procfs::ThreadView main;
+  int64_t start_unix = 0;
+  if (absl::Status s = ReadStatSection(pid, &r, &main, &start_unix); !s.ok()) return s;
+  if (absl::Status s = ReadStatusSection(pid, main.state, &r); !s.ok()) return s;
+  std::optional<std::string> maps;
+  if (absl::Status s = ReadMapsSection(pid, &r, &maps); !s.ok()) return s;
+  ReadEnvSection(pid, &r);
+  absl::Status ss = procfs::ReadSmaps(pid, o.top_mappings, r.mutable_memory_map());
+  if (!ss.ok()) AddPartial(&r, absl::StrCat("smaps: ", ss.message()));
+  if (maps.has_value()) {
+    ReadLibraries(pid, *maps, start_unix, &r);
+    DetectPython(*maps, &r);
+  }
   ReadThreads(pid, o, &r, main.start_ticks);
   RecognizePools(&r);
-
   if (!ProcessExists(pid)) AddPartial(&r, "the process exited while being read");
   r.set_inspect_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
   return r;

@@ -83,167 +83,186 @@ bool ParseMode(const std::string& m, rsslab::v1::TrimMode* out) {
   return true;
 }
 
+constexpr char kUsage[] =
+    "rsslab_ctl [--control=HOST:PORT] COMMAND\n"
+    "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
+    "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
+    "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
+    "  trim [--mode=default|global|per_thread]          release free memory now\n"
+    "  inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]\n"
+    "                                                   any process from outside: threads, memory,\n"
+    "                                                   allocator, environment, diagnosis";
+
+using Args = std::vector<char*>;
+using Stub = rsslab::v1::Control::Stub;
+
+// Prints the first failed check; returns 2 (usage error) or 0.
+int FirstFailure(const std::vector<absl::Status>& checks, const char* prefix) {
+  for (const absl::Status& s : checks) {
+    if (!s.ok()) {
+      fprintf(stderr, "rsslab_ctl: %s%s\n", prefix, std::string(s.message()).c_str());
+      return 2;
+    }
+  }
+  return 0;
+}
+
+// Every number is checked before anything is sent (exit 2).
+int CheckCommonFlags() {
+  const int64_t mb = absl::GetFlag(FLAGS_cache_limit_mb);
+  std::vector<absl::Status> checks = {
+      CheckRange(absl::GetFlag(FLAGS_count), "--count", 0, 1 << 30),
+      CheckDuration(absl::GetFlag(FLAGS_interval), "--interval", absl::Milliseconds(10),
+                    absl::Hours(24)),
+      CheckDuration(absl::GetFlag(FLAGS_timeout), "--timeout", absl::Milliseconds(1),
+                    absl::Hours(24)),
+  };
+  if (mb != -1) checks.push_back(MiBToBytes(mb, "--cache_limit_mb", 0, kMaxMiB).status());
+  return FirstFailure(checks, "");
+}
+
+// Reads /proc only: no channel, no credentials.
+int InspectCommand(const Args& args) {
+  InspectCliOptions o;
+  o.pid = absl::GetFlag(FLAGS_pid);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.watch = absl::GetFlag(FLAGS_watch);
+  o.count = absl::GetFlag(FLAGS_count);
+  o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  o.growth_threshold_mb = absl::GetFlag(FLAGS_growth_threshold_mb);
+  o.report.batch_window = absl::GetFlag(FLAGS_batch_window);
+  std::vector<absl::Status> checks = {
+      CheckRange(o.pid, "--pid", 1, 1 << 22),
+      CheckDuration(o.report.batch_window, "--batch_window", absl::Milliseconds(1),
+                    absl::Seconds(60)),
+      CheckRange(o.growth_threshold_mb, "--growth_threshold_mb", 0.0, 1e6),
+  };
+  if (o.watch != absl::ZeroDuration()) {
+    checks.push_back(CheckDuration(o.watch, "--watch", absl::Milliseconds(100), absl::Hours(24)));
+  }
+  if (int rc = FirstFailure(checks, "inspect: "); rc != 0) return rc;
+  if (args.size() != 2) {
+    fprintf(stderr, "rsslab_ctl: inspect takes no arguments, only flags (--pid=PID)\n");
+    return 2;
+  }
+  if (!o.metrics_listen.empty() && o.watch == absl::ZeroDuration()) {
+    fprintf(stderr, "rsslab_ctl: inspect: --metrics_listen needs --watch=INTERVAL (how often to sample)\n");
+    return 2;
+  }
+  return RunInspect(o);
+}
+
+bool ModeFromFlag(rsslab::v1::TrimMode* mode) {
+  if (ParseMode(absl::GetFlag(FLAGS_mode), mode)) return true;
+  fprintf(stderr, "rsslab_ctl: --mode must be default, global or per_thread\n");
+  return false;
+}
+
+int PhaseCommand(Stub& stub, const Args& args) {
+  if (args.size() != 3) {
+    fprintf(stderr, "rsslab_ctl: usage: phase fill|shrink|idle|trim [--cache_limit_mb=N]\n");
+    return 2;
+  }
+  rsslab::v1::SetPhaseRequest req;
+  req.set_phase(args[2]);
+  int64_t mb = absl::GetFlag(FLAGS_cache_limit_mb);
+  if (mb != -1) req.set_cache_limit_bytes(*MiBToBytes(mb, "--cache_limit_mb", 0, kMaxMiB));
+  req.set_gc(absl::GetFlag(FLAGS_phase_gc));
+  req.set_detail(absl::GetFlag(FLAGS_detail));
+  rsslab::v1::TrimMode mode;
+  if (!ModeFromFlag(&mode)) return 2;
+  req.set_trim_mode(mode);
+  rsslab::v1::SetPhaseResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  grpc::Status s = stub.SetPhase(&ctx, req, &resp);
+  if (!s.ok()) return Fail("phase " + req.phase(), s);
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJsonLine(resp);
+  } else {
+    printf("phase %s -> %s\n", resp.previous_phase().c_str(), req.phase().c_str());
+    if (resp.has_trim()) printf("trim %s", TrimText(resp.trim()).c_str());
+    printf("%s", SnapshotText(resp.snapshot()).c_str());
+  }
+  return 0;
+}
+
+int SnapshotCommand(Stub& stub) {
+  rsslab::v1::SnapshotRequest req;
+  req.set_gc(absl::GetFlag(FLAGS_gc));
+  req.set_detail(absl::GetFlag(FLAGS_detail));
+  rsslab::v1::Snapshot snap;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  grpc::Status s = stub.GetSnapshot(&ctx, req, &snap);
+  if (!s.ok()) return Fail("snapshot", s);
+  if (absl::GetFlag(FLAGS_json)) PrintJsonLine(snap); else printf("%s", SnapshotText(snap).c_str());
+  return 0;
+}
+
+int WatchCommand(Stub& stub) {
+  rsslab::v1::WatchRequest req;
+  req.set_interval_ms(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_interval)));
+  req.set_gc(absl::GetFlag(FLAGS_gc));
+  req.set_detail(absl::GetFlag(FLAGS_detail));
+  req.set_max_count(absl::GetFlag(FLAGS_count));
+  grpc::ClientContext ctx;
+  auto reader = stub.WatchSnapshots(&ctx, req);
+  rsslab::v1::Snapshot snap;
+  const bool json = absl::GetFlag(FLAGS_json);
+  while (reader->Read(&snap)) {
+    if (json) {
+      PrintJsonLine(snap);
+    } else {
+      printf("%s", SnapshotLine(snap).c_str());
+      fflush(stdout);
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return Fail("watch", s);
+  return 0;
+}
+
+int TrimCommand(Stub& stub) {
+  rsslab::v1::TrimRequest req;
+  rsslab::v1::TrimMode mode;
+  if (!ModeFromFlag(&mode)) return 2;
+  req.set_mode(mode);
+  req.set_gc(absl::GetFlag(FLAGS_gc));
+  rsslab::v1::TrimResponse resp;
+  grpc::ClientContext ctx;
+  SetDeadline(&ctx);
+  grpc::Status s = stub.Trim(&ctx, req, &resp);
+  if (!s.ok()) return Fail("trim", s);
+  if (absl::GetFlag(FLAGS_json)) PrintJsonLine(resp); else printf("trim %s", TrimText(resp.trim()).c_str());
+  return 0;
+}
+
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "rsslab_ctl [--control=HOST:PORT] COMMAND\n"
-      "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
-      "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
-      "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
-      "  trim [--mode=default|global|per_thread]          release free memory now\n"
-      "  inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]\n"
-      "                                                   any process from outside: threads, memory,\n"
-      "                                                   allocator, environment, diagnosis");
-  std::vector<char*> args = ParseFlags(argc, argv);
+  absl::SetProgramUsageMessage(kUsage);
+  Args args = ParseFlags(argc, argv);
   if (args.size() < 2) {
     fprintf(stderr, "rsslab_ctl: missing command (phase, snapshot, watch, trim, inspect); see --help\n");
     return 2;
   }
   const std::string cmd = args[1];
-  const bool json = absl::GetFlag(FLAGS_json);
-  // Every number is checked before anything is sent (exit 2).
-  {
-    const int64_t mb = absl::GetFlag(FLAGS_cache_limit_mb);
-    std::vector<absl::Status> checks = {
-        CheckRange(absl::GetFlag(FLAGS_count), "--count", 0, 1 << 30),
-        CheckDuration(absl::GetFlag(FLAGS_interval), "--interval", absl::Milliseconds(10),
-                      absl::Hours(24)),
-        CheckDuration(absl::GetFlag(FLAGS_timeout), "--timeout", absl::Milliseconds(1),
-                      absl::Hours(24)),
-    };
-    if (mb != -1) checks.push_back(MiBToBytes(mb, "--cache_limit_mb", 0, kMaxMiB).status());
-    for (const absl::Status& s : checks) {
-      if (!s.ok()) {
-        fprintf(stderr, "rsslab_ctl: %s\n", std::string(s.message()).c_str());
-        return 2;
-      }
-    }
-  }
-  if (cmd == "inspect") {
-    // Reads /proc only: no channel, no credentials.
-    InspectCliOptions o;
-    o.pid = absl::GetFlag(FLAGS_pid);
-    o.json = json;
-    o.watch = absl::GetFlag(FLAGS_watch);
-    o.count = absl::GetFlag(FLAGS_count);
-    o.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
-    o.growth_threshold_mb = absl::GetFlag(FLAGS_growth_threshold_mb);
-    o.report.batch_window = absl::GetFlag(FLAGS_batch_window);
-    std::vector<absl::Status> checks = {
-        CheckRange(o.pid, "--pid", 1, 1 << 22),
-        CheckDuration(o.report.batch_window, "--batch_window", absl::Milliseconds(1),
-                      absl::Seconds(60)),
-        CheckRange(o.growth_threshold_mb, "--growth_threshold_mb", 0.0, 1e6),
-    };
-    if (o.watch != absl::ZeroDuration()) {
-      checks.push_back(CheckDuration(o.watch, "--watch", absl::Milliseconds(100), absl::Hours(24)));
-    }
-    for (const absl::Status& s : checks) {
-      if (!s.ok()) {
-        fprintf(stderr, "rsslab_ctl: inspect: %s\n", std::string(s.message()).c_str());
-        return 2;
-      }
-    }
-    if (args.size() != 2) {
-      fprintf(stderr, "rsslab_ctl: inspect takes no arguments, only flags (--pid=PID)\n");
-      return 2;
-    }
-    if (!o.metrics_listen.empty() && o.watch == absl::ZeroDuration()) {
-      fprintf(stderr, "rsslab_ctl: inspect: --metrics_listen needs --watch=INTERVAL (how often to sample)\n");
-      return 2;
-    }
-    return RunInspect(o);
+  if (int rc = CheckCommonFlags(); rc != 0) return rc;
+  if (cmd == "inspect") return InspectCommand(args);
+  if (cmd != "phase" && cmd != "snapshot" && cmd != "watch" && cmd != "trim") {
+    fprintf(stderr, "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim, inspect)\n",
+            cmd.c_str());
+    return 2;
   }
   absl::StatusOr<Security> security = Security::FromFlags();
   if (!security.ok()) {
     fprintf(stderr, "rsslab_ctl: %s\n", std::string(security.status().message()).c_str());
     return 2;
   }
-  auto channel = security->Channel(absl::GetFlag(FLAGS_control));
-  auto stub = rsslab::v1::Control::NewStub(channel);
-
-  if (cmd == "phase") {
-    if (args.size() != 3) {
-      fprintf(stderr, "rsslab_ctl: usage: phase fill|shrink|idle|trim [--cache_limit_mb=N]\n");
-      return 2;
-    }
-    rsslab::v1::SetPhaseRequest req;
-    req.set_phase(args[2]);
-    int64_t mb = absl::GetFlag(FLAGS_cache_limit_mb);
-    if (mb != -1) req.set_cache_limit_bytes(*MiBToBytes(mb, "--cache_limit_mb", 0, kMaxMiB));
-    req.set_gc(absl::GetFlag(FLAGS_phase_gc));
-    req.set_detail(absl::GetFlag(FLAGS_detail));
-    rsslab::v1::TrimMode mode;
-    if (!ParseMode(absl::GetFlag(FLAGS_mode), &mode)) {
-      fprintf(stderr, "rsslab_ctl: --mode must be default, global or per_thread\n");
-      return 2;
-    }
-    req.set_trim_mode(mode);
-    rsslab::v1::SetPhaseResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    grpc::Status s = stub->SetPhase(&ctx, req, &resp);
-    if (!s.ok()) return Fail("phase " + req.phase(), s);
-    if (json) {
-      PrintJsonLine(resp);
-    } else {
-      printf("phase %s -> %s\n", resp.previous_phase().c_str(), req.phase().c_str());
-      if (resp.has_trim()) printf("trim %s", TrimText(resp.trim()).c_str());
-      printf("%s", SnapshotText(resp.snapshot()).c_str());
-    }
-    return 0;
-  }
-  if (cmd == "snapshot") {
-    rsslab::v1::SnapshotRequest req;
-    req.set_gc(absl::GetFlag(FLAGS_gc));
-    req.set_detail(absl::GetFlag(FLAGS_detail));
-    rsslab::v1::Snapshot snap;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    grpc::Status s = stub->GetSnapshot(&ctx, req, &snap);
-    if (!s.ok()) return Fail("snapshot", s);
-    if (json) PrintJsonLine(snap); else printf("%s", SnapshotText(snap).c_str());
-    return 0;
-  }
-  if (cmd == "watch") {
-    rsslab::v1::WatchRequest req;
-    req.set_interval_ms(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_interval)));
-    req.set_gc(absl::GetFlag(FLAGS_gc));
-    req.set_detail(absl::GetFlag(FLAGS_detail));
-    req.set_max_count(absl::GetFlag(FLAGS_count));
-    grpc::ClientContext ctx;
-    auto reader = stub->WatchSnapshots(&ctx, req);
-    rsslab::v1::Snapshot snap;
-    while (reader->Read(&snap)) {
-      if (json) {
-        PrintJsonLine(snap);
-      } else {
-        printf("%s", SnapshotLine(snap).c_str());
-        fflush(stdout);
-      }
-    }
-    grpc::Status s = reader->Finish();
-    if (!s.ok()) return Fail("watch", s);
-    return 0;
-  }
-  if (cmd == "trim") {
-    rsslab::v1::TrimRequest req;
-    rsslab::v1::TrimMode mode;
-    if (!ParseMode(absl::GetFlag(FLAGS_mode), &mode)) {
-      fprintf(stderr, "rsslab_ctl: --mode must be default, global or per_thread\n");
-      return 2;
-    }
-    req.set_mode(mode);
-    req.set_gc(absl::GetFlag(FLAGS_gc));
-    rsslab::v1::TrimResponse resp;
-    grpc::ClientContext ctx;
-    SetDeadline(&ctx);
-    grpc::Status s = stub->Trim(&ctx, req, &resp);
-    if (!s.ok()) return Fail("trim", s);
-    if (json) PrintJsonLine(resp); else printf("trim %s", TrimText(resp.trim()).c_str());
-    return 0;
-  }
-  fprintf(stderr, "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim, inspect)\n", cmd.c_str());
-  return 2;
+  auto stub = rsslab::v1::Control::NewStub(security->Channel(absl::GetFlag(FLAGS_control)));
+  if (cmd == "phase") return PhaseCommand(*stub, args);
+  if (cmd == "snapshot") return SnapshotCommand(*stub);
+  if (cmd == "watch") return WatchCommand(*stub);
+  return TrimCommand(*stub);
 }
 
 }  // namespace

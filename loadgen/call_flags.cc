@@ -117,6 +117,12 @@ absl::StatusOr<CallFlags> LoadCallFlags(const Plan& plan, const std::vector<std:
       RepeatedFlagValues(static_cast<int>(args.size()), args.data(), "metadata"));
   if (!md.ok()) return md.status();
   c.metadata = *std::move(md);
+  // Given: on the command line (even as its default value), or changed from
+  // its default some other way (--flagfile).
+  const absl::CommandLineFlag* control = absl::FindCommandLineFlag("control");
+  c.control_given =
+      !RepeatedFlagValues(static_cast<int>(args.size()), args.data(), "control").empty() ||
+      (control != nullptr && control->CurrentValue() != control->DefaultValue());
   const std::vector<std::string> protos = absl::GetFlag(FLAGS_proto);
   if (!protos.empty()) {
     absl::StatusOr<std::unique_ptr<ProtoCatalog>> cat =
@@ -140,11 +146,8 @@ absl::StatusOr<CallFlags> LoadCallFlags(const Plan& plan, const std::vector<std:
   return c;
 }
 
-std::string EffectiveControl(const std::string& control_flag, bool any_call) {
-  if (!any_call) return control_flag;
-  const absl::CommandLineFlag* f = absl::FindCommandLineFlag("control");
-  // Changed from its default = given (absl keeps "specified" private).
-  return f != nullptr && f->CurrentValue() != f->DefaultValue() ? control_flag : "";
+std::string EffectiveControl(const std::string& control_flag, const CallFlags& calls) {
+  return !calls.any_call || calls.control_given ? control_flag : "";
 }
 
 }  // namespace rsslab

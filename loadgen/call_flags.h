@@ -29,6 +29,7 @@ struct CallFlags {
   std::unique_ptr<CallSet> set;           // every call the plan's steps make
   std::vector<std::pair<std::string, std::string>> metadata;  // --metadata
   bool any_call = false;                  // some load step names a call
+  bool control_given = false;             // --control on the command line
 };
 
 // --call / --data / --data_file into the flags layer of load specs.
@@ -52,11 +53,11 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseMetadata(
     const std::vector<std::string>& items);
 
 // The Control address to use: --control, except that a run calling the
-// user's own methods (`any_call`: --call, or a step's call) has none unless
-// --control is given, since the
-// default (rsslab_server's 127.0.0.1:50052) is not the user's service's.
-// (Given = set to something other than that default.)
-std::string EffectiveControl(const std::string& control_flag, bool any_call);
+// user's own methods (`calls.any_call`: --call, or a step's call) has none
+// unless --control was given on the command line (`calls.control_given`),
+// even as rsslab_server's default 127.0.0.1:50052: that default is not the
+// user's service's, but an explicit one is the operator's word.
+std::string EffectiveControl(const std::string& control_flag, const CallFlags& calls);
 
 }  // namespace rsslab
 

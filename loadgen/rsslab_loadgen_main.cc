@@ -51,6 +51,7 @@
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
 #include "common/shipped.h"
+#include "agent/command_flags.h"
 #include "agent/profiles.h"
 #include "loadgen/call_flags.h"
 #include "loadgen/sweep/agents_list.h"
@@ -123,6 +124,8 @@ struct Invocation {
   std::vector<std::string> agents;  // --agent / --agents_file
   bool local = false;             // --local
   rsslab::CpuSplit cpus;          // --local: server / loadgen CPUs
+  // --local: --allow_command and its templates (agent/command_flags.h).
+  std::map<std::string, rsslab::commands::Command> commands;
   rsslab::CallFlags calls;        // --proto / --call: compiled, checked
 };
 
@@ -331,6 +334,31 @@ absl::StatusOr<std::vector<std::string>> AgentList() {
   return rsslab::ParseAgentList(absl::GetFlag(FLAGS_agent), ',', "--agent");
 }
 
+// --allow_command* for --local: the same allowlist an agent takes, checked
+// by the same rules, and the sweep's --command in it.
+absl::Status LocalCommands(Invocation* inv) {
+  std::vector<char*> args;
+  for (const std::string& a : inv->argv) args.push_back(const_cast<char*>(a.c_str()));
+  const int argc = static_cast<int>(args.size());
+  if (!inv->local) {
+    if (rsslab::commands::AnyFlagGiven(argc, args.data())) {
+      return absl::InvalidArgumentError(
+          "--allow_command* is --local's allowlist; an agent has its own "
+          "(rsslab_agent --allow_command=NAME=PATH ...)");
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::map<std::string, rsslab::commands::Command>> cmds =
+      rsslab::commands::FromFlags(argc, args.data());
+  if (!cmds.ok()) return cmds.status();
+  inv->commands = *std::move(cmds);
+  const std::string& cmd = inv->scenario.sweep().command();
+  if (!cmd.empty()) {
+    return rsslab::commands::Lookup(inv->commands, cmd, "this loadgen").status();
+  }
+  return absl::OkStatus();
+}
+
 // The sweep's cells, agents, --local and its CPUs.
 absl::Status SweepFlags(Invocation* inv) {
   const auto& sw = inv->scenario.sweep();
@@ -364,6 +392,7 @@ absl::Status SweepFlags(Invocation* inv) {
     return absl::InvalidArgumentError(absl::StrFormat("--cell_attempts=%d: use 1..10", attempts));
   }
   inv->local = absl::GetFlag(FLAGS_local);
+  if (absl::Status s = LocalCommands(inv); !s.ok()) return s;
   const bool cpu_flags =
       !absl::GetFlag(FLAGS_server_cpus).empty() || !absl::GetFlag(FLAGS_loadgen_cpus).empty();
   if (!inv->local) {
@@ -411,6 +440,8 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   if (absl::Status s = CheckResumeAndMetricsFlags(inv.scenario); !s.ok()) return s;
   if (inv.scenario.has_sweep()) {
     if (absl::Status s = SweepFlags(&inv); !s.ok()) return s;
+  } else if (absl::Status s = LocalCommands(&inv); !s.ok()) {
+    return s;  // not --local: any --allow_command is refused
   } else if (absl::GetFlag(FLAGS_target).empty()) {
     // gRPC would take "" for a DNS name and retry until --connect_timeout.
     return absl::InvalidArgumentError(
@@ -514,7 +545,7 @@ int ReopenRunDir(const Invocation& inv, RunDir* dir) {
   if (auto s = rsslab::CheckResumeIdentity(
           before->front().header(),
           {inv.scenario.has_sweep(), absl::GetFlag(FLAGS_target),
-           rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call),
+           rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls),
            RecordedAgent(inv)});
       !s.ok()) {
     return Fail(kExitUsage, absl::StrCat("--resume --out=", inv.out, ": ", s.message()));
@@ -570,7 +601,7 @@ rsslab::v1::Event Header(const Invocation& inv) {
   for (const auto& a : inv.argv) h->add_argv(a);
   h->set_start_unix_nanos(absl::ToUnixNanos(absl::Now()));
   h->set_target(absl::GetFlag(FLAGS_target));
-  h->set_control(rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call));
+  h->set_control(rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls));
   h->set_loadgen_version("rsslab_loadgen 0.1");
   h->set_hostname(Hostname());
   *h->mutable_flags() = inv.flags;
@@ -631,10 +662,12 @@ int OpenRunDir(const Invocation& inv, RunDir* dir) {
 int PrepareHosts(const Invocation& inv, std::vector<std::unique_ptr<rsslab::CellHost>>* hosts) {
   if (inv.local) {
     rsslab::LocalHostOptions lo;
+    lo.commands = inv.commands;
     lo.server_binary = absl::GetFlag(FLAGS_server_binary);
     if (lo.server_binary.empty()) lo.server_binary = rsslab::FindShipped("bin/rsslab_server");
     if (lo.server_binary.empty()) lo.server_binary = rsslab::FindShipped("server/rsslab_server");
-    if (lo.server_binary.empty() || access(lo.server_binary.c_str(), X_OK) != 0) {
+    const bool command = !inv.scenario.sweep().command().empty();
+    if (!command && (lo.server_binary.empty() || access(lo.server_binary.c_str(), X_OK) != 0)) {
       return Fail(kExitUsage, absl::StrCat("--local: no rsslab_server to run",
                                            lo.server_binary.empty() ? "" : " at ",
                                            lo.server_binary, "; pass --server_binary=PATH"));
@@ -734,7 +767,7 @@ struct Outcome {
 rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, Metrics* metrics) {
   rsslab::Runner::Options ro;
   ro.target = absl::GetFlag(FLAGS_target);
-  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls.any_call);
+  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls);
   ro.calls = inv.calls.set.get();
   ro.metadata = inv.calls.metadata;
   ro.flags = inv.flags;

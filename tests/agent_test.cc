@@ -87,7 +87,8 @@ class AgentProcess {
     if (err_fd >= 0) close(err_fd);
     EXPECT_TRUE(pid.ok()) << pid.status();
     a->pid_ = *pid;
-    a->pump_ = std::make_unique<launch::OutputPump>(out[0], 2, false, "rsslab_agent ready ", false);
+    a->pump_ = std::make_unique<launch::OutputPump>(
+        out[0], 2, false, launch::LineMatch::Prefix("rsslab_agent ready "), false);
     launch::OutputPump::Result r = a->pump_->WaitReady(absl::Seconds(30));
     a->ready_ = r.state == launch::OutputPump::kReady;
     EXPECT_TRUE(a->ready_ || !stderr_path.empty());  // callers with stderr expect failures

@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "agent/profiles.h"
 #include "agent/launcher.h"
 #include "grpcpp/grpcpp.h"
@@ -428,6 +429,27 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
                           "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown profile 'jemalloc-typo'"));
+}
+
+// Names up to the longest (glibc-tunables-arena2, 21 characters) line up:
+// every description starts in the same column.
+TEST(RsslabRun, ListProfilesAlignsLongNames) {
+  ServerProcess::Result r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
+                                               {"--profiles=" + ShippedProfiles(), "--list_profiles"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  size_t column = std::string::npos;
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    const size_t name_end = line.find(' ');
+    ASSERT_NE(name_end, absl::string_view::npos) << line;
+    const size_t desc = line.find_first_not_of(' ', name_end);
+    ASSERT_NE(desc, absl::string_view::npos) << line;
+    if (column == std::string::npos) column = desc;
+    EXPECT_EQ(desc, column) << "misaligned: " << line;
+    ++lines;
+  }
+  EXPECT_GE(lines, 15);
+  EXPECT_THAT(r.out, HasSubstr("glibc-tunables-arena2 "));
 }
 
 }  // namespace

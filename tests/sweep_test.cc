@@ -83,7 +83,8 @@ class Agent {
     close(out[1]);
     EXPECT_TRUE(pid.ok()) << pid.status();
     pid_ = pid.ok() ? *pid : -1;
-    pump_ = std::make_unique<launch::OutputPump>(out[0], 2, false, "rsslab_agent ready ", false);
+    pump_ = std::make_unique<launch::OutputPump>(
+        out[0], 2, false, launch::LineMatch::Prefix("rsslab_agent ready "), false);
     launch::OutputPump::Result r = pump_->WaitReady(absl::Seconds(30));
     EXPECT_EQ(r.state, launch::OutputPump::kReady);
     for (absl::string_view f : absl::StrSplit(r.line, ' ')) {

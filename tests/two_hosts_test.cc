@@ -123,7 +123,8 @@ class Agent {
     close(out[1]);
     if (!pid.ok()) return std::string(pid.status().message());
     pid_ = *pid;
-    pump_ = std::make_unique<launch::OutputPump>(out[0], 2, false, "rsslab_agent ready ", false);
+    pump_ = std::make_unique<launch::OutputPump>(
+        out[0], 2, false, launch::LineMatch::Prefix("rsslab_agent ready "), false);
     launch::OutputPump::Result r = pump_->WaitReady(absl::Seconds(30));
     if (r.state != launch::OutputPump::kReady) return "agent did not print its ready line";
     return "";

@@ -14,6 +14,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -101,58 +102,23 @@ double CpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::ParseCommandLine(argc, argv);
-  const std::string impl = absl::GetFlag(FLAGS_impl);
-  const std::string body(absl::GetFlag(FLAGS_body_bytes), 'x');
-  auto render = [&body] { return body; };
-  const long rss0 = StatusKib("VmRSS:");
-  const auto names0 = ThreadNames();
-  std::unique_ptr<rsslab::metrics::MetricsHttpServer> own;
-  std::unique_ptr<rsslab::metrics::CivetwebMetricsServer> civet;
-  int port = 0;
-  if (impl == "own") {
-    auto s = rsslab::metrics::MetricsHttpServer::Start("127.0.0.1:0", render);
-    if (!s.ok()) return 1;
-    own = std::move(*s);
-    port = own->port();
-  } else if (impl == "civetweb") {
-    auto s = rsslab::metrics::CivetwebMetricsServer::Start(
-        "127.0.0.1:0", render, rsslab::metrics::CivetwebMetricsServer::Options());
-    if (!s.ok()) {
-      fprintf(stderr, "%s\n", std::string(s.status().message()).c_str());
-      return 1;
-    }
-    civet = std::move(*s);
-    port = civet->port();
-  } else {
-    fprintf(stderr, "--impl=own|civetweb\n");
-    return 2;
-  }
-  absl::SleepFor(absl::Milliseconds(200));  // let the library's threads start
-  const long rss1 = StatusKib("VmRSS:");
-  auto names1 = ThreadNames();
+// Threads the endpoint added, as "name" x count, and how many in all.
+std::string AddedThreads(const std::map<std::string, int>& before,
+                         const std::map<std::string, int>& after, int* count) {
   std::vector<std::string> added;
-  int added_count = 0;
-  for (const auto& [n, c] : names1) {
-    const int before = names0.count(n) ? names0.at(n) : 0;
-    if (c > before) {
-      added.push_back(absl::StrCat(n, "x", c - before));
-      added_count += c - before;
+  *count = 0;
+  for (const auto& [n, c] : after) {
+    const int b = before.count(n) ? before.at(n) : 0;
+    if (c > b) {
+      added.push_back(absl::StrCat(n, "x", c - b));
+      *count += c - b;
     }
   }
-  // Idle: 5 s with no scrape; CPU and how often the endpoint's threads wake.
-  const double idle0 = CpuSeconds();
-  const long wake0 = NewThreadWakeups(names0);
-  absl::SleepFor(absl::Seconds(5));
-  const double idle_cpu = (CpuSeconds() - idle0) / 5;
-  const double idle_wakeups = (NewThreadWakeups(names0) - wake0) / 5.0;
+  return absl::StrJoin(added, ",");
+}
 
-  const int n = absl::GetFlag(FLAGS_scrapes);
-  const double cpu0 = CpuSeconds();
-  const absl::Time t0 = absl::Now();
+// n scrapes from a child process (its CPU is not ours); true if all got 200.
+bool ScrapeFromChild(int port, int n) {
   pid_t child = fork();
   if (child == 0) {
     int ok = 0;
@@ -161,6 +127,66 @@ int main(int argc, char** argv) {
   }
   int st = 0;
   waitpid(child, &st, 0);
+  return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+// Starts the endpoint named by --impl; its port, 0 for an unknown name, -1 on failure.
+int StartEndpoint(const std::string& impl, std::function<std::string()> render,
+                  std::unique_ptr<rsslab::metrics::MetricsHttpServer>* own,
+                  std::unique_ptr<rsslab::metrics::CivetwebMetricsServer>* civet) {
+  if (impl == "own") {
+    auto s = rsslab::metrics::MetricsHttpServer::Start("127.0.0.1:0", render);
+    if (!s.ok()) return -1;
+    *own = std::move(*s);
+    return (*own)->port();
+  }
+  if (impl == "civetweb") {
+    auto s = rsslab::metrics::CivetwebMetricsServer::Start(
+        "127.0.0.1:0", render, rsslab::metrics::CivetwebMetricsServer::Options());
+    if (!s.ok()) {
+      fprintf(stderr, "%s\n", std::string(s.status().message()).c_str());
+      return -1;
+    }
+    *civet = std::move(*s);
+    return (*civet)->port();
+  }
+  fprintf(stderr, "--impl=own|civetweb\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const std::string impl = absl::GetFlag(FLAGS_impl);
+  const int n = absl::GetFlag(FLAGS_scrapes);
+  const int body_bytes = absl::GetFlag(FLAGS_body_bytes);
+  if (n < 1 || n > 10000000 || body_bytes < 0 || body_bytes > (64 << 20)) {
+    fprintf(stderr, "--scrapes must be 1..10000000, --body_bytes at most 64 MiB\n");
+    return 2;
+  }
+  const std::string body(static_cast<size_t>(body_bytes), 'x');
+  auto render = [&body] { return body; };
+  const long rss0 = StatusKib("VmRSS:");
+  const auto names0 = ThreadNames();
+  std::unique_ptr<rsslab::metrics::MetricsHttpServer> own;
+  std::unique_ptr<rsslab::metrics::CivetwebMetricsServer> civet;
+  const int port = StartEndpoint(impl, render, &own, &civet);
+  if (port <= 0) return port == 0 ? 2 : 1;
+  absl::SleepFor(absl::Milliseconds(200));  // let the library's threads start
+  const long rss1 = StatusKib("VmRSS:");
+  int added_count = 0;
+  const std::string added = AddedThreads(names0, ThreadNames(), &added_count);
+  // Idle: 5 s with no scrape; CPU and how often the endpoint's threads wake.
+  const double idle0 = CpuSeconds();
+  const long wake0 = NewThreadWakeups(names0);
+  absl::SleepFor(absl::Seconds(5));
+  const double idle_cpu = (CpuSeconds() - idle0) / 5;
+  const double idle_wakeups = (NewThreadWakeups(names0) - wake0) / 5.0;
+
+  const double cpu0 = CpuSeconds();
+  const absl::Time t0 = absl::Now();
+  const bool client_ok = ScrapeFromChild(port, n);
   const double wall = absl::ToDoubleSeconds(absl::Now() - t0);
   const double cpu = CpuSeconds() - cpu0;
   const long rss2 = StatusKib("VmRSS:");
@@ -171,8 +197,8 @@ int main(int argc, char** argv) {
   printf("impl=%s threads_added=%d (%s) rss_added_kib=%ld rss_after_%d_scrapes_kib=%ld "
          "idle_cpu_ms_per_s=%.3f idle_wakeups_per_s=%.1f cpu_us_per_scrape=%.1f "
          "wall_us_per_scrape=%.1f stop_ms=%.0f client_ok=%s\n",
-         impl.c_str(), added_count, absl::StrJoin(added, ",").c_str(), rss1 - rss0, n,
+         impl.c_str(), added_count, added.c_str(), rss1 - rss0, n,
          rss2 - rss0, idle_cpu * 1000, idle_wakeups, cpu * 1e6 / n, wall * 1e6 / n, stop_ms,
-         WIFEXITED(st) && WEXITSTATUS(st) == 0 ? "yes" : "no");
+         client_ok ? "yes" : "no");
   return 0;
 }

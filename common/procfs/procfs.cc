@@ -350,8 +350,10 @@ absl::Status ReadStatus(int pid, rsslab::v1::ProcStatus* out) {
   return ParseStatus(text->view(), out);
 }
 
-void ClassifySmaps(absl::string_view smaps, int detail_top_n,
-                   rsslab::v1::MemoryMap* out) {
+namespace {
+
+// Every mapping of an smaps text with its Rss, Anonymous and Swap figures.
+void ParseVmas(absl::string_view smaps, VmaVector* out) {
   // One allocation for all entries: count headers first (cheap, no parse).
   size_t headers = 0;
   for (size_t pos = 0; pos < smaps.size();) {
@@ -361,7 +363,7 @@ void ClassifySmaps(absl::string_view smaps, int detail_top_n,
     if (nl == absl::string_view::npos) break;
     pos = nl + 1;
   }
-  VmaVector vmas;
+  VmaVector& vmas = *out;
   vmas.reserve(headers);
 
   absl::string_view text = smaps;
@@ -387,6 +389,38 @@ void ClassifySmaps(absl::string_view smaps, int detail_top_n,
     }
     if (field != nullptr) ParseKb(line.substr(colon + 1), field);
   }
+}
+
+// The n mappings with the most RSS, ties by address (stable across identical inputs).
+void AddLargest(const VmaVector& vmas, int detail_top_n, rsslab::v1::MemoryMap* out) {
+  if (detail_top_n <= 0 || vmas.empty()) return;
+  size_t n = std::min(static_cast<size_t>(detail_top_n), vmas.size());
+  std::vector<const Vma*, MmapAllocator<const Vma*>> order;
+  order.reserve(vmas.size());
+  for (const Vma& v : vmas) order.push_back(&v);
+  std::partial_sort(order.begin(), order.begin() + n, order.end(),
+                    [](const Vma* a, const Vma* b) {
+                      if (a->rss != b->rss) return a->rss > b->rss;
+                      return a->start < b->start;
+                    });
+  for (size_t i = 0; i < n; ++i) {
+    const Vma& v = *order[i];
+    rsslab::v1::Mapping* m = out->add_largest();
+    m->set_range(std::string(v.range));
+    m->set_perms(std::string(v.perms));
+    m->set_name(std::string(v.path));
+    m->set_kind(KindName(v.kind));
+    m->set_size_bytes(static_cast<int64_t>(v.end - v.start));
+    m->set_rss_bytes(v.rss);
+  }
+}
+
+}  // namespace
+
+void ClassifySmaps(absl::string_view smaps, int detail_top_n,
+                   rsslab::v1::MemoryMap* out) {
+  VmaVector vmas;
+  ParseVmas(smaps, &vmas);
   ClassifyAnonymous(&vmas);
 
   int32_t arena_count = 0, stack_count = 0, anon_mappings = 0;
@@ -430,28 +464,7 @@ void ClassifySmaps(absl::string_view smaps, int detail_top_n,
   out->set_swap_bytes(swap);
   out->clear_largest();
 
-  if (detail_top_n > 0 && !vmas.empty()) {
-    size_t n = std::min(static_cast<size_t>(detail_top_n), vmas.size());
-    std::vector<const Vma*, MmapAllocator<const Vma*>> order;
-    order.reserve(vmas.size());
-    for (const Vma& v : vmas) order.push_back(&v);
-    // Ties by address, so the order is stable across identical inputs.
-    std::partial_sort(order.begin(), order.begin() + n, order.end(),
-                      [](const Vma* a, const Vma* b) {
-                        if (a->rss != b->rss) return a->rss > b->rss;
-                        return a->start < b->start;
-                      });
-    for (size_t i = 0; i < n; ++i) {
-      const Vma& v = *order[i];
-      rsslab::v1::Mapping* m = out->add_largest();
-      m->set_range(std::string(v.range));
-      m->set_perms(std::string(v.perms));
-      m->set_name(std::string(v.path));
-      m->set_kind(KindName(v.kind));
-      m->set_size_bytes(static_cast<int64_t>(v.end - v.start));
-      m->set_rss_bytes(v.rss);
-    }
-  }
+  AddLargest(vmas, detail_top_n, out);
 }
 
 absl::Status ReadSmaps(int pid, int detail_top_n, rsslab::v1::MemoryMap* out) {

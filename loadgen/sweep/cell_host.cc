@@ -174,7 +174,8 @@ class LocalHost : public CellHost {
   rsslab::v1::HostInfo Where() const override { return where_; }
 
   // What an agent would refuse is refused here, before the first cell: an
-  // unknown profile or handler, a server flag outside the agent's allowlist.
+  // unknown profile, handler or command, a server flag outside the agent's
+  // allowlist.
   absl::Status Prepare(const rsslab::v1::Sweep& sweep) override {
     std::vector<std::string> unknown;
     for (const std::string& p : sweep.profiles()) {
@@ -184,6 +185,12 @@ class LocalHost : public CellHost {
       return absl::NotFoundError(absl::StrFormat("no profile %s (the profiles file has: %s)",
                                                  absl::StrJoin(unknown, ", "),
                                                  profiles::ProfileNames(o_.profiles)));
+    }
+    if (!sweep.command().empty()) {
+      return commands::Lookup(o_.commands, sweep.command(), "this loadgen").status();
+    }
+    if (o_.server_binary.empty()) {
+      return absl::NotFoundError("--local: no rsslab_server to run; pass --server_binary=PATH");
     }
     for (const auto& [k, v] : sweep.server_flags()) {
       if (absl::Status s = CheckServerFlag(k, v, FlagSource::kRequest); !s.ok()) return s;
@@ -197,8 +204,6 @@ class LocalHost : public CellHost {
     const auto& sw = scenario.sweep();
     const rsslab::v1::Profile* profile = profiles::FindProfile(o_.profiles, cell.profile);
     if (profile == nullptr) return absl::NotFoundError(absl::StrCat("no profile ", cell.profile));
-    absl::StatusOr<std::string> handler = launch::FindHandler(sw.handler(), o_.handler_dirs);
-    if (!handler.ok()) return handler.status();
     if (mkdir(o_.log_dir.c_str(), 0755) != 0 && errno != EEXIST) {
       return absl::InternalError(absl::StrCat("cannot create ", o_.log_dir, ": ", strerror(errno)));
     }
@@ -206,24 +211,54 @@ class LocalHost : public CellHost {
                                            cell.threads);
     auto s = std::make_unique<LocalServer>();
     s->child = std::make_shared<launch::OwnChild>();
-    launch::LaunchOptions lo = LaunchOptionsFor(id, cell, *profile, *handler, sw);
+    launch::LaunchOptions lo;
+    const commands::Command* cmd = nullptr;
+    commands::Values values;
+    if (!sw.command().empty()) {
+      absl::StatusOr<const commands::Command*> found =
+          commands::Lookup(o_.commands, sw.command(), "this loadgen");
+      if (!found.ok()) return found.status();
+      cmd = *found;
+      if (absl::Status c = commands::Configure(*cmd, "127.0.0.1", cell.threads, &lo, &values);
+          !c.ok()) {
+        return c;
+      }
+      lo.name = absl::StrCat("command ", cmd->name, " ", id);
+    } else {
+      absl::StatusOr<std::string> handler = launch::FindHandler(sw.handler(), o_.handler_dirs);
+      if (!handler.ok()) return handler.status();
+      ServerOptions(id, cell, *handler, sw, &lo);
+    }
+    CommonOptions(id, *profile, &lo);
     lo.child = s->child;
     absl::StatusOr<launch::Started> started = launch::StartVerifiedServer(lo);
     if (!started.ok()) return started.status();
     s->started = *std::move(started);
     const launch::VerifiedLaunch& v = s->started.verified;
     ServerProcess& info = s->info;
+    if (cmd != nullptr) {
+      std::string data, control;
+      absl::Status a = commands::Addresses(*cmd, values, s->started.ready_line, &data, &control);
+      if (!a.ok()) {
+        launch::StopStarted(s->started, absl::Seconds(5));
+        return a;
+      }
+      info.set_command(cmd->name);
+      info.set_data_address(data);
+      info.set_control_address(control);
+    } else {
+      info.set_handler(sw.handler().empty() ? std::string(kDefaultHandlerName) : sw.handler());
+      info.set_data_address(v.ready.data_address);
+      info.set_control_address(v.ready.control_address);
+    }
     info.set_id(id);
     info.set_pid(s->started.pid);
     info.set_profile(profile->name());
     info.set_threads(cell.threads);
-    info.set_handler(sw.handler().empty() ? std::string(kDefaultHandlerName) : sw.handler());
     info.set_log_path(lo.log_path);
     info.set_running(true);
     info.set_started_unix_nanos(absl::ToUnixNanos(absl::Now()));
     info.set_label(absl::StrCat(scenario.name(), " ", cell.id));
-    info.set_data_address(v.ready.data_address);
-    info.set_control_address(v.ready.control_address);
     info.set_mapped_library(v.verification.mapped_library);
     for (const auto& [name, value] : v.verification.env) {
       rsslab::v1::EnvVar* e = info.add_verified_env();
@@ -260,36 +295,36 @@ class LocalHost : public CellHost {
 
  private:
   // The agent's launch, here: the same fixed arguments, the scenario's
-  // server flags through the agent's allowlist, the ready line read from a
-  // pipe, VerifyLaunch.
-  launch::LaunchOptions LaunchOptionsFor(const std::string& id, const SweepCell& cell,
-                                         const rsslab::v1::Profile& profile,
-                                         const std::string& handler,
-                                         const rsslab::v1::Sweep& sw) const {
-    launch::LaunchOptions lo;
-    lo.program = o_.server_binary;
-    lo.profile = &profile;
-    lo.name = "server " + id;
-    lo.fixed_args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
-                     absl::StrCat("--threads=", cell.threads), "--handler=" + handler};
-    std::vector<std::string> shown = lo.fixed_args;
+  // server flags through the agent's allowlist, VerifyLaunch.
+  void ServerOptions(const std::string& id, const SweepCell& cell, const std::string& handler,
+                     const rsslab::v1::Sweep& sw, launch::LaunchOptions* lo) const {
+    lo->program = o_.server_binary;
+    lo->name = "server " + id;
+    lo->fixed_args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+                      absl::StrCat("--threads=", cell.threads), "--handler=" + handler};
     for (const auto& [k, v] : std::map<std::string, std::string>(sw.server_flags().begin(),
                                                                   sw.server_flags().end())) {
-      lo.flags.emplace_back(k, v);
-      shown.push_back(absl::StrCat("--", k, "=", v));
+      lo->flags.emplace_back(k, v);
     }
-    lo.flag_check = launch::LaunchOptions::FlagCheck::kRequest;
-    lo.output = launch::Output::kPipe;
-    lo.log_path = absl::StrCat(o_.log_dir, "/", id, ".log");
-    lo.log_header = absl::StrCat("# rsslab_loadgen --local ", id, ": ", o_.server_binary, " ",
-                                 absl::StrJoin(shown, " "), "\n");
-    lo.ready_timeout = o_.ready_timeout;
-    lo.cpus = o_.server_cpus;
+    lo->flag_check = launch::LaunchOptions::FlagCheck::kRequest;
+  }
+
+  // Both kinds: the profile, the output read from a pipe, the log, pinning.
+  void CommonOptions(const std::string& id, const rsslab::v1::Profile& profile,
+                     launch::LaunchOptions* lo) const {
+    lo->profile = &profile;
+    lo->output = launch::Output::kPipe;
+    lo->log_path = absl::StrCat(o_.log_dir, "/", id, ".log");
+    std::vector<std::string> shown = lo->fixed_args;
+    for (const auto& [k, v] : lo->flags) shown.push_back(absl::StrCat("--", k, "=", v));
+    lo->log_header = absl::StrCat("# rsslab_loadgen --local ", id, ": ", lo->program, " ",
+                                  absl::StrJoin(shown, " "), "\n");
+    lo->ready_timeout = o_.ready_timeout;
+    lo->cpus = o_.server_cpus;
     // A loadgen killed outright (SIGKILL by a batch system) takes its
     // server with it. The forking thread is the sweep's worker, which
     // outlives every server it starts.
-    lo.parent_death_signal = SIGKILL;
-    return lo;
+    lo->parent_death_signal = SIGKILL;
   }
 
   const LocalHostOptions o_;

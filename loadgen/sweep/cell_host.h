@@ -17,6 +17,7 @@
 #ifndef RSSLAB_LOADGEN_SWEEP_CELL_HOST_H_
 #define RSSLAB_LOADGEN_SWEEP_CELL_HOST_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "agent/commands.h"
 #include "common/auth.h"
 #include "common/host_info.h"
 #include "loadgen/results/cells.h"
@@ -67,7 +69,10 @@ struct AgentHostOptions {
 std::unique_ptr<CellHost> MakeAgentHost(const AgentHostOptions& options);
 
 struct LocalHostOptions {
-  std::string server_binary;
+  std::string server_binary;  // may be empty when every cell runs a command
+  // --allow_command and its templates: the user's programs a sweep's
+  // --command may name (agent/commands.h, the agent's rules).
+  std::map<std::string, commands::Command> commands;
   rsslab::v1::ProfileSet profiles;
   // Directories holding NAME.py handlers; the first match wins.
   std::vector<std::string> handler_dirs;

@@ -19,6 +19,98 @@ int64_t RssNow() {
   return st.rss_bytes();
 }
 
+// Per-thread results: a worker counts as reached only if both its release
+// and its follow-up visit ran; its pause is the sum of the two.
+void FillWorkerResults(
+    const std::vector<WorkerRun>& runs, const std::vector<WorkerRun>& follow_up,
+    const std::map<int, std::pair<rsslab::v1::ThreadAllocStats, rsslab::v1::ThreadAllocStats>>& stats,
+    rsslab::v1::TrimResult* r) {
+  int64_t max_pause = 0;
+  for (const WorkerRun& w : runs) {
+    rsslab::v1::WorkerTrim* wt = r->add_workers();
+    wt->set_worker(w.worker);
+    wt->set_tid(w.tid);
+    absl::Duration pause = w.pause;
+    bool ran = w.ran;
+    const size_t i = static_cast<size_t>(&w - runs.data());
+    if (i < follow_up.size()) {
+      const WorkerRun& f = follow_up[i];
+      pause += f.pause;
+      ran = ran && f.ran;
+    }
+    wt->set_ran(ran);
+    wt->set_pause_us(absl::ToInt64Microseconds(pause));
+    if (!ran) wt->set_error("worker busy past the trim timeout (stuck?)");
+    auto it = stats.find(w.worker);
+    if (w.ran && it != stats.end()) {
+      *wt->mutable_before() = it->second.first;
+      *wt->mutable_after() = it->second.second;
+    }
+    max_pause = std::max(max_pause, wt->pause_us());
+  }
+  r->set_max_worker_pause_us(max_pause);
+}
+
+// The per-thread part of a trim: each worker releases its own caches on its
+// own thread, then (mimalloc 2.0.x) a follow-up visit, then the allocator's
+// after-threads step.
+void RunPerThreadPass(ThreadSet* workers, absl::Duration timeout, bool thread_stats,
+                      const alloc::Allocator& a, const alloc::Allocator::DelayOverride& delay,
+                      rsslab::v1::TrimResult* r) {
+  r->set_per_thread(true);
+  // Shared with the workers: one stuck past the timeout still runs the
+  // release later, and must find its state alive.
+  struct PassState {
+    absl::Mutex mu;
+    std::string call ABSL_GUARDED_BY(mu);
+    std::string follow_up_call ABSL_GUARDED_BY(mu);
+    std::map<int, std::pair<rsslab::v1::ThreadAllocStats, rsslab::v1::ThreadAllocStats>> stats
+        ABSL_GUARDED_BY(mu);
+  };
+  auto state = std::make_shared<PassState>();
+  absl::Time t0 = absl::Now();
+  std::vector<WorkerRun> runs = workers->RunOnEachWorker(
+      [&a, state, thread_stats](int worker) {
+        rsslab::v1::ThreadAllocStats before, after;
+        if (thread_stats) a.FillThreadStats(&before);
+        alloc::Allocator::Release rel = a.ReleaseThisThread();
+        if (thread_stats) a.FillThreadStats(&after);
+        absl::MutexLock l(&state->mu);
+        state->call = rel.call;
+        if (thread_stats) state->stats[worker] = {before, after};
+      },
+      timeout);
+  // mimalloc 2.0.x: spans freed while the decommit delay was > 0 (before
+  // this trim) are decommitted only when the owning thread frees or
+  // allocates a page again (alloc.h). With the delay overridden to 0 that
+  // visit needs no wait; without the override (mi_option_set missing) it
+  // waits out the delay, which returns less (docs/TRIM.md).
+  const absl::Duration follow_up_delay = a.FollowUpDelay();
+  std::vector<WorkerRun> follow_up;
+  // mimalloc 3.x has no per-thread segments: nothing to visit for.
+  if (a.HasFollowUp() && (delay.applied || follow_up_delay > absl::ZeroDuration())) {
+    absl::SleepFor(follow_up_delay);
+    r->set_follow_up_delay_us(absl::ToInt64Microseconds(follow_up_delay));
+    follow_up = workers->RunOnEachWorker(
+        [&a, state](int) {
+          alloc::Allocator::Release rel = a.FollowUpThisThread();
+          absl::MutexLock l(&state->mu);
+          state->follow_up_call = rel.call;
+        },
+        timeout);
+  }
+  absl::Time t1 = absl::Now();
+  alloc::Allocator::Release after = a.ReleaseAfterThreads();
+  r->set_after_threads_duration_us(absl::ToInt64Microseconds(absl::Now() - t1));
+  r->set_after_threads_call(after.call);
+  r->set_after_threads_return(after.ret);
+  r->set_per_thread_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
+  absl::MutexLock l(&state->mu);
+  r->set_thread_call(state->call);
+  r->set_follow_up_call(state->follow_up_call);
+  FillWorkerResults(runs, follow_up, state->stats, r);
+}
+
 }  // namespace
 
 Trimmer::Trimmer(ThreadSet* workers, absl::Duration worker_timeout, bool thread_stats)
@@ -51,84 +143,7 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   r.set_allocator_resident_between(a.ResidentBytes());
   r.set_global_freed_bytes(r.rss_before_bytes() - r.rss_between_bytes());
 
-  if (per_thread) {
-    r.set_per_thread(true);
-    // Shared with the workers: one stuck past the timeout still runs the
-    // release later, and must find its state alive.
-    struct PassState {
-      absl::Mutex mu;
-      std::string call ABSL_GUARDED_BY(mu);
-      std::string follow_up_call ABSL_GUARDED_BY(mu);
-      std::map<int, std::pair<rsslab::v1::ThreadAllocStats, rsslab::v1::ThreadAllocStats>> stats
-          ABSL_GUARDED_BY(mu);
-    };
-    auto state = std::make_shared<PassState>();
-    const bool thread_stats = thread_stats_;
-    absl::Time t0 = absl::Now();
-    std::vector<WorkerRun> runs = workers_->RunOnEachWorker(
-        [&a, state, thread_stats](int worker) {
-          rsslab::v1::ThreadAllocStats before, after;
-          if (thread_stats) a.FillThreadStats(&before);
-          alloc::Allocator::Release rel = a.ReleaseThisThread();
-          if (thread_stats) a.FillThreadStats(&after);
-          absl::MutexLock l(&state->mu);
-          state->call = rel.call;
-          if (thread_stats) state->stats[worker] = {before, after};
-        },
-        worker_timeout_);
-    // mimalloc 2.0.x: spans freed while the decommit delay was > 0 (before
-    // this trim) are decommitted only when the owning thread frees or
-    // allocates a page again (alloc.h). With the delay overridden to 0 that
-    // visit needs no wait; without the override (mi_option_set missing) it
-    // waits out the delay, which returns less (docs/TRIM.md).
-    const absl::Duration follow_up_delay = a.FollowUpDelay();
-    std::vector<WorkerRun> follow_up;
-    // mimalloc 3.x has no per-thread segments: nothing to visit for.
-    if (a.HasFollowUp() && (delay.applied || follow_up_delay > absl::ZeroDuration())) {
-      absl::SleepFor(follow_up_delay);
-      r.set_follow_up_delay_us(absl::ToInt64Microseconds(follow_up_delay));
-      follow_up = workers_->RunOnEachWorker(
-          [&a, state](int) {
-            alloc::Allocator::Release rel = a.FollowUpThisThread();
-            absl::MutexLock l(&state->mu);
-            state->follow_up_call = rel.call;
-          },
-          worker_timeout_);
-    }
-    absl::Time t1 = absl::Now();
-    alloc::Allocator::Release after = a.ReleaseAfterThreads();
-    r.set_after_threads_duration_us(absl::ToInt64Microseconds(absl::Now() - t1));
-    r.set_after_threads_call(after.call);
-    r.set_after_threads_return(after.ret);
-    r.set_per_thread_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
-    absl::MutexLock l(&state->mu);
-    r.set_thread_call(state->call);
-    r.set_follow_up_call(state->follow_up_call);
-    int64_t max_pause = 0;
-    for (const WorkerRun& w : runs) {
-      rsslab::v1::WorkerTrim* wt = r.add_workers();
-      wt->set_worker(w.worker);
-      wt->set_tid(w.tid);
-      absl::Duration pause = w.pause;
-      bool ran = w.ran;
-      const size_t i = static_cast<size_t>(&w - runs.data());
-      if (i < follow_up.size()) {
-        const WorkerRun& f = follow_up[i];
-        pause += f.pause;
-        ran = ran && f.ran;
-      }
-      wt->set_ran(ran);
-      wt->set_pause_us(absl::ToInt64Microseconds(pause));
-      if (!ran) wt->set_error("worker busy past the trim timeout (stuck?)");
-      auto it = state->stats.find(w.worker);
-      if (w.ran && it != state->stats.end()) {
-        *wt->mutable_before() = it->second.first;
-        *wt->mutable_after() = it->second.second;
-      }
-      max_pause = std::max(max_pause, wt->pause_us());
-    }
-    r.set_max_worker_pause_us(max_pause);
-  }
+  if (per_thread) RunPerThreadPass(workers_, worker_timeout_, thread_stats_, a, delay, &r);
   if (!delay.option.empty()) {
     r.set_release_delay_option(delay.option);
     r.set_release_delay_before(delay.before);

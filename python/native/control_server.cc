@@ -121,7 +121,7 @@ class PackageBackend : public ControlBackend {
   }
 
   void TakeSnapshot(const ControlSnapshotOptions& options, rsslab::v1::Snapshot* out) override {
-    State().TakeSnapshot(options.gc, options.detail, out);
+    State().TakeSnapshot(options, out);
   }
 };
 
@@ -142,13 +142,24 @@ std::string RenderPackageMetrics() {
   // the gauges one scrape before the counters, never the reverse.
   std::map<std::string, Trimmer::TriggerTotals> trims = State().trimmer().totals();
   rsslab::v1::Snapshot s;
-  State().TakeSnapshot(/*gc=*/false, /*detail=*/false, &s);
+  // No Python part: a scrape never waits for the GIL (the phase and the
+  // workers are the last ones a snapshot saw).
+  ControlSnapshotOptions o;
+  o.python = false;
+  State().TakeSnapshot(o, &s);
   metrics::Exposition e;
   metrics::AppendMemoryMetrics(s, &e);
   e.Gauge("rsslab_phase", "1 for the current phase.", int64_t{1}, {{"phase", s.phase()}});
   e.Counter("rsslab_requests_total",
             "Requests counted by rsslab.grpc_interceptor() or rsslab.count_request().",
             s.requests_served());
+  e.Counter("rsslab_handler_errors_total",
+            "Requests whose handler raised, as rsslab.grpc_interceptor() saw them.",
+            s.handler_errors());
+  e.Histogram("rsslab_handler_latency_seconds",
+              "Time in the service's handler per request, timed by rsslab.grpc_interceptor() "
+              "(queueing excluded).",
+              State().HandlerLatency());
   e.Gauge("rsslab_workers_configured", "Worker threads of the tracked executors.",
           static_cast<int64_t>(s.workers().configured()));
   metrics::AppendTrimMetrics(s, trims, &e);

@@ -35,6 +35,7 @@
 #include "memory/trim/auto_trim.h"
 #include "memory/trim/trimmer.h"
 #include "python/native/control_server.h"
+#include "python/native/gil_runner.h"
 #include "python/native/package_state.h"
 #include "python/native/to_python.h"
 #include "python/native/tracked_threads.h"
@@ -111,14 +112,29 @@ py11::dict Release(int mode, double timeout_s, const std::string& trigger) {
     py11::gil_scoped_release nogil;
     r = State().Release(ModeFromInt(mode), absl::Seconds(timeout_s), trigger);
   }
-  return MessageToDict(r);
+  py11::dict d = MessageToDict(r);
+  const alloc::FreeBlockPurge p = State().last_purge();
+  py11::dict purge;
+  purge["ran"] = p.ran;
+  purge["note"] = p.note;
+  purge["pages"] = p.pages;
+  purge["freeBlocks"] = p.free_blocks;
+  purge["ranges"] = p.ranges;
+  purge["bytes"] = p.bytes;
+  purge["failed"] = p.failed;
+  purge["longestUs"] = p.duration_us;
+  d["freeBlockPurge"] = purge;
+  return d;
 }
 
 py11::dict Snapshot(bool gc, bool detail) {
   rsslab::v1::Snapshot s;
   {
     py11::gil_scoped_release nogil;
-    State().TakeSnapshot(gc, detail, &s);
+    ControlSnapshotOptions o;
+    o.gc = gc;
+    o.detail = detail;
+    State().TakeSnapshot(o, &s);
   }
   return MessageToDict(s);
 }
@@ -232,6 +248,12 @@ PYBIND11_MODULE(_rsslab, m) {
   m.def("set_snapshot_hook", [](py11::object hook) { State().SetSnapshotHook(hook.ptr()); });
   m.def("visit", [](bool barrier) { return State().threads().Visit(barrier); });
   m.def("count_request", [](uint64_t n) { State().CountRequests(n); });
+  // The interceptor, after each request: counted and timed, then this
+  // worker's share of a pending release (cheap when none is).
+  m.def("after_request", [](double handler_s, bool error) {
+    State().ObserveRequest(absl::Seconds(handler_s), error);
+    State().threads().Visit(false);
+  });
   m.def("requests", []() { return State().requests(); });
   m.def("start_auto_trim", &StartAutoTrim);
   m.def("stop_auto_trim", []() {
@@ -270,6 +292,7 @@ PYBIND11_MODULE(_rsslab, m) {
       StopControl();
       StopMetrics();
       State().Shutdown();
+      Gil().Stop();
     }
     State().ClearHooks();
     ClearPhaseHook();

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "memory/alloc/alloc.h"
 #include "memory/snapshot/process_snapshot.h"
+#include "python/native/gil_runner.h"
 
 namespace py11 = pybind11;
 
@@ -52,13 +53,61 @@ PackageState& State() {
   return *s;
 }
 
-PackageState::PackageState() : start_(absl::Now()), trimmer_(&threads_, absl::Seconds(10)) {}
+// mimalloc: each worker's heap is measured right before and after its
+// release (WorkerTrim.before/after: committed against used bytes), which
+// shows what a release cannot return (docs/PACKAGE.md, "What stays").
+PackageState::PackageState()
+    : start_(absl::Now()),
+      trimmer_(&threads_, absl::Seconds(10),
+               /*thread_stats=*/alloc::Allocator::Get().name() == "mimalloc") {}
+
+alloc::FreeBlockPurge PackageState::last_purge() {
+  absl::MutexLock l(&purge_mu_);
+  return last_purge_;
+}
+
+void PackageState::ObserveRequest(absl::Duration handler_time, bool error) {
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  if (error) errors_.fetch_add(1, std::memory_order_relaxed);
+  handler_latency_.Observe(handler_time);
+}
 
 rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
                                              const std::string& trigger) {
+  // mimalloc 2.0.x returns a page only with its last live block; the
+  // purge returns the pages inside its free blocks, on each tracked thread
+  // right after that thread's collect (free_block_purge.h).
+  struct Sum {
+    absl::Mutex mu;
+    alloc::FreeBlockPurge total ABSL_GUARDED_BY(mu);
+  };
+  auto sum = std::make_shared<Sum>();
+  const bool purge = alloc::Allocator::Get().name() == "mimalloc" &&
+                     mode != rsslab::v1::TRIM_GLOBAL_ONLY;
+  if (purge) {
+    threads_.ArmNextPass([sum] {
+      const alloc::FreeBlockPurge p = alloc::PurgeFreeBlocksThisThread();
+      absl::MutexLock l(&sum->mu);
+      alloc::FreeBlockPurge& t = sum->total;
+      t.ran = t.ran || p.ran;
+      if (!p.ran) t.note = p.note;
+      t.pages += p.pages;
+      t.free_blocks += p.free_blocks;
+      t.ranges += p.ranges;
+      t.bytes += p.bytes;
+      t.failed += p.failed;
+      t.duration_us = std::max(t.duration_us, p.duration_us);  // the longest thread's
+    });
+  }
   TrackedThreads::SetCallTimeout(timeout);
   rsslab::v1::TrimResult r = trimmer_.Run(mode, trigger);
   TrackedThreads::SetCallTimeout(absl::InfiniteDuration());
+  threads_.ArmNextPass(nullptr);  // unused when no pass ran
+  if (purge) {
+    absl::MutexLock l(&sum->mu);
+    absl::MutexLock pl(&purge_mu_);
+    last_purge_ = sum->total;
+  }
   if (trigger.rfind("auto", 0) != 0) {
     absl::MutexLock l(&auto_mu_);
     if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
@@ -72,8 +121,9 @@ void PackageState::SetSnapshotHook(PyObject* hook) {
   snapshot_hook_ = hook;
 }
 
-void PackageState::FillPythonPart(bool gc, rsslab::v1::Snapshot* out) {
-  WithGil([&] {
+bool PackageState::FillPythonPart(bool gc, absl::Duration deadline, rsslab::v1::Snapshot* out,
+                                  std::string* why) {
+  return Gil().RunWithin([&] {
     if (snapshot_hook_ == nullptr) return;
     try {
       py11::object r = py11::reinterpret_borrow<py11::object>(snapshot_hook_)(gc);
@@ -115,17 +165,30 @@ void PackageState::FillPythonPart(bool gc, rsslab::v1::Snapshot* out) {
     } catch (py11::cast_error& e) {
       std::fprintf(stderr, "rsslab: the snapshot's Python part: %s\n", e.what());
     }
-  });
+  }, deadline, why);
 }
 
-void PackageState::TakeSnapshot(bool gc, bool detail, rsslab::v1::Snapshot* out) {
-  FillPythonPart(gc, out);  // first: a gc.collect() changes the rest
+void PackageState::TakeSnapshot(const ControlSnapshotOptions& options,
+                                rsslab::v1::Snapshot* out) {
+  // First: a gc.collect() changes the rest.
+  std::string why;
+  if (options.python && FillPythonPart(options.gc, options.python_deadline, out, &why)) {
+    absl::MutexLock l(&seen_mu_);
+    if (!out->phase().empty()) seen_phase_ = out->phase();
+    seen_workers_ = out->workers();
+  } else {
+    if (options.python) out->mutable_python()->set_unavailable(why);
+    absl::MutexLock l(&seen_mu_);
+    out->set_phase(seen_phase_);
+    *out->mutable_workers() = seen_workers_;
+  }
   const absl::Time t0 = absl::Now();
   ProcessSnapshotOptions o;
-  o.detail = detail;
+  o.detail = options.detail;
   FillProcessSnapshot(o, out);
   out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
   out->set_requests_served(requests());
+  out->set_handler_errors(handler_errors());
   FillTrimHistory(trimmer_, out);
   {
     absl::MutexLock l(&auto_mu_);

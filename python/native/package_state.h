@@ -8,7 +8,7 @@
 //   rsslab::v1::TrimResult r = State().Release(rsslab::v1::TRIM_MODE_DEFAULT,
 //                                              absl::Seconds(2), "manual");
 //   rsslab::v1::Snapshot s;
-//   State().TakeSnapshot(/*gc=*/false, /*detail=*/false, &s);
+//   State().TakeSnapshot(SnapshotOptions{}, &s);
 
 #ifndef RSSLAB_PYTHON_NATIVE_PACKAGE_STATE_H_
 #define RSSLAB_PYTHON_NATIVE_PACKAGE_STATE_H_
@@ -24,6 +24,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/metrics/latency_histogram.h"
+#include "memory/alloc/free_block_purge.h"
+#include "control/service/control_backend.h"
 #include "memory/trim/auto_trim.h"
 #include "memory/trim/trimmer.h"
 #include "proto/snapshot.pb.h"
@@ -42,11 +45,23 @@ class PackageState {
   // Any thread, GIL not held. The per-thread part waits at most `timeout`.
   rsslab::v1::TrimResult Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
                                  const std::string& trigger);
-  // Any thread, GIL not held (the Python part takes it through the hook).
-  void TakeSnapshot(bool gc, bool detail, rsslab::v1::Snapshot* out);
+  // Any thread, GIL not held. The Python part (through the hook) waits at
+  // most options.python_deadline for the GIL, as the server's does; past it
+  // python.unavailable says why and the rest is filled. python = false:
+  // none at all (/metrics), the last phase and workers seen are used.
+  void TakeSnapshot(const ControlSnapshotOptions& options, rsslab::v1::Snapshot* out);
 
   void CountRequests(uint64_t n) { requests_.fetch_add(n, std::memory_order_relaxed); }
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
+  // The free-block purge of the last release (mimalloc 2.0.x: on each
+  // tracked thread after its collect; free_block_purge.h), summed.
+  alloc::FreeBlockPurge last_purge();
+
+  // One request the interceptor timed (its handler's time, queueing
+  // excluded): counted, and in the latency histogram /metrics serves.
+  void ObserveRequest(absl::Duration handler_time, bool error);
+  metrics::LatencyHistogram::Counts HandlerLatency() const { return handler_latency_.Read(); }
+  uint64_t handler_errors() const { return errors_.load(std::memory_order_relaxed); }
 
   int64_t arena_cap() const { return arena_cap_.load(); }
   void set_arena_cap(int64_t n) { arena_cap_.store(n); }
@@ -65,12 +80,23 @@ class PackageState {
 
  private:
   void Sample(AutoTrimSample* s);
-  void FillPythonPart(bool gc, rsslab::v1::Snapshot* out);
+  // False (with `why`) when the GIL was not had within `deadline`.
+  bool FillPythonPart(bool gc, absl::Duration deadline, rsslab::v1::Snapshot* out,
+                      std::string* why);
 
   const absl::Time start_;
   TrackedThreads threads_;
   Trimmer trimmer_;
   std::atomic<uint64_t> requests_{0};
+  std::atomic<uint64_t> errors_{0};
+  absl::Mutex purge_mu_;
+  alloc::FreeBlockPurge last_purge_ ABSL_GUARDED_BY(purge_mu_);
+  metrics::LatencyHistogram handler_latency_;
+  // The Python part's last phase and worker figures, for snapshots taken
+  // without Python (/metrics never waits for the GIL).
+  absl::Mutex seen_mu_;
+  std::string seen_phase_ ABSL_GUARDED_BY(seen_mu_) = "start";
+  rsslab::v1::WorkerStats seen_workers_ ABSL_GUARDED_BY(seen_mu_);
   std::atomic<int64_t> arena_cap_{0};
   PyObject* snapshot_hook_ = nullptr;  // GIL held to touch
 

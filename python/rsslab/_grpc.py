@@ -1,33 +1,40 @@
-"""rsslab.grpc_interceptor(): counts requests and runs a pending per-thread
+"""rsslab.grpc_interceptor(): counts and times requests (the /metrics
+rsslab_handler_latency_seconds histogram) and runs a pending per-thread
 release on the worker that just served one (grpcio server interceptor)."""
+
+import time
 
 import grpc
 
 from . import _rsslab as _native
 
-
-def _after():
-    _native.count_request(1)
-    # Cheap when no release is pending (an atomic flag); otherwise this
-    # worker's share of the pass runs here, before it takes the next call.
-    _native.visit(False)
+_clock = time.perf_counter
 
 
 def _unary(behavior):
     def wrapped(request_or_iterator, context):
+        t0 = _clock()
+        error = True
         try:
-            return behavior(request_or_iterator, context)
+            r = behavior(request_or_iterator, context)
+            error = False
+            return r
         finally:
-            _after()
+            # Counted, timed, then this worker's share of a pending release
+            # (one atomic load when none is), before it takes the next call.
+            _native.after_request(_clock() - t0, error)
     return wrapped
 
 
 def _streaming(behavior):
     def wrapped(request_or_iterator, context):
+        t0 = _clock()
+        error = True
         try:
             yield from behavior(request_or_iterator, context)
+            error = False
         finally:
-            _after()
+            _native.after_request(_clock() - t0, error)
     return wrapped
 
 

@@ -27,6 +27,10 @@ p.add_argument("--auto_trim", default="")
 p.add_argument("--set_env_after_start", default="")
 p.add_argument("--no_package", action="store_true",
                help="bench/service_fix.sh (a), (b): the package loaded but not used")
+p.add_argument("--bare", action="store_true",
+               help="bench/service_idle.sh: the service without the package at all (no "
+                    "import, no Control; the ready line has no control=)")
+p.add_argument("--metrics", action="store_true", help="also serve /metrics (serve(metrics=))")
 p.add_argument("--timer_trim_s", type=float, default=0,
                help="the seed's advice as people apply it: malloc_trim(0) from a timer thread")
 p.add_argument("--timer_trim_log", default="", help="append each timer trim's Unix time here")
@@ -34,7 +38,8 @@ p.add_argument("--handler", required=True)
 p.add_argument("--peer_dir", required=True, help="bench/peer")
 args = p.parse_args()
 
-import rsslab  # noqa: E402  (before grpc: nothing has started a thread yet)
+if not args.bare:
+    import rsslab  # noqa: E402  (before grpc: nothing has started a thread yet)
 
 info = {}
 if args.cap_arenas:
@@ -55,6 +60,18 @@ state = peer_server.State(argparse.Namespace(handler=args.handler, cache_limit_m
 
 # The package in five lines.
 pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers)
+if args.bare:
+    server = grpc.server(pool)
+    load_pb2_grpc.add_LoadServicer_to_server(peer_server.Load(state), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    print("{}", flush=True)
+    print("rsslab_server ready data=127.0.0.1:%d pid=%d" % (port, os.getpid()), flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *a: stop.set())
+    stop.wait()
+    server.stop(2).wait()
+    sys.exit(0)
 if args.no_package:
     server = grpc.server(pool)
 else:
@@ -85,7 +102,7 @@ if args.auto_trim:
 load_pb2_grpc.add_LoadServicer_to_server(peer_server.Load(state), server)
 port = server.add_insecure_port("127.0.0.1:0")
 server.start()
-control = rsslab.serve("127.0.0.1:0")
+control = rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0" if args.metrics else None)
 info["allocator"] = rsslab.allocator()
 print(json.dumps(info), flush=True)
 print("rsslab_server ready data=127.0.0.1:%d control=%s pid=%d" % (port, control, os.getpid()),

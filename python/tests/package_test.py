@@ -22,6 +22,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,7 @@ CTL = os.path.join(WS, "control/rsslab_ctl")
 HANDLER = os.path.join(WS, "server/handlers/web_worker.py")
 PEER = os.path.join(WS, "bench/peer")
 SERVICE = os.path.join(WS, "python/tests/grpc_service.py")
+PACKAGE_MD = os.path.join(WS, "docs/PACKAGE.md")
 LIBS = "/usr/lib/x86_64-linux-gnu/"
 PRELOAD = {"glibc": "", "jemalloc": LIBS + "libjemalloc.so.2", "mimalloc": LIBS + "libmimalloc.so.2"}
 SCALE = os.environ.get("RSSLAB_PACKAGE_TEST_SCALE", "0.05")
@@ -165,10 +167,11 @@ def service_checks(py, allocator):
               and int(t.get("per_thread_freed_bytes", 0)) > 0,
               "mimalloc: decommit delay held at 0 and the per-thread pass freed %.1f MiB"
               % (int(t.get("per_thread_freed_bytes", 0)) / MIB))
-        # Measured: 0.72x at scale 0.3, 0.79x at 0.05 (docs/PACKAGE.md): the
-        # issue's 0.5x is not met; pages freed across threads into heaps of
-        # threads outside the pools (grpcio's poller) stay.
-        check(after <= 0.85 * before, "mimalloc: RSS after the release %.2fx of before (<= 0.85)"
+        # The seed's own fill/shrink/idle: mimalloc has returned most of the
+        # burst by itself before the release; measured 0.68x at this scale
+        # and 0.59x at scale 0.3 (docs/PACKAGE.md, "What stays under
+        # mimalloc"); mimalloc_fill_shrink() checks the issue's 0.5x.
+        check(after <= 0.75 * before, "mimalloc: RSS after the release %.2fx of before (<= 0.75)"
               % (after / before if before else 0))
     # Manual trim through Control: the same pass, answered by the package.
     r = s.ctl("trim")
@@ -180,9 +183,56 @@ def service_checks(py, allocator):
     check(r.returncode == 0 and r2.returncode == 0 and int(limit or 0) == 10 * MIB,
           "%s: rsslab_ctl phase shrink resized the service's cache through on_phase to %s bytes"
           % (allocator, limit))
+    if allocator == "mimalloc":
+        mimalloc_fill_shrink(s)
     log = s.stop()
     check("Traceback" not in log and "rsslab:" not in log,
           "%s: the service's stderr is clean: %s" % (allocator, log.strip()[-300:]))
+
+
+# The cache filled to its 100 MiB limit (the seed handler, every body
+# stored, so it fills at test scale), then `phase shrink` evicts 90 MiB and
+# the release runs: a workload well above the idle service's 45 MiB.
+FILL_SHRINK = """
+name: "fill_shrink"
+step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 } }
+step { name: "fill" load { requests: 9600 params { key: "store_p" value: "1" } } }
+step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 gc: true } }
+"""
+
+
+def mimalloc_fill_shrink(s):
+    scen = os.path.join(TMP, "fill_shrink.textproto")
+    with open(scen, "w") as f:
+        f.write(FILL_SHRINK)
+    r = run([LOADGEN, "--scenario=" + scen, "--concurrency=16", "--target=" + s.data,
+             "--control=" + s.control, "--out=" + os.path.join(TMP, "run-fill-shrink")],
+            timeout=600)
+    check(r.returncode == 0, "mimalloc: fill to 100 MiB, shrink to 10 MiB: %s"
+          % (r.stderr.strip().splitlines() or [""])[-1])
+    s.ctl("trim")
+    t = s.snapshot().get("last_trim", {})
+    before, after = int(t.get("rss_before_bytes", 0)), int(t.get("rss_after_bytes", 0))
+    s.ctl("trim")
+    again = int(s.snapshot().get("last_trim", {}).get("freed_bytes", 0))
+    workers = t.get("workers", [])
+    committed = sum(int(w.get("after", {}).get("heap_committed_bytes", 0)) for w in workers)
+    used = sum(int(w.get("after", {}).get("heap_used_bytes", 0)) for w in workers)
+    pinned = committed - used
+    ratio = after / before if before else 1
+    print("      mimalloc fill/shrink: release %.1f -> %.1f MiB (%.2fx); second release %.1f MiB; "
+          "tracked heaps after: %.1f MiB committed, %.1f MiB in live blocks"
+          % (before / MIB, after / MIB, ratio, again / MIB, committed / MIB, used / MIB))
+    # The issue's goal. mi_collect(true) alone left 0.50x-0.52x here (pages
+    # stay while any block on them lives); the free-block purge returns the
+    # pages inside the free blocks around those (docs/PACKAGE.md, "What
+    # stays under mimalloc").
+    check(ratio <= 0.5, "mimalloc: fill/shrink release to %.2fx of before (<= 0.5)" % ratio)
+    check(again < 2 * MIB, "mimalloc: a second release frees %.1f MiB (< 2: nothing more is "
+          "reachable)" % (again / MIB))
+    check(len(workers) == 16 and committed > used > 0,
+          "mimalloc: per-worker heap figures in the trim: %.1f MiB committed, %.1f MiB live"
+          % (committed / MIB, used / MIB))
 
 
 def snippet(py, code, env_extra=None, timeout=60):
@@ -247,14 +297,78 @@ print("exiting", flush=True)
 """
 
 METRICS = r"""
-import rsslab, urllib.request
+import concurrent.futures as cf, grpc, rsslab, urllib.request
 rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0")
 rsslab.count_request(3)
 rsslab.release()
+# Five requests through the interceptor, one of them raising.
+def handle(req, ctx):
+    if req == b"raise":
+        raise RuntimeError("handler failed")
+    return req
+server = grpc.server(rsslab.track(cf.ThreadPoolExecutor(max_workers=2)),
+                     interceptors=[rsslab.grpc_interceptor()])
+server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+    "t.S", {"M": grpc.unary_unary_rpc_method_handler(handle)})])
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+call = grpc.insecure_channel("127.0.0.1:%d" % port).unary_unary("/t.S/M")
+for body in (b"a", b"b", b"c", b"d", b"raise"):
+    try:
+        call(body, timeout=10)
+    except grpc.RpcError:
+        pass
 body = urllib.request.urlopen("http://%s/metrics" % rsslab.metrics_address(), timeout=10).read().decode()
-for name in ("rsslab_process_resident_memory_bytes ", "rsslab_allocator_info{", "rsslab_requests_total 3",
-             'rsslab_trims_by_trigger_total{trigger="manual"} 1', "rsslab_last_trim_freed_bytes "):
+for name in ("rsslab_process_resident_memory_bytes ", "rsslab_allocator_info{", "rsslab_requests_total 8",
+             'rsslab_trims_by_trigger_total{trigger="manual"} 1', "rsslab_last_trim_freed_bytes ",
+             "rsslab_handler_latency_seconds_count 5", 'rsslab_handler_latency_seconds_bucket{le="+Inf"} 5',
+             "rsslab_handler_errors_total 1"):
     print(name.strip(), name in body)
+server.stop(0)
+"""
+
+# The main thread holds the GIL for 4 s in a C call (ctypes.PyDLL does not
+# release it): a Control snapshot meanwhile answers within the server's
+# Python deadline, with python.unavailable saying why; once the GIL is
+# free, snapshots have their Python section again.
+GIL_HELD = r"""
+import ctypes, rsslab, sys
+print(rsslab.serve("127.0.0.1:0"), flush=True)
+print("holding", flush=True)
+ctypes.PyDLL(None).usleep(4000000)
+s = rsslab.snapshot()
+print("after", repr(s["python"]["unavailable"]), s["python"]["version"] != "", flush=True)
+"""
+
+# mimalloc: the free-block purge must never touch a live block. 16 tracked
+# threads allocate blocks of 8 KiB to 1 MiB with known contents, most are
+# freed (remotely, by the main thread), the release purges the free blocks
+# around the survivors; then every survivor is checked byte for byte, and
+# the heaps are used again (the free lists intact) and checked again.
+PURGE = r"""
+import concurrent.futures as cf, hashlib, random, rsslab
+pool = rsslab.track(cf.ThreadPoolExecutor(max_workers=16))
+def make(i):
+    rng = random.Random(i)
+    out = []
+    for j in range(200):
+        n = min(int(rng.lognormvariate(9.5, 1.2)), 1 << 20)
+        out.append(rng.randbytes(n))
+    return out
+blocks = [b for part in pool.map(make, range(32)) for b in part]
+keep = blocks[::10]
+digest = [hashlib.sha1(b).digest() for b in keep]
+del blocks
+r = rsslab.release()
+p = r["result"]["freeBlockPurge"]
+bad = sum(hashlib.sha1(b).digest() != d for b, d in zip(keep, digest))
+more = [b for part in pool.map(make, range(32, 64)) for b in part]
+bad += sum(hashlib.sha1(b).digest() != d for b, d in zip(keep, digest))
+r2 = rsslab.release()
+bad += sum(hashlib.sha1(b).digest() != d for b, d in zip(keep, digest))
+print("purged %d bytes in %d ranges over %d threads' pages; rss %.1f -> %.1f MiB; corrupted %d of %d; "
+      "again %d ranges" % (p["bytes"], p["ranges"], r["threads_reached"], r["rss_before"] / 2**20,
+                           r["rss_after"] / 2**20, bad, len(keep), r2["result"]["freeBlockPurge"]["ranges"]))
 """
 
 RUN_SCRIPT = r"""
@@ -264,6 +378,65 @@ list(pool.map(lambda i: bytearray(1 << 16), range(30)))
 r = rsslab.release()
 print("control", rsslab.control_address(), "reached", r["threads_reached"], "args", sys.argv[1:])
 """
+
+
+def five_lines():
+    """The code block under docs/PACKAGE.md's "in five lines" heading."""
+    text = open(PACKAGE_MD).read()
+    section = text.split("## Add it to your grpcio service in five lines", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+# A grpcio service as its author has it (imports, a handler, a port), with
+# docs/PACKAGE.md's five lines pasted in where the server is made.
+SERVICE_AROUND = r"""
+import concurrent.futures as futures
+import grpc
+import sys
+%s
+def handle(request, context):
+    return request
+server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+    "t.S", {"M": grpc.unary_unary_rpc_method_handler(handle)})])
+port = server.add_insecure_port("127.0.0.1:0")
+server.start()
+print("port", port, flush=True)
+sys.stdin.read()  # until the test closes it
+server.stop(0)
+"""
+
+
+def five_line_checks(py):
+    lines = five_lines()
+    check(len(lines) == 5, "docs/PACKAGE.md's five lines are %d lines" % len(lines))
+    for allocator in ("glibc", "mimalloc"):
+        code = list(lines)
+        if allocator != "glibc":
+            # What the doc says for a preloaded allocator: line 1 without the cap.
+            code[0] = "import rsslab"
+        env = base_env()
+        if PRELOAD[allocator]:
+            env["LD_PRELOAD"] = PRELOAD[allocator]
+        p = subprocess.Popen([py, "-c", SERVICE_AROUND % "\n".join(code)], env=env, cwd=TMP,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        control = p.stdout.readline().split()[-1:]
+        port = p.stdout.readline().split()[-1:]
+        ok = bool(control and port)
+        if ok:
+            r = snippet(py, "import grpc\nc = grpc.insecure_channel('127.0.0.1:%s')"
+                            ".unary_unary('/t.S/M')\nfor i in range(20): c(b'x', timeout=10)"
+                        % port[0])
+            ok = r.returncode == 0
+            t = run([CTL, "--control=" + control[0], "trim"], timeout=60)
+            snap = run([CTL, "--control=" + control[0], "snapshot", "--json"], timeout=60)
+            served = json.loads(snap.stdout).get("requests_served") if snap.returncode == 0 else None
+            ok = ok and t.returncode == 0 and " on " in t.stdout and int(served or 0) == 20
+        out, err = p.communicate("", timeout=30)
+        check(ok and p.returncode == 0,
+              "%s: docs/PACKAGE.md's five lines in a grpcio service: 20 requests counted, "
+              "rsslab_ctl trim answered (%s) %s" % (allocator, ok, err.strip()[-300:]))
 
 
 def small_checks(py):
@@ -276,9 +449,29 @@ def small_checks(py):
           "every call refuses bad arguments with a clear exception: "
           + (r.stdout + r.stderr).strip()[-300:])
     r = snippet(py, METRICS)
-    check(r.returncode == 0 and r.stdout.count(" True") == 5,
-          "serve(metrics=) answers GET /metrics with the server's names: "
-          + (r.stdout + r.stderr).strip()[-400:])
+    check(r.returncode == 0 and r.stdout.count(" True") == 8,
+          "serve(metrics=) answers GET /metrics with the server's names, the handler latency "
+          "histogram and errors from the interceptor: " + (r.stdout + r.stderr).strip()[-400:])
+    p = subprocess.Popen([py, "-c", GIL_HELD], env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    addr = p.stdout.readline().strip()
+    held = p.stdout.readline().strip()
+    t0 = time.monotonic()
+    r = run([CTL, "--control=" + addr, "snapshot", "--json"], timeout=60)
+    took = time.monotonic() - t0
+    snap = json.loads(r.stdout) if r.returncode == 0 else {}
+    why = snap.get("python", {}).get("unavailable", "")
+    out, err = p.communicate(timeout=30)
+    check(held == "holding" and took < 3.5 and "GIL was not free within" in why
+          and int(snap.get("status", {}).get("rss_bytes", 0)) > 0
+          and "after '' True" in out,
+          "GIL held 4 s: the Control snapshot answered in %.1f s with python.unavailable %r and "
+          "the rest filled; afterwards Python is back: %s" % (took, why, (out + err).strip()[-200:]))
+    r = snippet(py, PURGE, env_extra={"LD_PRELOAD": PRELOAD["mimalloc"]}, timeout=120)
+    m = re.search(r"purged (\d+) bytes in (\d+) ranges over \d+ .*corrupted 0 of", r.stdout)
+    check(r.returncode == 0 and m is not None and int(m.group(1)) > 8 * MIB,
+          "mimalloc: the free-block purge returns the pages inside free blocks and no live block "
+          "changes: " + (r.stdout + r.stderr).strip()[-300:])
     p = subprocess.Popen([py, "-c", EXIT_FAST], env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()  # printed right before the interpreter exits
@@ -306,6 +499,7 @@ def main():
     if failures:
         sys.exit(1)
     small_checks(py)
+    five_line_checks(py)
     for allocator in ("glibc", "jemalloc", "mimalloc"):
         service_checks(py, allocator)
     if failures:

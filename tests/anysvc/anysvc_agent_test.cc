@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +16,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/agent.grpc.pb.h"
+#include "agent/readiness.h"
 #include "tests/loadgen_it/loadgen_testing.h"
 #include "tests/server_process.h"
 
@@ -43,7 +45,7 @@ class AgentWithShop : public ::testing::Test {
               "--allow_command=shop=" + ServerProcess::Runfile("tests/anysvc/shop_service.py"),
               // Repeated flag, the template with a space: both survive.
               "--allow_command_args=shop=--port={port} --threads={threads} --hold_kb=4",
-              "--allow_command_ready=shop=shop ready ",
+              "--allow_command_ready=shop=^shop ready ",
               "--allow_command=other=/bin/true",
               "--allow_command_args=other=--port={port}",
               "--allow_command_ready=other=never printed"};
@@ -174,6 +176,114 @@ TEST_F(AgentWithShop, SweepOverTheServiceMergesIntoACompleteTable) {
   EXPECT_THAT(m.out, HasSubstr("2 of 2 cells ok"));
   EXPECT_THAT(m.out, HasSubstr("glibc-arena2"));
   EXPECT_THAT(m.out, HasSubstr("jemalloc"));
+}
+
+// Readiness as the operator sets it: by the port accepting connections
+// (no ready flag), by a regex over the output, and a launch that is never
+// ready failing with one line naming the command and what it waited for.
+class AgentReadiness : public AgentWithShop {
+ protected:
+  void SetUp() override {
+    const std::string shop = ServerProcess::Runfile("tests/anysvc/shop_service.py");
+    ServerProcess::Options o;
+    o.binary = ServerProcess::Runfile("agent/rsslab_agent");
+    o.args = {"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("ready-logs"),
+              "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
+              "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
+              // The service takes ~5 s to start at a load of 15 (protoc, grpc import).
+              "--ready_timeout_s=30",
+              // Listens only after 1 s; no ready flag: ready when {port} accepts.
+              "--allow_command=byport=" + shop,
+              "--allow_command_args=byport=--port={port} --threads={threads} --start_after_s=1",
+              // Never listens within the timeout.
+              "--allow_command=slowport=" + shop,
+              "--allow_command_args=slowport=--port={port} --start_after_s=60",
+              // Prints its line, but not one the regex wants.
+              "--allow_command=wrongline=" + shop,
+              "--allow_command_args=wrongline=--port={port}",
+              "--allow_command_ready=wrongline=^shop started on [0-9]+$",
+              // The line, then the port.
+              "--allow_command=both=" + shop,
+              "--allow_command_args=both=--port={port}",
+              "--allow_command_ready=both=ready data=127\\.0\\.0\\.1:[0-9]+ pid=",
+              "--allow_command_ready_port=both={port}"};
+    o.ready_prefix = "rsslab_agent ready ";
+    auto a = ServerProcess::Start(o);
+    ASSERT_TRUE(a.ok()) << a.status();
+    agent_ = *std::move(a);
+    address_ = agent_->Field("listen");
+    stub_ = v1::Agent::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  }
+};
+
+// One connect attempt, no retry: the port listens now.
+bool ConnectsNow(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return launch::PortAccepts(address.substr(0, colon), std::stoi(address.substr(colon + 1)),
+                             absl::Milliseconds(500));
+}
+
+TEST_F(AgentReadiness, ReadyWhenThePortAccepts) {
+  for (const std::string cmd : {"byport", "both"}) {
+    v1::ServerProcess s;
+    grpc::Status st = Launch("jemalloc", cmd, &s);
+    ASSERT_TRUE(st.ok()) << cmd << ": " << st.error_message();
+    // Launch returned only once the service listened (byport listens 1 s
+    // after it starts): the first connection is accepted.
+    EXPECT_TRUE(ConnectsNow(s.data_address())) << cmd << " " << s.data_address();
+    EXPECT_THAT(s.mapped_library(), HasSubstr("libjemalloc"));
+    v1::ServerProcess stopped;
+    ASSERT_TRUE(Stop(s.id(), &stopped).ok());
+  }
+}
+
+TEST_F(AgentReadiness, NeverReadyIsOneLineNamingTheCommand) {
+  struct Case {
+    std::string command;
+    std::string awaited;
+  } cases[] = {
+      {"slowport", "to accept a connection"},
+      {"wrongline", "a line matching /^shop started on [0-9]+$/ in its output"},
+  };
+  // Both at once: each waits out the whole timeout.
+  grpc::Status results[2];
+  {
+    std::vector<std::thread> launches;
+    for (int i = 0; i < 2; ++i) {
+      launches.emplace_back([&, i] {
+        v1::ServerProcess s;
+        results[i] = Launch("glibc", cases[i].command, &s);
+      });
+    }
+    for (std::thread& t : launches) t.join();
+  }
+  for (int i = 0; i < 2; ++i) {
+    const Case& c = cases[i];
+    const grpc::Status& st = results[i];
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+    EXPECT_THAT(st.error_message(), HasSubstr("command " + c.command + " "));
+    EXPECT_THAT(st.error_message(), HasSubstr("not ready within 30s"));
+    EXPECT_THAT(st.error_message(), HasSubstr(c.awaited));
+    EXPECT_EQ(st.error_message().find('\n'), std::string::npos) << st.error_message();
+  }
+  // Killed and reaped: nothing of them is left running.
+  v1::ListRequest lr;
+  v1::ListResponse resp;
+  grpc::ClientContext cc;
+  ASSERT_TRUE(stub_->List(&cc, lr, &resp).ok());
+  for (const auto& s : resp.servers()) EXPECT_FALSE(s.running()) << s.ShortDebugString();
+}
+
+TEST(AgentCommandFlags, BadReadyRegexIsAUsageError) {
+  auto r = ServerProcess::Run(
+      ServerProcess::Runfile("agent/rsslab_agent"),
+      {"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("bad-logs"),
+       "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
+       "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
+       "--allow_command=shop=" + ServerProcess::Runfile("tests/anysvc/shop_service.py"),
+       "--allow_command_args=shop=--port={port}", "--allow_command_ready=shop=ready (v1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--allow_command_ready=shop=ready (v1: bad regex"));
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 // Every field kind the template reaches: {{seq}} bare and inside strings,
 // random ints and strings, an enum by name, a nested message, repeated
@@ -208,6 +209,40 @@ step { name: "read" load { requests: 100 call: "shop.v1.Cart/Add" data: "{\"cust
   int loads = 0;
   for (const auto& e : Events(out)) loads += e.has_load() ? 1 : 0;
   EXPECT_EQ(loads, 2);
+}
+
+// --control given explicitly, even as rsslab_server's default address, is
+// used with --call: here a real rsslab_server whose Control listens there,
+// called through its own load.proto as a user's service would be.
+TEST(AnyServiceTest, ExplicitControlIsUsedWithCall) {
+  // The test's own network namespace (block-network): 50052 is free.
+  auto server = ServerProcess::Start(
+      ServerProcess::TestServer({"--control_listen=127.0.0.1:50052"}));
+  ASSERT_TRUE(server.ok()) << server.status();
+  ASSERT_EQ((*server)->control_address(), "127.0.0.1:50052");
+  const std::string scenario = Tmp("control.txtpb");
+  std::ofstream(scenario) << R"(
+name: "control"
+step { set_phase { phase: "fill" } }
+step { load { requests: 100 } }
+step { name: "after_fill" snapshot {} }
+)";
+  const std::string out = Tmp("control-run");
+  auto r = ServerProcess::Run(
+      Loadgen(), {"--proto=" + ServerProcess::Runfile("proto/load.proto"),
+                  "--call=rsslab.v1.Load/Handle", "--data={\"id\": {{seq}}}",
+                  "--target=" + (*server)->data_address(), "--control=127.0.0.1:50052",
+                  "--scenario=" + scenario, "--out=" + out, "--progress=lines"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("no --control")));
+  int snapshots = 0;
+  for (const auto& e : Events(out)) {
+    if (!e.has_snapshot()) continue;
+    ++snapshots;
+    EXPECT_NE(e.snapshot().taken_from(), "proc");  // from inside, over Control
+    EXPECT_EQ(e.snapshot().pid(), (*server)->pid());
+  }
+  EXPECT_EQ(snapshots, 1);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ and what it carried, and on SIGTERM writes the counts as JSON to
 --stats_file, then exits 0.
 
   shop_service.py --port=0 --threads=4 --stats_file=/tmp/stats.json
+      [--hold_kb=N] (keeps N KiB per request) [--start_after_s=S] (listens only after S s)
 
 Prints `shop ready data=127.0.0.1:PORT pid=PID` once it serves.
 """
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -79,6 +81,8 @@ class Cart(shop_pb2_grpc.CartServicer):
 
 
 def main():
+    if ARGS.start_after_s:
+        time.sleep(ARGS.start_after_s)  # a slow start-up, before it listens
     server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=ARGS.threads))
     cart = Cart()
     shop_pb2_grpc.add_CartServicer_to_server(cart, server)
@@ -101,5 +105,6 @@ if __name__ == "__main__":
     p.add_argument("--threads", type=int, default=4)
     p.add_argument("--stats_file", default="")
     p.add_argument("--hold_kb", type=int, default=0)
+    p.add_argument("--start_after_s", type=float, default=0)
     ARGS = p.parse_args()
     main()

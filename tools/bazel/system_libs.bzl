@@ -169,6 +169,14 @@ cc_library(
     linkopts = ["-lprotoc"],
     deps = [":grpc"],
 )
+
+# RE2 (libre2-dev, which libgrpc++-dev depends on): an operator's ready-line
+# regex for a launched program (agent/readiness.h), linear in the line.
+cc_library(
+    name = "re2",
+    linkopts = ["-lre2"],
+    deps = [":absl"],
+)
 """)
     rctx.file("BUILD.bazel", "\n".join(build))
     rctx.file("WORKSPACE", 'workspace(name = "%s")\n' % rctx.name)

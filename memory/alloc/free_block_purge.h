@@ -1,0 +1,46 @@
+// mimalloc 2.0.x keeps a page resident while any block on it is live:
+// mi_collect(true) returns whole free pages only, so after a burst the free
+// blocks around the survivors stay in RSS (measured in docs/PACKAGE.md,
+// "What stays under mimalloc": 37 MiB in 16 worker heaps holding 12 MiB of
+// live blocks). This returns the 4 KiB pages lying wholly inside a free
+// block of the calling thread's heap with madvise(MADV_DONTNEED), as
+// glibc's malloc_trim does inside its free chunks. The page holding a free
+// block's first word (mimalloc's free-list link) is never touched, so the
+// free lists stay intact; the rest of a free block is never read by
+// mimalloc, and comes back as zero pages when the block is reused.
+//
+// Run it on the heap's own thread (a per-thread release pass), after
+// mi_collect(true): only the owner changes its pages' free lists, and
+// other threads only ever free blocks that are live. Refused (ran = false,
+// `note` says why) for anything but mimalloc 2.0.x.
+//
+// Example, on each worker:
+//   FreeBlockPurge p = PurgeFreeBlocksThisThread();
+//   // p.bytes: what madvise was asked to drop (RSS shows what it did)
+
+#ifndef RSSLAB_MEMORY_ALLOC_FREE_BLOCK_PURGE_H_
+#define RSSLAB_MEMORY_ALLOC_FREE_BLOCK_PURGE_H_
+
+#include <cstdint>
+#include <string>
+
+namespace rsslab {
+namespace alloc {
+
+struct FreeBlockPurge {
+  bool ran = false;
+  std::string note;      // why it did not run
+  int64_t pages = 0;     // mimalloc pages with live blocks visited
+  int64_t free_blocks = 0;
+  int64_t ranges = 0;    // madvise calls
+  int64_t bytes = 0;     // bytes they covered
+  int64_t failed = 0;    // madvise calls that failed
+  int64_t duration_us = 0;  // the walk and the madvise calls (summed over threads: the longest)
+};
+
+FreeBlockPurge PurgeFreeBlocksThisThread();
+
+}  // namespace alloc
+}  // namespace rsslab
+
+#endif  // RSSLAB_MEMORY_ALLOC_FREE_BLOCK_PURGE_H_
