@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -492,6 +493,13 @@ Allocator::Release Allocator::ReleaseThisThread() const {
   if (name_ == "mimalloc") {
     if (mi_collect_ == nullptr) return {"none (mi_collect not found)", -1};
     mi_collect_(true);
+    // 3.x: the pages still live in this heap keep whatever their slices
+    // held before, past the part they use (alloc.h, PurgePageTails).
+    if (mi_layout_ != nullptr && !mi_layout_->thread_segments && mi_heap_get_default_ != nullptr &&
+        mi_heap_visit_blocks_ != nullptr) {
+      const PageTails t = PurgePageTails();
+      return {"mi_collect(true)+madvise(page tails)", t.failed == 0 ? 0 : -1};
+    }
     return {"mi_collect(true)", 0};
   }
   if (name_ == "tcmalloc") {
@@ -517,6 +525,34 @@ Allocator::Release Allocator::ReleaseAfterThreads() const {
     return {"MallocExtension_ReleaseFreeMemory()", 0};
   }
   return {"none", 0};
+}
+
+Allocator::PageTails Allocator::PurgePageTails() const {
+  struct Walk {
+    PageTails tails;
+    uintptr_t os_page;
+  } walk{{}, static_cast<uintptr_t>(sysconf(_SC_PAGESIZE))};
+  // Areas only (visit_all_blocks=false): one call per page. Nothing here
+  // allocates: the heap being walked is the one malloc would use.
+  mi_heap_visit_blocks_(
+      mi_heap_get_default_(), false,
+      [](const mi_heap_t*, const mi_heap_area_t* area, void* block, size_t, void* arg) {
+        if (block != nullptr || area == nullptr || area->blocks == nullptr) return true;
+        auto* w = static_cast<Walk*>(arg);
+        ++w->tails.pages;
+        // committed = capacity * block size (the blocks the page has ever
+        // handed out or put on a free list); reserved = what fits in it.
+        const uintptr_t base = reinterpret_cast<uintptr_t>(area->blocks);
+        const uintptr_t lo = (base + area->committed + w->os_page - 1) & ~(w->os_page - 1);
+        const uintptr_t hi = (base + area->reserved) & ~(w->os_page - 1);
+        if (hi <= lo) return true;
+        ++w->tails.ranges;
+        w->tails.bytes += static_cast<int64_t>(hi - lo);
+        if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) ++w->tails.failed;
+        return true;
+      },
+      &walk);
+  return walk.tails;
 }
 
 bool Allocator::HasFollowUp() const {
