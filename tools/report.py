@@ -1,11 +1,10 @@
 #!/usr/bin/python3
-"""Plots and advice for a finished rsslab sweep, from its events.jsonl alone.
+"""Plots and advice for a finished rsslab sweep, from the loadgen's aggregate.
 
-    tools/report.py RUN_DIR            # writes RUN_DIR/rss_under_load.png,
+    tools/report.py RUN_DIR            # a sweep: reads RUN_DIR/cells.json,
+                                       # writes RUN_DIR/rss_under_load.png,
                                        # RUN_DIR/rss_after_shrink.png and the
                                        # "What to do" section of summary.md
-    tools/report.py RUN_DIR --csv OUT  # also the summary table as CSV (the
-                                       # same bytes as the loadgen's summary.csv)
     tools/report.py SOAK_RUN_DIR       # a soak: rss_over_time.png and
                                        # post_idle_per_cycle.png
     tools/report.py --compare C.json --png compare.png
@@ -17,12 +16,16 @@ profile, under load (left panel there, rss_under_load.png here) and after the
 cache shrank and the server idled, with the after-trim points
 (rss_after_shrink.png). Medians over repeats, bars from min to max.
 "What to do" also names the memory figures whose repeats spread by more
-than 20 % (not to be trusted from this run) and which profiles meet issue
-17's trim goal at 64 threads, as the table marks them.
+than the table's limit (not to be trusted from this run) and which profiles
+meet issue 17's trim goal at 64 threads, as the table marks them.
 
-The aggregation mirrors loadgen/results/sweep_summary.cc exactly (a test compares the
-two CSVs), so the advice quotes the same numbers as the table. Needs only the
-standard library and, for the PNGs, Debian's python3-matplotlib (Agg).
+A sweep is aggregated once, by the loadgen (loadgen/results/sweep_summary.cc):
+it writes summary.md, summary.csv and cells.json (proto/sweep_table.proto:
+every row's medians, ranges, marks and goal, every cell's figures). This
+tool only plots and phrases from cells.json, so the advice quotes the
+table's numbers; a cells.json without a field it reads is refused in one
+line. Needs only the standard library and, for the PNGs, Debian's
+python3-matplotlib (Agg).
 """
 
 import argparse
@@ -31,78 +34,21 @@ import os
 import sys
 
 MIB = 1048576.0
-
-# Column order and keys of loadgen/results/sweep_summary.h's SweepMetric.
-METRICS = [
-    ("under_load_mib", "under load MiB"),
-    ("after_shrink_mib", "after shrink MiB"),
-    ("after_idle_mib", "after idle MiB"),
-    ("trim_global_mib", "trim (global) MiB"),
-    ("trim_per_thread_mib", "trim (per-thread) MiB"),
-    ("hwm_mib", "VmHWM MiB"),
-    ("qps", "fill QPS"),
-    ("p99_ms", "fill p99 ms"),
-]
-UNDER_LOAD, AFTER_SHRINK, AFTER_IDLE, TRIM_GLOBAL, TRIM_PER_THREAD, HWM, QPS, P99 = range(8)
 WHAT_TO_DO = "## What to do"
-# loadgen/results/sweep_summary.h: a memory figure (RSS, VmHWM; not QPS or p99)
-# whose repeats spread by more than SPREAD_LIMIT of their median is marked.
-MEMORY_METRICS = range(UNDER_LOAD, HWM + 1)
-SPREAD_LIMIT = 0.20
-SPREAD_MARK = "\u2020"  # a dagger, as in the table
-# Issue 17's goal: RSS after the per-thread trim <= TRIM_GOAL_RATIO x (RSS
-# before any load + 10 MiB of live cache).
-TRIM_GOAL_RATIO = 1.25
-TRIM_GOAL_LIVE_CACHE_BYTES = 10 * MIB
+# The sweep's aggregate, written by the loadgen (loadgen/results/sweep_json.cc,
+# proto/sweep_table.proto) beside summary.md and summary.csv.
+CELLS_JSON = "cells.json"
+# The figures this tool phrases and plots, by their cells.json key.
+UNDER_LOAD = "under_load_mib"
+AFTER_IDLE = "after_idle_mib"
+TRIM_GLOBAL = "trim_global_mib"
+TRIM_PER_THREAD = "trim_per_thread_mib"
+QPS = "qps"
+USED_FIGURES = (UNDER_LOAD, AFTER_IDLE, TRIM_GLOBAL, TRIM_PER_THREAD, QPS)
 
 
-def fmt(metric, raw):
-    if raw < 0:
-        return "-"
-    if metric == QPS:
-        return "%.0f" % raw
-    if metric == P99:
-        return "%.2f" % (raw / 1000.0)
-    return "%.1f" % (raw / MIB)
-
-
-def aggregate(values):
-    """(n, median, min, max) over the non-negative values."""
-    v = sorted(x for x in values if x >= 0)
-    n = len(v)
-    if n == 0:
-        return (0, 0.0, 0.0, 0.0)
-    med = v[n // 2] if n % 2 == 1 else (v[n // 2 - 1] + v[n // 2]) / 2.0
-    return (n, float(med), float(v[0]), float(v[-1]))
-
-
-def spread_too_wide(a):
-    """sweep_summary.cc's SpreadTooWide: 2+ values, (max - min) / median > 20 %."""
-    n, med, lo, hi = a
-    return n >= 2 and med > 0 and (hi - lo) / med > SPREAD_LIMIT
-
-
-def wide_spread(row):
-    """The row's memory measures whose repeats spread too far, in column order."""
-    return [m for m in MEMORY_METRICS if spread_too_wide(row["metric"][m])]
-
-
-def spread_judged(row):
-    return any(row["metric"][m][0] >= 2 for m in MEMORY_METRICS)
-
-
-def goal_met(goal):
-    return goal[0] > 0 and goal[1] <= TRIM_GOAL_RATIO
-
-
-def goal_ratio(ratio):
-    """sweep_summary.cc's FormatGoalRatio: 2 decimals, up to 4 when 2 would
-    print the limit itself for a ratio on the other side of it."""
-    digits = 2
-    while (digits < 4 and ratio != TRIM_GOAL_RATIO
-           and "%.*f" % (digits, ratio) == "%.*f" % (digits, TRIM_GOAL_RATIO)):
-        digits += 1
-    return "%.*f" % (digits, ratio)
+class ShapeError(Exception):
+    """cells.json is not what this tool reads: another loadgen wrote it."""
 
 
 def num(d, key):
@@ -110,196 +56,85 @@ def num(d, key):
     return float(d.get(key, 0) or 0)
 
 
-def read_events(run_dir):
-    events = []
-    with open(os.path.join(run_dir, "events.jsonl")) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                pass  # a line cut short by a crash, as the loadgen skips it
-    return events
+NUMBER = (int, float)
 
 
-def fresh_cell(cell, profile, threads, repeat):
-    return {"cell": cell, "profile": profile, "threads": threads, "repeat": repeat,
-            "ok": False, "has_result": False, "rss": {}, "hwm": -1.0, "trim": None,
-            "value": [-1.0] * len(METRICS), "allocator": "", "error": "", "exit": "",
-            "fill": None, "fill_cache": None, "fill_done": False,
-            "base": -1.0, "loaded": False, "goal": -1.0}
+def need(path, d, where, fields):
+    """Each (key, type) of fields in d, or ShapeError naming what is not."""
+    if not isinstance(d, dict):
+        raise ShapeError("%s: %s is not an object" % (path, where or "the file"))
+    for key, kind in fields:
+        v = d.get(key)
+        if v is None or not isinstance(v, kind) or (kind is NUMBER and isinstance(v, bool)):
+            raise ShapeError("%s: %s%s is missing or not %s" % (
+                path, where, key, "a list" if kind is list else "an object" if kind is dict
+                else "a string" if kind is str else "a boolean" if kind is bool else "a number"))
+    return d
 
 
-# loadgen/results/fill_check.h: the string every summary uses for a fill that never
-# reached the cache limit.
-CACHE_NEVER_FILLED = "cache never filled: not seed 000's conditions"
+def figure(path, d, where):
+    """A SweepFigure as (n, median, min, max)."""
+    need(path, d, where, (("n", NUMBER), ("median", NUMBER), ("min", NUMBER), ("max", NUMBER),
+                          ("wide_spread", bool)))
+    return (int(d["n"]), float(d["median"]), float(d["min"]), float(d["max"]))
 
 
-def fill_check(cache):
-    """loadgen/results/fill_check.cc's CheckFill: (filled, churn) from the cache counters."""
-    limit = num(cache, "cache_limit_bytes")
-    stored = num(cache, "cache_bytes") + num(cache, "evicted_bytes")
-    filled = limit > 0 and num(cache, "evictions") > 0 and stored >= limit
-    return {"filled": filled, "churn": stored / limit if limit > 0 else 0.0}
-
-
-def fill_watch(st, e, phase):
-    """loadgen/results/fill_check.cc's FillWatch over one cell's records."""
-    if st["fill_done"]:
-        return
-    sn = None
-    if phase == "fill":
-        if "snapshot" in e:
-            sn = e["snapshot"]
-        elif "phase" in e:
-            sn = e["phase"].get("snapshot")
-        elif "trim" in e:
-            sn = e["trim"].get("after")
-    if sn is not None:
-        st["fill_cache"] = sn.get("cache", {})
-        return
-    if st["fill_cache"] is not None and (("cell_result" in e) or (phase and phase != "fill")):
-        st["fill_done"] = True
-        if "cell_result" not in e and "phase" in e and "before" in e["phase"]:
-            st["fill_cache"] = e["phase"]["before"].get("cache", {})
-        st["fill"] = fill_check(st["fill_cache"])
-
-
-def build(events):
-    """The sweep summary: scenario, cells (run order) and rows."""
-    s = {"scenario": "", "agent": "", "completed": False, "cells": [], "rows": []}
-    profile_order = []
-    order = []
-    cells = {}
-    for e in events:
-        if "header" in e:
-            h = e["header"]
-            s["scenario"] = h.get("scenario_name", "")
-            s["agent"] = h.get("agent", "")
-            profile_order.extend(h.get("scenario", {}).get("sweep", {}).get("profiles", []))
-            continue
-        if "footer" in e:
-            s["completed"] = bool(e["footer"].get("completed", False))
-            continue
-        if "resumed" in e:
-            # A --resume rerun: cells without a successful result run again
-            # after this record, so what they recorded before is superseded.
-            for key, st in list(cells.items()):
-                if not st["ok"]:
-                    cells[key] = fresh_cell(st["cell"], st["profile"], st["threads"], st["repeat"])
-            continue
-        cell = e.get("cell", "")
-        if not cell:
-            continue
-        # Per cell and attempt (a cell re-queued or rerun has several; 0 = 1).
-        key = (cell, max(1, int(e.get("attempt", 0) or 0)))
-        st = cells.get(key)
-        if st is None:
-            st = fresh_cell(cell, e.get("profile", ""), int(e.get("threads", 0)),
-                            int(e.get("repeat", 0)))
-            cells[key] = st
-            if cell not in order:
-                order.append(cell)
-        phase = e.get("loadgen_phase", "")
-        fill_watch(st, e, phase)
-
-        def snap(sn, after_phase):
-            status = sn.get("status", {})
-            if after_phase and phase:
-                st["rss"][phase] = num(status, "rss_bytes")
-            st["hwm"] = max(st["hwm"], num(status, "hwm_bytes"))
-            if sn.get("allocator"):
-                st["allocator"] = sn["allocator"]
-
-        if "snapshot" in e:
-            snap(e["snapshot"], True)
-        elif "phase" in e:
-            ph = e["phase"]
-            # The server's RSS before any load: the fill set_phase's reply.
-            if not st["loaded"] and st["base"] < 0 and phase == "fill":
-                st["base"] = num(ph.get("snapshot", {}).get("status", {}), "rss_bytes")
-            if "before" in ph:
-                snap(ph["before"], False)
-            snap(ph.get("snapshot", {}), True)
-            if "trim" in ph:
-                st["trim"] = ph["trim"]
-        elif "trim" in e:
-            snap(e["trim"].get("after", {}), True)
-            st["trim"] = e["trim"].get("trim", {})
-        elif "load" in e:
-            st["loaded"] = True
-            if phase == "fill":
-                st["value"][QPS] = num(e["load"], "qps")
-                st["value"][P99] = num(e["load"].get("latency", {}), "p99_us")
-        elif "cell_result" in e:
-            r = e["cell_result"]
-            st["has_result"] = True
-            st["ok"] = bool(r.get("ok", False))
-            st["error"] = r.get("error", "")
-            st["exit"] = r.get("server", {}).get("exit", "")
-    for cell in order:
-        # The latest successful attempt counts; without one, the latest.
-        attempts = sorted(k for k in cells if k[0] == cell)
-        ok = [k for k in attempts if cells[k]["ok"]]
-        st = cells[ok[-1] if ok else attempts[-1]]
-        v = st["value"]
-        v[UNDER_LOAD] = st["rss"].get("fill", -1.0)
-        v[AFTER_SHRINK] = st["rss"].get("shrink", -1.0)
-        v[AFTER_IDLE] = st["rss"].get("idle", -1.0)
-        t = st["trim"]
-        if t is not None:
-            per_thread = bool(t.get("per_thread", False))
-            v[TRIM_GLOBAL] = num(t, "rss_between_bytes") if per_thread else num(t, "rss_after_bytes")
-            if per_thread:
-                v[TRIM_PER_THREAD] = num(t, "rss_after_bytes")
-        v[HWM] = st["hwm"]
-        if st["base"] > 0 and v[TRIM_PER_THREAD] >= 0:
-            st["goal"] = v[TRIM_PER_THREAD] / (st["base"] + TRIM_GOAL_LIVE_CACHE_BYTES)
-        s["cells"].append(st)
-        if st["profile"] not in profile_order:
-            profile_order.append(st["profile"])
-    groups = {}
-    for c in s["cells"]:
-        groups.setdefault((profile_order.index(c["profile"]), c["threads"]), []).append(c)
-    for key in sorted(groups):
-        members = groups[key]
-        ok = [c for c in members if c["ok"]]
+def load_table(run_dir):
+    """The loadgen's cells.json as this tool's rows and cells; ShapeError if
+    it lacks a field this tool reads, OSError/ValueError if unreadable."""
+    path = os.path.join(run_dir, CELLS_JSON)
+    with open(path, encoding="utf-8") as f:
+        t = json.load(f)
+    need(path, t, "", (("scenario", str), ("metrics", list), ("rows", list), ("cells", list),
+                       ("spread_limit", NUMBER), ("spread_mark", str),
+                       ("trim_goal_ratio", NUMBER), ("trim_goal_live_cache_bytes", NUMBER),
+                       ("cache_never_filled", str)))
+    keys, titles = [], {}
+    for i, m in enumerate(t["metrics"]):
+        need(path, m, "metrics[%d]." % i, (("key", str), ("title", str), ("memory", bool)))
+        keys.append(m["key"])
+        titles[m["key"]] = m["title"]
+    for k in USED_FIGURES:
+        if k not in keys:
+            raise ShapeError("%s: metrics has no %s" % (path, k))
+    s = {"scenario": t["scenario"], "titles": titles, "rows": [], "cells": [],
+         "spread_limit": float(t["spread_limit"]), "spread_mark": t["spread_mark"],
+         "goal_limit": float(t["trim_goal_ratio"]),
+         "live_cache": float(t["trim_goal_live_cache_bytes"]),
+         "never_filled": t["cache_never_filled"]}
+    for i, r in enumerate(t["rows"]):
+        where = "rows[%d]." % i
+        need(path, r, where, (("profile", str), ("allocator", str), ("threads", NUMBER),
+                              ("cells", NUMBER), ("ok_cells", NUMBER),
+                              ("unfilled_cells", NUMBER), ("figures", dict),
+                              ("base_rss", dict), ("trim_goal", dict), ("trim_goal_met", bool),
+                              ("trim_goal_ratio", str), ("spread_judged", bool)))
+        metric = {k: figure(path, r["figures"].get(k), "%sfigures.%s." % (where, k)) for k in keys}
         s["rows"].append({
-            "profile": profile_order[key[0]], "threads": key[1], "cells": len(members),
-            "ok_cells": len(ok),
-            "unfilled_cells": len([c for c in ok if c["fill"] is not None and not c["fill"]["filled"]]),
-            "metric": [aggregate([c["value"][m] for c in ok]) for m in range(len(METRICS))],
-            "base": aggregate([c["base"] for c in ok]),
-            "goal": aggregate([c["goal"] for c in ok]),
-        })
-    s["profiles"] = [p for p in profile_order if any(r["profile"] == p for r in s["rows"])]
+            "profile": r["profile"], "allocator": r["allocator"], "threads": int(r["threads"]),
+            "cells": int(r["cells"]), "ok_cells": int(r["ok_cells"]),
+            "unfilled_cells": int(r["unfilled_cells"]), "metric": metric,
+            "wide": [k for k in keys if r["figures"][k]["wide_spread"]],
+            "judged": r["spread_judged"],
+            "base": figure(path, r["base_rss"], where + "base_rss."),
+            "goal": figure(path, r["trim_goal"], where + "trim_goal."),
+            "goal_met": r["trim_goal_met"], "goal_ratio": r["trim_goal_ratio"]})
+    for i, c in enumerate(t["cells"]):
+        need(path, c, "cells[%d]." % i, (("cell", str), ("profile", str), ("threads", NUMBER),
+                                         ("status", str)))
+        fill = c.get("fill")
+        s["cells"].append({
+            "cell": c["cell"], "ok": c["status"] == "ok",
+            # Absent when the cell recorded no fill; FillCheck's defaults are dropped.
+            "fill": None if fill is None else {"filled": bool(fill.get("filled", False)),
+                                               "churn": float(fill.get("churn", 0) or 0)}})
+    profiles = []
+    for r in s["rows"]:
+        if r["profile"] not in profiles:
+            profiles.append(r["profile"])
+    s["profiles"] = profiles
     s["threads"] = sorted({r["threads"] for r in s["rows"]})
     return s
-
-
-def csv_text(s):
-    cols = ["profile", "threads", "cells", "ok_cells"]
-    for key, _ in METRICS:
-        cols += ["%s_%s" % (key, x) for x in ("median", "min", "max")]
-    cols += ["unfilled_cells", "spread_over_20pct", "base_rss_mib_median", "trim_goal_median",
-             "trim_goal_met"]
-    out = ",".join(cols) + "\n"
-    for r in s["rows"]:
-        row = [r["profile"], str(r["threads"]), str(r["cells"]), str(r["ok_cells"])]
-        for m, (n, med, lo, hi) in enumerate(r["metric"]):
-            row += ["-" if n == 0 else fmt(m, x) for x in (med, lo, hi)]
-        row.append(str(r["unfilled_cells"]))
-        if not spread_judged(r):
-            row.append("n/a")
-        else:
-            row.append(";".join(METRICS[m][0] for m in wide_spread(r)) or "none")
-        row.append("-" if r["base"][0] == 0 else fmt(UNDER_LOAD, r["base"][1]))
-        row.append("-" if r["goal"][0] == 0 else goal_ratio(r["goal"][1]))
-        row.append("-" if r["goal"][0] == 0 else ("yes" if goal_met(r["goal"]) else "no"))
-        out += ",".join(row) + "\n"
-    return out
 
 
 def median_of(s, profile, threads, metric):
@@ -328,7 +163,7 @@ def leanest(s, threads, metric):
 def mark(s, profile, threads, metric):
     """The table's marker when that median's repeats spread too far."""
     r = row_of(s, profile, threads)
-    return SPREAD_MARK if r is not None and metric in wide_spread(r) else ""
+    return s["spread_mark"] if r is not None and metric in r["wide"] else ""
 
 
 def thread_word(t):
@@ -337,31 +172,38 @@ def thread_word(t):
 
 def spread_lines(s):
     """The cells whose memory figures cannot be trusted from this run."""
-    judged = [r for r in s["rows"] if spread_judged(r)]
+    mark_, limit = s["spread_mark"], s["spread_limit"]
+    judged = [r for r in s["rows"] if r["judged"]]
     if not judged:
         return ["With one repeat per cell no figure here can be checked against another "
                 "(rerun with `--repeats=3` or more: the table then marks, with %s, the memory "
-                "figures whose repeats spread by more than %.0f %%)." % (
-                    SPREAD_MARK, SPREAD_LIMIT * 100), ""]
-    wide = [(r, wide_spread(r)) for r in judged if wide_spread(r)]
+                "figures whose repeats spread by more than %.0f %%)." % (mark_, limit * 100), ""]
+    wide = [r for r in judged if r["wide"]]
     if not wide:
         return ["Every memory figure's repeats are within %.0f %% of their median "
-                "((max - min) / median)." % (SPREAD_LIMIT * 100), ""]
+                "((max - min) / median)." % (limit * 100), ""]
     parts = []
-    for r, ms in wide:
+    for r in wide:
         parts.append("%s at %s (%s)" % (r["profile"], thread_word(r["threads"]), ", ".join(
-            "%s %.1f-%.1f MiB" % (METRICS[m][1][:-4], r["metric"][m][2] / MIB,
-                                  r["metric"][m][3] / MIB) for m in ms)))
+            "%s %.1f-%.1f MiB" % (title_of(s, m), r["metric"][m][2] / MIB,
+                                  r["metric"][m][3] / MIB) for m in r["wide"])))
     return ["**Not to be trusted from this run** (marked %s in the table: the repeats spread by "
             "more than %.0f %% of their median, (max - min) / median; run these cells again with "
             "more repeats before choosing from them): %s." % (
-                SPREAD_MARK, SPREAD_LIMIT * 100, "; ".join(parts)), ""]
+                mark_, limit * 100, "; ".join(parts)), ""]
+
+
+def title_of(s, key):
+    """A memory figure's column title without its unit: "after idle"."""
+    title = s["titles"][key]
+    return title[:-4] if title.endswith(" MiB") else title
 
 
 def goal_line(s):
     """Issue 17's trim goal at 64 threads: which profiles meet it."""
     goal = ("The trim goal (RSS after the per-thread trim <= %.2fx (the server's RSS "
-            "before any load + 10 MiB); the table's trim goal column)" % TRIM_GOAL_RATIO)
+            "before any load + %.0f MiB); the table's trim goal column)" % (
+                s["goal_limit"], s["live_cache"] / MIB))
     if 64 not in s["threads"]:
         return ("- %s is stated at 64 threads, which this run did not measure; the column shows "
                 "the ratio at %s threads." % (goal, ", ".join(str(t) for t in s["threads"])))
@@ -370,22 +212,22 @@ def goal_line(s):
         return "- %s: not measured at 64 threads (no per-thread trim or no RSS before load)." % goal
 
     def untrusted(r):
-        return TRIM_PER_THREAD in wide_spread(r)
+        return TRIM_PER_THREAD in r["wide"]
 
-    met = [r for r in rows if goal_met(r["goal"])]
+    met = [r for r in rows if r["goal_met"]]
     if met:
         return "- %s at 64 threads: met by %s; missed by the other %d profile%s." % (
             goal, ", ".join("**%s** %sx%s" % (
-                r["profile"], goal_ratio(r["goal"][1]),
+                r["profile"], r["goal_ratio"],
                 " (per-thread trim spread > 20 %: not to be trusted)" if untrusted(r) else "")
                 for r in met),
             len(rows) - len(met), "" if len(rows) - len(met) == 1 else "s")
     best = min(rows, key=lambda r: r["goal"][1])
     return ("- %s at 64 threads: no profile meets it; the closest is **%s** at %sx (%.1f MiB "
             "after the per-thread trim against a goal of %.1f%s)." % (
-                goal, best["profile"], goal_ratio(best["goal"][1]),
+                goal, best["profile"], best["goal_ratio"],
                 best["metric"][TRIM_PER_THREAD][1] / MIB,
-                TRIM_GOAL_RATIO * (best["base"][1] + TRIM_GOAL_LIVE_CACHE_BYTES) / MIB,
+                s["goal_limit"] * (best["base"][1] + s["live_cache"]) / MIB,
                 "; its repeats spread > 20 %: not to be trusted" if untrusted(best) else ""))
 
 
@@ -402,7 +244,7 @@ def advice(s, run_dir, plots):
         lines.append("**%s** in %s: the fill stored at most %.2fx the cache limit, so the cache "
                      "never evicted and these rows are a smaller experiment than seed 000's. "
                      "Do not choose from them; rerun at a larger `--scale` (docs/FILL.md)." % (
-                         CACHE_NEVER_FILLED,
+                         s["never_filled"],
                          ", ".join("%s at %d thread%s (%d of %d cells)" % (
                              r["profile"], r["threads"], "" if r["threads"] == 1 else "s",
                              r["unfilled_cells"], r["ok_cells"]) for r in unfilled),
@@ -527,12 +369,25 @@ def write_summary_section(run_dir, section):
         f.write(text + section)
 
 
+def legend(s, profile):
+    """The profile and, where its cells recorded one, the allocator version
+    ("mimalloc3 (mimalloc 3.0.1)"), so 2.0.9 and 3.0.1 lines are told apart."""
+    for r in s["rows"]:
+        a = r["allocator"]
+        if r["profile"] == profile and any(ch.isdigit() for ch in a) and "(" not in a:
+            return "%s (%s)" % (profile, a)
+    return profile
+
+
 def plot(s, run_dir):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if len(s["profiles"]) > len(colors):
+        # Past the default cycle's 10 colours, lines of two profiles would share one.
+        colors = list(plt.get_cmap("tab20").colors)
     threads = s["threads"]
 
     def series(profile, metric):
@@ -565,7 +420,7 @@ def plot(s, run_dir):
         xs, ys, err = series(p, UNDER_LOAD)
         if xs:
             ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=colors[i % len(colors)],
-                        label=p)
+                        label=legend(s, p))
     ax.set_ylim(0, ax.get_ylim()[1] * 1.08)  # room above the highest point
     # Outside the axes: with eight setups a legend inside hides points.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -580,7 +435,7 @@ def plot(s, run_dir):
         c = colors[i % len(colors)]
         xs, ys, err = series(p, AFTER_IDLE)
         if xs:
-            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=c, label=p)
+            ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, color=c, label=legend(s, p))
         xs, ys, err = series(p, TRIM_PER_THREAD)
         if not xs:
             xs, ys, err = series(p, TRIM_GLOBAL)
@@ -600,11 +455,32 @@ PHASE_COLORS = {"fill": "#fde0c5", "shrink": "#d5e8d4", "idle": "#dae8fc",
                 "trim": "#e1d5e7", "start": "#eeeeee"}
 
 
-def is_soak(events):
-    for e in events:
-        if "header" in e:
-            return "soak" in e["header"].get("scenario", {})
-    return False
+def read_events(run_dir):
+    """A soak's records, for its series over time (a sweep's aggregate is
+    cells.json, never rebuilt here)."""
+    events = []
+    with open(os.path.join(run_dir, "events.jsonl")) as f:
+        for line in f:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                pass  # a line cut short by a crash, as the loadgen skips it
+    return events
+
+
+def read_header(run_dir):
+    """The run's header record (the first line), {} without one."""
+    with open(os.path.join(run_dir, "events.jsonl")) as f:
+        for line in f:
+            try:
+                e = json.loads(line)
+            except ValueError:
+                continue
+            return e.get("header", {})
+    return {}
 
 
 def soak_series(events):
@@ -805,32 +681,16 @@ def compare_main(args):
     return 0
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("run_dir", nargs="?", help="a sweep's run directory (holds events.jsonl)")
-    ap.add_argument("--csv", help="also write the summary table as CSV here")
-    ap.add_argument("--no-plots", action="store_true", help="advice only")
-    ap.add_argument("--compare", help="plot `rsslab_loadgen compare --json` output instead")
-    ap.add_argument("--png", help="with --compare: where to write the plot")
-    args = ap.parse_args()
-    if args.compare:
-        return compare_main(args)
-    if not args.run_dir:
-        ap.error("a run directory (or --compare FILE) is required")
+def sweep_main(args):
     try:
-        events = read_events(args.run_dir)
-    except OSError as e:
-        print("report.py: %s" % e, file=sys.stderr)
+        s = load_table(args.run_dir)
+    except (OSError, ValueError, ShapeError) as e:
+        print("report.py: %s (`rsslab_loadgen report %s` rewrites it from events.jsonl)"
+              % (e, args.run_dir), file=sys.stderr)
         return 1
-    if is_soak(events):
-        return soak_main(events, args)
-    s = build(events)
     if not s["cells"]:
         print("report.py: %s holds no sweep cells" % args.run_dir, file=sys.stderr)
         return 1
-    if args.csv:
-        with open(args.csv, "w") as f:
-            f.write(csv_text(s))
     paths = []
     missing = None
     if not args.no_plots:
@@ -847,6 +707,37 @@ def main():
               % (missing, sys.argv[0], args.run_dir), file=sys.stderr)
         return 3
     return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("run_dir", nargs="?",
+                    help="a sweep's run directory (holds cells.json) or a soak's (events.jsonl)")
+    ap.add_argument("--no-plots", action="store_true", help="advice only")
+    ap.add_argument("--compare", help="plot `rsslab_loadgen compare --json` output instead")
+    ap.add_argument("--png", help="with --compare: where to write the plot")
+    args = ap.parse_args()
+    if args.compare:
+        return compare_main(args)
+    if not args.run_dir:
+        ap.error("a run directory (or --compare FILE) is required")
+    if os.path.exists(os.path.join(args.run_dir, CELLS_JSON)):
+        return sweep_main(args)
+    try:
+        header = read_header(args.run_dir)
+    except OSError as e:
+        print("report.py: %s" % e, file=sys.stderr)
+        return 1
+    if "soak" in header.get("scenario", {}):
+        try:
+            events = read_events(args.run_dir)
+        except OSError as e:
+            print("report.py: %s" % e, file=sys.stderr)
+            return 1
+        return soak_main(events, args)
+    print("report.py: %s has no %s, a sweep's aggregate (`rsslab_loadgen report %s` writes "
+          "it), and is not a soak" % (args.run_dir, CELLS_JSON, args.run_dir), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""//tools:report_test: the sweep table's spread marks and trim goal, from
-`rsslab_loadgen report` (loadgen/results/sweep_summary.cc) and tools/report.py on
-the same synthetic events.jsonl.
+"""//tools:report_test: the sweep table's spread marks and trim goal as
+`rsslab_loadgen report` (loadgen/results/sweep_summary.cc, the one place a
+sweep is aggregated) writes them into summary.md, summary.csv and
+cells.json, and as tools/report.py phrases them from cells.json.
 
 Three repeats per cell. At 64 threads jemalloc's after-idle RSS spreads by
 25 % of its median (90/100/115 MiB: marked, named in "What to do" as not to
@@ -11,11 +12,18 @@ a base RSS of 26 MiB (the fill set_phase's reply) the per-thread trim is
 1.24x (base + 10 MiB) for jemalloc (met, just under 1.25), 1.57x for
 mimalloc and 2.00x for glibc (missed). A second run directory has jemalloc
 at 1.30x: no profile meets the goal, and "What to do" names the closest.
-Both tools must write the same summary.csv, byte for byte.
+
+Shape: report.py's reader (load_table) on the loadgen's cells.json must
+give every summary.csv row the same figures (units, keys, goal text); a
+cells.json without a field report.py reads is refused in one line naming
+it; a sweep directory without cells.json is refused. The committed
+docs/sweep (a real full-scale run) goes through the same reader, and its
+"What to do" must name the leanest profile summary.csv names.
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,27 +92,104 @@ def write_run(path, jemalloc_goal):
             f.write(json.dumps(e) + "\n")
 
 
-def run(args):
+def run(args, want=0):
     r = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        universal_newlines=True, encoding="utf-8")
-    assert r.returncode == 0, "%s exited %d: %s%s" % (args, r.returncode, r.stdout, r.stderr)
-    return r.stdout
+    assert r.returncode == want, "%s exited %d, not %d: %s%s" % (
+        args, r.returncode, want, r.stdout, r.stderr)
+    return r.stdout if want == 0 else r.stderr
+
+
+def load_report_module():
+    sys.path.insert(0, os.path.dirname(REPORT))
+    import report  # noqa: E402 (tools/report.py, from the runfiles)
+    return report
+
+
+def csv_rows(path):
+    with open(os.path.join(path, "summary.csv"), encoding="utf-8") as f:
+        rows = [line.split(",") for line in f.read().splitlines()]
+    return {(r[0], r[1]): dict(zip(rows[0], r)) for r in rows[1:]}
+
+
+def check_shape(path):
+    """report.py's reading of cells.json gives each summary.csv row its
+    figures: the same keys, units and texts on both sides."""
+    rep = load_report_module()
+    s = rep.load_table(path)
+    csv = csv_rows(path)
+    check(len(s["rows"]) == len(csv), "cells.json and summary.csv have the same rows",
+          "%d vs %d" % (len(s["rows"]), len(csv)))
+    for r in s["rows"]:
+        c = csv.get((r["profile"], str(r["threads"])))
+        check(c is not None, "summary.csv has %s/%d" % (r["profile"], r["threads"]))
+        for key in rep.USED_FIGURES:
+            n, med, lo, hi = r["metric"][key]
+            want = "-" if n == 0 else ("%.0f" % med if key == rep.QPS else "%.1f" % (med / MIB))
+            check(c[key + "_median"] == want, "%s/%d %s: cells.json %s, summary.csv %s" % (
+                r["profile"], r["threads"], key, want, c[key + "_median"]))
+        check(c["trim_goal_median"] == (r["goal_ratio"] or "-"), "trim goal ratio", c)
+        check(c["trim_goal_met"] == ("-" if r["goal"][0] == 0 else
+                                     "yes" if r["goal_met"] else "no"), "trim goal met", c)
+        check(c["unfilled_cells"] == str(r["unfilled_cells"]), "unfilled cells", c)
+        check(c["allocator"] == (r["allocator"] or "-"), "allocator", c)
+        wide = ";".join(r["wide"]) or "none"
+        check(c["spread_over_20pct"] == (wide if r["judged"] else "n/a"), "spread", c)
+    check(len(s["cells"]) == sum(int(c["cells"]) for c in csv.values()), "every cell listed")
+    return s
 
 
 def both(path):
-    """`rsslab_loadgen report` and report.py on one run: their CSVs agree."""
+    """`rsslab_loadgen report` (which runs report.py): the table, summary.md
+    with its "What to do", and summary.csv's rows, after the shape check."""
     table = run([LOADGEN, "--report_tool=" + REPORT, "report", path])
-    run(["/usr/bin/python3", REPORT, path, "--no-plots", "--csv", path + "/py.csv"])
-    with open(path + "/summary.csv", encoding="utf-8") as f:
-        csv = f.read()
-    with open(path + "/py.csv", encoding="utf-8") as f:
-        assert f.read() == csv, "report.py's CSV differs from the loadgen's"
+    check_shape(path)
     with open(path + "/summary.md", encoding="utf-8") as f:
         md = f.read()
-    rows = [line.split(",") for line in csv.splitlines()]
-    head = rows[0]
-    by_key = {(r[0], r[1]): dict(zip(head, r)) for r in rows[1:]}
-    return table, md, by_key
+    return table, md, csv_rows(path)
+
+
+def check_refusals(tmp, path):
+    """A cells.json without a field report.py reads, and a sweep without
+    cells.json: one line each, exit 1, no traceback."""
+    broken = os.path.join(tmp, "broken")
+    shutil.copytree(path, broken)
+    with open(os.path.join(broken, "cells.json"), encoding="utf-8") as f:
+        t = json.load(f)
+    del t["rows"][0]["figures"]["after_idle_mib"]
+    with open(os.path.join(broken, "cells.json"), "w", encoding="utf-8") as f:
+        json.dump(t, f)
+    err = run(["/usr/bin/python3", REPORT, broken, "--no-plots"], want=1)
+    check("rows[0].figures.after_idle_mib" in err and "Traceback" not in err
+          and len(err.strip().splitlines()) == 1, "a missing figure named in one line", err)
+    os.remove(os.path.join(broken, "cells.json"))
+    err = run(["/usr/bin/python3", REPORT, broken, "--no-plots"], want=1)
+    check("has no cells.json" in err and "rsslab_loadgen report" in err,
+          "a sweep without cells.json is sent to `rsslab_loadgen report`", err)
+
+
+def check_committed_sweep(tmp):
+    """docs/sweep: report.py reads the committed cells.json, and its "What to
+    do" names the profile summary.csv says is leanest after idle at 64
+    threads."""
+    src = os.path.join(WORKSPACE, "docs/sweep")
+    if not os.path.exists(os.path.join(src, "cells.json")):
+        check(False, "docs/sweep/cells.json is committed beside summary.csv")
+    dst = os.path.join(tmp, "committed")
+    os.makedirs(dst)
+    for name in ("cells.json", "summary.csv", "summary.md"):
+        shutil.copy(os.path.join(src, name), dst)
+    check_shape(dst)
+    run(["/usr/bin/python3", REPORT, dst, "--no-plots"])
+    csv = csv_rows(dst)
+    at64 = [(float(r["after_idle_mib_median"]), p) for (p, t), r in csv.items()
+             if t == "64" and r["after_idle_mib_median"] != "-"]
+    best = min(at64)
+    with open(os.path.join(dst, "summary.md"), encoding="utf-8") as f:
+        md = f.read()
+    advice = md[md.index("## What to do"):]
+    check("| 64 | " in advice and ("**%s** %.1f" % (best[1], best[0])) in advice,
+          "What to do names %s %.1f at 64 threads" % (best[1], best[0]), advice[:3000])
 
 
 def check(cond, what, text=""):
@@ -163,12 +248,15 @@ def main():
     check_goal(rows, "mimalloc", "1", "1.2496", "yes")
     check("| 1.252x missed |" in md and "| 1.2496x met |" in md, "digits next to the limit", md)
 
+    check_refusals(tmp, os.path.join(tmp, "met"))
+
     _, md, rows, advice = report(tmp, "missed", 1.30)
     check(rows[("jemalloc", "64")]["trim_goal_met"] == "no", "jemalloc at 1.30x missed",
           rows[("jemalloc", "64")])
     check("at 64 threads: no profile meets it; the closest is **jemalloc** at 1.30x "
           "(46.8 MiB after the per-thread trim against a goal of 45.0)." in advice,
           "What to do: no profile meets the goal", advice)
+    check_committed_sweep(tmp)
     print("ok")
 
 

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "common/files.h"
 #include "loadgen/results/fill_check.h"
+#include "memory/alloc/version.h"
 
 namespace rsslab {
 namespace {
@@ -232,6 +233,7 @@ void AddCellRecord(const Event& e, CellState& st) {
     st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
     st.c.max_arenas = std::max(st.c.max_arenas, sn.memory_map().arena_count());
     if (!sn.allocator().empty()) st.c.allocator = sn.allocator();
+    if (std::string v = alloc::AllocatorVersionText(sn); !v.empty()) st.c.allocator_version = v;
   };
   switch (e.record_case()) {
     case Event::kSnapshot:
@@ -271,6 +273,9 @@ void AddCellRecord(const Event& e, CellState& st) {
       st.c.exit = r.server().exit();
       st.c.log_tail = r.server().log_tail();
       st.c.where = WhereText(r.host());
+      if (st.c.allocator_version.empty()) {
+        st.c.allocator_version = alloc::LibraryVersionText(st.c.allocator, r.server().mapped_library());
+      }
       break;
     }
     default:
@@ -301,6 +306,21 @@ void FinishCellValues(CellState& st) {
   }
 }
 
+// The distinct allocator versions of a row's completed cells (all cells'
+// when none completed): one, unless the row mixes runs of two versions.
+std::string RowAllocator(const std::vector<const CellSummary*>& members) {
+  bool any_ok = false;
+  for (const CellSummary* c : members) any_ok |= c->ok;
+  std::vector<std::string> seen;
+  for (const CellSummary* c : members) {
+    if ((c->ok || !any_ok) && !c->allocator_version.empty() &&
+        std::find(seen.begin(), seen.end(), c->allocator_version) == seen.end()) {
+      seen.push_back(c->allocator_version);
+    }
+  }
+  return absl::StrJoin(seen, " / ");
+}
+
 // One table row: the medians and ranges of a (profile, threads) group's
 // successful cells.
 SweepRow RowOf(const std::string& profile, int threads,
@@ -324,6 +344,7 @@ SweepRow RowOf(const std::string& profile, int threads,
   }
   row.base_rss = AggregateValues(base);
   row.trim_goal = AggregateValues(goal);
+  row.allocator = RowAllocator(members);
   for (const CellSummary* c : members) {
     row.ok_cells += c->ok ? 1 : 0;
     row.unfilled_cells += c->ok && c->fill && !c->fill->filled() ? 1 : 0;
@@ -440,7 +461,7 @@ std::string SweepCsv(const SweepSummary& s) {
   }
   for (const char* c :
        {"unfilled_cells", "spread_over_20pct", "base_rss_mib_median", "trim_goal_median",
-        "trim_goal_met"}) {
+        "trim_goal_met", "allocator"}) {
     cols.push_back(c);
   }
   std::string out = absl::StrCat(absl::StrJoin(cols, ","), "\n");
@@ -458,6 +479,8 @@ std::string SweepCsv(const SweepSummary& s) {
     row.push_back(r.base_rss.n == 0 ? "-" : FormatMetric(kUnderLoad, r.base_rss.median));
     row.push_back(r.trim_goal.n == 0 ? "-" : FormatGoalRatio(r.trim_goal.median));
     row.push_back(r.trim_goal.n == 0 ? "-" : TrimGoalMet(r.trim_goal) ? "yes" : "no");
+    // Last, so readers that index the earlier columns are unchanged.
+    row.push_back(r.allocator.empty() ? "-" : absl::StrReplaceAll(r.allocator, {{",", ";"}}));
     absl::StrAppend(&out, absl::StrJoin(row, ","), "\n");
   }
   return out;
@@ -500,18 +523,19 @@ std::string MarkdownHead(const SweepSummary& s, const std::string& run_dir) {
 std::string MarkdownMedians(const SweepSummary& s) {
   std::string md;
   md += "## Medians per profile x threads (min-max over repeats)\n\n";
-  md += "| profile | threads | cells ok | fill |";
+  md += "| profile | allocator | threads | cells ok | fill |";
   for (int m = 0; m < kNumSweepMetrics; ++m) {
     absl::StrAppend(&md, " ", kMetrics[m].title, " |", m == kTrimPerThread ? " trim goal |" : "");
   }
-  md += "\n|---|---|---|---|";
+  md += "\n|---|---|---|---|---|";
   for (int m = 0; m <= kNumSweepMetrics; ++m) md += "---|";
   md += "\n";
   int unfilled = 0;
   int marked = 0;
   for (const SweepRow& r : s.rows) {
     unfilled += r.unfilled_cells;
-    absl::StrAppendFormat(&md, "| %s | %d | %d/%d | %s |", r.profile, r.threads,
+    absl::StrAppendFormat(&md, "| %s | %s | %d | %d/%d | %s |", r.profile,
+                          r.allocator.empty() ? "-" : r.allocator, r.threads,
                           r.ok_cells, r.cells,
                           r.ok_cells == 0 ? "-"
                           : r.unfilled_cells == 0
@@ -572,7 +596,9 @@ std::string MarkdownCells(const SweepSummary& s) {
     absl::StrAppendFormat(&md, "| %s | %s | %s | %s |",
                           c.index < 0 ? "-" : absl::StrCat(c.index), c.cell,
                           c.ok ? "yes" : (c.has_result ? "FAILED" : "unfinished"),
-                          c.allocator.empty() ? "-" : c.allocator);
+                          !c.allocator_version.empty() ? c.allocator_version
+                          : c.allocator.empty()        ? "-"
+                                                       : c.allocator);
     absl::StrAppend(&md, " ", FillCell(c.fill), " |");
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       absl::StrAppend(&md, " ", FormatMetric(m, c.value[m]), " |");
@@ -642,7 +668,11 @@ absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s
       !st.ok()) {
     return st;
   }
-  return WriteFileAtomically(absl::StrCat(run_dir, "/summary.csv"), SweepCsv(s));
+  if (absl::Status st = WriteFileAtomically(absl::StrCat(run_dir, "/summary.csv"), SweepCsv(s));
+      !st.ok()) {
+    return st;
+  }
+  return WriteFileAtomically(absl::StrCat(run_dir, "/cells.json"), SweepJson(s));
 }
 
 bool SweepComplete(const SweepSummary& s) {
@@ -656,7 +686,7 @@ std::string IncompleteLine(const SweepSummary& s) {
 }
 
 std::string SweepTable(const SweepSummary& s) {
-  std::vector<std::string> head = {"profile", "threads", "ok", "fill"};
+  std::vector<std::string> head = {"profile", "allocator", "threads", "ok", "fill"};
   for (int m = 0; m < kNumSweepMetrics; ++m) {
     head.push_back(kMetrics[m].key);
     if (m == kTrimPerThread) head.push_back("trim_goal");
@@ -665,7 +695,8 @@ std::string SweepTable(const SweepSummary& s) {
   int marked = 0;  // rows with a marked figure
   for (const SweepRow& r : s.rows) {
     std::vector<std::string> row = {
-        r.profile, absl::StrCat(r.threads), absl::StrCat(r.ok_cells, "/", r.cells),
+        r.profile, r.allocator.empty() ? "-" : r.allocator, absl::StrCat(r.threads),
+        absl::StrCat(r.ok_cells, "/", r.cells),
         r.ok_cells == 0 ? "-"
         : r.unfilled_cells == 0 ? "yes"
                                 : absl::StrCat("NEVER(", r.unfilled_cells, ")")};

@@ -10,7 +10,7 @@
 //   auto events = rsslab::ReadEvents(run_dir, &skipped);
 //   if (rsslab::IsSweepRun(*events)) {
 //     rsslab::SweepSummary s = rsslab::BuildSweepSummary(*events);
-//     rsslab::WriteSweepSummary(run_dir, s);   // summary.md + summary.csv
+//     rsslab::WriteSweepSummary(run_dir, s);   // summary.md, summary.csv, cells.json
 //     printf("%s", rsslab::SweepTable(s).c_str());
 //   }
 //
@@ -29,6 +29,7 @@
 #include "absl/status/status.h"
 #include "loadgen/results/cells.h"
 #include "proto/results.pb.h"
+#include "proto/sweep_table.pb.h"
 
 namespace rsslab {
 
@@ -85,6 +86,10 @@ struct CellSummary {
   std::string exit;
   std::string log_tail;
   std::string allocator;
+  // The allocator and its version as the cell's snapshots recorded them
+  // ("mimalloc 3.0.1", "jemalloc 5.3.0"; memory/alloc/version.h), else as
+  // its mapped library names it; "" when nothing said.
+  std::string allocator_version;
   int index = -1;     // in the matrix's cell list; -1: unknown
   int attempt = 1;    // the attempt these figures come from
   int attempts = 1;   // attempts recorded
@@ -122,6 +127,9 @@ bool SpreadTooWide(const Aggregate& a);
 
 struct SweepRow {
   std::string profile;
+  // The completed cells' allocator_version (all cells' when none
+  // completed), distinct values joined by " / "; "" when none recorded one.
+  std::string allocator;
   int threads = 0;
   int cells = 0;
   int ok_cells = 0;
@@ -197,7 +205,12 @@ class SweepSummaryBuilder {
 
 std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir);
 std::string SweepCsv(const SweepSummary& s);
-// Writes run_dir/summary.md and run_dir/summary.csv.
+// The summary as data (proto/sweep_table.proto): head, rows and every cell
+// with every figure in raw units, the marks and the goal as the tables show
+// them; SweepJson is its JSON form, cells.json (loadgen/results/sweep_json.cc).
+rsslab::v1::SweepTable SweepTableOf(const SweepSummary& s);
+std::string SweepJson(const SweepSummary& s);
+// Writes run_dir/summary.md, run_dir/summary.csv and run_dir/cells.json.
 absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s);
 // Whether every cell of the matrix has a successful attempt; the line the
 // tables carry otherwise: "INCOMPLETE (n of N cells)".

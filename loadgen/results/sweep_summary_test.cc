@@ -4,6 +4,9 @@
 #include "loadgen/results/sweep_summary.h"
 
 #include <algorithm>
+#include <map>
+
+#include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -174,7 +177,8 @@ TEST(SweepSummaryTest, GlobalOnlyTrimFillsOnlyTheGlobalColumn) {
 TEST(SweepSummaryTest, MarkdownAndCsvShowEveryColumnAndTheFailure) {
   SweepSummary s = BuildSweepSummary(ThreeRepeats());
   const std::string md = SweepMarkdown(s, "results/x");
-  EXPECT_THAT(md, HasSubstr("| glibc | 1 | 3/3 | yes | 125.0 (120.0-130.0) | 112.0 (110.0-115.0) |"));
+  EXPECT_THAT(md,
+              HasSubstr("| glibc | - | 1 | 3/3 | yes | 125.0 (120.0-130.0) | 112.0 (110.0-115.0) |"));
   EXPECT_THAT(md, Not(HasSubstr(kCacheNeverFilled)));
   EXPECT_THAT(md, HasSubstr("trim (per-thread) MiB"));
   EXPECT_THAT(md, HasSubstr("**jemalloc/t1/r2** (exit): server killed by SIGSEGV"));
@@ -182,15 +186,15 @@ TEST(SweepSummaryTest, MarkdownAndCsvShowEveryColumnAndTheFailure) {
   const std::string csv = SweepCsv(s);
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u);
-  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(), 9u + 3u * kNumSweepMetrics);
+  EXPECT_EQ(std::vector<std::string>(absl::StrSplit(lines[0], ',')).size(), 10u + 3u * kNumSweepMetrics);
   EXPECT_THAT(lines[0], ::testing::EndsWith(
                             ",unfilled_cells,spread_over_20pct,base_rss_mib_median,"
-                            "trim_goal_median,trim_goal_met"));
+                            "trim_goal_median,trim_goal_met,allocator"));
   EXPECT_THAT(lines[2], HasSubstr("glibc,1,3,3,125.0,120.0,130.0,112.0,110.0,115.0,"));
   // p99 spreads 40 % here, but only memory figures are marked; no fill
   // set_phase was recorded, so there is no base and no goal.
-  EXPECT_THAT(lines[2], ::testing::EndsWith(",1100,1000,1200,2.50,2.00,3.00,0,none,-,-,-"));
-  EXPECT_THAT(lines[1], ::testing::EndsWith(",0,n/a,-,-,-")) << "one repeat: nothing to judge";
+  EXPECT_THAT(lines[2], ::testing::EndsWith(",1100,1000,1200,2.50,2.00,3.00,0,none,-,-,-,-"));
+  EXPECT_THAT(lines[1], ::testing::EndsWith(",0,n/a,-,-,-,-")) << "one repeat: nothing to judge";
   EXPECT_THAT(md, HasSubstr("| 2.50 (2.00-3.00) |"));
   EXPECT_THAT(md, HasSubstr("0 figure(s) marked"));
 }
@@ -208,10 +212,10 @@ TEST(SweepSummaryTest, CellWhoseFillNeverFilledIsFlagged) {
   EXPECT_FALSE(s.cells[1].fill->filled());
   EXPECT_TRUE(s.cells[0].fill->churned_twice());
   const std::string md = SweepMarkdown(s, "d");
-  EXPECT_THAT(md, HasSubstr("| glibc | 4 | 2/2 | **NEVER FILLED** (1/2) |"));
+  EXPECT_THAT(md, HasSubstr("| glibc | - | 4 | 2/2 | **NEVER FILLED** (1/2) |"));
   EXPECT_THAT(md, HasSubstr(absl::StrCat("**", kCacheNeverFilled, "** in 1 cell(s)")));
   EXPECT_THAT(md, HasSubstr("| glibc/t4/r2 | yes | - | NEVER(0.72x) |"));
-  EXPECT_THAT(SweepCsv(s), HasSubstr(",1,none,-,-,-\n"));
+  EXPECT_THAT(SweepCsv(s), HasSubstr(",1,none,-,-,-,-\n"));
   EXPECT_THAT(SweepTable(s), HasSubstr("NEVER(1)"));
 }
 
@@ -298,9 +302,9 @@ TEST(SweepSummaryTest, TrimGoalAgainstRssBeforeAnyLoad) {
   EXPECT_THAT(md, HasSubstr("| 26.0 | 1.20x | 1 of 1 |"));  // the cells table
   std::vector<std::string> lines = absl::StrSplit(SweepCsv(s), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 4u);
-  EXPECT_THAT(lines[1], ::testing::EndsWith(",none,26.0,1.20,yes"));
-  EXPECT_THAT(lines[2], ::testing::EndsWith(",none,26.0,1.57,no"));
-  EXPECT_THAT(lines[3], ::testing::EndsWith(",n/a,-,-,-"));
+  EXPECT_THAT(lines[1], ::testing::EndsWith(",none,26.0,1.20,yes,-"));
+  EXPECT_THAT(lines[2], ::testing::EndsWith(",none,26.0,1.57,no,-"));
+  EXPECT_THAT(lines[3], ::testing::EndsWith(",n/a,-,-,-,-"));
   EXPECT_THAT(SweepTable(s), HasSubstr("1.57x missed"));
 }
 
@@ -348,6 +352,117 @@ TEST(SweepSummaryTest, ResumedRecordSupersedesUnfinishedCellsOnly) {
   EXPECT_EQ(s.failed_cells, 0);
   // Without the marker the stale record would leak in: the test can fail.
   EXPECT_EQ(BuildSweepSummary(without).cells[1].value[kHwm], 900 * kMiB);
+}
+
+// The allocator version column: from what each cell's snapshots recorded
+// (mimalloc's version_text, or the mi_version old 2.0.9 cells recorded
+// before version_text existed; jemalloc's version; glibc's), else from the
+// library path the launch recorded; a row mixing versions names both.
+TEST(SweepSummaryTest, AllocatorVersionPerRowFromWhatCellsRecorded) {
+  std::vector<Event> ev;
+  // profile, repeat, family, library, mi_version, version text
+  struct Rec {
+    const char* profile;
+    int repeat;
+    const char* family;
+    const char* library;
+    int mi_version;
+    const char* text;
+  };
+  const Rec recs[] = {
+      {"mimalloc", 1, "mimalloc", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0", 209, ""},
+      {"mimalloc3", 1, "mimalloc", "/p/.deps/mimalloc3/libmimalloc.so.3.0", 301, "3.0.1"},
+      {"mimalloc3", 2, "mimalloc", "/p/.deps/mimalloc3/libmimalloc.so.3.0", 301, "3.0.1"},
+      {"jemalloc", 1, "jemalloc", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", 0, ""},
+      {"glibc", 1, "glibc", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0, ""},
+      {"glibc", 2, "glibc", "/usr/lib/x86_64-linux-gnu/libc.so.6", 0, "2.36"},
+      {"tcmalloc", 1, "tcmalloc", "/usr/lib/x86_64-linux-gnu/libtcmalloc.so.4.5.10", 0, ""},
+      {"nosnap", 1, "", "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2.0", 0, ""},
+  };
+  for (const Rec& r : recs) {
+    if (*r.family != '\0') {
+      Event e = Tagged(r.profile, 1, r.repeat, "fill");
+      auto* sn = e.mutable_snapshot();
+      sn->set_allocator(r.family);
+      sn->set_allocator_library(r.library);
+      auto* a = sn->mutable_allocator_stats();
+      if (std::string(r.family) == "mimalloc") {
+        a->mutable_mimalloc()->set_version(r.mi_version);
+        a->mutable_mimalloc()->set_version_text(r.text);
+      } else if (std::string(r.family) == "jemalloc") {
+        a->mutable_jemalloc()->set_version("5.3.0-0-g54eaed1d8b56b1aa528be3bdd1877e59c56fa90c");
+      } else if (std::string(r.family) == "glibc") {
+        a->mutable_glibc()->set_version(r.text);
+      }
+      ev.push_back(e);
+    }
+    Event done = Tagged(r.profile, 1, r.repeat, "trim");
+    done.mutable_cell_result()->set_ok(true);
+    done.mutable_cell_result()->mutable_server()->set_mapped_library(r.library);
+    ev.push_back(done);
+  }
+  SweepSummary s = BuildSweepSummary(ev);
+  std::map<std::string, std::string> by_profile;
+  for (const SweepRow& r : s.rows) by_profile[r.profile] = r.allocator;
+  EXPECT_EQ(by_profile["mimalloc"], "mimalloc 2.0.9");
+  EXPECT_EQ(by_profile["mimalloc3"], "mimalloc 3.0.1");
+  EXPECT_EQ(by_profile["jemalloc"], "jemalloc 5.3.0");
+  EXPECT_EQ(by_profile["glibc"], "glibc / glibc 2.36");
+  EXPECT_EQ(by_profile["tcmalloc"], "tcmalloc (libtcmalloc.so.4.5.10)");
+  // No snapshot named the family: nothing to say which library is which.
+  EXPECT_EQ(by_profile["nosnap"], "");
+  const std::string csv = SweepCsv(s);
+  EXPECT_THAT(csv, HasSubstr(",mimalloc 2.0.9\n"));
+  EXPECT_THAT(csv, HasSubstr(",mimalloc 3.0.1\n"));
+  EXPECT_THAT(csv, HasSubstr(",-\n"));
+  const std::string md = SweepMarkdown(s, "d");
+  EXPECT_THAT(md, HasSubstr("| mimalloc3 | mimalloc 3.0.1 | 1 | 2/2 |"));
+  EXPECT_THAT(md, HasSubstr("| mimalloc/t1/r1 | yes | mimalloc 2.0.9 |"));
+  const std::string table = SweepTable(s);
+  EXPECT_THAT(table, HasSubstr("mimalloc3  mimalloc 3.0.1"));
+}
+
+// cells.json: the same summary as data, read back through its schema; the
+// figures are raw (bytes, QPS, us), the marks and goal as the tables show.
+TEST(SweepSummaryTest, CellsJsonCarriesRowsAndEveryCell) {
+  SweepSummary s = BuildSweepSummary(ThreeRepeats());
+  v1::SweepTable t;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(SweepJson(s), &t).ok());
+  EXPECT_EQ(t.scenario(), "sweep");
+  EXPECT_TRUE(t.completed());
+  EXPECT_EQ(t.failed_cells(), 1);
+  ASSERT_EQ(t.metrics_size(), kNumSweepMetrics);
+  EXPECT_EQ(t.metrics(0).key(), "under_load_mib");
+  EXPECT_EQ(t.metrics(kQps).unit(), "requests/s");
+  EXPECT_TRUE(t.metrics(kHwm).memory());
+  EXPECT_FALSE(t.metrics(kQps).memory());
+  EXPECT_EQ(t.spread_limit(), kSpreadLimit);
+  EXPECT_EQ(t.trim_goal_ratio(), kTrimGoalRatio);
+  EXPECT_EQ(t.cache_never_filled(), kCacheNeverFilled);
+  ASSERT_EQ(t.rows_size(), 2);
+  const v1::SweepTableRow& g = t.rows(1);
+  EXPECT_EQ(g.profile(), "glibc");
+  EXPECT_EQ(g.ok_cells(), 3);
+  const v1::SweepFigure& load = g.figures().at("under_load_mib");
+  EXPECT_EQ(load.n(), 3);
+  EXPECT_EQ(load.median(), 125 * kMiB);
+  EXPECT_EQ(load.min(), 120 * kMiB);
+  EXPECT_EQ(load.text(), "125.0");
+  EXPECT_FALSE(load.wide_spread());
+  EXPECT_EQ(g.figures().at("qps").median(), 1100);
+  EXPECT_TRUE(g.spread_judged());
+  EXPECT_EQ(g.trim_goal_text(), "-");
+  ASSERT_EQ(t.cells_size(), 5);
+  int failed = 0;
+  for (const v1::SweepTableCell& c : t.cells()) {
+    if (c.cell() != "jemalloc/t1/r2") continue;
+    ++failed;
+    EXPECT_EQ(c.status(), "failed");
+    EXPECT_EQ(c.error(), "server killed by SIGSEGV");
+    EXPECT_EQ(c.figures().at("under_load_mib"), 999 * kMiB);
+    EXPECT_TRUE(c.has_fill());
+  }
+  EXPECT_EQ(failed, 1);
 }
 
 }  // namespace

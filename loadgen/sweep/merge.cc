@@ -231,9 +231,11 @@ absl::Status CheckOut(const std::string& out) {
 // What the inputs hold: the first run's header (the matrix) and every
 // attempt at every cell.
 struct Inputs {
+  MergeOptions options;
   rsslab::v1::Header ref;
   std::string ref_dir;
   std::string ref_id;
+  std::string ref_id_without_profiles;  // union_profiles: what must match
   std::vector<Segment> segments;
   // Fingerprints of the attempts kept (their cell and records, byte for
   // byte) -> the directory that had them first: a copy of a run directory,
@@ -312,6 +314,46 @@ class SegmentSplitter {
   bool finished_ = false;
 };
 
+// The matrix id with the profile list left out: two runs that differ only
+// in their profiles have the same.
+std::string IdWithoutProfiles(const rsslab::v1::Header& h) {
+  rsslab::v1::Scenario s = h.scenario();
+  s.mutable_sweep()->clear_profiles();
+  return MatrixId(s, h.flags());
+}
+
+// Whether h's matrix is the first input's, or (union_profiles) the same but
+// for its profiles, which then join the merged matrix; else why not.
+absl::Status AcceptMatrix(const std::string& dir, const rsslab::v1::Header& h, Inputs* in) {
+  const std::string id = MatrixIdOf(h);
+  if (in->ref_dir.empty()) {
+    in->ref = h;
+    in->ref_dir = dir;
+    in->ref_id = id;
+    in->ref_id_without_profiles = IdWithoutProfiles(h);
+    return absl::OkStatus();
+  }
+  if (id == in->ref_id) return absl::OkStatus();
+  if (in->options.union_profiles && IdWithoutProfiles(h) == in->ref_id_without_profiles) {
+    auto* profiles = in->ref.mutable_scenario()->mutable_sweep()->mutable_profiles();
+    for (const std::string& p : h.scenario().sweep().profiles()) {
+      if (std::find(profiles->begin(), profiles->end(), p) == profiles->end()) *profiles->Add() = p;
+    }
+    in->ref.clear_matrix_id();
+    in->ref_id = MatrixIdOf(in->ref);
+    return absl::OkStatus();
+  }
+  std::string why = MatrixDifference(in->ref, h);
+  if (why.empty()) why = "the matrix ids differ (records of another loadgen version?)";
+  const bool only_profiles = IdWithoutProfiles(h) == in->ref_id_without_profiles;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "%s ran another matrix than %s (matrix %s, not %s): %s%s", dir, in->ref_dir, id,
+      in->ref_id, why,
+      only_profiles && !in->options.union_profiles
+          ? "; only the profiles differ: --union_profiles merges them into one matrix"
+          : ""));
+}
+
 // Reads one run directory into `in`, a record at a time: a sweep of the
 // same matrix as the first one, or refused naming what differs.
 absl::Status ReadRunDir(const std::string& dir, Inputs* in, MergeResult* result) {
@@ -330,18 +372,7 @@ absl::Status ReadRunDir(const std::string& dir, Inputs* in, MergeResult* result)
     result->notes.push_back(absl::StrCat(dir, ": an earlier merge's output, skipped"));
     return absl::OkStatus();
   }
-  const std::string id = MatrixIdOf(h);
-  if (in->ref_dir.empty()) {
-    in->ref = h;
-    in->ref_dir = dir;
-    in->ref_id = id;
-  } else if (id != in->ref_id) {
-    std::string why = MatrixDifference(in->ref, h);
-    if (why.empty()) why = "the matrix ids differ (records of another loadgen version?)";
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s ran another matrix than %s (matrix %s, not %s): %s", dir, in->ref_dir, id,
-        in->ref_id, why));
-  }
+  if (absl::Status s = AcceptMatrix(dir, h, in); !s.ok()) return s;
   result->run_dirs.push_back(dir);
   SegmentSplitter split(dir, h);
   while (reader.Next(&e, &offset, &len, &bytes)) split.Add(e, offset, len, bytes);
@@ -512,12 +543,18 @@ Event MergedFooter(const SweepSummary& summary, uint64_t events) {
 
 absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::string& out,
                           MergeResult* result) {
+  return MergeRunDirs(inputs, out, MergeOptions(), result);
+}
+
+absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::string& out,
+                          const MergeOptions& options, MergeResult* result) {
   if (out.empty()) return absl::InvalidArgumentError("merge needs --out=DIR");
   if (inputs.empty()) return absl::InvalidArgumentError("merge needs run directories to merge");
   if (absl::Status s = CheckOut(out); !s.ok()) return s;
   absl::StatusOr<std::vector<std::string>> dirs = InputDirs(inputs, RealPath(out));
   if (!dirs.ok()) return dirs.status();
   Inputs in;
+  in.options = options;
   for (const std::string& dir : *dirs) {
     if (absl::Status s = ReadRunDir(dir, &in, result); !s.ok()) return s;
   }

@@ -11,7 +11,8 @@
 // Inputs: a run directory (it holds events.jsonl), or a directory of run
 // directories (each immediate subdirectory with an events.jsonl; a merged
 // output among them is skipped). Every input must carry the same matrix id
-// in its header; another matrix is refused naming what differs.
+// in its header; another matrix is refused naming what differs, unless
+// MergeOptions::union_profiles and only the profiles differ.
 //
 // Attempts: each run of a cell is one attempt (in a run that re-queued a
 // cell on another agent, each try is one). Attempts are numbered per cell by
@@ -47,11 +48,22 @@ struct MergeResult {
   SweepSummary summary;
 };
 
+struct MergeOptions {
+  // Inputs whose matrices differ only in their profiles (the same steps,
+  // threads, repeats, handler and load flags) merge into one matrix of every
+  // profile: the first input's, then each new one in the order met. Adds
+  // profiles measured later to a committed sweep. Off: another matrix is
+  // refused.
+  bool union_profiles = false;
+};
+
 // INVALID_ARGUMENT (exit 2) for bad input: no run directory, not a sweep,
 // another matrix (naming what differs), --out among the inputs or holding
 // something other than a merge.
 absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::string& out,
                           MergeResult* result);
+absl::Status MergeRunDirs(const std::vector<std::string>& inputs, const std::string& out,
+                          const MergeOptions& options, MergeResult* result);
 
 }  // namespace rsslab
 

@@ -3,12 +3,17 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "loadgen/results/cells.h"
 #include "loadgen/results/cli.h"
 #include "loadgen/results/report_main.h"
 #include "loadgen/results/sweep_summary.h"
 #include "loadgen/sweep/merge.h"
+
+ABSL_FLAG(bool, union_profiles, false,
+          "merge: inputs whose matrices differ only in their profiles become one matrix of "
+          "every profile (the first input's order, then each new one).");
 
 namespace rsslab {
 
@@ -18,7 +23,9 @@ int MergeMain(const std::vector<std::string>& dirs, const std::string& out) {
   }
   if (out.empty()) return cli::Fail(cli::kExitUsage, "merge needs --out=DIR");
   MergeResult r;
-  if (absl::Status s = MergeRunDirs(dirs, out, &r); !s.ok()) {
+  MergeOptions options;
+  options.union_profiles = absl::GetFlag(FLAGS_union_profiles);
+  if (absl::Status s = MergeRunDirs(dirs, out, options, &r); !s.ok()) {
     return cli::Fail(cli::ExitCodeOf(s), s.message());
   }
   for (const std::string& n : r.notes) fprintf(stderr, "rsslab_loadgen: merge: %s\n", n.c_str());
@@ -26,7 +33,7 @@ int MergeMain(const std::vector<std::string>& dirs, const std::string& out) {
   fflush(stdout);
   PlotAndAdvise(out);
   printf("merge: %zu run directories, %d attempts (%d without a result), %d of %d cells ok%s\n"
-         "run directory: %s (events.jsonl, summary.md, summary.csv)\n",
+         "run directory: %s (events.jsonl, summary.md, summary.csv, cells.json)\n",
          r.run_dirs.size(), r.attempts, r.unfinished_attempts, r.summary.ok_cells,
          r.summary.cells_total,
          r.summary.missing.empty()

@@ -19,6 +19,7 @@ namespace {
 using ::rsslab::v1::Event;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int64_t kMiB = 1048576;
 
@@ -181,6 +182,48 @@ TEST(MergeTest, AnotherMatrixOrAForeignOutIsRefused) {
   s = MergeRunDirs({a}, b, &r2);  // b is a run, not a merge
   EXPECT_TRUE(absl::IsInvalidArgument(s));
   EXPECT_THAT(s.message(), HasSubstr("holds a run, not a merge"));
+}
+
+// Profiles measured later join a sweep whose matrix is the same but for its
+// profiles: only with union_profiles, which makes one matrix of all of them
+// (the first input's profiles, then the new ones) with every cell in it.
+TEST(MergeTest, UnionProfilesAddsTheProfilesOfALaterRun) {
+  const auto old_matrix = Matrix(0);  // glibc, jemalloc x 1 thread
+  rsslab::v1::Scenario later = Matrix(0);
+  later.mutable_sweep()->clear_profiles();
+  later.mutable_sweep()->add_profiles("mimalloc3");
+  later.mutable_sweep()->add_profiles("glibc");  // in both: not added twice
+  const std::string a = CellRun("m5/a", old_matrix, 0, 100, 30, true);
+  const std::string b = CellRun("m5/b", old_matrix, 1, 101, 40, true);
+  const std::string c = CellRun("m5/c", later, 0, 200, 50, true);  // mimalloc3/t1/r1
+  MergeResult refused;
+  absl::Status s = MergeRunDirs({a, b, c}, TmpDir("m5/out"), &refused);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(s.message(), HasSubstr("only the profiles differ: --union_profiles"));
+  // Threads differ too: refused even with union_profiles.
+  const std::string d = CellRun("m5/d", Matrix(4), 0, 100, 30, true);
+  MergeOptions o;
+  o.union_profiles = true;
+  MergeResult r2;
+  s = MergeRunDirs({a, d}, TmpDir("m5/out2"), o, &r2);
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(s.message(), Not(HasSubstr("only the profiles differ")));
+
+  MergeResult r;
+  ASSERT_TRUE(MergeRunDirs({a, b, c}, TmpDir("m5/out"), o, &r).ok());
+  EXPECT_EQ(r.summary.cells_total, 3);
+  EXPECT_EQ(r.summary.ok_cells, 3);
+  EXPECT_TRUE(SweepComplete(r.summary));
+  std::vector<std::string> rows;
+  for (const SweepRow& row : r.summary.rows) rows.push_back(row.profile);
+  EXPECT_THAT(rows, ElementsAre("glibc", "jemalloc", "mimalloc3"));
+  int skipped = 0;
+  auto merged = ReadEvents(TmpDir("m5/out"), &skipped);
+  ASSERT_TRUE(merged.ok());
+  const auto& h = merged->front().header();
+  EXPECT_THAT(h.scenario().sweep().profiles(), ElementsAre("glibc", "jemalloc", "mimalloc3"));
+  EXPECT_EQ(h.matrix_id(), MatrixId(h.scenario(), h.flags()));
+  EXPECT_EQ(h.cells_total(), 3);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
 #include <gperftools/malloc_extension.h>
 #include <malloc.h>
 #include <mimalloc.h>
@@ -137,15 +138,6 @@ const MimallocLayout* MimallocLayoutFor(int version) {
   return nullptr;
 }
 
-std::string MimallocVersionText(int version) {
-  // major*100 + minor*10 + patch up to 3.0.9; later releases use other
-  // encodings (3010 = 3.0.10, 20300 = 2.3.0), so only the 3-digit form is read.
-  if (version >= 100 && version <= 999) {
-    return absl::StrCat(version / 100, ".", (version / 10) % 10, ".", version % 10);
-  }
-  return absl::StrCat("mi_version ", version);
-}
-
 std::map<std::string, int> MimallocOptionIds(int version) {
   std::map<std::string, int> ids;
   const MimallocLayout* l = MimallocLayoutFor(version);
@@ -215,6 +207,9 @@ Allocator::Allocator() {
     Resolve("MallocExtension_ReleaseFreeMemory", &tc_release_free_, &unresolved);
     Resolve("MallocExtension_MarkThreadIdle", &tc_mark_idle_, &unresolved);
     Resolve("_ZN15MallocExtension8instanceEv", &tc_instance_, &unresolved);
+    // Only the version text needs it: its absence is no missing figure.
+    std::string no_version;
+    Resolve("tc_version", &tc_version_, &no_version);
   }
   if (!unresolved.empty()) {
     absl::StrAppend(&missing_, missing_.empty() ? "" : "; ",
@@ -241,6 +236,7 @@ void Allocator::FillStats(rsslab::v1::AllocatorStats* out) const {
 void Allocator::FillGlibc(rsslab::v1::AllocatorStats* out) const {
   rsslab::v1::GlibcStats* g = out->mutable_glibc();
   struct mallinfo2 mi = mallinfo2();
+  g->set_version(gnu_get_libc_version());
   g->set_arena(static_cast<int64_t>(mi.arena));
   g->set_ordblks(static_cast<int64_t>(mi.ordblks));
   g->set_smblks(static_cast<int64_t>(mi.smblks));
@@ -400,6 +396,10 @@ int Allocator::MimallocExtendOption() const {
 
 void Allocator::FillTcmalloc(rsslab::v1::AllocatorStats* out) const {
   rsslab::v1::TcmallocStats* t = out->mutable_tcmalloc();
+  if (tc_version_ != nullptr) {
+    const char* v = tc_version_(nullptr, nullptr, nullptr);
+    if (v != nullptr) t->set_version(v);
+  }
   if (tc_get_numeric_ != nullptr) {
     auto get = [&](const char* key) -> int64_t {
       size_t v = 0;

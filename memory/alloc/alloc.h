@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "memory/alloc/version.h"  // MimallocVersionText
 #include "proto/snapshot.pb.h"
 
 // Types only; the functions are found with dlsym.
@@ -246,6 +247,8 @@ class Allocator {
   void (*tc_release_free_)() = nullptr;
   void (*tc_mark_idle_)() = nullptr;
   void* (*tc_instance_)() = nullptr;  // MallocExtension::instance()
+  // gperftools' tc_version(int* major, int* minor, const char** patch).
+  const char* (*tc_version_)(int*, int*, const char**) = nullptr;
 };
 
 // What rsslab knows of one mimalloc version family, read from that version's
@@ -285,9 +288,6 @@ struct MimallocLayout {
 };
 // The family for a mi_version() value; nullptr if rsslab has not read it.
 const MimallocLayout* MimallocLayoutFor(int version);
-// "3.0.1" for 301 (mi_version's major*100 + minor*10 + patch, used through
-// 3.0.9); "mi_version N" where that reading is ambiguous.
-std::string MimallocVersionText(int version);
 // Option name -> mi_option_t for `version`; empty if its layout is unknown.
 std::map<std::string, int> MimallocOptionIds(int version);
 

@@ -5,6 +5,7 @@
 // which mimalloc 2.0.9 option gives immediate release, by reading options
 // back from the running allocator.
 #include <fcntl.h>
+#include <gnu/libc-version.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/text_format.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "memory/alloc/alloc.h"
 #include "proto/snapshot.pb.h"
@@ -144,6 +146,7 @@ TEST(AllocatorProbeTest, Glibc) {
   EXPECT_EQ(run.Get("library"), std::string(kLibDir) + "libc.so.6");
   v1::AllocatorStats s = run.Stats("after_free");
   EXPECT_GT(s.glibc().arena(), 0);
+  EXPECT_EQ(s.glibc().version(), gnu_get_libc_version());  // the table's allocator column
   EXPECT_GT(s.glibc().uordblks(), 2 * kMiB);  // the 2 MiB kept
   EXPECT_GT(s.glibc().fordblks(), 32 * kMiB);  // the fragmented free space
   EXPECT_GE(s.glibc().malloc_info_arenas(), 2);  // main + the worker's
@@ -347,6 +350,8 @@ TEST(AllocatorProbeTest, Tcmalloc) {
   EXPECT_GT(s.tcmalloc().current_allocated_bytes(), 2 * kMiB);
   EXPECT_GT(s.tcmalloc().heap_size(), 32 * kMiB);
   EXPECT_GT(s.tcmalloc().release_rate(), 0.0);  // gperftools default 1.0
+  // tc_version(): the sweep table's allocator column names it.
+  EXPECT_THAT(s.tcmalloc().version(), ::testing::StartsWith("gperftools 2."));
   EXPECT_EQ(s.resident_bytes(), s.tcmalloc().heap_size() -
                                     s.tcmalloc().pageheap_unmapped_bytes());
   EXPECT_EQ(run.Get("global_call"), "MallocExtension_ReleaseFreeMemory()");
