@@ -30,12 +30,7 @@ if [ -z "${PIN:-}" ]; then
   echo; cat "$out"; rm -f "$out"
   exit 0
 fi
-if [ "$PIN" = 1 ]; then
-  (( $(nproc) >= 2 )) || { echo "bench: PIN=1 needs 2 cores" >&2; exit 1; }
-  SRV_PIN=(taskset -c 0); CLI_PIN=(taskset -c 1)
-else
-  SRV_PIN=(); CLI_PIN=()
-fi
+pin_shape
 SERVER=${SERVER:-$ROOT/bin/rsslab_server}; LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
 [ -x /usr/bin/time ] || { echo "bench: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
 [ -x "$SERVER" ] && [ -x "$LOADGEN" ] || { echo "bench: run ./rsslab build first" >&2; exit 1; }
@@ -46,10 +41,7 @@ trap '[ -n "$SERVER_PID" ] && kill -TERM $SERVER_PID 2>/dev/null; wait 2>/dev/nu
 echo "machine: $(nproc) cores ($(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -1)), kernel $(uname -r)"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-"${SRV_PIN[@]}" "$SERVER" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$THREADS" \
-  --handler="$ROOT/server/handlers/noop.py" >"$WORK/server.out" 2>"$WORK/server.err" &
-SERVER_PID=$!
-wait_ready "$SERVER_PID" "$WORK/server.out" "$WORK/server.err"
+start_noop_server "$WORK" "$THREADS" "$ROOT/server/handlers/noop.py"
 
 GENERIC=(--proto="$ROOT/proto/load.proto" --call=rsslab.v1.Load/Handle
          '--data={"id": {{seq}}, "seed": {{rand_int 0 4000000000000000000}}}')

@@ -20,36 +20,36 @@
 
 namespace {
 
-// Ten fields: numbers, strings, an enum, a nested message, repeated ones.
+// Ten fields: numbers, strings, an enum, a nested message, a repeated one.
 constexpr char kProto[] = R"(
 syntax = "proto3";
-package bench.v1;
-enum Kind { KIND_UNSPECIFIED = 0; BOOK = 1; TOY = 2; }
-message Item { string sku = 1; int32 qty = 2; Kind kind = 3; }
-message Order {
-  uint64 id = 1;
-  string customer = 2;
-  Item item = 3;
-  repeated string tags = 4;
-  double price = 5;
-  bool gift = 6;
-  int64 big = 7;
-  Kind kind = 8;
-  string note = 9;
-  uint32 shard = 10;
+package telemetry.v1;
+enum Unit { UNIT_UNSPECIFIED = 0; CELSIUS = 1; KELVIN = 2; }
+message Place { double lat = 1; double lon = 2; string site = 3; }
+message Reading {
+  string device = 1;
+  uint64 seq = 2;
+  int64 taken_ns = 3;
+  double value = 4;
+  Unit unit = 5;
+  Place place = 6;
+  repeated string labels = 7;
+  bool calibrated = 8;
+  uint32 shard = 9;
+  string note = 10;
 }
-message Receipt { uint64 id = 1; }
-service Cart { rpc Add(Order) returns (Receipt); }
+message Ack { uint64 seq = 1; }
+service Ingest { rpc Put(Reading) returns (Ack); }
 )";
 
 // Seven of the ten templated (numbers, strings, nested, repeated), three
 // literal: what a realistic --data looks like.
 constexpr char kTemplate[] =
-    R"({"id": {{seq}}, "customer": "user-{{seq}}-{{rand_str 8}}",
-        "item": {"sku": "S{{rand_int 1 9999}}", "qty": {{rand_int 1 9}}, "kind": "TOY"},
-        "tags": ["fixed", "t{{seq}}"], "price": 9.5, "gift": true,
-        "big": {{rand_int 0 1000000000000}}, "kind": "BOOK", "note": "a literal note",
-        "shard": {{rand_int 0 63}}})";
+    R"({"device": "dev-{{rand_str 8}}", "seq": {{seq}}, "taken_ns": {{rand_int 0 1000000000000}},
+        "value": 21.5, "unit": "CELSIUS",
+        "place": {"lat": 48.1, "lon": 11.6, "site": "rack-{{rand_int 1 64}}"},
+        "labels": ["fixed", "s{{seq}}"], "calibrated": true, "shard": {{rand_int 0 63}},
+        "note": "reading {{seq}} of the bench"})";
 
 struct Fixture {
   std::string dir;
@@ -61,22 +61,22 @@ struct Fixture {
   Fixture() {
     char tmpl[] = "/tmp/rsslab-template-bench.XXXXXX";
     dir = mkdtemp(tmpl);
-    std::ofstream(dir + "/order.proto") << kProto;
-    auto c = rsslab::ProtoCatalog::Load({dir + "/order.proto"}, {});
+    std::ofstream(dir + "/reading.proto") << kProto;
+    auto c = rsslab::ProtoCatalog::Load({dir + "/reading.proto"}, {});
     if (!c.ok()) {
       fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
       exit(1);
     }
     catalog = *std::move(c);
     calls = std::make_unique<rsslab::CallSet>(catalog.get());
-    spec.set_call("bench.v1.Cart/Add");
+    spec.set_call("telemetry.v1.Ingest/Put");
     spec.set_data(kTemplate);
     if (absl::Status s = calls->Add(spec); !s.ok()) {
       fprintf(stderr, "%s\n", std::string(s.message()).c_str());
       exit(1);
     }
     source = calls->Find(spec);
-    unlink((dir + "/order.proto").c_str());
+    unlink((dir + "/reading.proto").c_str());
     rmdir(dir.c_str());
   }
 };
