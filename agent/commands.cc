@@ -45,6 +45,19 @@ absl::Status Split(absl::string_view flag, absl::string_view item, std::string* 
   return absl::OkStatus();
 }
 
+// NAME=VALUE for a command already given by --allow_command: the command.
+absl::StatusOr<Command*> Named(absl::string_view flag, absl::string_view item,
+                               std::map<std::string, Command>* out, std::string* value) {
+  std::string name;
+  if (absl::Status s = Split(flag, item, &name, value); !s.ok()) return s;
+  auto it = out->find(name);
+  if (it == out->end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": no --allow_command named ", name));
+  }
+  return &it->second;
+}
+
 }  // namespace
 
 absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::string>& allow,
@@ -70,17 +83,13 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
     }
   }
   for (const std::string& item : args) {
-    std::string name, text;
-    if (absl::Status s = Split("allow_command_args", item, &name, &text); !s.ok()) return s;
-    auto it = out.find(name);
-    if (it == out.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--allow_command_args: no --allow_command named ", name));
-    }
+    std::string text;
+    absl::StatusOr<Command*> c = Named("allow_command_args", item, &out, &text);
+    if (!c.ok()) return c.status();
     if (text.size() > 4096) {
       return absl::InvalidArgumentError("--allow_command_args: longer than 4096 characters");
     }
-    it->second.args = absl::StrSplit(text, ' ', absl::SkipEmpty());
+    (*c)->args = absl::StrSplit(text, ' ', absl::SkipEmpty());
     // Only the agent's own numbers go in: anything else in braces is a typo.
     std::string rest = absl::StrReplaceAll(
         text, {{"{threads}", ""}, {"{port}", ""}, {"{control_port}", ""}, {"{host}", ""}});
@@ -89,18 +98,14 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
           "--allow_command_args=", item.substr(0, 200),
           ": placeholders are {threads}, {port}, {control_port} and {host}"));
     }
-    it->second.uses_port = text.find("{port}") != std::string::npos;
-    it->second.uses_control_port = text.find("{control_port}") != std::string::npos;
+    (*c)->uses_port = text.find("{port}") != std::string::npos;
+    (*c)->uses_control_port = text.find("{control_port}") != std::string::npos;
   }
   std::map<std::string, bool> port_given;
   for (const std::string& item : ready) {
-    std::string name, re;
-    if (absl::Status s = Split("allow_command_ready", item, &name, &re); !s.ok()) return s;
-    auto it = out.find(name);
-    if (it == out.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--allow_command_ready: no --allow_command named ", name));
-    }
+    std::string re;
+    absl::StatusOr<Command*> c = Named("allow_command_ready", item, &out, &re);
+    if (!c.ok()) return c.status();
     if (re.empty() || re.size() > 256) {
       return absl::InvalidArgumentError(
           "--allow_command_ready: a regex of 1..256 characters (RE2 syntax)");
@@ -110,23 +115,19 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
       return absl::InvalidArgumentError(
           absl::StrCat("--allow_command_ready=", item, ": ", m.status().message()));
     }
-    it->second.ready_line = *std::move(m);
+    (*c)->ready_line = *std::move(m);
   }
   for (const std::string& item : ready_port) {
-    std::string name, which;
-    if (absl::Status s = Split("allow_command_ready_port", item, &name, &which); !s.ok()) return s;
-    auto it = out.find(name);
-    if (it == out.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--allow_command_ready_port: no --allow_command named ", name));
-    }
+    std::string which;
+    absl::StatusOr<Command*> c = Named("allow_command_ready_port", item, &out, &which);
+    if (!c.ok()) return c.status();
     if (which != "{port}" && which != "{control_port}") {
       return absl::InvalidArgumentError(absl::StrCat(
           "--allow_command_ready_port=", item.substr(0, 200),
           ": name the template's port that must accept a connection, {port} or {control_port}"));
     }
-    it->second.ready_port = which.substr(1, which.size() - 2);
-    port_given[name] = true;
+    (*c)->ready_port = which.substr(1, which.size() - 2);
+    port_given[(*c)->name] = true;
   }
   for (auto& [name, c] : out) {
     if (!c.uses_port) {

@@ -40,12 +40,7 @@ if [ -z "${PIN:-}" ]; then
   echo; cat "${TMPDIR:-/tmp}/rsslab-h2-$$"; rm -f "${TMPDIR:-/tmp}/rsslab-h2-$$"
   exit 0
 fi
-if [ "$PIN" = 1 ]; then
-  (( $(nproc) >= 2 )) || { echo "bench: PIN=1 needs 2 cores" >&2; exit 1; }
-  SRV_PIN=(taskset -c 0); CLI_PIN=(taskset -c 1)
-else
-  SRV_PIN=(); CLI_PIN=()
-fi
+pin_shape
 SERVER=${SERVER:-$ROOT/bin/rsslab_server}; LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
 command -v h2load >/dev/null || { echo "bench: h2load missing (apt-get install nghttp2-client)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
@@ -57,10 +52,7 @@ trap '[ -n "$SERVER_PID" ] && kill -TERM $SERVER_PID 2>/dev/null; wait 2>/dev/nu
 echo "machine: $(nproc) cores ($(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -1)), kernel $(uname -r), $(ldd --version | head -1 | sed 's/^ldd //'), $(h2load --version | head -1)"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-"${SRV_PIN[@]}" "$SERVER" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$THREADS" \
-  --handler="$ROOT/tests/handlers/noop.py" >"$WORK/server.out" 2>"$WORK/server.err" &
-SERVER_PID=$!
-wait_ready "$SERVER_PID" "$WORK/server.out" "$WORK/server.err"
+start_noop_server "$WORK" "$THREADS" "$ROOT/tests/handlers/noop.py"
 
 # An empty HandleRequest is 0 bytes: the gRPC frame is just the 5-byte prefix
 # (uncompressed flag + big-endian length 0).

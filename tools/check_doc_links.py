@@ -247,6 +247,11 @@ OTHER_TOOLS_FLAGS = {
     "hdrive.py, the driver printed in docs/HANDLERS.md's appendix": {"preload", "server", "steps"},
     "python3 -m venv": {"system"},  # --system-site-packages
     "a flag docs/LOADGEN.md says rsslab leaves out (no reflection client)": {"reflect"},
+    # docs/LOADGEN.md's table against ghz and h2load names their options.
+    "ghz": {"connections", "import", "load", "protoset", "rps", "skip"},  # --import-paths ...
+    "h2load": {"warm"},  # --warm-up-time; --rps as ghz's
+    "Google Benchmark's binaries (bench/template_build)": {"benchmark_repetitions",
+                                                           "benchmark_report_aggregates_only"},
     "any program": {"help"},
     "a placeholder in prose": {"flag"},
 }

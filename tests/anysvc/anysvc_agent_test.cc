@@ -36,9 +36,7 @@ class AgentWithShop : public ::testing::Test {
     std::ofstream(profiles_) << ReadFile(ServerProcess::Runfile("agent/profiles.textproto"))
                              << "\nprofile { name: \"never\" allocator: \"glibc\" "
                                 "expect_mapped: \"libnever-mapped\" }\n";
-    ServerProcess::Options o;
-    o.binary = ServerProcess::Runfile("agent/rsslab_agent");
-    o.args = {"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("agent-logs"),
+    StartAgent({"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("agent-logs"),
               "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
               "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")),
               "--profiles=" + profiles_,
@@ -48,7 +46,14 @@ class AgentWithShop : public ::testing::Test {
               "--allow_command_ready=shop=^shop ready ",
               "--allow_command=other=/bin/true",
               "--allow_command_args=other=--port={port}",
-              "--allow_command_ready=other=never printed"};
+              "--allow_command_ready=other=never printed"});
+  }
+
+  // A real agent with `args`; its address and a stub to it.
+  void StartAgent(const std::vector<std::string>& args) {
+    ServerProcess::Options o;
+    o.binary = ServerProcess::Runfile("agent/rsslab_agent");
+    o.args = args;
     o.ready_prefix = "rsslab_agent ready ";
     auto a = ServerProcess::Start(o);
     ASSERT_TRUE(a.ok()) << a.status();
@@ -185,9 +190,7 @@ class AgentReadiness : public AgentWithShop {
  protected:
   void SetUp() override {
     const std::string shop = ServerProcess::Runfile("tests/anysvc/shop_service.py");
-    ServerProcess::Options o;
-    o.binary = ServerProcess::Runfile("agent/rsslab_agent");
-    o.args = {"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("ready-logs"),
+    StartAgent({"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("ready-logs"),
               "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
               "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
               // The service takes ~5 s to start at a load of 15 (protoc, grpc import).
@@ -206,13 +209,7 @@ class AgentReadiness : public AgentWithShop {
               "--allow_command=both=" + shop,
               "--allow_command_args=both=--port={port}",
               "--allow_command_ready=both=ready data=127\\.0\\.0\\.1:[0-9]+ pid=",
-              "--allow_command_ready_port=both={port}"};
-    o.ready_prefix = "rsslab_agent ready ";
-    auto a = ServerProcess::Start(o);
-    ASSERT_TRUE(a.ok()) << a.status();
-    agent_ = *std::move(a);
-    address_ = agent_->Field("listen");
-    stub_ = v1::Agent::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+              "--allow_command_ready_port=both={port}"});
   }
 };
 

@@ -170,6 +170,12 @@ cc_library(
     deps = [":grpc"],
 )
 
+# Google Benchmark (libbenchmark-dev): bench/ microbenchmarks only.
+cc_library(
+    name = "benchmark",
+    linkopts = ["-lbenchmark", "-lpthread"],
+)
+
 # RE2 (libre2-dev, which libgrpc++-dev depends on): an operator's ready-line
 # regex for a launched program (agent/readiness.h), linear in the line.
 cc_library(
