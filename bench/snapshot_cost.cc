@@ -164,7 +164,8 @@ absl::Status Warm(rsslab::ServerCore& core, int* errors) {
   fill.set_phase("fill");
   fill.set_gc(false);
   rsslab::v1::SetPhaseResponse fill_resp;
-  if (absl::Status s = core.SetPhase(fill, &fill_resp); !s.ok()) return s;
+  absl::Status s = core.SetPhase(fill, &fill_resp, /*python_deadline=*/absl::InfiniteDuration());
+  if (!s.ok()) return s;
   const int warm = absl::GetFlag(FLAGS_warm_requests);
   std::vector<rsslab::v1::HandleRequest> reqs(warm);
   std::vector<rsslab::v1::HandleResponse> resps(warm);
