@@ -7,6 +7,7 @@
 //   rsslab_loadgen --builtin=soak --duration=4h   (cycles + watch stream)
 //   rsslab_loadgen report RUN_DIR [RUN_DIR...]   (rebuild summaries from events.jsonl)
 //   rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%']   (docs/COMPARE.md)
+//   rsslab_loadgen sweep --agent=HOST:PORT ...   (the same as --builtin=sweep)
 //   rsslab_loadgen --builtin=sweep --agent=HOST:PORT [--profiles=glibc,jemalloc]
 //       [--threads_list=1,4] [--repeats=N] [--scale=0.1]   (seed 000's matrix)
 //   rsslab_loadgen ... the same sweep command ... --out=DIR --resume
@@ -1021,6 +1022,7 @@ void SetUsage() {
       "  rsslab_loadgen [run] --builtin=seed [--scale=0.1] [--target=H:P --control=H:P]\n"
       "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
       "  rsslab_loadgen --builtin=sweep --agent=H:P [--profiles=a,b --threads_list=1,4 --repeats=N]\n"
+      "  rsslab_loadgen sweep ...   the same as --builtin=sweep ...\n"
       "  rsslab_loadgen --builtin=sweep ... --print_cells [--json]   the numbered cells\n"
       "  rsslab_loadgen --builtin=sweep ... --cells=3 --local [--results_dir=DIR]   one cell here\n"
       "  rsslab_loadgen merge --out=DIR RUN_DIR...   one sweep from run directories of one matrix\n"
@@ -1125,9 +1127,18 @@ int main(int argc, char** argv) {
   if (sub == "report") return rsslab::ReportMain(rest);
   if (sub == "merge") return rsslab::MergeMain(rest, absl::GetFlag(FLAGS_out));
   if (sub == "run" && rest.empty()) return RunMain(argc, argv, sigs);
+  // `sweep` = `--builtin=sweep` (the spelling scripts and deploy files use).
+  if (sub == "sweep" && rest.empty()) {
+    const std::string b = absl::GetFlag(FLAGS_builtin);
+    if (!b.empty() && b != "sweep") {
+      return Fail(kExitUsage, absl::StrFormat("sweep runs --builtin=sweep, not --builtin=%s", b));
+    }
+    absl::SetFlag(&FLAGS_builtin, "sweep");
+    return RunMain(argc, argv, sigs);
+  }
   if (!sub.empty()) {
     return Fail(kExitUsage, absl::StrFormat("unexpected argument \"%s\" (see --help)",
-                                            sub == "run" ? rest[0] : sub));
+                                            (sub == "run" || sub == "sweep") ? rest[0] : sub));
   }
   return RunMain(argc, argv, sigs);
 }

@@ -27,4 +27,11 @@ done
 out=$("$R/tools/sweep.sh" --print_cells)
 grep -q "^# matrix [0-9a-f]*: 21 cells" <<<"$out" || fail "default matrix: $(head -1 <<<"$out")"
 grep -q " tcmalloc/t64/r1\$" <<<"$out" || fail "default matrix lacks tcmalloc/t64/r1"
+# The loadgen's `sweep` subcommand is --builtin=sweep: the same matrix.
+a=$("$BIN/rsslab_loadgen" --builtin=sweep --profiles=glibc,jemalloc --threads_list=1,4 --repeats=1 --print_cells)
+b=$("$BIN/rsslab_loadgen" sweep --profiles=glibc,jemalloc --threads_list=1,4 --repeats=1 --print_cells)
+[ "$a" = "$b" ] || fail "sweep subcommand differs from --builtin=sweep: $b"
+grep -q "^# matrix [0-9a-f]*: 4 cells" <<<"$b" || fail "sweep subcommand matrix: $(head -1 <<<"$b")"
+rc=0; "$BIN/rsslab_loadgen" sweep --builtin=seed --print_cells >/dev/null 2>&1 || rc=$?
+[ "$rc" = 2 ] || fail "sweep --builtin=seed: exit $rc, expected 2"
 echo PASS
