@@ -498,7 +498,7 @@ Allocator::Release Allocator::ReleaseThisThread() const {
     if (mi_layout_ != nullptr && !mi_layout_->thread_segments && mi_heap_get_default_ != nullptr &&
         mi_heap_visit_blocks_ != nullptr) {
       const PageTails t = PurgePageTails();
-      return {"mi_collect(true)+madvise(page tails)", t.failed == 0 ? 0 : -1};
+      return {"mi_collect(true)+madvise(page tails)", t.drops.failed == 0 ? 0 : -1};
     }
     return {"mi_collect(true)", 0};
   }
@@ -527,32 +527,41 @@ Allocator::Release Allocator::ReleaseAfterThreads() const {
   return {"none", 0};
 }
 
+void DropWholePages(uintptr_t lo, uintptr_t hi, PageDrops* drops) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  lo = (lo + page - 1) & ~(page - 1);
+  hi &= ~(page - 1);
+  if (hi <= lo) return;
+  ++drops->ranges;
+  drops->bytes += static_cast<int64_t>(hi - lo);
+  if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) ++drops->failed;
+}
+
+bool Allocator::VisitThisThreadHeap(bool all_blocks, mi_block_visit_fun* visit, void* arg) const {
+  if (name_ != "mimalloc" || mi_heap_get_default_ == nullptr || mi_heap_visit_blocks_ == nullptr) {
+    return false;
+  }
+  mi_heap_visit_blocks_(mi_heap_get_default_(), all_blocks, visit, arg);
+  return true;
+}
+
 Allocator::PageTails Allocator::PurgePageTails() const {
-  struct Walk {
-    PageTails tails;
-    uintptr_t os_page;
-  } walk{{}, static_cast<uintptr_t>(sysconf(_SC_PAGESIZE))};
-  // Areas only (visit_all_blocks=false): one call per page. Nothing here
-  // allocates: the heap being walked is the one malloc would use.
-  mi_heap_visit_blocks_(
-      mi_heap_get_default_(), false,
+  PageTails tails;
+  // Areas only (visit_all_blocks=false): one call per page.
+  VisitThisThreadHeap(
+      false,
       [](const mi_heap_t*, const mi_heap_area_t* area, void* block, size_t, void* arg) {
         if (block != nullptr || area == nullptr || area->blocks == nullptr) return true;
-        auto* w = static_cast<Walk*>(arg);
-        ++w->tails.pages;
+        auto* t = static_cast<PageTails*>(arg);
+        ++t->pages;
         // committed = capacity * block size (the blocks the page has ever
         // handed out or put on a free list); reserved = what fits in it.
         const uintptr_t base = reinterpret_cast<uintptr_t>(area->blocks);
-        const uintptr_t lo = (base + area->committed + w->os_page - 1) & ~(w->os_page - 1);
-        const uintptr_t hi = (base + area->reserved) & ~(w->os_page - 1);
-        if (hi <= lo) return true;
-        ++w->tails.ranges;
-        w->tails.bytes += static_cast<int64_t>(hi - lo);
-        if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) ++w->tails.failed;
+        DropWholePages(base + area->committed, base + area->reserved, &t->drops);
         return true;
       },
-      &walk);
-  return walk.tails;
+      &tails);
+  return tails;
 }
 
 bool Allocator::HasFollowUp() const {
@@ -635,25 +644,23 @@ void Allocator::FillThreadStats(rsslab::v1::ThreadAllocStats* out) const {
   out->set_arena_resident_bytes(-1);
   out->set_arena_tcache_bytes(-1);
   out->set_thread_net_allocated_bytes(-1);
-  if (name_ == "mimalloc" && mi_heap_get_default_ != nullptr &&
-      mi_heap_visit_blocks_ != nullptr) {
-    struct Sums {
-      int64_t committed = 0, used = 0, pages = 0, reserved = 0;
-    } sums;
-    // Areas only (visit_all_blocks=false): one call per page, no block walk.
-    mi_heap_visit_blocks_(
-        mi_heap_get_default_(), false,
-        [](const mi_heap_t*, const mi_heap_area_t* area, void* block, size_t, void* arg) {
-          if (block == nullptr && area != nullptr) {
-            auto* s = static_cast<Sums*>(arg);
-            s->committed += static_cast<int64_t>(area->committed);
-            s->used += static_cast<int64_t>(area->used * area->block_size);
-            s->reserved += static_cast<int64_t>(area->reserved);
-            ++s->pages;
-          }
-          return true;
-        },
-        &sums);
+  struct Sums {
+    int64_t committed = 0, used = 0, pages = 0, reserved = 0;
+  } sums;
+  // Areas only (visit_all_blocks=false): one call per page, no block walk.
+  if (VisitThisThreadHeap(
+          false,
+          [](const mi_heap_t*, const mi_heap_area_t* area, void* block, size_t, void* arg) {
+            if (block == nullptr && area != nullptr) {
+              auto* s = static_cast<Sums*>(arg);
+              s->committed += static_cast<int64_t>(area->committed);
+              s->used += static_cast<int64_t>(area->used * area->block_size);
+              s->reserved += static_cast<int64_t>(area->reserved);
+              ++s->pages;
+            }
+            return true;
+          },
+          &sums)) {
     out->set_heap_committed_bytes(sums.committed);
     out->set_heap_used_bytes(sums.used);
     out->set_heap_pages(sums.pages);

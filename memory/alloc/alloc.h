@@ -41,6 +41,11 @@ namespace alloc {
 
 struct MimallocLayout;  // below
 
+// What DropWholePages did: madvise calls, the bytes they covered, failures.
+struct PageDrops {
+  int64_t ranges = 0, bytes = 0, failed = 0;
+};
+
 class Allocator {
  public:
   // The allocator of this process, detected once (from /proc/self/maps, then
@@ -192,6 +197,14 @@ class Allocator {
   // per-thread figures). Costs an epoch refresh on jemalloc.
   void FillThreadStats(rsslab::v1::ThreadAllocStats* out) const;
 
+  // The loaded mimalloc's layout (mi_version's family); null when the
+  // allocator is not mimalloc or its version was not read.
+  const MimallocLayout* mimalloc_layout() const { return mi_layout_; }
+  // mi_heap_visit_blocks over the calling thread's default heap; false
+  // (nothing visited) when the allocator is not mimalloc or lacks either
+  // function. `visit` must not allocate: the heap walked is malloc's.
+  bool VisitThisThreadHeap(bool all_blocks, mi_block_visit_fun* visit, void* arg) const;
+
  private:
   Allocator();
 
@@ -217,7 +230,8 @@ class Allocator {
   // the new blocks' free list then), other threads only free live blocks,
   // and zero pages are what mimalloc would find in fresh memory.
   struct PageTails {
-    int64_t pages = 0, ranges = 0, bytes = 0, failed = 0;
+    int64_t pages = 0;
+    PageDrops drops;
   };
   PageTails PurgePageTails() const;
   void JemallocEpoch() const;
@@ -290,6 +304,11 @@ struct MimallocLayout {
 const MimallocLayout* MimallocLayoutFor(int version);
 // Option name -> mi_option_t for `version`; empty if its layout is unknown.
 std::map<std::string, int> MimallocOptionIds(int version);
+
+// madvise(MADV_DONTNEED) over the whole OS pages inside [lo, hi) (lo rounded
+// up, hi down to the page size); nothing when no whole page fits. For
+// memory an allocator keeps mapped but holds nothing in (allocates nothing).
+void DropWholePages(uintptr_t lo, uintptr_t hi, PageDrops* drops);
 
 // Parses glibc malloc_info(0, fp) XML. Per <heap nr=..>: system current/max,
 // free = fast + rest sizes (and counts), in use = system - free, aspace

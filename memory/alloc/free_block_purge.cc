@@ -1,8 +1,6 @@
 #include "memory/alloc/free_block_purge.h"
 
-#include <dlfcn.h>
 #include <mimalloc.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <array>
@@ -13,9 +11,6 @@
 namespace rsslab {
 namespace alloc {
 namespace {
-
-using VisitFn = bool (*)(const mi_heap_t*, bool, mi_block_visit_fun*, void*);
-using DefaultHeapFn = mi_heap_t* (*)();
 
 struct Walk {
   uintptr_t page_size = 4096;
@@ -33,12 +28,7 @@ struct Walk {
   bool skip = true;
   FreeBlockPurge* out = nullptr;
 
-  void Drop(uintptr_t lo, uintptr_t hi) {
-    if (hi <= lo) return;
-    ++out->ranges;
-    out->bytes += static_cast<int64_t>(hi - lo);
-    if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) ++out->failed;
-  }
+  PageDrops drops;
 
   // The area's free blocks are its slots that were not visited as live.
   void Finish() {
@@ -55,7 +45,7 @@ struct Walk {
       ++out->free_blocks;
       // Keep the page with the block's first word (its free-list link):
       // so two free blocks' ranges never touch, one madvise each.
-      Drop((b + sizeof(void*) + page_size - 1) & ~(page_size - 1), (b + stride) & ~(page_size - 1));
+      DropWholePages(b + sizeof(void*), b + stride, &drops);
     }
     n_live = 0;
   }
@@ -90,27 +80,25 @@ FreeBlockPurge PurgeFreeBlocksThisThread() {
     r.note = "not mimalloc";
     return r;
   }
-  using VersionFn = int (*)();
-  auto version = reinterpret_cast<VersionFn>(dlsym(RTLD_DEFAULT, "mi_version"));
-  const MimallocLayout* layout = version ? MimallocLayoutFor(version()) : nullptr;
+  const MimallocLayout* layout = a.mimalloc_layout();
   // 2.0.x only: the free-list layout this relies on was read from 2.0.9;
   // other versions are left to their own collect.
   if (layout == nullptr || std::string(layout->family) != "2.0.x") {
     r.note = "mimalloc version not 2.0.x";
     return r;
   }
-  auto visit = reinterpret_cast<VisitFn>(dlsym(RTLD_DEFAULT, "mi_heap_visit_blocks"));
-  auto heap = reinterpret_cast<DefaultHeapFn>(dlsym(RTLD_DEFAULT, "mi_heap_get_default"));
-  if (visit == nullptr || heap == nullptr) {
-    r.note = "mi_heap_visit_blocks or mi_heap_get_default not found";
-    return r;
-  }
   const auto t0 = std::chrono::steady_clock::now();
   Walk w;
   w.page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
   w.out = &r;
-  visit(heap(), /*visit_all_blocks=*/true, &Visit, &w);
+  if (!a.VisitThisThreadHeap(/*all_blocks=*/true, &Visit, &w)) {
+    r.note = "mi_heap_visit_blocks or mi_heap_get_default not found";
+    return r;
+  }
   w.Finish();
+  r.ranges = w.drops.ranges;
+  r.bytes = w.drops.bytes;
+  r.failed = w.drops.failed;
   r.ran = true;
   r.duration_us = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::steady_clock::now() - t0).count();
