@@ -1,5 +1,7 @@
 #include "python/native/gil_runner.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "python/native/tracked_threads.h"
@@ -24,12 +26,27 @@ bool GilRunner::RunWithin(const std::function<void()>& fn, absl::Duration timeou
       return false;
     }
     if (current_ != nullptr && absl::Now() - current_->queued > timeout) {
-      // Queueing behind a job that is itself stuck could only time out.
-      *why = absl::StrFormat(
-          "not available: the package's Python thread has waited %.1f s for the GIL (a thread "
-          "holds it, perhaps in a long C call); the sections that need no Python are filled",
-          absl::ToDoubleSeconds(absl::Now() - current_->queued));
-      return false;
+      // Queueing behind a job that is itself stuck could only time out. But
+      // the GIL may have just come free and the helper not yet have taken it
+      // (a hand-over takes up to the switch interval, longer on a busy
+      // machine): give it a moment to move on before refusing.
+      const Job* stuck = current_.get();
+      auto moved_on = [this, stuck]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return current_.get() != stuck;
+      };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&moved_on),
+                                std::min(timeout, absl::Milliseconds(250)))) {
+        *why = absl::StrFormat(
+            "not available: the package's Python thread has waited %.1f s for the GIL (a "
+            "thread holds it, perhaps in a long C call); the sections that need no Python are "
+            "filled",
+            absl::ToDoubleSeconds(absl::Now() - current_->queued));
+        return false;
+      }
+      if (stopping_) {
+        *why = "not available: the Python interpreter is shutting down";
+        return false;
+      }
     }
     if (!started_) {
       started_ = true;
