@@ -75,11 +75,8 @@ class PythonDispatcher : public Dispatcher {
   PendingQueue queue_;
 };
 
-}  // namespace
-
-ServerCore::ServerCore(const Options& options) : options_(options), start_(absl::Now()) {}
-
-absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& options) {
+// The options Create refuses, with the flag each one comes from.
+absl::Status CheckOptions(const ServerCore::Options& options) {
   if (options.threads < 1 || options.threads > 4096) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads must be between 1 and 4096, got ", options.threads));
@@ -110,6 +107,15 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   if (options.handler_budget < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--handler_budget_ms must not be negative");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ServerCore::ServerCore(const Options& options) : options_(options), start_(absl::Now()) {}
+
+absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& options) {
+  if (absl::Status valid = CheckOptions(options); !valid.ok()) return valid;
   std::unique_ptr<ServerCore> core(new ServerCore(options));
   PythonRuntime::Options py;
   py.handler_path = options.handler_path;
