@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Embedded dispatch cost (issue 7, measure 2): server CPU per request with the
 # no-op handler, split into gRPC, the worker hand-off, and the GIL + Python
-# call, using the server's --dispatch benchmark knob on one binary:
+# call, using the --dispatch knob of the benchmark server (rsslab_bench_server,
+# bench/dispatch/: rsslab_server plus that flag), one binary for every mode:
 #   inline  answered in the gRPC callback (gRPC + bookkeeping only)
 #   pool    handed to a worker thread, answered there without Python
-#   python  the product: worker thread, GIL, handle(request, cache)
+#   python  the product's dispatcher: worker thread, GIL, handle(request, cache)
 # One server per mode, all started up front and pinned to CPU 0; the loadgen
 # runs on CPU 1. Rounds are interleaved and the order rotates, so background
 # load hits every mode alike. CPU is the server's utime+stime from
 # /proc/PID/stat around each loadgen run of exactly REQUESTS requests (each
-# server gets one unmeasured warm-up run first). Run after ./rsslab build:
+# server gets one unmeasured warm-up run first). Run after ./rsslab build
+# (which builds //bench/dispatch:rsslab_bench_server too):
 #
 #   bench/dispatch_cost.sh                          # closed loop, 64 in flight
 #   RATE=5000 bench/dispatch_cost.sh                # open loop (noisier: no batching)
@@ -18,7 +20,7 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-SERVER=${SERVER:-$ROOT/bin/rsslab_server}
+SERVER=${SERVER:-$ROOT/.bazel/bin/bench/dispatch/rsslab_bench_server}
 LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
 THREADS=${THREADS:-4}
 ROUNDS=${ROUNDS:-3}

@@ -26,7 +26,7 @@ constexpr FlagSource kOp = FlagSource::kOperator;
 constexpr int64_t kHour_ms = 3600000;
 constexpr int64_t kWeek_s = 7 * 86400;
 
-// The ranges are the server's own (server/rsslab_server_main.cc reads them
+// The ranges are the server's own (server/server_main.cc reads them
 // from here); what a request may set is what the agent has always allowed.
 // kDouble ranges are in millionths (settle_fraction: [0, 1)).
 const std::vector<ServerFlagRule>& Table() {
@@ -54,7 +54,6 @@ const std::vector<ServerFlagRule>& Table() {
       {"auto_trim_interval_s", R::kInt, 1, kWeek_s},
       {"auto_trim_min_spacing_s", R::kInt, 0, kWeek_s},
       {"trim_thread_stats", R::kBool},
-      {"dispatch", R::kChoice, 0, 0, "python,pool,inline"},
       {"tls_cert", R::kText},
       {"tls_key", R::kText},
       {"tls_ca", R::kText},

@@ -13,8 +13,8 @@ TEST(ServerFlagsTest, ARequestMaySetOnlyWhatChangesTheExperiment) {
   EXPECT_TRUE(CheckServerFlag("cache_limit_mb", "200", FlagSource::kRequest).ok());
   EXPECT_TRUE(CheckServerFlag("thread_mode", "churn", FlagSource::kRequest).ok());
   EXPECT_TRUE(CheckServerFlag("handler_params", "shape=nested", FlagSource::kRequest).ok());
-  for (const char* f : {"listen", "handler", "threads", "auth_token_file", "auto_trim", "dispatch",
-                        "LD_PRELOAD", "flagfile"}) {
+  for (const char* f : {"listen", "handler", "threads", "auth_token_file", "auto_trim", "LD_PRELOAD",
+                        "flagfile"}) {
     absl::Status s = CheckServerFlag(f, "x", FlagSource::kRequest);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << f;
     EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("server flag '", f, "' is not allowed"))) << f;
@@ -28,6 +28,10 @@ TEST(ServerFlagsTest, TheOperatorMaySetEveryServerFlagStillRangeChecked) {
   EXPECT_FALSE(CheckServerFlag("threads", "4097", FlagSource::kOperator).ok());
   EXPECT_FALSE(CheckServerFlag("auto_trim", "sometimes", FlagSource::kOperator).ok());
   EXPECT_FALSE(CheckServerFlag("flagfile", "/etc/x", FlagSource::kOperator).ok());
+  // The benchmark server's own knob (bench/dispatch/) is no product flag:
+  // not even the operator may pass it to rsslab_server.
+  EXPECT_EQ(FindServerFlag("dispatch"), nullptr);
+  EXPECT_FALSE(CheckServerFlag("dispatch", "pool", FlagSource::kOperator).ok());
 }
 
 TEST(ServerFlagsTest, ValuesOutsideTheServersOwnRangesAreRefused) {

@@ -14,7 +14,6 @@
 #include "memory/alloc/alloc.h"
 #include "memory/snapshot/process_snapshot.h"
 #include "server/python/knobs.h"
-#include "server/bench_dispatch.h"
 
 namespace rsslab {
 
@@ -76,11 +75,8 @@ class PythonDispatcher : public Dispatcher {
   PendingQueue queue_;
 };
 
-}  // namespace
-
-ServerCore::ServerCore(const Options& options) : options_(options), start_(absl::Now()) {}
-
-absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& options) {
+// The options Create refuses, with the flag each one comes from.
+absl::Status CheckOptions(const ServerCore::Options& options) {
   if (options.threads < 1 || options.threads > 4096) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads must be between 1 and 4096, got ", options.threads));
@@ -111,6 +107,15 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   if (options.handler_budget < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--handler_budget_ms must not be negative");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ServerCore::ServerCore(const Options& options) : options_(options), start_(absl::Now()) {}
+
+absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& options) {
+  if (absl::Status valid = CheckOptions(options); !valid.ok()) return valid;
   std::unique_ptr<ServerCore> core(new ServerCore(options));
   PythonRuntime::Options py;
   py.handler_path = options.handler_path;
@@ -142,16 +147,16 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   core->py_control_->Start();
 
   Served served{&core->phase_, &core->handler_latency_};
-  switch (options.dispatch) {
-    case Options::Dispatch::kPython:
-      core->dispatcher_ = std::make_unique<PythonDispatcher>(core->workers_.get(), runtime, served);
-      break;
-    case Options::Dispatch::kPool:
-      core->dispatcher_ = MakePoolDispatcher(core->workers_.get(), served);
-      break;
-    case Options::Dispatch::kInline:
-      core->dispatcher_ = MakeInlineDispatcher(&core->phase_);
-      break;
+  if (options.dispatcher) {
+    core->dispatcher_ =
+        options.dispatcher->make(DispatchContext{core->workers_.get(), &core->phase_, served});
+    core->runs_handler_ = false;
+    if (core->dispatcher_ == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dispatcher '", options.dispatcher->name, "' made no dispatcher"));
+    }
+  } else {
+    core->dispatcher_ = std::make_unique<PythonDispatcher>(core->workers_.get(), runtime, served);
   }
 
   core->trimmer_ = std::make_unique<Trimmer>(core->workers_.get(), absl::Seconds(10),
@@ -175,26 +180,6 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
 }
 
 ServerCore::~ServerCore() { Shutdown(); }
-
-absl::StatusOr<ServerCore::Options::Dispatch> ServerCore::ParseDispatch(const std::string& name) {
-  if (name == "python") return Options::Dispatch::kPython;
-  if (name == "pool") return Options::Dispatch::kPool;
-  if (name == "inline") return Options::Dispatch::kInline;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--dispatch must be python, pool or inline, got '", name, "'"));
-}
-
-const char* ServerCore::DispatchName(Options::Dispatch d) {
-  switch (d) {
-    case Options::Dispatch::kPool:
-      return "pool";
-    case Options::Dispatch::kInline:
-      return "inline";
-    case Options::Dispatch::kPython:
-      break;
-  }
-  return "python";
-}
 
 void ServerCore::SampleForAutoTrim(AutoTrimSample* s) {
   s->requests = phase_.Counters().served;
@@ -312,7 +297,7 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
   }
   // Declared knob bounds and the generic params limits, before a worker,
   // the GIL or the handler is involved (needs no interpreter).
-  if (options_.dispatch == Options::Dispatch::kPython) {
+  if (runs_handler_) {
     if (absl::Status p = runtime_->CheckRequestParams(*request); !p.ok()) {
       phase_.CountRefused();
       done(p);
@@ -328,8 +313,7 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
     const absl::Time now = absl::Now();
     if (inflight_ < options_.threads) {
       last_progress_ = now;
-    } else if (options_.dispatch == Options::Dispatch::kPython &&
-               now - last_progress_ >= options_.stuck_after) {
+    } else if (runs_handler_ && now - last_progress_ >= options_.stuck_after) {
       // Every worker is stuck (one holds the GIL in a long C call, the
       // others wait for it): a queued call would only wait out its
       // deadline. Said at once, with what is busy.
@@ -518,7 +502,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_data_address(options_.data_address);
   cfg->set_control_address(options_.control_address);
   cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));
-  cfg->set_dispatch(DispatchName(options_.dispatch));
+  cfg->set_dispatch(options_.dispatcher ? options_.dispatcher->name : "python");
   for (const auto& kv : runtime_->effective_params()) (*cfg->mutable_handler_params())[kv.first] = kv.second;
   out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
 }

@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -71,23 +72,15 @@ class ServerCore : public ControlBackend {
     std::string control_address;
     // --auto_trim and its knobs (off by default).
     AutoTrimOptions auto_trim;
-    // A benchmark knob (bench/dispatch_cost.sh), never for real serving:
-    // where a Load call is answered. kPython runs the handler on a worker
-    // (the product); kPool hands the call to a worker, which answers without
-    // entering Python (no GIL, no handler call); kInline answers on the
-    // thread that accepted the call, without the pool. Their CPU differences
-    // split the per-request cost into gRPC, the worker hand-off, and the
-    // GIL + Python call. Implemented behind the Dispatcher seam
-    // (bench_dispatch.cc), off the product's path.
-    enum class Dispatch { kPython, kPool, kInline };
-    Dispatch dispatch = Dispatch::kPython;
+    // Who answers Load calls. Unset (the product): the Python handler on a
+    // worker holding the GIL (PythonDispatcher, core.cc), behind the request
+    // params check and the every-worker-stuck refusal. A caller may supply
+    // its own (the benchmark server's, bench/dispatch/); such a dispatcher
+    // never calls the handler, so neither of those checks applies to it.
+    std::optional<DispatcherFactory> dispatcher;
     // --trim_thread_stats: per-worker allocator figures around each release.
     bool trim_thread_stats = false;
   };
-
-  // "python" | "pool" | "inline" <-> Options::Dispatch.
-  static absl::StatusOr<Options::Dispatch> ParseDispatch(const std::string& name);
-  static const char* DispatchName(Options::Dispatch d);
 
   using SnapshotOptions = ControlSnapshotOptions;
 
@@ -176,9 +169,11 @@ class ServerCore : public ControlBackend {
   absl::Time last_progress_ ABSL_GUARDED_BY(inflight_mu_) = absl::Now();
   bool draining_ ABSL_GUARDED_BY(inflight_mu_) = false;
   bool shut_down_ = false;
-  // Runs accepted calls: the Python dispatcher (core.cc), or a benchmark
-  // mode's (bench_dispatch.cc).
+  // Runs accepted calls: the Python dispatcher (core.cc), or the one
+  // Options::dispatcher made.
   std::unique_ptr<Dispatcher> dispatcher_;
+  // Whether dispatcher_ is the Python dispatcher (calls reach the handler).
+  bool runs_handler_ = true;
 };
 
 }  // namespace rsslab

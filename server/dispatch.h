@@ -2,15 +2,23 @@
 // core's bookkeeping (phase, in-flight count) and what runs the call.
 //
 // The product is the Python dispatcher in core.cc (a worker holding the GIL
-// runs the handler). The benchmark modes of --dispatch (pool, inline;
-// bench/dispatch_cost.sh) live in bench_dispatch.cc behind the same
-// interface, so the product's hot path has no branches for them.
+// runs the handler), used unless ServerCore::Options::dispatcher names
+// another. A caller that wants another one (the benchmark server in
+// bench/dispatch/) supplies a factory, so the product knows no other mode:
+//
+//   ServerCore::Options o;
+//   o.dispatcher = DispatcherFactory{
+//       "inline", [](const DispatchContext& ctx) -> std::unique_ptr<Dispatcher> {
+//         return std::make_unique<MyDispatcher>(ctx.phase);
+//       }};
 
 #ifndef RSSLAB_SERVER_DISPATCH_H_
 #define RSSLAB_SERVER_DISPATCH_H_
 
 #include <deque>
 #include <functional>
+#include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -78,6 +86,22 @@ struct Served {
     phase->CountServed(!status.ok());
     call.done(status);
   }
+};
+
+// What ServerCore::Create hands a DispatcherFactory: the worker pool
+// (started, each thread attached to the interpreter), the phase counters and
+// the bookkeeping of an answered call. All outlive the dispatcher.
+struct DispatchContext {
+  WorkerPool* workers;
+  PhaseState* phase;
+  Served served;
+};
+
+// A dispatcher other than the Python handler's (ServerCore::Options).
+struct DispatcherFactory {
+  // What snapshots report in config.dispatch (the product's is "python").
+  std::string name;
+  std::function<std::unique_ptr<Dispatcher>(const DispatchContext&)> make;
 };
 
 }  // namespace rsslab

@@ -1,7 +1,10 @@
-#include "server/bench_dispatch.h"
+#include "bench/dispatch/bench_dispatch.h"
 
+#include <memory>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "server/dispatch.h"
 
 namespace rsslab {
 namespace {
@@ -49,12 +52,24 @@ class PoolDispatcher : public Dispatcher {
 
 }  // namespace
 
-std::unique_ptr<Dispatcher> MakeInlineDispatcher(PhaseState* phase) {
-  return std::make_unique<InlineDispatcher>(phase);
-}
-
-std::unique_ptr<Dispatcher> MakePoolDispatcher(WorkerPool* workers, Served served) {
-  return std::make_unique<PoolDispatcher>(workers, served);
+absl::Status UseBenchDispatch(const std::string& mode, ServerCore::Options* options) {
+  if (mode == "python") {
+    options->dispatcher.reset();
+  } else if (mode == "pool") {
+    options->dispatcher = DispatcherFactory{"pool", [](const DispatchContext& ctx) {
+                                              return std::unique_ptr<Dispatcher>(
+                                                  new PoolDispatcher(ctx.workers, ctx.served));
+                                            }};
+  } else if (mode == "inline") {
+    options->dispatcher = DispatcherFactory{"inline", [](const DispatchContext& ctx) {
+                                              return std::unique_ptr<Dispatcher>(
+                                                  new InlineDispatcher(ctx.phase));
+                                            }};
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dispatch must be python, pool or inline, got '", mode, "'"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace rsslab
