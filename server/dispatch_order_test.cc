@@ -49,7 +49,13 @@ TEST(DispatchOrderTest, RequestsReachTheHandlerInArrivalOrder) {
     if (position != i) ++out_of_order;
     most_late = std::max(most_late, position - i);
   }
-  EXPECT_EQ(out_of_order, 0) << out_of_order << " of " << kRequests
+  // Not zero: on a loaded machine the interpreter can hand the GIL to another
+  // worker between the pick and the handler's first bytecode (its eval
+  // breaker), so a few requests swap places (measured: up to ~70 of 2,000 at
+  // load 10-14). The fault this guards against, binding a request to a
+  // worker before the GIL is taken, lets the GIL's next owner (any of the 8
+  // waiting workers) run first every time, not once in a while.
+  EXPECT_LE(out_of_order, kRequests / 10) << out_of_order << " of " << kRequests
                              << " requests ran out of arrival order; one ran after "
                              << most_late << " later requests";
   (*core)->Shutdown();
