@@ -18,6 +18,14 @@
    arguments raise clear exceptions; exiting with serve() and auto_trim()
    running takes under 2 s; `python3 -m rsslab run` runs a script with the
    Control service up and its executors tracked.
+
+Under `bazel test --config=asan` the extension is built with ASan and
+UBSan: every Python process then starts with the ASan runtime preloaded
+(it must be the first library in a process), which leaves no room for a
+preloaded jemalloc or mimalloc, and malloc is ASan's, not glibc's. There
+the checks run on glibc only, less those about glibc's arenas
+(docs/TESTING.md#sanitizers); a sanitizer report aborts the process and
+fails the check it was in.
 """
 
 import json
@@ -39,6 +47,25 @@ SERVICE = os.path.join(WS, "python/tests/grpc_service.py")
 PACKAGE_MD = os.path.join(WS, "docs/PACKAGE.md")
 LIBS = "/usr/lib/x86_64-linux-gnu/"
 PRELOAD = {"glibc": "", "jemalloc": LIBS + "libjemalloc.so.2", "mimalloc": LIBS + "libmimalloc.so.2"}
+NATIVE = os.path.join(WS, "python/_rsslab.so")
+
+
+def asan_runtime():
+    """LD_PRELOAD for an ASan-built extension, or "" if it is not instrumented.
+
+    The ASan runtime, and libstdc++ after it: python3 does not link
+    libstdc++, and ASan looks up the real __cxa_throw when it starts, so
+    without it in the first libraries the extension's first C++ throw
+    stops the process ("CHECK failed: ... real___cxa_throw").
+    """
+    r = subprocess.run(["ldd", NATIVE], capture_output=True, text=True)
+    libs = [re.search(r"\b%s\.so\S* => (\S+)" % name, r.stdout)
+            for name in ("libasan", "libstdc\+\+")]
+    return " ".join(m.group(1) for m in libs if m) if libs[0] else ""
+
+
+ASAN = asan_runtime()
+ALLOCATORS = ("glibc",) if ASAN else ("glibc", "jemalloc", "mimalloc")
 SCALE = os.environ.get("RSSLAB_PACKAGE_TEST_SCALE", "0.05")
 MIB = 1 << 20
 
@@ -62,13 +89,15 @@ def base_env():
     for k in list(env):
         if k in ("LD_PRELOAD", "PYTHONPATH") or k.startswith(("MALLOC_", "MIMALLOC_")):
             del env[k]
+    if ASAN:
+        env["LD_PRELOAD"] = ASAN
     return env
 
 
 def install_wheel():
     dist = os.path.join(TMP, "dist")
     r = run([sys.executable, os.path.join(WS, "python/wheel/build_wheel.py"),
-             "--native=" + os.path.join(WS, "python/_rsslab.so"), "--out=" + dist])
+             "--native=" + NATIVE, "--out=" + dist])
     check(r.returncode == 0, "wheel packed: " + (r.stdout.strip() or r.stderr.strip()))
     wheel = r.stdout.strip()
     check(os.path.basename(wheel) == "rsslab-0.1.0-cp311-cp311-linux_x86_64.whl",
@@ -121,8 +150,9 @@ class Service:
 
 
 def service_checks(py, allocator):
-    flags = ["--cap_arenas=2", "--set_env_after_start=MALLOC_ARENA_MAX=2"] \
-        if allocator == "glibc" else []
+    # Under ASan malloc is ASan's: no arena cap, no glibc figures.
+    glibc = allocator == "glibc" and not ASAN
+    flags = ["--cap_arenas=2", "--set_env_after_start=MALLOC_ARENA_MAX=2"] if glibc else []
     s = Service(py, allocator, *flags)
     check(bool(s.control), "%s: service ready (control %s)" % (allocator, s.control))
     if not s.control:
@@ -132,7 +162,7 @@ def service_checks(py, allocator):
     check(a.get("name") == allocator and a.get("maps") == allocator,
           "%s: rsslab.allocator() detects %s (%s, version %s)"
           % (allocator, a.get("name"), a.get("library"), a.get("version")))
-    if allocator == "glibc":
+    if glibc:
         check(s.info.get("cap_arenas", {}).get("applied") is True,
               "glibc: cap_arenas(2) at import applied: %s" % s.info.get("cap_arenas"))
         check(any("MALLOC_ARENA_MAX" in w and "set after start: it has no effect" in w
@@ -155,7 +185,7 @@ def service_checks(py, allocator):
     check(t.get("trigger") == "phase" and reached == 16 and len(workers) == 16,
           "%s: the seed's trim phase reached %d of %d tracked workers (%s)"
           % (allocator, reached, len(workers), t.get("thread_call")))
-    if allocator == "glibc":
+    if glibc:
         arenas = snap.get("allocator_stats", {}).get("glibc", {}).get("malloc_info_arenas", 99)
         check(1 <= arenas <= 2, "glibc: cap_arenas(2) at import: %d arenas after the load"
               % arenas)
@@ -410,10 +440,11 @@ server.stop(0)
 def five_line_checks(py):
     lines = five_lines()
     check(len(lines) == 5, "docs/PACKAGE.md's five lines are %d lines" % len(lines))
-    for allocator in ("glibc", "mimalloc"):
+    for allocator in [a for a in ALLOCATORS if a != "jemalloc"]:
         code = list(lines)
-        if allocator != "glibc":
-            # What the doc says for a preloaded allocator: line 1 without the cap.
+        if allocator != "glibc" or ASAN:
+            # What the doc says for a preloaded allocator: line 1 without the
+            # cap (under ASan, ASan's mallopt refuses M_ARENA_MAX).
             code[0] = "import rsslab"
         env = base_env()
         if PRELOAD[allocator]:
@@ -440,10 +471,12 @@ def five_line_checks(py):
 
 
 def small_checks(py):
-    r = snippet(py, LATE_CAP)
-    check(r.stdout.startswith("raised:") and "too late" in r.stdout
-          and "MALLOC_ARENA_MAX=2" in r.stdout,
-          "cap_arenas(2) after 16 threads allocated raises: " + (r.stdout + r.stderr).strip()[:300])
+    if not ASAN:  # glibc's arenas; under ASan malloc is ASan's
+        r = snippet(py, LATE_CAP)
+        check(r.stdout.startswith("raised:") and "too late" in r.stdout
+              and "MALLOC_ARENA_MAX=2" in r.stdout,
+              "cap_arenas(2) after 16 threads allocated raises: "
+              + (r.stdout + r.stderr).strip()[:300])
     r = snippet(py, BAD_ARGS)
     check(r.returncode == 0 and r.stdout.strip() == "done",
           "every call refuses bad arguments with a clear exception: "
@@ -467,11 +500,12 @@ def small_checks(py):
           and "after '' True" in out,
           "GIL held 4 s: the Control snapshot answered in %.1f s with python.unavailable %r and "
           "the rest filled; afterwards Python is back: %s" % (took, why, (out + err).strip()[-200:]))
-    r = snippet(py, PURGE, env_extra={"LD_PRELOAD": PRELOAD["mimalloc"]}, timeout=120)
-    m = re.search(r"purged (\d+) bytes in (\d+) ranges over \d+ .*corrupted 0 of", r.stdout)
-    check(r.returncode == 0 and m is not None and int(m.group(1)) > 8 * MIB,
-          "mimalloc: the free-block purge returns the pages inside free blocks and no live block "
-          "changes: " + (r.stdout + r.stderr).strip()[-300:])
+    if "mimalloc" in ALLOCATORS:
+        r = snippet(py, PURGE, env_extra={"LD_PRELOAD": PRELOAD["mimalloc"]}, timeout=120)
+        m = re.search(r"purged (\d+) bytes in (\d+) ranges over \d+ .*corrupted 0 of", r.stdout)
+        check(r.returncode == 0 and m is not None and int(m.group(1)) > 8 * MIB,
+              "mimalloc: the free-block purge returns the pages inside free blocks and no live "
+              "block changes: " + (r.stdout + r.stderr).strip()[-300:])
     p = subprocess.Popen([py, "-c", EXIT_FAST], env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()  # printed right before the interpreter exits
@@ -484,8 +518,10 @@ def small_checks(py):
     script = os.path.join(TMP, "user_script.py")
     with open(script, "w") as f:
         f.write(RUN_SCRIPT)
-    r = run([py, "-m", "rsslab", "run", "--control=127.0.0.1:0", "--auto_trim=after_burst",
-             "--cap_arenas=4", "--", script, "a1", "a2"], env=base_env(), cwd=TMP, timeout=60)
+    # Under ASan mallopt is ASan's, which refuses M_ARENA_MAX: no cap there.
+    cap = [] if ASAN else ["--cap_arenas=4"]
+    r = run([py, "-m", "rsslab", "run", "--control=127.0.0.1:0", "--auto_trim=after_burst"]
+            + cap + ["--", script, "a1", "a2"], env=base_env(), cwd=TMP, timeout=60)
     check(r.returncode == 0 and "control 127.0.0.1:" in r.stdout and "reached 3" in r.stdout
           and "args ['a1', 'a2']" in r.stdout,
           "python3 -m rsslab run: " + (r.stdout + r.stderr).strip()[-300:])
@@ -500,7 +536,7 @@ def main():
         sys.exit(1)
     small_checks(py)
     five_line_checks(py)
-    for allocator in ("glibc", "jemalloc", "mimalloc"):
+    for allocator in ALLOCATORS:
         service_checks(py, allocator)
     if failures:
         print("\n%d check(s) failed:\n  %s" % (len(failures), "\n  ".join(failures)))

@@ -1,16 +1,24 @@
 """Records the order in which requests reach the handler.
 
-Each call appends the request's id to a list, spins `spin` iterations of
-pure Python (holding the GIL, 2000 by default) and returns its position in
-that order as result["position"]. The list is touched only under the GIL,
-so positions are exactly the order the handler ran the requests.
+Each call takes the next number of a counter as its position, appends the
+request's id to a list, spins `spin` iterations of pure Python (holding
+the GIL, 2000 by default) and returns that position as result["position"].
+
+The position is one builtin call (next() on an itertools.count), taken
+whole under the GIL: the interpreter may hand the GIL to another thread
+after any call returns, so a `len(order)` read before an `order.append`
+could give two requests the same position (it did under ASan on a loaded
+machine, docs/TESTING.md#sanitizers).
 """
 
+import itertools
+
 order = []
+_next_position = itertools.count()
 
 
 def handle(request, cache):
-    position = len(order)
+    position = next(_next_position)
     order.append(request["id"])
     x = 0
     for i in range(int(request["params"].get("spin", "2000"))):

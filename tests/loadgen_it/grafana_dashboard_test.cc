@@ -145,10 +145,21 @@ TEST(GrafanaDashboardTest, EveryQueriedMetricIsExposed) {
   lg.Kill();
   EXPECT_EQ(server->Stop(), 0);
   // jemalloc reports resident and active bytes, which glibc has no figure for.
+#if defined(__SANITIZE_ADDRESS__)
+  // Under ASan the server is instrumented, and ASan's runtime must be the
+  // first library in a process: a preloaded jemalloc stops it at start
+  // (docs/TESTING.md#sanitizers). Its two figures go unchecked there, and
+  // so does glibc's allocated bytes: malloc is ASan's, whose mallinfo2
+  // says 0, which the server leaves out rather than expose.
+  wanted.erase("rsslab_allocator_allocated_bytes");
+  wanted.erase("rsslab_allocator_resident_bytes");
+  wanted.erase("rsslab_allocator_active_bytes");
+#else
   auto je = Server({{"LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}});
   ASSERT_NE(je, nullptr);
   Exposed(je->metrics_address(), &names, &labels);
   EXPECT_EQ(je->Stop(), 0);
+#endif
 
   for (const std::string& m : wanted) {
     EXPECT_TRUE(names.count(m)) << "the dashboard queries " << m

@@ -222,8 +222,12 @@ TEST(SoakE2E, KilledSoakResumesIntoTheSameRunAndItsClock) {
   const std::string out = Tmp("soak_resumed");
   const absl::Time started = absl::Now();
   {
+    // Killed once its first cycle is done: the resume must still find time
+    // left on the first start's clock for a new cycle. Under ASan on a
+    // loaded machine a cycle took about 5 s, and a kill after the second
+    // left none of the 12 s (docs/TESTING.md#sanitizers).
     Child lg(Loadgen(), Args(*server, out, "12s"));
-    ASSERT_TRUE(lg.WaitForStderr("[soak] cycle 2:", absl::Seconds(30))) << lg.Stderr();
+    ASSERT_TRUE(lg.WaitForStderr("[soak] cycle 1:", absl::Seconds(30))) << lg.Stderr();
     lg.Kill();
   }
   int before_cycle = 0;
