@@ -237,8 +237,9 @@ def check_layout(root, readme):
 # Flags of programs that are not part of the checkout, which the docs show
 # in commands: the check cannot read their sources, so they are named here.
 OTHER_TOOLS_FLAGS = {
-    "bazel": {"config", "disk_cache", "nocache_test_results", "output_base", "platform_suffix",
-              "repo_env", "runs_per_test", "symlink_prefix", "test_filter", "test_output"},
+    "bazel": {"config", "disk_cache", "keep_going", "nocache_test_results", "output_base",
+              "platform_suffix", "repo_env", "runs_per_test", "symlink_prefix", "test_filter",
+              "test_output"},
     "sbatch": {"array", "cpus", "dependency", "export"},  # --cpus-per-task
     "kubectl": {"for", "image", "now", "overrides"},
     "protoc": {"grpc_out", "plugin", "python_out"},
