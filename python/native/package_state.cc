@@ -59,11 +59,15 @@ constexpr int64_t kPurgeSoonAgainBytes = 4 << 20;
 constexpr absl::Duration kPurgeSpacing = absl::Seconds(10);
 thread_local absl::Time t_last_walk = absl::InfinitePast();
 
-int64_t PurgeThresholdThisThread() {
-  const absl::Time now = absl::Now();
-  const int64_t min = now - t_last_walk < kPurgeSpacing ? kPurgeSoonAgainBytes
-                                                         : kPurgeMinResidentBytes;
-  return min;
+// after_burst: RSS grew by a burst's worth since the last release ended
+// (kBurstGrowth, or half again): then every heap with a little to return
+// is walked, however recently.
+constexpr int64_t kBurstGrowth = 64 << 20;
+
+int64_t PurgeThresholdThisThread(bool after_burst) {
+  if (after_burst) return kPurgeMinResidentBytes;
+  return absl::Now() - t_last_walk < kPurgeSpacing ? kPurgeSoonAgainBytes
+                                                   : kPurgeMinResidentBytes;
 }
 
 void NoteWalkThisThread(const alloc::FreeBlockPurge& p) {
@@ -114,9 +118,13 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
   auto sum = std::make_shared<Sum>();
   const bool purge = alloc::Allocator::Get().name() == "mimalloc" &&
                      mode != rsslab::v1::TRIM_GLOBAL_ONLY;
+  const int64_t rss = StatmRssBytes();
+  const int64_t last = last_rss_after_.load();
+  const bool after_burst = last <= 0 || rss - last >= std::min<int64_t>(kBurstGrowth, last / 2);
   if (purge) {
-    threads_.ArmNextPass([sum] {
-      const alloc::FreeBlockPurge p = alloc::PurgeFreeBlocksThisThread(PurgeThresholdThisThread());
+    threads_.ArmNextPass([sum, after_burst] {
+      const alloc::FreeBlockPurge p =
+          alloc::PurgeFreeBlocksThisThread(PurgeThresholdThisThread(after_burst));
       NoteWalkThisThread(p);
       absl::MutexLock l(&sum->mu);
       alloc::FreeBlockPurge& t = sum->total;
@@ -136,6 +144,7 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
   rsslab::v1::TrimResult r = trimmer_.Run(mode, trigger);
   TrackedThreads::SetCallTimeout(absl::InfiniteDuration());
   threads_.ArmNextPass(nullptr);  // unused when no pass ran
+  last_rss_after_.store(StatmRssBytes());
   if (purge) {
     absl::MutexLock l(&sum->mu);
     absl::MutexLock pl(&purge_mu_);

@@ -151,9 +151,9 @@ std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> 
   last_clean_.store(static_cast<int>(tids.size() - owing.size()));
   if (owing.empty()) return p->runs;
   p->pending = static_cast<int>(owing.size());
-  // A task taken by a thread that owed nothing goes back into the queue;
-  // bounded, for a thread that never comes free.
-  p->resubmits_left = 16 * static_cast<int>(owing.size());
+  // A task taken by a thread that owed nothing may go back into the
+  // queue; bounded, for a thread that never comes free.
+  p->resubmits_left = static_cast<int>(owing.size());
   // What submit() will put in (one per owing worker); corrected by what it
   // says it did, since a task may start before it returns.
   p->submitted = static_cast<int>(owing.size());
@@ -293,9 +293,12 @@ bool TrackedThreads::Visit(bool task) {
         p->runs[i].ran = p->open;  // past the deadline it counts as not reached
         p->runs[i].pause = pause;
         --p->pending;
-      } else if (task && p->pending > 0 && p->resubmits_left > 0) {
-        // This thread owed nothing: the task goes back into the queue (the
-        // caller puts it there, then holds) for a thread that still owes.
+      } else if (task && p->pending > 0 && p->taken >= p->submitted && p->resubmits_left > 0) {
+        // This thread owed nothing and no visit task is left in the queue:
+        // the task goes back in (the caller puts it there, then holds) for
+        // an idle thread that still owes. Never while others are queued:
+        // visit tasks going round the queue ahead of the service's work
+        // held every request up (seconds, at 64 workers under load).
         --p->resubmits_left;
         ++p->submitted;
         resubmit = true;

@@ -7,8 +7,9 @@
 // each in one of two ways, whichever comes first:
 //   - a visit task: RunOnEachWorker asks Python (the `submit` hook) to put
 //     one task per owing worker into its executor's queue; a task runs the
-//     release if its thread still owes one, else goes back into the queue
-//     for a thread that does. A worker that took one is then held off the
+//     release if its thread still owes one; one taken by a thread that owed
+//     nothing goes back into the queue only when no other is left in it.
+//     A worker that took one is then held off the
 //     queue (without the GIL) while visit tasks are still in it, so that
 //     they go to other threads, but one held worker goes back for each
 //     piece of work the service submits meanwhile (NoteWork, the tracked
@@ -76,7 +77,8 @@ class TrackedThreads : public ThreadSet {
   // visit task (not the interceptor): it is counted as taken, and the
   // worker is then held as Hold() does. Returns true if the caller should
   // put the visit task back into its executor and then call Hold(): it
-  // went to a thread that owed nothing while some thread still owes.
+  // went to a thread that owed nothing, no other is queued, and some
+  // thread still owes.
   bool Visit(bool task);
   // GIL held (released while waiting). Waits until no visit task of the
   // pass is queued, the pass ends, or the service submits work that no
