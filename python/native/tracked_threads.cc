@@ -87,24 +87,9 @@ void TrackedThreads::ArmNextPass(std::function<void()> extra) {
   next_extra_ = std::move(extra);
 }
 
-std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> fn,
-                                                        absl::Duration timeout) {
-  timeout = std::min(timeout, t_call_timeout);
-  std::function<void()> extra;
-  {
-    absl::MutexLock l(&mu_);
-    extra = std::move(next_extra_);
-    next_extra_ = nullptr;
-  }
-  if (extra) {
-    fn = [fn = std::move(fn), extra = std::move(extra)](int worker) {
-      fn(worker);
-      extra();
-    };
-  }
-  if (refusing_.load()) return {};
-  std::vector<int> tids;
-  bool got = WithGil([&] {
+bool TrackedThreads::ListTargets(std::vector<int>* out) {
+  std::vector<int>& tids = *out;
+  return WithGil([&] {
     if (targets_ == nullptr) return;
     PyObject* list = PyObject_CallNoArgs(targets_);
     if (list == nullptr) {
@@ -124,6 +109,51 @@ std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> 
     }
     Py_DECREF(list);
   });
+}
+
+long TrackedThreads::SubmitVisits(const std::vector<int>& owing) {  // NOLINT(runtime/int)
+  long submitted = -1;  // NOLINT(runtime/int)
+  WithGil([&] {
+    if (submit_ == nullptr) return;
+    PyObject* list = PyList_New(static_cast<Py_ssize_t>(owing.size()));
+    if (list == nullptr) {
+      ReportPythonError("submitting the visit tasks");
+      return;
+    }
+    for (size_t i = 0; i < owing.size(); ++i) {
+      PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), PyLong_FromLong(owing[i]));
+    }
+    PyObject* r = PyObject_CallOneArg(submit_, list);
+    Py_DECREF(list);
+    if (r == nullptr) {
+      ReportPythonError("submitting the visit tasks");
+      return;
+    }
+    if (PyLong_Check(r)) submitted = PyLong_AsLong(r);
+    PyErr_Clear();
+    Py_DECREF(r);
+  });
+  return submitted;
+}
+
+std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> fn,
+                                                        absl::Duration timeout) {
+  timeout = std::min(timeout, t_call_timeout);
+  std::function<void()> extra;
+  {
+    absl::MutexLock l(&mu_);
+    extra = std::move(next_extra_);
+    next_extra_ = nullptr;
+  }
+  if (extra) {
+    fn = [fn = std::move(fn), extra = std::move(extra)](int worker) {
+      fn(worker);
+      extra();
+    };
+  }
+  if (refusing_.load()) return {};
+  std::vector<int> tids;
+  const bool got = ListTargets(&tids);
   std::sort(tids.begin(), tids.end());
   tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
   last_targets_.store(static_cast<int>(tids.size()));
@@ -165,27 +195,7 @@ std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> 
     pass_ = p;
     active_.store(true);
   }
-  long submitted = -1;  // NOLINT(runtime/int)
-  WithGil([&] {
-    if (submit_ == nullptr) return;
-    PyObject* list = PyList_New(static_cast<Py_ssize_t>(owing.size()));
-    if (list == nullptr) {
-      ReportPythonError("submitting the visit tasks");
-      return;
-    }
-    for (size_t i = 0; i < owing.size(); ++i) {
-      PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), PyLong_FromLong(owing[i]));
-    }
-    PyObject* r = PyObject_CallOneArg(submit_, list);
-    Py_DECREF(list);
-    if (r == nullptr) {
-      ReportPythonError("submitting the visit tasks");
-      return;
-    }
-    if (PyLong_Check(r)) submitted = PyLong_AsLong(r);
-    PyErr_Clear();
-    Py_DECREF(r);
-  });
+  const long submitted = SubmitVisits(owing);  // NOLINT(runtime/int)
   if (submitted >= 0) {
     absl::MutexLock l(&mu_);
     p->submitted += static_cast<int>(submitted) - static_cast<int>(owing.size());

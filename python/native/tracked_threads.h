@@ -145,6 +145,10 @@ class TrackedThreads : public ThreadSet {
   absl::Mutex clean_mu_;
   std::set<int> clean_ ABSL_GUARDED_BY(clean_mu_);
   void MarkClean();  // on the thread whose share just ran
+  // With the GIL: the targets() hook's thread ids; false if Python is gone.
+  bool ListTargets(std::vector<int>* tids);
+  // With the GIL: submit(owing); what it says it submitted, -1 on error.
+  long SubmitVisits(const std::vector<int>& owing);  // NOLINT(runtime/int)
   // Owned references, touched only with the GIL held.
   PyObject* targets_ = nullptr;
   PyObject* submit_ = nullptr;
