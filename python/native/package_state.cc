@@ -55,8 +55,11 @@ constexpr int64_t kPurgeMinResidentBytes = 256 << 10;
 // under steady load each worker refills some free blocks between releases
 // (a walk on a third of 64 workers, each 16-110 ms on a loaded 2-core
 // machine, at every release 2 s apart), which it would fault back in soon.
+// With 10 s, the walk that came due every 10 s paused a worker 26-31 ms
+// under a steady 300 requests/s (docs/PACKAGE.md, "Measured"): a few MiB
+// per worker are not worth that more often than every 5 minutes.
 constexpr int64_t kPurgeSoonAgainBytes = 4 << 20;
-constexpr absl::Duration kPurgeSpacing = absl::Seconds(10);
+constexpr absl::Duration kPurgeSpacing = absl::Seconds(300);
 thread_local absl::Time t_last_walk = absl::InfinitePast();
 
 // after_burst: RSS grew by a burst's worth since the last release ended
