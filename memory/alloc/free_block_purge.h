@@ -14,8 +14,17 @@
 // other threads only ever free blocks that are live. Refused (ran = false,
 // `note` says why) for anything but mimalloc 2.0.x.
 //
+// The walk visits every block of the heap, small ones included: tens of
+// milliseconds on a busy worker's heap. With min_resident_bytes > 0 it runs
+// only when a cheaper look finds that much to return: one call per page
+// (no block walk) and mincore() over each page whose blocks span two OS
+// pages or more (the only ones the walk can purge), counting its resident
+// bytes beyond its live blocks and the first page of each free block. A
+// release under steady load, soon after another, then skips the walk
+// (skipped = true); one after a burst still makes it.
+//
 // Example, on each worker:
-//   FreeBlockPurge p = PurgeFreeBlocksThisThread();
+//   FreeBlockPurge p = PurgeFreeBlocksThisThread(/*min_resident_bytes=*/256 << 10);
 //   // p.bytes: what madvise was asked to drop (RSS shows what it did)
 
 #ifndef RSSLAB_MEMORY_ALLOC_FREE_BLOCK_PURGE_H_
@@ -36,9 +45,20 @@ struct FreeBlockPurge {
   int64_t bytes = 0;     // bytes they covered
   int64_t failed = 0;    // madvise calls that failed
   int64_t duration_us = 0;  // the walk and the madvise calls (summed over threads: the longest)
+  // The look before the walk (min_resident_bytes > 0): resident bytes it
+  // found in free blocks of the walkable pages, and whether that was too
+  // little to walk for (summed over threads: how many skipped).
+  int64_t resident_free_bytes = 0;
+  bool skipped = false;
+  int64_t threads_skipped = 0;
 };
 
-FreeBlockPurge PurgeFreeBlocksThisThread();
+FreeBlockPurge PurgeFreeBlocksThisThread(int64_t min_resident_bytes = 0);
+
+// The look alone: resident bytes in the free blocks of the calling
+// thread's walkable pages (an estimate from mincore, see above); -1 when
+// the heap cannot be visited.
+int64_t ResidentFreeBlockBytesThisThread();
 
 }  // namespace alloc
 }  // namespace rsslab

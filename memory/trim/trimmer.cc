@@ -55,8 +55,8 @@ void FillWorkerResults(
 // own thread, then (mimalloc 2.0.x) a follow-up visit, then the allocator's
 // after-threads step.
 void RunPerThreadPass(ThreadSet* workers, absl::Duration timeout, bool thread_stats,
-                      const alloc::Allocator& a, const alloc::Allocator::DelayOverride& delay,
-                      rsslab::v1::TrimResult* r) {
+                      bool follow_up_in_pass, const alloc::Allocator& a,
+                      const alloc::Allocator::DelayOverride& delay, rsslab::v1::TrimResult* r) {
   r->set_per_thread(true);
   // Shared with the workers: one stuck past the timeout still runs the
   // release later, and must find its state alive.
@@ -69,14 +69,19 @@ void RunPerThreadPass(ThreadSet* workers, absl::Duration timeout, bool thread_st
   };
   auto state = std::make_shared<PassState>();
   absl::Time t0 = absl::Now();
+  // With the delay at 0 the follow-up needs no wait: it can share the visit.
+  const bool folded = follow_up_in_pass && a.HasFollowUp() && delay.applied;
   std::vector<WorkerRun> runs = workers->RunOnEachWorker(
-      [&a, state, thread_stats](int worker) {
+      [&a, state, thread_stats, folded](int worker) {
         rsslab::v1::ThreadAllocStats before, after;
         if (thread_stats) a.FillThreadStats(&before);
         alloc::Allocator::Release rel = a.ReleaseThisThread();
+        alloc::Allocator::Release follow;
+        if (folded) follow = a.FollowUpThisThread();
         if (thread_stats) a.FillThreadStats(&after);
         absl::MutexLock l(&state->mu);
         state->call = rel.call;
+        if (folded) state->follow_up_call = follow.call;
         if (thread_stats) state->stats[worker] = {before, after};
       },
       timeout);
@@ -88,7 +93,7 @@ void RunPerThreadPass(ThreadSet* workers, absl::Duration timeout, bool thread_st
   const absl::Duration follow_up_delay = a.FollowUpDelay();
   std::vector<WorkerRun> follow_up;
   // mimalloc 3.x has no per-thread segments: nothing to visit for.
-  if (a.HasFollowUp() && (delay.applied || follow_up_delay > absl::ZeroDuration())) {
+  if (!folded && a.HasFollowUp() && (delay.applied || follow_up_delay > absl::ZeroDuration())) {
     absl::SleepFor(follow_up_delay);
     r->set_follow_up_delay_us(absl::ToInt64Microseconds(follow_up_delay));
     follow_up = workers->RunOnEachWorker(
@@ -145,8 +150,8 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   r.set_global_freed_bytes(r.rss_before_bytes() - r.rss_between_bytes());
 
   if (per_thread) {
-    RunPerThreadPass(workers_, std::min(worker_timeout_, worker_timeout), thread_stats_, a, delay,
-                     &r);
+    RunPerThreadPass(workers_, std::min(worker_timeout_, worker_timeout), thread_stats_,
+                     follow_up_in_pass_, a, delay, &r);
   }
   if (!delay.option.empty()) {
     r.set_release_delay_option(delay.option);

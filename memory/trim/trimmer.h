@@ -41,6 +41,15 @@ class Trimmer {
   explicit Trimmer(ThreadSet* workers, absl::Duration worker_timeout = absl::Seconds(10),
                    bool thread_stats = false);
 
+  // mimalloc 2.0.x with the decommit delay overridden to 0 (no wait before
+  // the follow-up): run each worker's follow-up in the same visit, right
+  // after its release, instead of in a second pass over every worker. Each
+  // visit of a pass interrupts a worker's serving (the package's visits are
+  // tasks queued among the requests), so one visit instead of two. The
+  // follow-up only touches the worker's own segments, so the order across
+  // workers does not matter. Set before the first Run.
+  void set_follow_up_in_pass(bool in_pass) { follow_up_in_pass_ = in_pass; }
+
   // `worker_timeout` (when shorter than the constructor's) bounds the wait
   // for each worker of this run: a control call's deadline.
   rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger,
@@ -72,6 +81,7 @@ class Trimmer {
   ThreadSet* const workers_;
   const absl::Duration worker_timeout_;
   const bool thread_stats_;
+  bool follow_up_in_pass_ = false;
   // One trim at a time: concurrent releases would only contend on the
   // allocator's locks and muddle the before/after figures.
   absl::Mutex run_mu_;

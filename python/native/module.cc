@@ -123,6 +123,9 @@ py11::dict Release(int mode, double timeout_s, const std::string& trigger) {
   purge["bytes"] = p.bytes;
   purge["failed"] = p.failed;
   purge["longestUs"] = p.duration_us;
+  purge["residentFreeBytes"] = p.resident_free_bytes;
+  purge["threadsSkipped"] = p.threads_skipped;
+  d["threadsClean"] = State().threads().last_clean_count();
   d["freeBlockPurge"] = purge;
   return d;
 }
@@ -246,7 +249,10 @@ PYBIND11_MODULE(_rsslab, m) {
     State().threads().SetHooks(targets.ptr(), submit.ptr());
   });
   m.def("set_snapshot_hook", [](py11::object hook) { State().SetSnapshotHook(hook.ptr()); });
-  m.def("visit", [](bool barrier) { return State().threads().Visit(barrier); });
+  m.def("visit", [](bool task) { return State().threads().Visit(task); });
+  m.def("hold", []() { State().threads().Hold(); });
+  m.def("note_work", []() { State().threads().NoteWork(); });
+  m.def("mark_ran", []() { State().threads().MarkRan(); });
   m.def("count_request", [](uint64_t n) { State().CountRequests(n); });
   // The interceptor, after each request: counted and timed, then this
   // worker's share of a pending release (cheap when none is).

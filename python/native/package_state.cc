@@ -44,6 +44,39 @@ T Get(const py11::dict& d, const char* key, T fallback) {
   return d[key].cast<T>();
 }
 
+// A worker's block walk (free_block_purge.h) runs only when a look at its
+// walkable pages finds at least this much resident in their free blocks: a
+// release every 2 s under steady load finds less on almost every worker
+// and skips the walk, which visits every block of the heap; a release
+// after a burst finds megabytes. At 64 workers what a skip can leave
+// behind is at most 64 x 256 KiB.
+constexpr int64_t kPurgeMinResidentBytes = 256 << 10;
+// Within kPurgeSpacing of this thread's last walk, only a burst's worth:
+// under steady load each worker refills some free blocks between releases
+// (a walk on a third of 64 workers, each 16-110 ms on a loaded 2-core
+// machine, at every release 2 s apart), which it would fault back in soon.
+// With 10 s, the walk that came due every 10 s paused a worker 26-31 ms
+// under a steady 300 requests/s (docs/PACKAGE.md, "Measured"): a few MiB
+// per worker are not worth that more often than every 5 minutes.
+constexpr int64_t kPurgeSoonAgainBytes = 4 << 20;
+constexpr absl::Duration kPurgeSpacing = absl::Seconds(300);
+thread_local absl::Time t_last_walk = absl::InfinitePast();
+
+// after_burst: RSS grew by a burst's worth since the last release ended
+// (kBurstGrowth, or half again): then every heap with a little to return
+// is walked, however recently.
+constexpr int64_t kBurstGrowth = 64 << 20;
+
+int64_t PurgeThresholdThisThread(bool after_burst) {
+  if (after_burst) return kPurgeMinResidentBytes;
+  return absl::Now() - t_last_walk < kPurgeSpacing ? kPurgeSoonAgainBytes
+                                                   : kPurgeMinResidentBytes;
+}
+
+void NoteWalkThisThread(const alloc::FreeBlockPurge& p) {
+  if (p.ran && !p.skipped) t_last_walk = absl::Now();
+}
+
 }  // namespace
 
 PackageState& State() {
@@ -59,7 +92,11 @@ PackageState& State() {
 PackageState::PackageState()
     : start_(absl::Now()),
       trimmer_(&threads_, absl::Seconds(10),
-               /*thread_stats=*/alloc::Allocator::Get().name() == "mimalloc") {}
+               /*thread_stats=*/alloc::Allocator::Get().name() == "mimalloc") {
+  // One visit per worker per release (each visit is a task queued among
+  // the service's requests).
+  trimmer_.set_follow_up_in_pass(true);
+}
 
 alloc::FreeBlockPurge PackageState::last_purge() {
   absl::MutexLock l(&purge_mu_);
@@ -84,9 +121,14 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
   auto sum = std::make_shared<Sum>();
   const bool purge = alloc::Allocator::Get().name() == "mimalloc" &&
                      mode != rsslab::v1::TRIM_GLOBAL_ONLY;
+  const int64_t rss = StatmRssBytes();
+  const int64_t last = last_rss_after_.load();
+  const bool after_burst = last <= 0 || rss - last >= std::min<int64_t>(kBurstGrowth, last / 2);
   if (purge) {
-    threads_.ArmNextPass([sum] {
-      const alloc::FreeBlockPurge p = alloc::PurgeFreeBlocksThisThread();
+    threads_.ArmNextPass([sum, after_burst] {
+      const alloc::FreeBlockPurge p =
+          alloc::PurgeFreeBlocksThisThread(PurgeThresholdThisThread(after_burst));
+      NoteWalkThisThread(p);
       absl::MutexLock l(&sum->mu);
       alloc::FreeBlockPurge& t = sum->total;
       t.ran = t.ran || p.ran;
@@ -96,6 +138,8 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
       t.ranges += p.ranges;
       t.bytes += p.bytes;
       t.failed += p.failed;
+      t.resident_free_bytes += p.resident_free_bytes;
+      t.threads_skipped += p.threads_skipped;
       t.duration_us = std::max(t.duration_us, p.duration_us);  // the longest thread's
     });
   }
@@ -103,6 +147,7 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
   rsslab::v1::TrimResult r = trimmer_.Run(mode, trigger);
   TrackedThreads::SetCallTimeout(absl::InfiniteDuration());
   threads_.ArmNextPass(nullptr);  // unused when no pass ran
+  last_rss_after_.store(StatmRssBytes());
   if (purge) {
     absl::MutexLock l(&sum->mu);
     absl::MutexLock pl(&purge_mu_);

@@ -98,6 +98,7 @@ class PackageState {
   std::string seen_phase_ ABSL_GUARDED_BY(seen_mu_) = "start";
   rsslab::v1::WorkerStats seen_workers_ ABSL_GUARDED_BY(seen_mu_);
   std::atomic<int64_t> arena_cap_{0};
+  std::atomic<int64_t> last_rss_after_{0};  // RSS when the last release ended
   PyObject* snapshot_hook_ = nullptr;  // GIL held to touch
 
   absl::Mutex auto_mu_;  // held while starting or stopping the policy

@@ -15,6 +15,14 @@ namespace {
 
 std::atomic<bool> g_shutting_down{false};
 thread_local absl::Duration t_call_timeout = absl::InfiniteDuration();
+// This thread since its last share: unknown (never visited, or a reused
+// tid), clean (ran no work since), dirty.
+enum class HeapState { kUnknown, kClean, kDirty };
+thread_local HeapState t_heap = HeapState::kUnknown;
+// Set when a NoteWork released this thread from a hold: it goes for that
+// work, so it holds no more until it has started a work item (MarkRan),
+// passing any visit task it meets on the way back into the queue.
+thread_local bool t_answering = false;
 
 int Tid() { return static_cast<int>(syscall(SYS_gettid)); }
 
@@ -79,24 +87,9 @@ void TrackedThreads::ArmNextPass(std::function<void()> extra) {
   next_extra_ = std::move(extra);
 }
 
-std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> fn,
-                                                        absl::Duration timeout) {
-  timeout = std::min(timeout, t_call_timeout);
-  std::function<void()> extra;
-  {
-    absl::MutexLock l(&mu_);
-    extra = std::move(next_extra_);
-    next_extra_ = nullptr;
-  }
-  if (extra) {
-    fn = [fn = std::move(fn), extra = std::move(extra)](int worker) {
-      fn(worker);
-      extra();
-    };
-  }
-  if (refusing_.load()) return {};
-  std::vector<int> tids;
-  bool got = WithGil([&] {
+bool TrackedThreads::ListTargets(std::vector<int>* out) {
+  std::vector<int>& tids = *out;
+  return WithGil([&] {
     if (targets_ == nullptr) return;
     PyObject* list = PyObject_CallNoArgs(targets_);
     if (list == nullptr) {
@@ -116,6 +109,51 @@ std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> 
     }
     Py_DECREF(list);
   });
+}
+
+long TrackedThreads::SubmitVisits(const std::vector<int>& owing) {  // NOLINT(runtime/int)
+  long submitted = -1;  // NOLINT(runtime/int)
+  WithGil([&] {
+    if (submit_ == nullptr) return;
+    PyObject* list = PyList_New(static_cast<Py_ssize_t>(owing.size()));
+    if (list == nullptr) {
+      ReportPythonError("submitting the visit tasks");
+      return;
+    }
+    for (size_t i = 0; i < owing.size(); ++i) {
+      PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), PyLong_FromLong(owing[i]));
+    }
+    PyObject* r = PyObject_CallOneArg(submit_, list);
+    Py_DECREF(list);
+    if (r == nullptr) {
+      ReportPythonError("submitting the visit tasks");
+      return;
+    }
+    if (PyLong_Check(r)) submitted = PyLong_AsLong(r);
+    PyErr_Clear();
+    Py_DECREF(r);
+  });
+  return submitted;
+}
+
+std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> fn,
+                                                        absl::Duration timeout) {
+  timeout = std::min(timeout, t_call_timeout);
+  std::function<void()> extra;
+  {
+    absl::MutexLock l(&mu_);
+    extra = std::move(next_extra_);
+    next_extra_ = nullptr;
+  }
+  if (extra) {
+    fn = [fn = std::move(fn), extra = std::move(extra)](int worker) {
+      fn(worker);
+      extra();
+    };
+  }
+  if (refusing_.load()) return {};
+  std::vector<int> tids;
+  const bool got = ListTargets(&tids);
   std::sort(tids.begin(), tids.end());
   tids.erase(std::unique(tids.begin(), tids.end()), tids.end());
   last_targets_.store(static_cast<int>(tids.size()));
@@ -125,13 +163,30 @@ std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> 
   p->fn = std::move(fn);
   p->runs.resize(tids.size());
   p->started.assign(tids.size(), false);
-  for (size_t i = 0; i < tids.size(); ++i) {
-    p->index_of_tid[tids[i]] = static_cast<int>(i);
-    p->runs[i].worker = static_cast<int>(i);
-    p->runs[i].tid = tids[i];
+  std::vector<int> owing;
+  {
+    absl::MutexLock l(&clean_mu_);
+    for (size_t i = 0; i < tids.size(); ++i) {
+      p->index_of_tid[tids[i]] = static_cast<int>(i);
+      p->runs[i].worker = static_cast<int>(i);
+      p->runs[i].tid = tids[i];
+      if (clean_.count(tids[i]) != 0) {
+        p->started[i] = true;  // nothing to release since its last share
+        p->runs[i].ran = true;
+      } else {
+        owing.push_back(tids[i]);
+      }
+    }
   }
-  p->pending = static_cast<int>(tids.size());
-  p->resubmits_left = static_cast<int>(tids.size());
+  last_clean_.store(static_cast<int>(tids.size() - owing.size()));
+  if (owing.empty()) return p->runs;
+  p->pending = static_cast<int>(owing.size());
+  // A task taken by a thread that owed nothing may go back into the
+  // queue; bounded, for a thread that never comes free.
+  p->resubmits_left = static_cast<int>(owing.size());
+  // What submit() will put in (one per owing worker); corrected by what it
+  // says it did, since a task may start before it returns.
+  p->submitted = static_cast<int>(owing.size());
   p->deadline = absl::Now() + timeout;
   {
     absl::MutexLock l(&mu_);
@@ -140,12 +195,11 @@ std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> 
     pass_ = p;
     active_.store(true);
   }
-  WithGil([&] {
-    if (submit_ == nullptr) return;
-    PyObject* r = PyObject_CallNoArgs(submit_);
-    if (r == nullptr) ReportPythonError("submitting the visit tasks");
-    Py_XDECREF(r);
-  });
+  const long submitted = SubmitVisits(owing);  // NOLINT(runtime/int)
+  if (submitted >= 0) {
+    absl::MutexLock l(&mu_);
+    p->submitted += static_cast<int>(submitted) - static_cast<int>(owing.size());
+  }
   // The caller may itself be a tracked worker (release() from a handler):
   // it cannot take a visit task while it waits here, so it goes first.
   auto self = p->index_of_tid.find(Tid());
@@ -156,6 +210,7 @@ std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> 
     }
     absl::Time t0 = absl::Now();
     p->fn(self->second);
+    MarkClean();
     absl::MutexLock l(&mu_);
     p->runs[self->second].ran = true;
     p->runs[self->second].pause = absl::Now() - t0;
@@ -173,7 +228,57 @@ std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> 
   return p->runs;
 }
 
-bool TrackedThreads::Visit(bool barrier) {
+void TrackedThreads::HoldLocked(const std::shared_ptr<Pass>& p) {
+  Pass* raw = p.get();
+  auto released = +[](Pass* x) {
+    return x->pending == 0 || !x->open || x->taken >= x->submitted;
+  };
+  mu_.AwaitWithDeadline(
+      absl::Condition(+[](Pass* x) { return x->pending == 0 || !x->open ||
+                                            x->taken >= x->submitted || x->work > 0; },
+                      raw),
+      p->deadline);
+  // Work the service submitted needs one worker: this one goes, the other
+  // held workers stay (all of them waking would only take the visit tasks
+  // off the queue again).
+  if (!released(raw) && raw->work > 0) {
+    --raw->work;
+    t_answering = true;
+  }
+}
+
+void TrackedThreads::Hold() {
+  if (!active_.load(std::memory_order_relaxed) || t_answering) return;
+  Py_BEGIN_ALLOW_THREADS;
+  {
+    absl::MutexLock l(&mu_);
+    std::shared_ptr<Pass> p = pass_;
+    if (p && p->open) HoldLocked(p);
+  }
+  Py_END_ALLOW_THREADS;
+}
+
+void TrackedThreads::MarkClean() {
+  t_heap = HeapState::kClean;
+  absl::MutexLock l(&clean_mu_);
+  clean_.insert(Tid());
+}
+
+void TrackedThreads::MarkRan() {
+  t_answering = false;
+  if (t_heap == HeapState::kDirty) return;  // the common case: no lock
+  t_heap = HeapState::kDirty;
+  absl::MutexLock l(&clean_mu_);
+  clean_.erase(Tid());
+}
+
+void TrackedThreads::NoteWork() {
+  if (!active_.load(std::memory_order_relaxed)) return;
+  absl::MutexLock l(&mu_);  // wakes a held worker
+  if (pass_) ++pass_->work;
+}
+
+bool TrackedThreads::Visit(bool task) {
   // The interceptor calls this after every request: no pass, no cost.
   if (!active_.load(std::memory_order_relaxed)) return false;
   bool resubmit = false;
@@ -183,7 +288,9 @@ bool TrackedThreads::Visit(bool barrier) {
     absl::MutexLock l(&mu_);
     std::shared_ptr<Pass> p = pass_;
     if (p && p->open && absl::Now() < p->deadline) {
+      if (task) ++p->taken;
       auto it = p->index_of_tid.find(tid);
+      bool hold = task && !t_answering;
       if (it != p->index_of_tid.end() && !p->started[it->second]) {
         const int i = it->second;
         p->started[i] = true;
@@ -191,20 +298,26 @@ bool TrackedThreads::Visit(bool barrier) {
         absl::Time t0 = absl::Now();
         p->fn(i);
         absl::Duration pause = absl::Now() - t0;
+        MarkClean();
         mu_.Lock();
         p->runs[i].ran = p->open;  // past the deadline it counts as not reached
         p->runs[i].pause = pause;
         --p->pending;
-      } else if (barrier && p->pending > 0 && p->resubmits_left > 0) {
+      } else if (task && p->pending > 0 && p->taken >= p->submitted && p->resubmits_left > 0) {
+        // This thread owed nothing and no visit task is left in the queue:
+        // the task goes back in (the caller puts it there, then holds) for
+        // an idle thread that still owes. Never while others are queued:
+        // visit tasks going round the queue ahead of the service's work
+        // held every request up (seconds, at 64 workers under load).
         --p->resubmits_left;
+        ++p->submitted;
         resubmit = true;
+        hold = false;
       }
-      if (barrier) {
-        Pass* raw = p.get();
-        mu_.AwaitWithDeadline(
-            absl::Condition(+[](Pass* x) { return x->pending == 0 || !x->open; }, raw),
-            p->deadline);
-      }
+      // Off the queue while tasks of the pass are still in it, so that they
+      // go to other threads; one held worker back to it for each piece of
+      // work the service submits meanwhile.
+      if (hold) HoldLocked(p);
     }
   }
   Py_END_ALLOW_THREADS;

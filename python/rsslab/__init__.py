@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import weakref
+from concurrent.futures import thread as _cf_thread
 
 from . import _rsslab as _native
 
@@ -83,25 +84,76 @@ def _target_tids():
 
 
 def _submit_one(executor):
+    # Straight into the executor's queue, as submit() would put it, without
+    # submit()'s thread start: submit() starts a new worker whenever it
+    # sees no idle one, so releases under load would grow the pool to its
+    # maximum (and a visit task is not the service's work: no NoteWork).
+    task = (_visit_task, (weakref.ref(executor),), {})
     try:
-        executor.submit(_visit_task, weakref.ref(executor))
-    except RuntimeError:  # shut down: its threads are gone or going
-        pass
+        with executor._shutdown_lock:
+            if executor._shutdown or executor._broken or _cf_thread._shutdown:
+                return False
+            executor._work_queue.put(_cf_thread._WorkItem(concurrent.futures.Future(), *task))
+            executor._idle_semaphore.acquire(timeout=0)
+        return True
+    except AttributeError:  # not the standard library's internals: its own submit
+        try:
+            type(executor).submit(executor, task[0], *task[1])
+            return True
+        except RuntimeError:  # shut down: its threads are gone or going
+            return False
 
 
 def _visit_task(ref):
-    # Runs the pass's release if this worker owes one, then waits (no GIL)
-    # for the others, so that no worker takes two visit tasks.
+    # Runs the pass's release if this worker owes one, then stays off the
+    # queue (no GIL) while other visit tasks are still in it, so that no
+    # worker takes two. True: this worker owed nothing and took what may
+    # have been another's task; it puts one more in, then waits for it to
+    # be taken by another thread.
     if _native.visit(True):
         ex = ref()
-        if ex is not None:
-            _submit_one(ex)
+        if ex is not None and _submit_one(ex):
+            _native.hold()
 
 
-def _submit_visits():
+def _count_work(executor):
+    """Makes `executor.submit` tell the native side that work arrived, so
+    that workers a release holds off the queue go back to it at once."""
+    if "submit" in vars(executor):
+        return
+    ref = weakref.ref(executor)  # no cycle through the instance's own dict
+    submit = type(executor).submit
+    note = _native.note_work
+
+    def counted_submit(fn, /, *args, **kwargs):
+        note()
+        return submit(ref(), _marked, fn, args, kwargs)
+
+    counted_submit.__doc__ = submit.__doc__
+    executor.submit = counted_submit
+
+
+def _marked(fn, args, kwargs):
+    # This worker's heap may change: the next release visits it (a worker
+    # that ran nothing since its last visit is not visited again).
+    _native.mark_ran()
+    return fn(*args, **kwargs)
+
+
+def _add(executor):
+    _count_work(executor)
+    _executors.add(executor)
+
+
+def _submit_visits(tids):
+    # One visit task per listed worker, into the executor it belongs to.
+    want = set(tids)
+    n = 0
     for ex in list(_executors):
-        for _ in _live_threads(ex):
-            _submit_one(ex)
+        for t in _live_threads(ex):
+            if t.native_id in want:
+                n += _submit_one(ex)
+    return n
 
 
 def track(executor):
@@ -115,7 +167,7 @@ def track(executor):
     if not isinstance(executor, concurrent.futures.ThreadPoolExecutor):
         raise TypeError("track() takes a concurrent.futures.ThreadPoolExecutor, got %s"
                         % type(executor).__name__)
-    _executors.add(executor)
+    _add(executor)
     return executor
 
 
@@ -133,7 +185,7 @@ def track_all():
 
         def __init__(self, *args, **kwargs):
             original(self, *args, **kwargs)
-            _executors.add(self)
+            _add(self)
 
         concurrent.futures.ThreadPoolExecutor.__init__ = __init__
 
@@ -232,6 +284,9 @@ def _summary(r, mode):
         # mimalloc 2.0.x: pages inside free blocks returned on each thread
         # (bytes madvise covered; the RSS figures above show the effect).
         "purged_free_blocks": r.get("freeBlockPurge", {}).get("bytes", 0),
+        # Workers counted as reached without a visit: they ran nothing
+        # since their last one, so their heaps have not changed.
+        "threads_clean": r.get("threadsClean", 0),
         "result": r,
     }
 

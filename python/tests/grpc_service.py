@@ -31,6 +31,9 @@ p.add_argument("--bare", action="store_true",
                help="bench/service_idle.sh: the service without the package at all (no "
                     "import, no Control; the ready line has no control=)")
 p.add_argument("--metrics", action="store_true", help="also serve /metrics (serve(metrics=))")
+p.add_argument("--no_serve", action="store_true",
+               help="bench/service_idle.sh: the package without serve() (no Control service; "
+                    "the ready line has control= empty)")
 p.add_argument("--timer_trim_s", type=float, default=0,
                help="the seed's advice as people apply it: malloc_trim(0) from a timer thread")
 p.add_argument("--timer_trim_log", default="", help="append each timer trim's Unix time here")
@@ -102,7 +105,8 @@ if args.auto_trim:
 load_pb2_grpc.add_LoadServicer_to_server(peer_server.Load(state), server)
 port = server.add_insecure_port("127.0.0.1:0")
 server.start()
-control = rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0" if args.metrics else None)
+control = "" if args.no_serve else rsslab.serve("127.0.0.1:0",
+                                                 metrics="127.0.0.1:0" if args.metrics else None)
 info["allocator"] = rsslab.allocator()
 print(json.dumps(info), flush=True)
 print("rsslab_server ready data=127.0.0.1:%d control=%s pid=%d" % (port, control, os.getpid()),

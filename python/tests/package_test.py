@@ -401,6 +401,56 @@ print("purged %d bytes in %d ranges over %d threads' pages; rss %.1f -> %.1f MiB
                            r["rss_after"] / 2**20, bad, len(keep), r2["result"]["freeBlockPurge"]["ranges"]))
 """
 
+# A release must not keep a pool from serving: one tracked worker is busy
+# (in a task, no interceptor) while the release's visit tasks wait for it;
+# work the service submits meanwhile must run at once on the idle workers,
+# which a release used to hold until every worker had been visited (up to
+# its timeout). The busy worker is reported as not reached, or reached.
+BUSY_WORKER = r"""
+import concurrent.futures as cf, threading, time, rsslab
+pool = rsslab.track(cf.ThreadPoolExecutor(max_workers=16))
+list(pool.map(lambda i: bytearray(1 << 16), range(64)))
+while len(pool._threads) < 16:
+    list(pool.map(time.sleep, [0.01] * 32))
+gate = threading.Event()
+pool.submit(gate.wait, 10)
+out = {}
+rel = threading.Thread(target=lambda: out.update(r=rsslab.release(timeout=3)))
+rel.start()
+time.sleep(0.5)
+t0 = time.monotonic()
+waited = pool.submit(time.monotonic).result(timeout=10) - t0
+gate.set()
+rel.join()
+r = out["r"]
+print("work waited %.3f s; reached %d, not reached %d" % (
+    waited, r["threads_reached"], len(r["threads_not_reached"])))
+"""
+
+# mimalloc: the block walk of the free-block purge runs where a look at the
+# heap finds resident free blocks (after a burst), and is skipped where it
+# finds none (every worker ran a little work after the first release); a
+# release after workers ran nothing at all visits none of them.
+PURGE_SKIP = r"""
+import concurrent.futures as cf, random, threading, rsslab
+pool = rsslab.track(cf.ThreadPoolExecutor(max_workers=16))
+def make(i):
+    rng = random.Random(i)
+    return [rng.randbytes(min(int(rng.lognormvariate(9.5, 1.2)), 1 << 20)) for _ in range(200)]
+blocks = [b for part in pool.map(make, range(32)) for b in part]
+keep = blocks[::10]
+del blocks
+r1 = rsslab.release()
+bar = threading.Barrier(16)
+list(pool.map(lambda i: bar.wait(), range(16)))  # each of the 16 runs one small task
+r2 = rsslab.release()
+r3 = rsslab.release()
+p1, p2 = r1["result"]["freeBlockPurge"], r2["result"]["freeBlockPurge"]
+print("first: %d bytes, %d of 16 skipped; second: %d bytes, %d of 16 skipped, %d clean; "
+      "third: %d clean, %d reached" % (p1["bytes"], p1["threadsSkipped"], p2["bytes"],
+      p2["threadsSkipped"], r2["threads_clean"], r3["threads_clean"], r3["threads_reached"]))
+"""
+
 RUN_SCRIPT = r"""
 import concurrent.futures as cf, rsslab, sys
 pool = cf.ThreadPoolExecutor(max_workers=3)
@@ -506,6 +556,24 @@ def small_checks(py):
         check(r.returncode == 0 and m is not None and int(m.group(1)) > 8 * MIB,
               "mimalloc: the free-block purge returns the pages inside free blocks and no live "
               "block changes: " + (r.stdout + r.stderr).strip()[-300:])
+        r = snippet(py, PURGE_SKIP, env_extra={"LD_PRELOAD": PRELOAD["mimalloc"]}, timeout=120)
+        m = re.search(r"first: (\d+) bytes, (\d+) of 16 skipped; second: (\d+) bytes, (\d+) of 16 "
+                      r"skipped, (\d+) clean; third: (\d+) clean, (\d+) reached", r.stdout)
+        check(r.returncode == 0 and m is not None and int(m.group(1)) > 8 * MIB
+              and int(m.group(2)) < 16 and int(m.group(3)) == 0 and int(m.group(4)) == 16
+              and int(m.group(5)) == 0 and int(m.group(6)) == 16 and int(m.group(7)) == 16,
+              "mimalloc: the purge walks the heaps a burst left free blocks in, skips the walk "
+              "where a look finds none, and workers that ran nothing since are not visited: "
+              + (r.stdout + r.stderr).strip()[-300:])
+    for allocator in [a for a in ALLOCATORS if a != "jemalloc"]:
+        extra = {"LD_PRELOAD": PRELOAD[allocator]} if PRELOAD[allocator] else None
+        r = snippet(py, BUSY_WORKER, env_extra=extra, timeout=60)
+        m = re.search(r"work waited ([0-9.]+) s; reached (\d+), not reached (\d+)", r.stdout)
+        check(r.returncode == 0 and m is not None and float(m.group(1)) < 0.5
+              and int(m.group(2)) >= 15 and int(m.group(2)) + int(m.group(3)) == 16,
+              "%s: a release waiting for a busy worker does not hold the pool: the service's "
+              "work ran on an idle worker (< 0.5 s): %s"
+              % (allocator, (r.stdout + r.stderr).strip()[-300:]))
     p = subprocess.Popen([py, "-c", EXIT_FAST], env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()  # printed right before the interpreter exits
