@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "grpcpp/support/client_interceptor.h"
 #include "common/files.h"
+#include "common/grpc_status.h"
 #include "common/listen.h"
 
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain of this side (enables TLS on servers).");
@@ -170,15 +171,21 @@ grpc::Status Security::Authorize(const grpc::ServerContextBase& context) const {
   if (token_.empty()) return grpc::Status::OK;
   const auto& md = context.client_metadata();
   auto it = md.find("authorization");
-  if (it == md.end()) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                        "missing bearer token (client needs --auth_token_file)");
+  if (it == md.end()) return ToGrpc(AuthorizeHeader(nullptr));
+  const std::string value(it->second.data(), it->second.size());
+  return ToGrpc(AuthorizeHeader(&value));
+}
+
+absl::Status Security::AuthorizeHeader(const std::string* authorization) const {
+  if (token_.empty()) return absl::OkStatus();
+  if (authorization == nullptr) {
+    return absl::UnauthenticatedError("missing bearer token (client needs --auth_token_file)");
   }
-  absl::string_view v(it->second.data(), it->second.size());
+  absl::string_view v(*authorization);
   if (!absl::ConsumePrefix(&v, "Bearer ") || !SameSecret(v, token_)) {
-    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "wrong bearer token");
+    return absl::UnauthenticatedError("wrong bearer token");
   }
-  return grpc::Status::OK;
+  return absl::OkStatus();
 }
 
 std::shared_ptr<grpc::Channel> Security::Channel(const std::string& target,

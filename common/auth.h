@@ -63,6 +63,10 @@ class Security {
   // OK, or UNAUTHENTICATED when a token is configured and the call does not
   // carry "authorization: Bearer <token>".
   grpc::Status Authorize(const grpc::ServerContextBase& context) const;
+  // The same check on the "authorization" header's value (nullptr: the call
+  // has none), for a transport that is not gRPC C++ (the Python package's
+  // grpcio one).
+  absl::Status AuthorizeHeader(const std::string* authorization) const;
 
   // A channel with TLS when --tls_ca/--tls_cert are set and the token sent
   // on every call when configured.

@@ -4,11 +4,10 @@
 #ifndef RSSLAB_CONTROL_SERVICE_CONTROL_SERVICE_H_
 #define RSSLAB_CONTROL_SERVICE_CONTROL_SERVICE_H_
 
-#include <atomic>
-
 #include "proto/control.grpc.pb.h"
 #include "common/auth.h"
 #include "control/service/control_backend.h"
+#include "control/service/control_calls.h"
 
 namespace rsslab {
 
@@ -26,7 +25,7 @@ class ControlService final : public rsslab::v1::Control::StreamedService {
   // `security` checks the caller's token (when one is configured) before
   // anything is read or changed.
   ControlService(ControlBackend* core, int max_watch_streams, const Security* security)
-      : core_(core), max_watch_streams_(max_watch_streams), security_(security) {}
+      : calls_(core, max_watch_streams), security_(security) {}
 
   grpc::Status StreamedSetPhase(
       grpc::ServerContext* context,
@@ -45,14 +44,11 @@ class ControlService final : public rsslab::v1::Control::StreamedService {
       override;
 
   // Ends every watch stream promptly (server shutdown).
-  void StopWatches() { stopping_.store(true); }
+  void StopWatches() { calls_.StopWatches(); }
 
  private:
-  ControlBackend* const core_;
-  const int max_watch_streams_;
+  ControlCalls calls_;  // the rules; this class is the gRPC C++ transport
   const Security* const security_;
-  std::atomic<int> watch_streams_{0};
-  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace rsslab

@@ -16,6 +16,7 @@
 #include "common/phase.h"
 #include "common/units.h"
 #include "control/service/control_backend.h"
+#include "control/service/control_calls.h"
 #include "control/service/control_service.h"
 #include "grpcpp/grpcpp.h"
 #include "memory/snapshot/snapshot_metrics.h"
@@ -128,12 +129,22 @@ class PackageBackend : public ControlBackend {
   }
 };
 
+// Stateless: one for the process, never destroyed (a watch stream may
+// outlive a stop).
+PackageBackend* Backend() {
+  static PackageBackend* backend = new PackageBackend;
+  return backend;
+}
+
+constexpr int kMaxWatchStreams = 8;
+
 struct Running {
-  PackageBackend backend;
-  std::unique_ptr<Security> security;
-  std::unique_ptr<ControlService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::string address;
+  std::shared_ptr<Security> security;
+  std::unique_ptr<ControlService> service;  // native transport
+  std::unique_ptr<grpc::Server> server;     // native transport
+  std::shared_ptr<ControlCalls> calls;      // grpcio transport
+  std::string host;
+  std::string address;  // grpcio: empty until ControlCallsBound
 };
 
 absl::Mutex g_mu;
@@ -179,9 +190,12 @@ void SetPhaseHook(PyObject* hook) {
 
 void ClearPhaseHook() { Py_CLEAR(g_phase_hook); }
 
-absl::StatusOr<std::string> StartControl(const std::string& address,
-                                         const std::string& token_file) {
-  absl::MutexLock l(&g_mu);
+namespace {
+
+// Checks what both transports check before listening.
+absl::StatusOr<std::unique_ptr<Running>> Prepare(const std::string& address,
+                                                 const std::string& token_file)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
   if (g_running) {
     return absl::FailedPreconditionError(
         absl::StrCat("the Control service already listens on ", g_running->address,
@@ -194,10 +208,26 @@ absl::StatusOr<std::string> StartControl(const std::string& address,
   absl::StatusOr<Security> sec = Security::Load(so);
   if (!sec.ok()) return sec.status();
   auto r = std::make_unique<Running>();
-  r->security = std::make_unique<Security>(*std::move(sec));
+  r->security = std::make_shared<Security>(*std::move(sec));
   if (absl::Status c = r->security->CheckListen(address, "control"); !c.ok()) return c;
-  r->service = std::make_unique<ControlService>(&r->backend, /*max_watch_streams=*/8,
-                                                r->security.get());
+  r->host = hp->host;
+  return r;
+}
+
+absl::Status InUse(const std::string& address) {
+  return absl::UnavailableError(
+      absl::StrCat("cannot listen on ", address, " (in use, or not an address of this host)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> StartControl(const std::string& address,
+                                         const std::string& token_file) {
+  absl::MutexLock l(&g_mu);
+  absl::StatusOr<std::unique_ptr<Running>> p = Prepare(address, token_file);
+  if (!p.ok()) return p.status();
+  std::unique_ptr<Running> r = *std::move(p);
+  r->service = std::make_unique<ControlService>(Backend(), kMaxWatchStreams, r->security.get());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(address, r->security->ServerCredentials(), &port);
@@ -206,11 +236,8 @@ absl::StatusOr<std::string> StartControl(const std::string& address,
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
   r->server = builder.BuildAndStart();
-  if (!r->server || port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address,
-                                               " (in use, or not an address of this host)"));
-  }
-  r->address = JoinHostPort(hp->host, port);
+  if (!r->server || port == 0) return InUse(address);
+  r->address = JoinHostPort(r->host, port);
   g_running = std::move(r);
   return g_running->address;
 }
@@ -222,10 +249,80 @@ void StopControl() {
     r = std::move(g_running);
   }
   if (!r) return;
+  if (r->calls) {
+    r->calls->StopWatches();
+    return;
+  }
   r->service->StopWatches();
   // Calls in flight get a second; a snapshot or trim answers well within it.
   r->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   r->server->Wait();
+}
+
+void EndControlWatches() {
+  absl::MutexLock l(&g_mu);
+  if (g_running && g_running->calls) g_running->calls->StopWatches();
+}
+
+absl::Status OpenControlCalls(const std::string& address, const std::string& token_file) {
+  absl::MutexLock l(&g_mu);
+  absl::StatusOr<std::unique_ptr<Running>> p = Prepare(address, token_file);
+  if (!p.ok()) return p.status();
+  (*p)->calls = std::make_shared<ControlCalls>(Backend(), kMaxWatchStreams);
+  g_running = *std::move(p);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ControlCallsBound(int port) {
+  absl::MutexLock l(&g_mu);
+  if (!g_running || !g_running->calls) {
+    return absl::FailedPreconditionError("no grpcio Control transport is open");
+  }
+  if (port <= 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("port ", port, " is not a bound port"));
+  }
+  g_running->address = JoinHostPort(g_running->host, port);
+  return g_running->address;
+}
+
+namespace {
+
+// The open grpcio transport's rules and token check, after the token check.
+absl::StatusOr<std::shared_ptr<ControlCalls>> Authorized(const std::string* authorization) {
+  std::shared_ptr<ControlCalls> calls;
+  std::shared_ptr<Security> security;
+  {
+    absl::MutexLock l(&g_mu);
+    if (g_running && g_running->calls) {
+      calls = g_running->calls;
+      security = g_running->security;
+    }
+  }
+  if (!calls) return absl::UnavailableError("the Control service is stopping");
+  if (absl::Status a = security->AuthorizeHeader(authorization); !a.ok()) return a;
+  return calls;
+}
+
+}  // namespace
+
+absl::Status CallControl(const std::string& method, const std::string& request,
+                         const std::string* authorization, absl::Time call_deadline,
+                         std::string* response) {
+  absl::StatusOr<std::shared_ptr<ControlCalls>> calls = Authorized(authorization);
+  if (!calls.ok()) return calls.status();
+  return (*calls)->CallSerialized(method, request, call_deadline, response);
+}
+
+absl::StatusOr<std::unique_ptr<ControlWatchHandle>> OpenControlWatch(
+    const std::string& request, const std::string* authorization) {
+  absl::StatusOr<std::shared_ptr<ControlCalls>> calls = Authorized(authorization);
+  if (!calls.ok()) return calls.status();
+  absl::StatusOr<std::unique_ptr<ControlCalls::Watch>> w = (*calls)->OpenWatchSerialized(request);
+  if (!w.ok()) return w.status();
+  auto handle = std::make_unique<ControlWatchHandle>();
+  handle->calls = *std::move(calls);
+  handle->watch = *std::move(w);
+  return handle;
 }
 
 absl::StatusOr<std::string> StartMetrics(const std::string& address) {

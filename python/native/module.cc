@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -276,6 +277,69 @@ PYBIND11_MODULE(_rsslab, m) {
     }
     if (!r.ok()) throw py11::value_error(std::string(r.status().message()));
     return *r;
+  });
+  // The grpcio transport (rsslab/_control_grpcio.py): the rules and the
+  // answers here, the sockets in the service's own grpcio.
+  m.def("open_control_calls", [](const std::string& address, const std::string& token_file) {
+    absl::Status s;
+    {
+      py11::gil_scoped_release nogil;
+      s = OpenControlCalls(address, token_file);
+    }
+    if (!s.ok()) throw py11::value_error(std::string(s.message()));
+  });
+  m.def("end_control_watches", []() { EndControlWatches(); });
+  m.def("control_calls_bound", [](int port) {
+    absl::StatusOr<std::string> r = ControlCallsBound(port);
+    if (!r.ok()) throw py11::value_error(std::string(r.status().message()));
+    return *r;
+  });
+  // -> (status code, message, serialized answer); deadline_s < 0: none.
+  m.def("control_call", [](const std::string& method, py11::bytes request,
+                           std::optional<std::string> authorization, double deadline_s) {
+    const std::string in = request;
+    std::string out;
+    absl::Status s;
+    {
+      py11::gil_scoped_release nogil;
+      const absl::Time deadline =
+          deadline_s < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Seconds(deadline_s);
+      s = CallControl(method, in, authorization ? &*authorization : nullptr, deadline, &out);
+    }
+    return py11::make_tuple(static_cast<int>(s.code()), std::string(s.message()),
+                            py11::bytes(out));
+  });
+  py11::class_<ControlWatchHandle>(m, "ControlWatch")
+      // The next snapshot, serialized, when it is due; None once the stream ended.
+      .def("next",
+           [](ControlWatchHandle& h) -> py11::object {
+             if (!h.watch) return py11::none();
+             rsslab::v1::Snapshot snap;
+             bool more;
+             {
+               py11::gil_scoped_release nogil;
+               more = h.watch->Next(&snap);
+             }
+             if (!more) return py11::none();
+             return py11::bytes(snap.SerializeAsString());
+           })
+      .def("cancel", [](ControlWatchHandle& h) {
+        if (h.watch) h.watch->Cancel();
+      })
+      // Gives the stream's slot back now rather than at garbage collection.
+      .def("close", [](ControlWatchHandle& h) { h.watch.reset(); });
+  m.def("control_watch", [](py11::bytes request, std::optional<std::string> authorization) {
+    const std::string in = request;
+    absl::StatusOr<std::unique_ptr<ControlWatchHandle>> w;
+    {
+      py11::gil_scoped_release nogil;
+      w = OpenControlWatch(in, authorization ? &*authorization : nullptr);
+    }
+    if (!w.ok()) {
+      return py11::make_tuple(static_cast<int>(w.status().code()),
+                              std::string(w.status().message()), py11::none());
+    }
+    return py11::make_tuple(0, std::string(), py11::cast(std::move(*w)));
   });
   m.def("stop_serving", []() {
     py11::gil_scoped_release nogil;

@@ -32,7 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ArenaCapError", "allocator", "snapshot", "release", "track", "track_all",
-    "cap_arenas", "auto_trim", "count_request", "grpc_interceptor", "serve",
+    "cap_arenas", "auto_trim", "count_request", "grpc_interceptor", "serve", "control_transport",
     "on_phase", "cache_stats", "control_address", "metrics_address", "stop",
 ]
 
@@ -421,15 +421,25 @@ def metrics_address():
     return _metrics_address
 
 
-def serve(control="127.0.0.1:0", metrics=None, token_file=None):
+def serve(control="127.0.0.1:0", metrics=None, token_file=None, transport="auto"):
     """Starts the Control service in this process; returns its host:port.
 
     metrics="127.0.0.1:0" also serves GET /metrics (rsslab_server's metric
     names where they apply; metrics_address() tells the bound port).
     token_file: callers must send its token (rsslab_ctl --auth_token_file).
+    transport: "grpcio" serves with the process's own grpcio (no second gRPC
+    core: a few MiB less), "native" with the package's gRPC C++ (answers
+    snapshots even while a handler holds the GIL), "auto" (default) grpcio
+    if the process has imported it already, else native.
     """
     from . import _serve
-    return _serve.serve(control, metrics, token_file)
+    return _serve.serve(control, metrics, token_file, transport)
+
+
+def control_transport():
+    """The transport serve() chose: "grpcio", "native" ("" if not serving)."""
+    from . import _serve
+    return _serve.transport()
 
 
 # --- shutdown --------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""python3 -m rsslab run [--control=ADDR] [--auto_trim=MODE] [--cap_arenas=N] -- script.py ARGS
+"""python3 -m rsslab run [--control=ADDR] [--transport=T] [--auto_trim=MODE] [--cap_arenas=N] -- script.py ARGS
 
 Runs a script nobody may edit with the package active from its first line:
 the arena cap applied before the script creates a thread, every
@@ -35,6 +35,9 @@ def main(argv):
     p.add_argument("--auto_trim", default=None, choices=["after_burst", "interval", "off"])
     p.add_argument("--cap_arenas", type=int, default=None)
     p.add_argument("--token_file", default=None)
+    # The script has not imported grpc yet, so auto means native here.
+    p.add_argument("--transport", default="auto", choices=["auto", "grpcio", "native"],
+                   help="Control over the script's grpcio or the package's gRPC C++")
     p.error = _usage  # one line, exit 2
     a = p.parse_args(opts)
     if not rest:
@@ -58,7 +61,7 @@ def main(argv):
         rsslab.auto_trim(a.auto_trim)
     if a.control:
         try:
-            addr = rsslab.serve(a.control, token_file=a.token_file)
+            addr = rsslab.serve(a.control, token_file=a.token_file, transport=a.transport)
         except (ValueError, TypeError) as e:
             _usage("--control: %s" % e)
         print("rsslab: control %s" % addr, file=sys.stderr, flush=True)

@@ -1,7 +1,11 @@
 """rsslab.serve(): the Control service inside this process.
 
-The service itself is native (control/service, the same code as
-rsslab_server's). This file checks the arguments and publishes the bound
+The rules and the answers are native (control/service, the same code as
+rsslab_server's). Two transports: "native", a gRPC C++ server of the
+package's own (answers even while a handler holds the GIL); "grpcio", the
+process's own grpcio (_control_grpcio.py: no second gRPC core, so a few
+MiB less RSS). "auto" takes grpcio when the process has already imported
+it, native otherwise. This file checks the arguments and publishes the bound
 address where `rsslab_ctl inspect --pid=PID` looks for it:
 DIR/rsslab-control-<pid>.addr, DIR = $XDG_RUNTIME_DIR of the start
 environment if it names a directory, else /tmp; one line HOST:PORT, mode 0600, written atomically,
@@ -15,6 +19,8 @@ from . import _rsslab as _native
 
 _addr_file = None
 _address = None
+_transport = ""
+_TRANSPORTS = ("auto", "grpcio", "native")
 
 
 def _addr_dir():
@@ -47,8 +53,24 @@ def _publish(address):
               file=sys.stderr)
 
 
-def serve(control, metrics, token_file):
-    global _address
+def _pick(transport):
+    if not isinstance(transport, str) or transport not in _TRANSPORTS:
+        raise ValueError("serve(transport=) must be one of %s, got %r"
+                         % (", ".join(_TRANSPORTS), transport))
+    if transport == "auto":
+        return "grpcio" if "grpc" in sys.modules else "native"
+    if transport == "grpcio":
+        try:
+            import grpc  # noqa: F401
+        except ImportError as e:
+            raise ValueError("serve(transport='grpcio') needs grpcio importable (Debian: "
+                             "python3-grpcio; a venv made with --system-site-packages): %s"
+                             % e) from None
+    return transport
+
+
+def serve(control, metrics, token_file, transport="auto"):
+    global _address, _transport
     import rsslab
     if not isinstance(control, str) or ":" not in control:
         raise ValueError("serve(control=) must be 'host:port' (port 0 = any free one), got %r"
@@ -64,25 +86,43 @@ def serve(control, metrics, token_file):
     if _address is not None:
         raise RuntimeError("the Control service already listens on %s (one per process; "
                            "rsslab.stop() ends it)" % _address)
-    address = _native.serve(control, os.fspath(token_file) if token_file is not None else "")
-    _address = address
+    chosen = _pick(transport)
+    token = os.fspath(token_file) if token_file is not None else ""
+    if chosen == "grpcio":
+        from . import _control_grpcio
+        address = _control_grpcio.start(control, token)
+    else:
+        address = _native.serve(control, token)
+    _address, _transport = address, chosen
     if metrics is not None:
         try:
             rsslab._metrics_address = _native.serve_metrics(metrics)
         except ValueError:
-            _native.stop_serving()
-            _address = None
+            _stop_transport()
+            _address, _transport = None, ""
             raise
     rsslab._control_address = address
     _publish(address)
     return address
 
 
+def transport():
+    return _transport
+
+
+def _stop_transport():
+    if _transport == "grpcio":
+        from . import _control_grpcio
+        _control_grpcio.stop()
+    else:
+        _native.stop_serving()
+
+
 def stop():
-    global _address, _addr_file
+    global _address, _addr_file, _transport
     if _address is None:
         return
-    _native.stop_serving()
+    _stop_transport()
     if _addr_file is not None:
         try:
             with open(_addr_file) as f:
@@ -93,3 +133,4 @@ def stop():
             pass
     _address = None
     _addr_file = None
+    _transport = ""

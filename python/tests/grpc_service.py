@@ -108,6 +108,7 @@ server.start()
 control = "" if args.no_serve else rsslab.serve("127.0.0.1:0",
                                                  metrics="127.0.0.1:0" if args.metrics else None)
 info["allocator"] = rsslab.allocator()
+info["transport"] = rsslab.control_transport()
 print(json.dumps(info), flush=True)
 print("rsslab_server ready data=127.0.0.1:%d control=%s pid=%d" % (port, control, os.getpid()),
       flush=True)

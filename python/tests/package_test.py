@@ -158,6 +158,9 @@ def service_checks(py, allocator):
     if not s.control:
         print(s.stop())
         return
+    check(s.info.get("transport") == "grpcio",
+          "%s: serve() in the grpcio service picked the grpcio transport (%s)"
+          % (allocator, s.info.get("transport")))
     a = s.info.get("allocator", {})
     check(a.get("name") == allocator and a.get("maps") == allocator,
           "%s: rsslab.allocator() detects %s (%s, version %s)"
@@ -299,6 +302,7 @@ cases = [
     (lambda: rsslab.snapshot(gc="yes"), TypeError), (lambda: rsslab.count_request(0), ValueError),
     (lambda: rsslab.serve("nowhere"), ValueError), (lambda: rsslab.serve("127.0.0.1:99999"), ValueError),
     (lambda: rsslab.serve(metrics="here"), ValueError),
+    (lambda: rsslab.serve(transport="quic"), ValueError),
 ]
 for i, (fn, exc) in enumerate(cases):
     try:
@@ -316,10 +320,18 @@ print("done")
 """
 
 EXIT_FAST = r"""
-import concurrent.futures as cf, rsslab, time
+import concurrent.futures as cf, rsslab, sys, threading, time
 pool = rsslab.track(cf.ThreadPoolExecutor(max_workers=8))
 list(pool.map(lambda i: bytearray(1 << 16), range(200)))
-rsslab.serve("127.0.0.1:0")
+addr = rsslab.serve("127.0.0.1:0", transport=sys.argv[1])
+assert rsslab.control_transport() == sys.argv[1], rsslab.control_transport()
+if sys.argv[1] == "grpcio":
+    # A WatchSnapshots stream open at exit (interval 10 s): it must not hold the exit.
+    import grpc
+    watch = grpc.insecure_channel(addr).unary_stream("/rsslab.v1.Control/WatchSnapshots")
+    stream = watch(b"\x08\x90\x4e")  # interval_ms: 10000
+    next(stream)
+    threading.Thread(target=lambda: list(stream), daemon=True).start()
 rsslab.auto_trim("after_burst", tick_s=0.05, settle_s=0.1, min_spacing_s=0)
 rsslab.auto_trim("interval", interval_s=1, tick_s=0.05, gap_mb=0, min_spacing_s=0)
 time.sleep(1.2)
@@ -364,7 +376,7 @@ server.stop(0)
 GIL_HELD = r"""
 import ctypes, rsslab, sys
 print(rsslab.serve("127.0.0.1:0"), flush=True)
-print("holding", flush=True)
+print("holding", rsslab.control_transport(), flush=True)
 ctypes.PyDLL(None).usleep(4000000)
 s = rsslab.snapshot()
 print("after", repr(s["python"]["unavailable"]), s["python"]["version"] != "", flush=True)
@@ -456,7 +468,8 @@ import concurrent.futures as cf, rsslab, sys
 pool = cf.ThreadPoolExecutor(max_workers=3)
 list(pool.map(lambda i: bytearray(1 << 16), range(30)))
 r = rsslab.release()
-print("control", rsslab.control_address(), "reached", r["threads_reached"], "args", sys.argv[1:])
+print("control", rsslab.control_address(), "via", rsslab.control_transport(), "reached",
+      r["threads_reached"], "args", sys.argv[1:])
 """
 
 
@@ -520,6 +533,99 @@ def five_line_checks(py):
               "rsslab_ctl trim answered (%s) %s" % (allocator, ok, err.strip()[-300:]))
 
 
+# serve() in a process that has imported grpcio: its own grpcio listens,
+# the native rules answer. Raw bytes from a grpcio client in the same
+# process (WatchRequest: field 1 interval_ms, 4 max_count).
+GRPCIO_TRANSPORT = r"""
+import grpc, socket, sys, time, rsslab
+token_file = sys.argv[1]
+addr = rsslab.serve("127.0.0.1:0", token_file=token_file)
+print("transport", rsslab.control_transport(), addr, flush=True)
+sys.stdin.readline()  # rsslab_ctl's turn (the test)
+ch = grpc.insecure_channel(addr)
+md = [("authorization", "Bearer " + open(token_file).read().strip())]
+def unary(method, body, metadata=md):
+    try:
+        return "OK %d" % len(ch.unary_unary("/rsslab.v1.Control/" + method)(body, metadata=metadata, timeout=10))
+    except grpc.RpcError as e:
+        return "%s %s" % (e.code().name, e.details())
+def watch(body):
+    return ch.unary_stream("/rsslab.v1.Control/WatchSnapshots")(body, metadata=md, timeout=30)
+def first(stream):
+    try:
+        return "OK %d" % len(next(stream))
+    except grpc.RpcError as e:
+        return "%s %s" % (e.code().name, e.details())
+print("snapshot:", unary("GetSnapshot", b""))
+print("wrong token:", unary("GetSnapshot", b"", [("authorization", "Bearer nope")]))
+print("unparsed:", unary("Trim", b"\xff\xff\xff"))
+print("bad mode:", unary("Trim", b"\x08\x07"))
+print("oversize:", unary("GetSnapshot", b"\x7a\xf0\xa2\x04" + b"x" * 70000))  # field 15, 70,000 bytes
+print("bad interval:", first(watch(b"\x08\x05")))
+streams = [watch(b"\x08\xe8\x07") for _ in range(8)]
+print("eight:", sum(first(s).startswith("OK") for s in streams))
+print("ninth:", first(watch(b"\x08\xe8\x07")))
+for s in streams:
+    s.cancel()
+time.sleep(0.5)
+print("after cancel:", first(watch(b"\x08\xe8\x07\x20\x01")))
+counted = watch(b"\x08\x0a\x20\x03")  # every 10 ms, 3 of them
+print("max_count 3:", len(list(counted)))
+rsslab.stop()
+busy = socket.socket()
+busy.bind(("127.0.0.1", 0))
+busy.listen()
+try:
+    rsslab.serve("127.0.0.1:%d" % busy.getsockname()[1], transport="grpcio")
+    print("port in use: no error")
+except ValueError as e:
+    print("port in use:", e)
+print("again:", rsslab.serve("127.0.0.1:0", transport="grpcio") != "", rsslab.control_transport())
+"""
+
+
+def grpcio_transport_checks(py):
+    token = os.path.join(TMP, "control.token")
+    with open(token, "w") as f:
+        f.write("s3cret-token-for-the-test\n")
+    os.chmod(token, 0o600)
+    p = subprocess.Popen([py, "-c", "import grpc\n" + GRPCIO_TRANSPORT, token], env=base_env(),
+                         cwd=TMP, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    head = p.stdout.readline().split()
+    addr = head[-1] if len(head) == 3 else "none"
+    check(head[:2] == ["transport", "grpcio"],
+          "serve() after `import grpc` picks the grpcio transport: %s" % " ".join(head))
+    no_token = run([CTL, "--control=" + addr, "snapshot"], timeout=60)
+    with_token = run([CTL, "--control=" + addr, "--auth_token_file=" + token, "trim"], timeout=60)
+    check(no_token.returncode != 0 and "missing bearer token" in no_token.stderr
+          and with_token.returncode == 0 and "freed" in with_token.stdout,
+          "grpcio transport: rsslab_ctl without the token refused (%s), with it trims (%s)"
+          % (no_token.stderr.strip()[-120:], with_token.stdout.strip()[:120]))
+    out, err = p.communicate("\n", timeout=120)
+    lines = dict(l.split(": ", 1) for l in out.splitlines() if ": " in l)
+    expect = {
+        "snapshot": r"^OK [1-9]",
+        "wrong token": r"^UNAUTHENTICATED wrong bearer token",
+        "unparsed": r"^INVALID_ARGUMENT the request does not parse as rsslab.v1.TrimRequest",
+        "bad mode": r"^INVALID_ARGUMENT mode must be 0",
+        "oversize": r"^RESOURCE_EXHAUSTED",
+        "bad interval": r"^INVALID_ARGUMENT interval_ms must be between 10 and",
+        "eight": r"^8$",
+        "ninth": r"^RESOURCE_EXHAUSTED too many WatchSnapshots streams \(limit 8",
+        "after cancel": r"^OK [1-9]",
+        "max_count 3": r"^3$",
+        "port in use": r"cannot listen on 127.0.0.1:\d+ \(in use",
+        "again": r"^True grpcio$",
+    }
+    for key, pattern in expect.items():
+        got = lines.get(key, "(missing)")
+        check(re.search(pattern, got) is not None,
+              "grpcio transport, %s: %s" % (key, got[:160] + ("" if key in lines else
+                                                               err.strip()[-200:])))
+    check(p.returncode == 0, "grpcio transport script exits 0: %s" % err.strip()[-200:])
+
+
 def small_checks(py):
     if not ASAN:  # glibc's arenas; under ASan malloc is ASan's
         r = snippet(py, LATE_CAP)
@@ -545,7 +651,7 @@ def small_checks(py):
     snap = json.loads(r.stdout) if r.returncode == 0 else {}
     why = snap.get("python", {}).get("unavailable", "")
     out, err = p.communicate(timeout=30)
-    check(held == "holding" and took < 3.5 and "GIL was not free within" in why
+    check(held == "holding native" and took < 3.5 and "GIL was not free within" in why
           and int(snap.get("status", {}).get("rss_bytes", 0)) > 0
           and "after '' True" in out,
           "GIL held 4 s: the Control snapshot answered in %.1f s with python.unavailable %r and "
@@ -574,23 +680,28 @@ def small_checks(py):
               "%s: a release waiting for a busy worker does not hold the pool: the service's "
               "work ran on an idle worker (< 0.5 s): %s"
               % (allocator, (r.stdout + r.stderr).strip()[-300:]))
-    p = subprocess.Popen([py, "-c", EXIT_FAST], env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()  # printed right before the interpreter exits
-    t1 = time.monotonic()
-    p.wait(30)
-    took = time.monotonic() - t1
-    check(line.strip() == "exiting" and p.returncode == 0 and took < 2.0,
-          "exit with serve() and auto_trim() running took %.2f s (< 2 s), rc %s %s"
-          % (took, p.returncode, p.stderr.read().strip()[-200:]))
+    for transport in ("native", "grpcio"):
+        p = subprocess.Popen([py, "-c", EXIT_FAST, transport], env=base_env(), cwd=TMP,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = p.stdout.readline()  # printed right before the interpreter exits
+        t1 = time.monotonic()
+        p.wait(30)
+        took = time.monotonic() - t1
+        check(line.strip() == "exiting" and p.returncode == 0 and took < 2.0,
+              "exit with serve(transport=%r)%s and auto_trim() running took %.2f s (< 2 s), rc %s %s"
+              % (transport, " (a watch stream open)" if transport == "grpcio" else "", took,
+                 p.returncode, p.stderr.read().strip()[-200:]))
+    grpcio_transport_checks(py)
     script = os.path.join(TMP, "user_script.py")
     with open(script, "w") as f:
         f.write(RUN_SCRIPT)
     # Under ASan mallopt is ASan's, which refuses M_ARENA_MAX: no cap there.
     cap = [] if ASAN else ["--cap_arenas=4"]
-    r = run([py, "-m", "rsslab", "run", "--control=127.0.0.1:0", "--auto_trim=after_burst"]
-            + cap + ["--", script, "a1", "a2"], env=base_env(), cwd=TMP, timeout=60)
-    check(r.returncode == 0 and "control 127.0.0.1:" in r.stdout and "reached 3" in r.stdout
+    r = run([py, "-m", "rsslab", "run", "--control=127.0.0.1:0", "--transport=grpcio",
+             "--auto_trim=after_burst"] + cap + ["--", script, "a1", "a2"], env=base_env(),
+            cwd=TMP, timeout=60)
+    check(r.returncode == 0 and "control 127.0.0.1:" in r.stdout and "via grpcio" in r.stdout
+          and "reached 3" in r.stdout
           and "args ['a1', 'a2']" in r.stdout,
           "python3 -m rsslab run: " + (r.stdout + r.stderr).strip()[-300:])
     r = run([py, "-m", "rsslab", "run", "--cap_arenas=x", "--", script], env=base_env(), cwd=TMP)
