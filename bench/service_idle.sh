@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Issue 25's idle overhead: what the rsslab package adds to an idle grpcio
-# service. Three fresh processes of python/tests/grpc_service.py side by
+# service. Four fresh processes of python/tests/grpc_service.py side by
 # side (16 workers, glibc): --bare (no rsslab import at all), the package as
 # docs/PACKAGE.md adds it (track, interceptor, auto_trim("after_burst"),
-# serve() with /metrics), and the same without serve() (no Control service,
-# so gRPC C++ is never loaded). Each serves 2,000 seed requests, then all idle
+# serve() with /metrics: the grpcio transport, since grpc is imported), the
+# same with serve(transport="native") (the package's own gRPC C++ server),
+# and the same without serve() (no Control service). Each serves 2,000 seed requests, then all idle
 # for RSSLAB_IDLE_S seconds (600) while their own RSS (/proc/PID/statm)
 # and CPU time (/proc/PID/stat utime+stime) are sampled every 10 s. Both
 # read only their own counters, so the figure does not depend on the load
@@ -30,6 +31,8 @@ base = [py, os.path.join(root, "python/tests/grpc_service.py"), "--workers=16",
         "--peer_dir=" + os.path.join(root, "bench/peer")]
 svcs = {}
 for name, flags in (("bare", ["--bare"]), ("package", ["--auto_trim=after_burst", "--metrics"]),
+                    ("package_native", ["--auto_trim=after_burst", "--metrics",
+                                        "--serve_transport=native"]),
                     ("package_no_serve", ["--auto_trim=after_burst", "--no_serve"])):
     err = open(os.path.join(out, name + ".err"), "w")
     p = subprocess.Popen(base + flags, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
@@ -69,28 +72,30 @@ def split(pid):
         if len(f) >= 3 and f[2] == "kB":
             kb[f[0].rstrip(":")] = int(f[1])
     grpcpp = "libgrpc++" in open("/proc/%d/maps" % pid).read()
-    return kb.get("Anonymous", 0) * 1024, (kb.get("Rss", 0) - kb.get("Anonymous", 0)) * 1024, grpcpp
+    threads = len(os.listdir("/proc/%d/task" % pid))
+    return (kb.get("Anonymous", 0) * 1024, (kb.get("Rss", 0) - kb.get("Anonymous", 0)) * 1024,
+            grpcpp, threads)
 parts = {n: split(p.pid) for n, p in svcs.items()}
 for p in svcs.values():
     p.terminate(); p.wait(10)
 mib = 1 << 20
 lines = ["# load average at start %s, at end %s; %d s idle, %d samples each" % (
     " ".join(load0), " ".join(load1), elapsed, len(rss["bare"])),
-    "| service | RSS mean MiB | RSS max MiB | CPU s in the idle | CPU % of one core | anon MiB at end | file MiB at end | libgrpc++ mapped |",
-    "|---|---|---|---|---|---|---|---|"]
+    "| service | RSS mean MiB | RSS max MiB | CPU s in the idle | CPU % of one core | anon MiB at end | file MiB at end | libgrpc++ mapped | threads at end |",
+    "|---|---|---|---|---|---|---|---|---|"]
 fig = {}
 for n in svcs:
     cpu = last[n][1] - first[n][1]
     fig[n] = (sum(rss[n]) / len(rss[n]), max(rss[n]), cpu)
-    lines.append("| %s | %.1f | %.1f | %.2f | %.3f | %.1f | %.1f | %s |" % (
+    lines.append("| %s | %.1f | %.1f | %.2f | %.3f | %.1f | %.1f | %s | %d |" % (
         n, fig[n][0] / mib, fig[n][1] / mib, cpu, 100 * cpu / elapsed, parts[n][0] / mib,
-        parts[n][1] / mib, "yes" if parts[n][2] else "no"))
-for n in ("package", "package_no_serve"):
+        parts[n][1] / mib, "yes" if parts[n][2] else "no", parts[n][3]))
+for n in ("package", "package_native", "package_no_serve"):
     lines.append("| %s - bare | %+.1f | %+.1f | %+.2f | %+.3f |" % (
         n, (fig[n][0] - fig["bare"][0]) / mib, (fig[n][1] - fig["bare"][1]) / mib,
         fig[n][2] - fig["bare"][2], 100 * (fig[n][2] - fig["bare"][2]) / elapsed)
         + " %+.1f | %+.1f | |" % ((parts[n][0] - parts["bare"][0]) / mib,
-                                  (parts[n][1] - parts["bare"][1]) / mib))
+                                  (parts[n][1] - parts["bare"][1]) / mib) + " |")
 open(os.path.join(out, "idle.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PYEOF

@@ -25,65 +25,40 @@
 
 #include <memory>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/credentials.h"
 #include "grpcpp/grpcpp.h"
 
 namespace rsslab {
 
-struct SecurityOptions {
-  std::string tls_cert;         // PEM file
-  std::string tls_key;          // PEM file
-  std::string tls_ca;           // PEM file
-  std::string tls_server_name;  // client side only
-  std::string auth_token_file;
-  bool insecure_listen = false;
-};
-
-class Security {
+// Credentials (common/credentials.h) plus what gRPC needs of them.
+class Security : public Credentials {
  public:
-  // Reads the files named in `options`; a missing or empty file is an error
-  // naming it.
+  Security() = default;  // no TLS, no token
+  // Credentials::Load, as a Security.
   static absl::StatusOr<Security> Load(const SecurityOptions& options);
   // Load() with the --tls_* / --auth_token_file / --insecure_listen flags.
   static absl::StatusOr<Security> FromFlags();
-
-  bool tls() const { return !cert_.empty(); }
-  bool client_tls() const { return !ca_.empty() || !cert_.empty(); }
-  bool has_token() const { return !token_.empty(); }
-
-  // Listening anywhere but loopback needs TLS or a token (or
-  // --insecure_listen, which is logged to stderr).
-  absl::Status CheckListen(absl::string_view address, absl::string_view flag) const;
 
   std::shared_ptr<grpc::ServerCredentials> ServerCredentials() const;
   // OK, or UNAUTHENTICATED when a token is configured and the call does not
   // carry "authorization: Bearer <token>".
   grpc::Status Authorize(const grpc::ServerContextBase& context) const;
-  // The same check on the "authorization" header's value (nullptr: the call
-  // has none), for a transport that is not gRPC C++ (the Python package's
-  // grpcio one).
-  absl::Status AuthorizeHeader(const std::string* authorization) const;
 
   // A channel with TLS when --tls_ca/--tls_cert are set and the token sent
   // on every call when configured.
   std::shared_ptr<grpc::Channel> Channel(const std::string& target,
                                          const grpc::ChannelArguments& args) const;
-  // The credential flags (absolute paths) that give a child process, e.g.
-  // a server the agent launches, the same protection.
-  std::vector<std::string> FlagsForChild() const;
-
   std::shared_ptr<grpc::Channel> Channel(const std::string& target) const {
     return Channel(target, grpc::ChannelArguments());
   }
 
  private:
-  SecurityOptions options_;
-  std::string cert_, key_, ca_, server_name_, token_;
-  bool insecure_listen_ = false;
+  explicit Security(Credentials c) : Credentials(std::move(c)) {}
 };
 
 }  // namespace rsslab

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/auth.h"
+#include "common/credentials.h"
 #include "common/listen.h"
 #include "common/metrics/exposition.h"
 #include "common/metrics/http_server.h"
@@ -17,9 +17,8 @@
 #include "common/units.h"
 #include "control/service/control_backend.h"
 #include "control/service/control_calls.h"
-#include "control/service/control_service.h"
-#include "grpcpp/grpcpp.h"
 #include "memory/snapshot/snapshot_metrics.h"
+#include "python/native/control_hooks.h"
 #include "python/native/package_state.h"
 #include "python/native/tracked_threads.h"
 
@@ -138,15 +137,14 @@ PackageBackend* Backend() {
 
 constexpr int kMaxWatchStreams = 8;
 
+// The transport listens elsewhere (the process's grpcio, or _rsslab_grpc.so):
+// here are the rules, the token and the address.
 struct Running {
-  std::shared_ptr<Security> security;
-  std::unique_ptr<ControlService> service;  // native transport
-  std::unique_ptr<grpc::Server> server;     // native transport
-  std::shared_ptr<ControlCalls> calls;      // grpcio transport
+  std::shared_ptr<Credentials> security;
+  std::shared_ptr<ControlCalls> calls;
   std::string host;
-  std::string address;  // grpcio: empty until ControlCallsBound
+  std::string address;  // empty until ControlCallsBound
 };
-
 absl::Mutex g_mu;
 std::unique_ptr<Running> g_running ABSL_GUARDED_BY(g_mu);
 std::unique_ptr<metrics::MetricsHttpServer> g_metrics ABSL_GUARDED_BY(g_mu);
@@ -205,42 +203,16 @@ absl::StatusOr<std::unique_ptr<Running>> Prepare(const std::string& address,
   if (!hp.ok()) return hp.status();
   SecurityOptions so;
   so.auth_token_file = token_file;
-  absl::StatusOr<Security> sec = Security::Load(so);
+  absl::StatusOr<Credentials> sec = Credentials::Load(so);
   if (!sec.ok()) return sec.status();
   auto r = std::make_unique<Running>();
-  r->security = std::make_shared<Security>(*std::move(sec));
+  r->security = std::make_shared<Credentials>(*std::move(sec));
   if (absl::Status c = r->security->CheckListen(address, "control"); !c.ok()) return c;
   r->host = hp->host;
   return r;
 }
 
-absl::Status InUse(const std::string& address) {
-  return absl::UnavailableError(
-      absl::StrCat("cannot listen on ", address, " (in use, or not an address of this host)"));
-}
-
 }  // namespace
-
-absl::StatusOr<std::string> StartControl(const std::string& address,
-                                         const std::string& token_file) {
-  absl::MutexLock l(&g_mu);
-  absl::StatusOr<std::unique_ptr<Running>> p = Prepare(address, token_file);
-  if (!p.ok()) return p.status();
-  std::unique_ptr<Running> r = *std::move(p);
-  r->service = std::make_unique<ControlService>(Backend(), kMaxWatchStreams, r->security.get());
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort(address, r->security->ServerCredentials(), &port);
-  builder.RegisterService(r->service.get());
-  // A small footprint in someone else's process: few threads, small frames.
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
-  r->server = builder.BuildAndStart();
-  if (!r->server || port == 0) return InUse(address);
-  r->address = JoinHostPort(r->host, port);
-  g_running = std::move(r);
-  return g_running->address;
-}
 
 void StopControl() {
   std::unique_ptr<Running> r;
@@ -248,20 +220,12 @@ void StopControl() {
     absl::MutexLock l(&g_mu);
     r = std::move(g_running);
   }
-  if (!r) return;
-  if (r->calls) {
-    r->calls->StopWatches();
-    return;
-  }
-  r->service->StopWatches();
-  // Calls in flight get a second; a snapshot or trim answers well within it.
-  r->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
-  r->server->Wait();
+  if (r) r->calls->StopWatches();
 }
 
 void EndControlWatches() {
   absl::MutexLock l(&g_mu);
-  if (g_running && g_running->calls) g_running->calls->StopWatches();
+  if (g_running) g_running->calls->StopWatches();
 }
 
 absl::Status OpenControlCalls(const std::string& address, const std::string& token_file) {
@@ -275,9 +239,7 @@ absl::Status OpenControlCalls(const std::string& address, const std::string& tok
 
 absl::StatusOr<std::string> ControlCallsBound(int port) {
   absl::MutexLock l(&g_mu);
-  if (!g_running || !g_running->calls) {
-    return absl::FailedPreconditionError("no grpcio Control transport is open");
-  }
+  if (!g_running) return absl::FailedPreconditionError("no Control service is open");
   if (port <= 0 || port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("port ", port, " is not a bound port"));
   }
@@ -287,13 +249,13 @@ absl::StatusOr<std::string> ControlCallsBound(int port) {
 
 namespace {
 
-// The open grpcio transport's rules and token check, after the token check.
+// The open service's rules, after the token check.
 absl::StatusOr<std::shared_ptr<ControlCalls>> Authorized(const std::string* authorization) {
   std::shared_ptr<ControlCalls> calls;
-  std::shared_ptr<Security> security;
+  std::shared_ptr<Credentials> security;
   {
     absl::MutexLock l(&g_mu);
-    if (g_running && g_running->calls) {
+    if (g_running) {
       calls = g_running->calls;
       security = g_running->security;
     }
@@ -324,6 +286,53 @@ absl::StatusOr<std::unique_ptr<ControlWatchHandle>> OpenControlWatch(
   handle->watch = *std::move(w);
   return handle;
 }
+
+namespace {
+
+int HookAuthorize(const std::string* authorization, std::string* message) {
+  absl::Status s = Authorized(authorization).status();
+  if (!s.ok()) *message = std::string(s.message());
+  return static_cast<int>(s.code());
+}
+
+int HookCall(const std::string& method, const std::string& request,
+             const std::string* authorization, double deadline_s, std::string* response,
+             std::string* message) {
+  const absl::Time deadline =
+      deadline_s < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Seconds(deadline_s);
+  absl::Status s = CallControl(method, request, authorization, deadline, response);
+  if (!s.ok()) *message = std::string(s.message());
+  return static_cast<int>(s.code());
+}
+
+void* HookOpenWatch(const std::string& request, const std::string* authorization, int* code,
+                    std::string* message) {
+  absl::StatusOr<std::unique_ptr<ControlWatchHandle>> w = OpenControlWatch(request, authorization);
+  if (!w.ok()) {
+    *code = static_cast<int>(w.status().code());
+    *message = std::string(w.status().message());
+    return nullptr;
+  }
+  return w->release();
+}
+
+bool HookWatchNext(void* watch, std::string* snapshot) {
+  rsslab::v1::Snapshot snap;
+  if (!static_cast<ControlWatchHandle*>(watch)->watch->Next(&snap)) return false;
+  snap.SerializeToString(snapshot);
+  return true;
+}
+
+void HookWatchCancel(void* watch) { static_cast<ControlWatchHandle*>(watch)->watch->Cancel(); }
+
+void HookWatchClose(void* watch) { delete static_cast<ControlWatchHandle*>(watch); }
+
+constexpr ControlHooks kHooks = {HookAuthorize, HookCall,        HookOpenWatch,
+                                 HookWatchNext, HookWatchCancel, HookWatchClose};
+
+}  // namespace
+
+const ControlHooks* Hooks() { return &kHooks; }
 
 absl::StatusOr<std::string> StartMetrics(const std::string& address) {
   absl::MutexLock l(&g_mu);

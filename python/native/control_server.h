@@ -3,20 +3,19 @@
 // package's state: snapshots and trims as the server's, phases through the
 // callbacks the service registered with rsslab.on_phase().
 //
-// Two transports, one set of rules (control/service/control_calls.h):
-// native, a gRPC C++ server of its own; grpcio, the service's own grpcio
-// listens (rsslab/_control_grpcio.py) and hands each call's bytes here.
+// Two transports, one set of rules (control/service/control_calls.h): the
+// process's grpcio (rsslab/_control_grpcio.py) or the package's gRPC C++
+// (_rsslab_grpc.so, python/native/grpc_transport.cc, through Hooks()).
+// Either listens and hands each call's bytes here; this module loads no
+// gRPC C++ itself.
 //
-// Example (GIL not held):
-//   absl::StatusOr<std::string> addr = StartControl("127.0.0.1:0", "");
-//   ...
-//   StopControl();  // atexit: ends watch streams, shuts the server down
-// Example, grpcio (GIL not held around CallControl):
+// Example (GIL not held around CallControl):
 //   OpenControlCalls("127.0.0.1:0", "");  // checks, does not listen
-//   ... grpcio binds port P ...
+//   ... the transport binds port P ...
 //   absl::StatusOr<std::string> addr = ControlCallsBound(P);
 //   std::string out;
 //   absl::Status s = CallControl("GetSnapshot", bytes, nullptr, deadline, &out);
+//   StopControl();  // atexit: ends watch streams
 
 #ifndef RSSLAB_PYTHON_NATIVE_CONTROL_SERVER_H_
 #define RSSLAB_PYTHON_NATIVE_CONTROL_SERVER_H_
@@ -38,27 +37,23 @@ namespace py {
 void SetPhaseHook(PyObject* hook);
 void ClearPhaseHook();
 
-// Listens on `address` (host:port, port 0 = any free one); returns the
-// bound host:port. `token_file`: callers must send its token (empty: none).
-// A second call while one runs is an error.
-absl::StatusOr<std::string> StartControl(const std::string& address,
-                                         const std::string& token_file);
-// Idempotent; bounded (about a second). Either transport; for grpcio it
-// ends the watch streams (the Python side stops its server).
+// Idempotent: ends the watch streams and forgets the address (the
+// transport stops its own server).
 void StopControl();
 
-// Ends the grpcio transport's watch streams, and any opened later, at once
-// (interpreter shutdown: they run on executor threads that Python joins
-// before atexit). No-op for the native transport.
+// Ends the watch streams, and any opened later, at once (interpreter
+// shutdown: grpcio's run on executor threads that Python joins before
+// atexit; a transport's stop).
 void EndControlWatches();
 
-// The grpcio transport. OpenControlCalls checks `address` and `token_file`
-// as StartControl does but does not listen; ControlCallsBound records the
-// port grpcio bound and returns host:port.
+// OpenControlCalls checks `address` (host:port, port 0 = any free one), the
+// token file and the listen rule, and holds the rules; it does not listen.
+// A second one while one is open is an error. ControlCallsBound records the
+// port the transport bound and returns host:port.
 absl::Status OpenControlCalls(const std::string& address, const std::string& token_file);
 absl::StatusOr<std::string> ControlCallsBound(int port);
 
-// One watch stream of the grpcio transport; `calls` keeps the rules alive
+// One watch stream; `calls` keeps the rules alive
 // for as long as the stream (declared first: destroyed last).
 struct ControlWatchHandle {
   std::shared_ptr<ControlCalls> calls;
@@ -66,12 +61,16 @@ struct ControlWatchHandle {
 };
 
 // GIL not held. `authorization`: the call's "authorization" header, nullptr
-// if it has none. UNAVAILABLE when no grpcio transport is open.
+// if it has none. UNAVAILABLE when no service is open.
 absl::Status CallControl(const std::string& method, const std::string& request,
                          const std::string* authorization, absl::Time call_deadline,
                          std::string* response);
 absl::StatusOr<std::unique_ptr<ControlWatchHandle>> OpenControlWatch(
     const std::string& request, const std::string* authorization);
+
+// The same calls for _rsslab_grpc.so (python/native/control_hooks.h).
+struct ControlHooks;
+const ControlHooks* Hooks();
 
 // GET /metrics on `address` with rsslab_server's names where they apply
 // (memory, allocator, cache, requests, trims); returns the bound host:port.

@@ -35,6 +35,7 @@
 #include "memory/snapshot/process_snapshot.h"
 #include "memory/trim/auto_trim.h"
 #include "memory/trim/trimmer.h"
+#include "python/native/control_hooks.h"
 #include "python/native/control_server.h"
 #include "python/native/gil_runner.h"
 #include "python/native/package_state.h"
@@ -269,17 +270,9 @@ PYBIND11_MODULE(_rsslab, m) {
   });
   m.def("auto_trim_state", []() { return State().AutoTrimInfo(); });
   m.def("set_phase_hook", [](py11::object hook) { SetPhaseHook(hook.ptr()); });
-  m.def("serve", [](const std::string& address, const std::string& token_file) {
-    absl::StatusOr<std::string> r;
-    {
-      py11::gil_scoped_release nogil;
-      r = StartControl(address, token_file);
-    }
-    if (!r.ok()) throw py11::value_error(std::string(r.status().message()));
-    return *r;
-  });
-  // The grpcio transport (rsslab/_control_grpcio.py): the rules and the
-  // answers here, the sockets in the service's own grpcio.
+  // The Control service: the rules and the answers here, the sockets in a
+  // transport (rsslab/_control_grpcio.py, or _rsslab_grpc.so through
+  // control_hooks()).
   m.def("open_control_calls", [](const std::string& address, const std::string& token_file) {
     absl::Status s;
     {
@@ -289,6 +282,9 @@ PYBIND11_MODULE(_rsslab, m) {
     if (!s.ok()) throw py11::value_error(std::string(s.message()));
   });
   m.def("end_control_watches", []() { EndControlWatches(); });
+  m.def("control_hooks", []() {
+    return py11::capsule(static_cast<const void*>(Hooks()), kControlHooksCapsule);
+  });
   m.def("control_calls_bound", [](int port) {
     absl::StatusOr<std::string> r = ControlCallsBound(port);
     if (!r.ok()) throw py11::value_error(std::string(r.status().message()));

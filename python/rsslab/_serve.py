@@ -2,7 +2,8 @@
 
 The rules and the answers are native (control/service, the same code as
 rsslab_server's). Two transports: "native", a gRPC C++ server of the
-package's own (answers even while a handler holds the GIL); "grpcio", the
+package's own (_rsslab_grpc.so, loaded only then; answers even while a
+handler holds the GIL); "grpcio", the
 process's own grpcio (_control_grpcio.py: no second gRPC core, so a few
 MiB less RSS). "auto" takes grpcio when the process has already imported
 it, native otherwise. This file checks the arguments and publishes the bound
@@ -69,6 +70,20 @@ def _pick(transport):
     return transport
 
 
+def _serve_native(control, token):
+    _native.open_control_calls(control, token)  # ValueError: address, token, listen rule
+    try:
+        from . import _rsslab_grpc  # loads gRPC C++: only here
+        port = _rsslab_grpc.start(control, _native.control_hooks())
+        if not port:
+            raise ValueError("cannot listen on %s (in use, or not an address of this host)"
+                             % control)
+    except BaseException:
+        _native.stop_serving()
+        raise
+    return _native.control_calls_bound(port)
+
+
 def serve(control, metrics, token_file, transport="auto"):
     global _address, _transport
     import rsslab
@@ -92,7 +107,7 @@ def serve(control, metrics, token_file, transport="auto"):
         from . import _control_grpcio
         address = _control_grpcio.start(control, token)
     else:
-        address = _native.serve(control, token)
+        address = _serve_native(control, token)
     _address, _transport = address, chosen
     if metrics is not None:
         try:
@@ -115,6 +130,9 @@ def _stop_transport():
         from . import _control_grpcio
         _control_grpcio.stop()
     else:
+        from . import _rsslab_grpc
+        _native.end_control_watches()  # before the server waits for its calls
+        _rsslab_grpc.stop()
         _native.stop_serving()
 
 

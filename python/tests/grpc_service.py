@@ -10,7 +10,7 @@ cap_arenas' answer) and then the ready line the loadgen scripts expect:
   rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID
 
   grpc_service.py --workers=16 [--cap_arenas=2] [--auto_trim=after_burst]
-                  [--set_env_after_start=MALLOC_ARENA_MAX=2]
+                  [--set_env_after_start=MALLOC_ARENA_MAX=2] [--serve_transport=native]
 """
 
 import argparse
@@ -34,6 +34,8 @@ p.add_argument("--metrics", action="store_true", help="also serve /metrics (serv
 p.add_argument("--no_serve", action="store_true",
                help="bench/service_idle.sh: the package without serve() (no Control service; "
                     "the ready line has control= empty)")
+p.add_argument("--serve_transport", default="auto", choices=["auto", "grpcio", "native"],
+               help="serve(transport=); auto is grpcio here (grpc is imported first)")
 p.add_argument("--timer_trim_s", type=float, default=0,
                help="the seed's advice as people apply it: malloc_trim(0) from a timer thread")
 p.add_argument("--timer_trim_log", default="", help="append each timer trim's Unix time here")
@@ -106,7 +108,8 @@ load_pb2_grpc.add_LoadServicer_to_server(peer_server.Load(state), server)
 port = server.add_insecure_port("127.0.0.1:0")
 server.start()
 control = "" if args.no_serve else rsslab.serve("127.0.0.1:0",
-                                                 metrics="127.0.0.1:0" if args.metrics else None)
+                                                 metrics="127.0.0.1:0" if args.metrics else None,
+                                                 transport=args.serve_transport)
 info["allocator"] = rsslab.allocator()
 info["transport"] = rsslab.control_transport()
 print(json.dumps(info), flush=True)
@@ -115,5 +118,7 @@ print("rsslab_server ready data=127.0.0.1:%d control=%s pid=%d" % (port, control
 
 stop = threading.Event()
 signal.signal(signal.SIGTERM, lambda *a: stop.set())
+# bench/service_residue.sh: pymalloc's arenas and blocks, on stderr.
+signal.signal(signal.SIGUSR1, lambda *a: sys._debugmallocstats())
 stop.wait()
 server.stop(2).wait()

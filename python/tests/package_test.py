@@ -533,13 +533,14 @@ def five_line_checks(py):
               "rsslab_ctl trim answered (%s) %s" % (allocator, ok, err.strip()[-300:]))
 
 
-# serve() in a process that has imported grpcio: its own grpcio listens,
-# the native rules answer. Raw bytes from a grpcio client in the same
-# process (WatchRequest: field 1 interval_ms, 4 max_count).
-GRPCIO_TRANSPORT = r"""
+# serve() in a process that has imported grpcio, over each transport: its
+# own grpcio (auto picks it) and the package's gRPC C++. Raw bytes from a
+# grpcio client in the same process (WatchRequest: field 1 interval_ms, 4
+# max_count).
+TRANSPORT = r"""
 import grpc, socket, sys, time, rsslab
-token_file = sys.argv[1]
-addr = rsslab.serve("127.0.0.1:0", token_file=token_file)
+token_file, transport = sys.argv[1], sys.argv[2]
+addr = rsslab.serve("127.0.0.1:0", token_file=token_file, transport=transport)
 print("transport", rsslab.control_transport(), addr, flush=True)
 sys.stdin.readline()  # rsslab_ctl's turn (the test)
 ch = grpc.insecure_channel(addr)
@@ -576,32 +577,50 @@ busy = socket.socket()
 busy.bind(("127.0.0.1", 0))
 busy.listen()
 try:
-    rsslab.serve("127.0.0.1:%d" % busy.getsockname()[1], transport="grpcio")
+    rsslab.serve("127.0.0.1:%d" % busy.getsockname()[1], transport=transport)
     print("port in use: no error")
 except ValueError as e:
     print("port in use:", e)
-print("again:", rsslab.serve("127.0.0.1:0", transport="grpcio") != "", rsslab.control_transport())
+print("again:", rsslab.serve("127.0.0.1:0", transport=transport) != "", rsslab.control_transport())
 """
 
 
-def grpcio_transport_checks(py):
+# The package maps no gRPC C++ until the native transport is asked for (it
+# costs several MiB of RSS; docs/PACKAGE.md, "Idle overhead").
+LAZY_GRPC = r"""
+import grpc, rsslab
+def mapped():
+    return "libgrpc++" in open("/proc/self/maps").read()
+print(mapped())
+rsslab.serve("127.0.0.1:0", transport="grpcio")
+print(mapped())
+from rsslab import _serve
+_serve.stop()  # the Control service only (rsslab.stop() ends the package)
+rsslab.serve("127.0.0.1:0", transport="native")
+print(mapped())
+"""
+
+
+def transport_checks(py, transport):
     token = os.path.join(TMP, "control.token")
     with open(token, "w") as f:
         f.write("s3cret-token-for-the-test\n")
     os.chmod(token, 0o600)
-    p = subprocess.Popen([py, "-c", "import grpc\n" + GRPCIO_TRANSPORT, token], env=base_env(),
+    asked = "auto" if transport == "grpcio" else transport
+    p = subprocess.Popen([py, "-c", TRANSPORT, token, asked], env=base_env(),
                          cwd=TMP, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     head = p.stdout.readline().split()
     addr = head[-1] if len(head) == 3 else "none"
-    check(head[:2] == ["transport", "grpcio"],
-          "serve() after `import grpc` picks the grpcio transport: %s" % " ".join(head))
+    check(head[:2] == ["transport", transport],
+          "serve(transport=%r) after `import grpc` serves over %s: %s"
+          % (asked, transport, " ".join(head)))
     no_token = run([CTL, "--control=" + addr, "snapshot"], timeout=60)
     with_token = run([CTL, "--control=" + addr, "--auth_token_file=" + token, "trim"], timeout=60)
     check(no_token.returncode != 0 and "missing bearer token" in no_token.stderr
           and with_token.returncode == 0 and "freed" in with_token.stdout,
-          "grpcio transport: rsslab_ctl without the token refused (%s), with it trims (%s)"
-          % (no_token.stderr.strip()[-120:], with_token.stdout.strip()[:120]))
+          "%s transport: rsslab_ctl without the token refused (%s), with it trims (%s)"
+          % (transport, no_token.stderr.strip()[-120:], with_token.stdout.strip()[:120]))
     out, err = p.communicate("\n", timeout=120)
     lines = dict(l.split(": ", 1) for l in out.splitlines() if ": " in l)
     expect = {
@@ -616,14 +635,14 @@ def grpcio_transport_checks(py):
         "after cancel": r"^OK [1-9]",
         "max_count 3": r"^3$",
         "port in use": r"cannot listen on 127.0.0.1:\d+ \(in use",
-        "again": r"^True grpcio$",
+        "again": r"^True %s$" % transport,
     }
     for key, pattern in expect.items():
         got = lines.get(key, "(missing)")
         check(re.search(pattern, got) is not None,
-              "grpcio transport, %s: %s" % (key, got[:160] + ("" if key in lines else
-                                                               err.strip()[-200:])))
-    check(p.returncode == 0, "grpcio transport script exits 0: %s" % err.strip()[-200:])
+              "%s transport, %s: %s" % (transport, key, got[:160] + ("" if key in lines else
+                                                                   err.strip()[-200:])))
+    check(p.returncode == 0, "%s transport script exits 0: %s" % (transport, err.strip()[-200:]))
 
 
 def small_checks(py):
@@ -691,7 +710,12 @@ def small_checks(py):
               "exit with serve(transport=%r)%s and auto_trim() running took %.2f s (< 2 s), rc %s %s"
               % (transport, " (a watch stream open)" if transport == "grpcio" else "", took,
                  p.returncode, p.stderr.read().strip()[-200:]))
-    grpcio_transport_checks(py)
+    for transport in ("grpcio", "native"):
+        transport_checks(py, transport)
+    r = snippet(py, LAZY_GRPC)
+    check(r.returncode == 0 and r.stdout.split() == ["False", "False", "True"],
+          "gRPC C++ is loaded only by serve(transport='native'): mapped after import, after "
+          "serve over grpcio, after native: %s" % (r.stdout + r.stderr).strip()[-300:])
     script = os.path.join(TMP, "user_script.py")
     with open(script, "w") as f:
         f.write(RUN_SCRIPT)

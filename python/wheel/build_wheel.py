@@ -1,7 +1,11 @@
 #!/usr/bin/python3
-"""Packs the rsslab wheel: rsslab/*.py plus the Bazel-built extension.
+"""Packs the rsslab wheel: rsslab/*.py plus the two Bazel-built extensions.
 
   build_wheel.py --native=.bazel/bin/python/_rsslab.so --out=dist
+
+_rsslab.so is the package's native half; _rsslab_grpc.so (beside it
+unless --native_grpc says where) the native Control transport, the only
+part that loads gRPC C++.
 
 A wheel is a zip with the package, NAME-VERSION.dist-info/{METADATA,WHEEL,
 RECORD} (PEP 427); only the standard library is used, so it builds offline.
@@ -22,6 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.join(os.path.dirname(HERE), "rsslab")
 TAG = "cp311-cp311-linux_x86_64"
 EXT = "_rsslab.cpython-311-x86_64-linux-gnu.so"
+EXT_GRPC = "_rsslab_grpc.cpython-311-x86_64-linux-gnu.so"
 
 
 def version():
@@ -40,12 +45,16 @@ def record_line(name, data):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--native", required=True, help="the built _rsslab.so")
+    p.add_argument("--native_grpc", default="",
+                   help="the built _rsslab_grpc.so (default: beside --native)")
     p.add_argument("--out", default="dist")
     a = p.parse_args()
-    if not os.path.isfile(a.native):
-        print("build_wheel: %s is missing (bazel build //python:_rsslab.so)" % a.native,
-              file=sys.stderr)
-        sys.exit(2)
+    a.native_grpc = a.native_grpc or os.path.join(os.path.dirname(a.native), "_rsslab_grpc.so")
+    for path in (a.native, a.native_grpc):
+        if not os.path.isfile(path):
+            print("build_wheel: %s is missing (bazel build //python:_rsslab.so "
+                  "//python:_rsslab_grpc.so)" % path, file=sys.stderr)
+            sys.exit(2)
     v = version()
     dist_info = "rsslab-%s.dist-info" % v
     files = []
@@ -53,8 +62,9 @@ def main():
         if name.endswith(".py"):
             with open(os.path.join(PKG, name), "rb") as f:
                 files.append(("rsslab/" + name, f.read()))
-    with open(a.native, "rb") as f:
-        files.append(("rsslab/" + EXT, f.read()))
+    for path, name in ((a.native, EXT), (a.native_grpc, EXT_GRPC)):
+        with open(path, "rb") as f:
+            files.append(("rsslab/" + name, f.read()))
     metadata = ("Metadata-Version: 2.1\nName: rsslab\nVersion: %s\n"
                 "Summary: Where a Python service's resident memory is, and giving it back "
                 "(allocator detection, per-thread release, automatic trim, Control service)\n"

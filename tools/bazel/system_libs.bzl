@@ -120,6 +120,9 @@ def _system_libs_impl(rctx):
     py_pc = rctx.os.environ.get("RSSLAB_PYTHON_PC", _DEFAULT_PYTHON_PC)
     build = ['package(default_visibility = ["//visibility:public"])\n']
     build.append(_lib(rctx, "grpc", ["grpc++", "protobuf"], ["-lpthread"]))
+    # Protobuf alone: the messages, for code that must not load gRPC (the
+    # Python package's extension).
+    build.append(_lib(rctx, "protobuf", ["protobuf"], ["-lpthread"]))
     py_link, py_static_opts = _python_link(rctx, py_pc)
     if py_link == "static":
         build.append(_lib(rctx, "python", [py_pc], py_static_opts + ["-ldl", "-lm", "-lpthread"],
