@@ -110,6 +110,7 @@ if r.returncode != 0:
     p.terminate()
     sys.exit("service_residue.sh: the loadgen failed: %s" % (r.stderr.strip().splitlines() or [""])[-1])
 end = look(p.pid)
+json.dump(end, open(os.path.join(out, "end.json"), "w"), indent=1, default=str)
 p.terminate()
 p.wait(10)
 workers_after = [w for w in end["trim"].get("workers", []) if w.get("ran")]

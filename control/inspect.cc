@@ -456,12 +456,13 @@ void ReadLibraries(int pid, const std::string& maps, int64_t start_unix, Inspect
     if (!p.empty()) r->add_libraries(p);
   }
   // The package's extension module: _rsslab*.so anywhere, or the
-  // package's own layout, rsslab/_native*.so.
+  // package's own layout, rsslab/_native*.so; not _rsslab_grpc*.so, the
+  // native Control transport, which only ever comes with the first.
   std::string mod = procfs::FirstMappedPath(maps, [](absl::string_view path) {
     size_t slash = path.rfind('/');
     absl::string_view base = slash == absl::string_view::npos ? path : path.substr(slash + 1);
     if (!absl::StrContains(base, ".so")) return false;
-    return absl::StartsWith(base, "_rsslab") ||
+    return (absl::StartsWith(base, "_rsslab") && !absl::StartsWith(base, "_rsslab_grpc")) ||
            (absl::StartsWith(base, "_native") && slash != absl::string_view::npos &&
             absl::EndsWith(path.substr(0, slash), "/rsslab"));
   });

@@ -238,41 +238,10 @@ void StartAutoTrim(const std::string& mode, const std::string& signal, double ga
   State().StartAutoTrim(o, signal);
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_rsslab, m) {
-  m.doc() = "rsslab's native half (memory/alloc, memory/trim, memory/snapshot); use rsslab.";
-  m.def("allocator", &AllocatorInfo);
-  m.def("is_allocator_variable", &IsAllocatorVariable);
-  m.def("release", &Release);
-  m.def("snapshot", &Snapshot);
-  m.def("cap_arenas", &CapArenas);
-  m.def("set_thread_hooks", [](py11::object targets, py11::object submit) {
-    State().threads().SetHooks(targets.ptr(), submit.ptr());
-  });
-  m.def("set_snapshot_hook", [](py11::object hook) { State().SetSnapshotHook(hook.ptr()); });
-  m.def("visit", [](bool task) { return State().threads().Visit(task); });
-  m.def("hold", []() { State().threads().Hold(); });
-  m.def("note_work", []() { State().threads().NoteWork(); });
-  m.def("mark_ran", []() { State().threads().MarkRan(); });
-  m.def("count_request", [](uint64_t n) { State().CountRequests(n); });
-  // The interceptor, after each request: counted and timed, then this
-  // worker's share of a pending release (cheap when none is).
-  m.def("after_request", [](double handler_s, bool error) {
-    State().ObserveRequest(absl::Seconds(handler_s), error);
-    State().threads().Visit(false);
-  });
-  m.def("requests", []() { return State().requests(); });
-  m.def("start_auto_trim", &StartAutoTrim);
-  m.def("stop_auto_trim", []() {
-    py11::gil_scoped_release nogil;
-    State().StopAutoTrim();
-  });
-  m.def("auto_trim_state", []() { return State().AutoTrimInfo(); });
-  m.def("set_phase_hook", [](py11::object hook) { SetPhaseHook(hook.ptr()); });
-  // The Control service: the rules and the answers here, the sockets in a
-  // transport (rsslab/_control_grpcio.py, or _rsslab_grpc.so through
-  // control_hooks()).
+// The Control service: the rules and the answers here, the sockets in a
+// transport (rsslab/_control_grpcio.py, or _rsslab_grpc.so through
+// control_hooks()).
+void BindControl(py11::module_& m) {  // NOLINT(runtime/references)
   m.def("open_control_calls", [](const std::string& address, const std::string& token_file) {
     absl::Status s;
     {
@@ -337,6 +306,41 @@ PYBIND11_MODULE(_rsslab, m) {
     }
     return py11::make_tuple(0, std::string(), py11::cast(std::move(*w)));
   });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_rsslab, m) {
+  m.doc() = "rsslab's native half (memory/alloc, memory/trim, memory/snapshot); use rsslab.";
+  m.def("allocator", &AllocatorInfo);
+  m.def("is_allocator_variable", &IsAllocatorVariable);
+  m.def("release", &Release);
+  m.def("snapshot", &Snapshot);
+  m.def("cap_arenas", &CapArenas);
+  m.def("set_thread_hooks", [](py11::object targets, py11::object submit) {
+    State().threads().SetHooks(targets.ptr(), submit.ptr());
+  });
+  m.def("set_snapshot_hook", [](py11::object hook) { State().SetSnapshotHook(hook.ptr()); });
+  m.def("visit", [](bool task) { return State().threads().Visit(task); });
+  m.def("hold", []() { State().threads().Hold(); });
+  m.def("note_work", []() { State().threads().NoteWork(); });
+  m.def("mark_ran", []() { State().threads().MarkRan(); });
+  m.def("count_request", [](uint64_t n) { State().CountRequests(n); });
+  // The interceptor, after each request: counted and timed, then this
+  // worker's share of a pending release (cheap when none is).
+  m.def("after_request", [](double handler_s, bool error) {
+    State().ObserveRequest(absl::Seconds(handler_s), error);
+    State().threads().Visit(false);
+  });
+  m.def("requests", []() { return State().requests(); });
+  m.def("start_auto_trim", &StartAutoTrim);
+  m.def("stop_auto_trim", []() {
+    py11::gil_scoped_release nogil;
+    State().StopAutoTrim();
+  });
+  m.def("auto_trim_state", []() { return State().AutoTrimInfo(); });
+  m.def("set_phase_hook", [](py11::object hook) { SetPhaseHook(hook.ptr()); });
+  BindControl(m);
   m.def("stop_serving", []() {
     py11::gil_scoped_release nogil;
     StopControl();
