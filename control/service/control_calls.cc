@@ -25,6 +25,18 @@ absl::Status Parse(absl::string_view bytes, absl::string_view type, Message* out
   return absl::OkStatus();
 }
 
+// Parses `request` as In, answers with `fn(in, &out)`, serializes Out.
+template <typename In, typename Out, typename Fn>
+absl::Status Serialized(absl::string_view request, absl::string_view type, std::string* response,
+                        Fn fn) {
+  In in;
+  if (absl::Status p = Parse(request, type, &in); !p.ok()) return p;
+  Out out;
+  if (absl::Status s = fn(in, &out); !s.ok()) return s;
+  out.SerializeToString(response);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ControlCalls::Watch::Watch(ControlCalls* calls, const rsslab::v1::WatchRequest& request,
@@ -105,28 +117,21 @@ absl::StatusOr<std::unique_ptr<ControlCalls::Watch>> ControlCalls::OpenWatch(
 absl::Status ControlCalls::CallSerialized(absl::string_view method, absl::string_view request,
                                           absl::Time call_deadline, std::string* response) {
   if (method == "GetSnapshot") {
-    rsslab::v1::SnapshotRequest in;
-    if (absl::Status p = Parse(request, "SnapshotRequest", &in); !p.ok()) return p;
-    rsslab::v1::Snapshot out;
-    GetSnapshot(in, call_deadline, &out);
-    out.SerializeToString(response);
-    return absl::OkStatus();
+    return Serialized<rsslab::v1::SnapshotRequest, rsslab::v1::Snapshot>(
+        request, "SnapshotRequest", response, [&](const auto& in, auto* out) {
+          GetSnapshot(in, call_deadline, out);
+          return absl::OkStatus();
+        });
   }
   if (method == "SetPhase") {
-    rsslab::v1::SetPhaseRequest in;
-    if (absl::Status p = Parse(request, "SetPhaseRequest", &in); !p.ok()) return p;
-    rsslab::v1::SetPhaseResponse out;
-    if (absl::Status s = SetPhase(in, call_deadline, &out); !s.ok()) return s;
-    out.SerializeToString(response);
-    return absl::OkStatus();
+    return Serialized<rsslab::v1::SetPhaseRequest, rsslab::v1::SetPhaseResponse>(
+        request, "SetPhaseRequest", response,
+        [&](const auto& in, auto* out) { return SetPhase(in, call_deadline, out); });
   }
   if (method == "Trim") {
-    rsslab::v1::TrimRequest in;
-    if (absl::Status p = Parse(request, "TrimRequest", &in); !p.ok()) return p;
-    rsslab::v1::TrimResponse out;
-    if (absl::Status s = Trim(in, call_deadline, &out); !s.ok()) return s;
-    out.SerializeToString(response);
-    return absl::OkStatus();
+    return Serialized<rsslab::v1::TrimRequest, rsslab::v1::TrimResponse>(
+        request, "TrimRequest", response,
+        [&](const auto& in, auto* out) { return Trim(in, call_deadline, out); });
   }
   return absl::UnimplementedError(
       absl::StrCat("rsslab.v1.Control has no unary method '", method.substr(0, 64), "'"));
