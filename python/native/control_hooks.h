@@ -21,6 +21,13 @@ namespace py {
 
 inline constexpr char kControlHooksCapsule[] = "rsslab._rsslab.ControlHooks";
 
+// The bounds of both transports (the grpcio one reads them through
+// _rsslab.control_limits()): watch streams, calls at once (watch streams
+// included), and a request's size (Control's are a few dozen bytes).
+inline constexpr int kControlMaxWatchStreams = 8;
+inline constexpr int kControlMaxCalls = 12;
+inline constexpr int kControlMaxRequestBytes = 64 << 10;
+
 // Codes are absl::StatusCode (= grpc::StatusCode) values; 0 is OK, and
 // `message` is set otherwise. `authorization` is the call's header value,
 // nullptr when it has none. No hook needs the GIL held or released.

@@ -135,8 +135,6 @@ PackageBackend* Backend() {
   return backend;
 }
 
-constexpr int kMaxWatchStreams = 8;
-
 // The transport listens elsewhere (the process's grpcio, or _rsslab_grpc.so):
 // here are the rules, the token and the address.
 struct Running {
@@ -188,32 +186,6 @@ void SetPhaseHook(PyObject* hook) {
 
 void ClearPhaseHook() { Py_CLEAR(g_phase_hook); }
 
-namespace {
-
-// Checks what both transports check before listening.
-absl::StatusOr<std::unique_ptr<Running>> Prepare(const std::string& address,
-                                                 const std::string& token_file)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(g_mu) {
-  if (g_running) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the Control service already listens on ", g_running->address,
-                     " (one per process)"));
-  }
-  absl::StatusOr<HostPort> hp = ParseHostPort(address);
-  if (!hp.ok()) return hp.status();
-  SecurityOptions so;
-  so.auth_token_file = token_file;
-  absl::StatusOr<Credentials> sec = Credentials::Load(so);
-  if (!sec.ok()) return sec.status();
-  auto r = std::make_unique<Running>();
-  r->security = std::make_shared<Credentials>(*std::move(sec));
-  if (absl::Status c = r->security->CheckListen(address, "control"); !c.ok()) return c;
-  r->host = hp->host;
-  return r;
-}
-
-}  // namespace
-
 void StopControl() {
   std::unique_ptr<Running> r;
   {
@@ -230,10 +202,23 @@ void EndControlWatches() {
 
 absl::Status OpenControlCalls(const std::string& address, const std::string& token_file) {
   absl::MutexLock l(&g_mu);
-  absl::StatusOr<std::unique_ptr<Running>> p = Prepare(address, token_file);
-  if (!p.ok()) return p.status();
-  (*p)->calls = std::make_shared<ControlCalls>(Backend(), kMaxWatchStreams);
-  g_running = *std::move(p);
+  if (g_running) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the Control service already listens on ", g_running->address,
+                     " (one per process)"));
+  }
+  absl::StatusOr<HostPort> hp = ParseHostPort(address);
+  if (!hp.ok()) return hp.status();
+  SecurityOptions so;
+  so.auth_token_file = token_file;
+  absl::StatusOr<Credentials> sec = Credentials::Load(so);
+  if (!sec.ok()) return sec.status();
+  auto r = std::make_unique<Running>();
+  r->security = std::make_shared<Credentials>(*std::move(sec));
+  if (absl::Status c = r->security->CheckListen(address, "control"); !c.ok()) return c;
+  r->host = hp->host;
+  r->calls = std::make_shared<ControlCalls>(Backend(), kControlMaxWatchStreams);
+  g_running = std::move(r);
   return absl::OkStatus();
 }
 
@@ -248,6 +233,13 @@ absl::StatusOr<std::string> ControlCallsBound(int port) {
 }
 
 namespace {
+
+// One watch stream; `calls` keeps the rules alive for as long as the
+// stream (declared first: destroyed last).
+struct ControlWatchHandle {
+  std::shared_ptr<ControlCalls> calls;
+  std::unique_ptr<ControlCalls::Watch> watch;
+};
 
 // The open service's rules, after the token check.
 absl::StatusOr<std::shared_ptr<ControlCalls>> Authorized(const std::string* authorization) {
@@ -264,8 +256,6 @@ absl::StatusOr<std::shared_ptr<ControlCalls>> Authorized(const std::string* auth
   if (absl::Status a = security->AuthorizeHeader(authorization); !a.ok()) return a;
   return calls;
 }
-
-}  // namespace
 
 absl::Status CallControl(const std::string& method, const std::string& request,
                          const std::string* authorization, absl::Time call_deadline,
@@ -286,8 +276,6 @@ absl::StatusOr<std::unique_ptr<ControlWatchHandle>> OpenControlWatch(
   handle->watch = *std::move(w);
   return handle;
 }
-
-namespace {
 
 int HookAuthorize(const std::string* authorization, std::string* message) {
   absl::Status s = Authorized(authorization).status();

@@ -9,12 +9,12 @@
 // Either listens and hands each call's bytes here; this module loads no
 // gRPC C++ itself.
 //
-// Example (GIL not held around CallControl):
+// Example (GIL not held around the hooks):
 //   OpenControlCalls("127.0.0.1:0", "");  // checks, does not listen
 //   ... the transport binds port P ...
 //   absl::StatusOr<std::string> addr = ControlCallsBound(P);
-//   std::string out;
-//   absl::Status s = CallControl("GetSnapshot", bytes, nullptr, deadline, &out);
+//   std::string out, message;
+//   int code = Hooks()->call("GetSnapshot", bytes, nullptr, -1, &out, &message);
 //   StopControl();  // atexit: ends watch streams
 
 #ifndef RSSLAB_PYTHON_NATIVE_CONTROL_SERVER_H_
@@ -22,12 +22,10 @@
 
 #include <Python.h>
 
-#include <memory>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
-#include "control/service/control_calls.h"
 
 namespace rsslab {
 namespace py {
@@ -53,22 +51,9 @@ void EndControlWatches();
 absl::Status OpenControlCalls(const std::string& address, const std::string& token_file);
 absl::StatusOr<std::string> ControlCallsBound(int port);
 
-// One watch stream; `calls` keeps the rules alive
-// for as long as the stream (declared first: destroyed last).
-struct ControlWatchHandle {
-  std::shared_ptr<ControlCalls> calls;
-  std::unique_ptr<ControlCalls::Watch> watch;
-};
-
-// GIL not held. `authorization`: the call's "authorization" header, nullptr
-// if it has none. UNAVAILABLE when no service is open.
-absl::Status CallControl(const std::string& method, const std::string& request,
-                         const std::string* authorization, absl::Time call_deadline,
-                         std::string* response);
-absl::StatusOr<std::unique_ptr<ControlWatchHandle>> OpenControlWatch(
-    const std::string& request, const std::string* authorization);
-
-// The same calls for _rsslab_grpc.so (python/native/control_hooks.h).
+// The calls, token check first (python/native/control_hooks.h): what
+// either transport calls, _rsslab_grpc.so through a capsule, the grpcio one
+// through this module's bindings. No hook needs the GIL.
 struct ControlHooks;
 const ControlHooks* Hooks();
 

@@ -37,10 +37,6 @@ namespace rsslab {
 namespace py {
 namespace {
 
-// As the grpcio transport: 8 watch streams and 4 other calls at once; a
-// request of at most 64 KiB (Control's are a few dozen bytes).
-constexpr int kMaxCalls = 12;
-constexpr int kMaxRequestBytes = 64 << 10;
 constexpr char kPrefix[] = "/rsslab.v1.Control/";
 
 const ControlHooks* g_hooks = nullptr;
@@ -79,10 +75,10 @@ class Call : public grpc::ServerGenericBidiReactor {
       Finish(grpc::Status(static_cast<grpc::StatusCode>(code), message));
       return;
     }
-    if (g_calls.fetch_add(1) >= kMaxCalls) {
+    if (g_calls.fetch_add(1) >= kControlMaxCalls) {
       g_calls.fetch_sub(1);
       Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                          absl::StrCat("more than ", kMaxCalls, " Control calls at once")));
+                          absl::StrCat("more than ", kControlMaxCalls, " Control calls at once")));
       return;
     }
     counted_ = true;
@@ -221,7 +217,7 @@ int Start(const std::string& address, py11::capsule hooks) {
   int port = 0;
   builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
   builder.RegisterCallbackGenericService(service.get());
-  builder.SetMaxReceiveMessageSize(kMaxRequestBytes);
+  builder.SetMaxReceiveMessageSize(kControlMaxRequestBytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) return 0;
   g_service = std::move(service);

@@ -238,6 +238,37 @@ void StartAutoTrim(const std::string& mode, const std::string& signal, double ga
   State().StartAutoTrim(o, signal);
 }
 
+// A watch stream of the grpcio transport, over the hooks; used from the
+// one handler thread that serves the stream (cancel from any).
+class ControlWatch {
+ public:
+  explicit ControlWatch(void* watch) : watch_(watch) {}
+  ~ControlWatch() { Close(); }
+  ControlWatch(const ControlWatch&) = delete;
+  ControlWatch& operator=(const ControlWatch&) = delete;
+
+  py11::object Next() {
+    if (watch_ == nullptr) return py11::none();
+    std::string snapshot;
+    bool more;
+    {
+      py11::gil_scoped_release nogil;
+      more = Hooks()->watch_next(watch_, &snapshot);
+    }
+    return more ? py11::object(py11::bytes(snapshot)) : py11::object(py11::none());
+  }
+  void Cancel() {
+    if (watch_ != nullptr) Hooks()->watch_cancel(watch_);
+  }
+  void Close() {
+    if (watch_ != nullptr) Hooks()->watch_close(watch_);
+    watch_ = nullptr;
+  }
+
+ private:
+  void* watch_;
+};
+
 // The Control service: the rules and the answers here, the sockets in a
 // transport (rsslab/_control_grpcio.py, or _rsslab_grpc.so through
 // control_hooks()).
@@ -259,52 +290,43 @@ void BindControl(py11::module_& m) {  // NOLINT(runtime/references)
     if (!r.ok()) throw py11::value_error(std::string(r.status().message()));
     return *r;
   });
+  m.def("control_limits", []() {
+    py11::dict d;
+    d["max_watch_streams"] = kControlMaxWatchStreams;
+    d["max_calls"] = kControlMaxCalls;
+    d["max_request_bytes"] = kControlMaxRequestBytes;
+    return d;
+  });
   // -> (status code, message, serialized answer); deadline_s < 0: none.
   m.def("control_call", [](const std::string& method, py11::bytes request,
                            std::optional<std::string> authorization, double deadline_s) {
     const std::string in = request;
-    std::string out;
-    absl::Status s;
+    std::string out, message;
+    int code;
     {
       py11::gil_scoped_release nogil;
-      const absl::Time deadline =
-          deadline_s < 0 ? absl::InfiniteFuture() : absl::Now() + absl::Seconds(deadline_s);
-      s = CallControl(method, in, authorization ? &*authorization : nullptr, deadline, &out);
+      code = Hooks()->call(method, in, authorization ? &*authorization : nullptr, deadline_s,
+                           &out, &message);
     }
-    return py11::make_tuple(static_cast<int>(s.code()), std::string(s.message()),
-                            py11::bytes(out));
+    return py11::make_tuple(code, message, py11::bytes(out));
   });
-  py11::class_<ControlWatchHandle>(m, "ControlWatch")
+  py11::class_<ControlWatch>(m, "ControlWatch")
       // The next snapshot, serialized, when it is due; None once the stream ended.
-      .def("next",
-           [](ControlWatchHandle& h) -> py11::object {
-             if (!h.watch) return py11::none();
-             rsslab::v1::Snapshot snap;
-             bool more;
-             {
-               py11::gil_scoped_release nogil;
-               more = h.watch->Next(&snap);
-             }
-             if (!more) return py11::none();
-             return py11::bytes(snap.SerializeAsString());
-           })
-      .def("cancel", [](ControlWatchHandle& h) {
-        if (h.watch) h.watch->Cancel();
-      })
+      .def("next", &ControlWatch::Next)
+      .def("cancel", &ControlWatch::Cancel)
       // Gives the stream's slot back now rather than at garbage collection.
-      .def("close", [](ControlWatchHandle& h) { h.watch.reset(); });
+      .def("close", &ControlWatch::Close);
   m.def("control_watch", [](py11::bytes request, std::optional<std::string> authorization) {
     const std::string in = request;
-    absl::StatusOr<std::unique_ptr<ControlWatchHandle>> w;
+    int code = 0;
+    std::string message;
+    void* w;
     {
       py11::gil_scoped_release nogil;
-      w = OpenControlWatch(in, authorization ? &*authorization : nullptr);
+      w = Hooks()->open_watch(in, authorization ? &*authorization : nullptr, &code, &message);
     }
-    if (!w.ok()) {
-      return py11::make_tuple(static_cast<int>(w.status().code()),
-                              std::string(w.status().message()), py11::none());
-    }
-    return py11::make_tuple(0, std::string(), py11::cast(std::move(*w)));
+    if (w == nullptr) return py11::make_tuple(code, message, py11::none());
+    return py11::make_tuple(0, std::string(), py11::cast(std::make_unique<ControlWatch>(w)));
   });
 }
 

@@ -8,10 +8,11 @@ every rule and every answer are the native ControlCalls (control/service/
 control_calls.h), the same code rsslab_server answers with. A handler
 holds the GIL only to pass bytes in and out; the native call releases it.
 
-Bounds: a request of at most 64 KiB (Control's requests are a few dozen
-bytes; grpcio reads a message before the handler runs, so this bounds what
-an unauthorized client can send), 8 watch streams (the native rule) plus 4
-unary calls at once; more are refused at once (RESOURCE_EXHAUSTED).
+Bounds, the native transport's (_rsslab.control_limits()): a request of at
+most 64 KiB (grpcio reads a message before the handler runs, so this bounds
+what an unauthorized client can send), 8 watch streams and 12 calls in all
+at once; more are refused at once (RESOURCE_EXHAUSTED). rsslab/_serve.py
+opens and closes the native side; this file only listens.
 """
 
 import concurrent.futures
@@ -22,9 +23,7 @@ import grpc
 from . import _rsslab as _native
 
 _SERVICE = "rsslab.v1.Control"
-_MAX_REQUEST_BYTES = 64 << 10
-_MAX_WATCHES = 8
-_MAX_UNARY = 4
+_LIMITS = _native.control_limits()
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 _server = None
@@ -80,43 +79,35 @@ if hasattr(threading, "_register_atexit"):
     threading._register_atexit(_end_watches)
 
 
-def start(address, token_file):
-    """Listens on address with the process's grpcio; returns host:port."""
+def bind(address):
+    """Listens on address with the process's grpcio; returns the port (0: cannot)."""
     global _server
-    _native.open_control_calls(address, token_file)  # ValueError: address, token, listen rule
+    server = grpc.server(
+        concurrent.futures.ThreadPoolExecutor(max_workers=_LIMITS["max_calls"],
+                                              thread_name_prefix="rsslab-control"),
+        handlers=[grpc.method_handlers_generic_handler(_SERVICE, {
+            "SetPhase": _unary("SetPhase"),
+            "GetSnapshot": _unary("GetSnapshot"),
+            "Trim": _unary("Trim"),
+            "WatchSnapshots": grpc.unary_stream_rpc_method_handler(_watch),
+        })],
+        options=[("grpc.max_receive_message_length", _LIMITS["max_request_bytes"]),
+                 # grpcio's default would let a second server share the port.
+                 ("grpc.so_reuseport", 0)],
+        maximum_concurrent_rpcs=_LIMITS["max_calls"])
     try:
-        server = grpc.server(
-            concurrent.futures.ThreadPoolExecutor(
-                max_workers=_MAX_WATCHES + _MAX_UNARY, thread_name_prefix="rsslab-control"),
-            handlers=[grpc.method_handlers_generic_handler(_SERVICE, {
-                "SetPhase": _unary("SetPhase"),
-                "GetSnapshot": _unary("GetSnapshot"),
-                "Trim": _unary("Trim"),
-                "WatchSnapshots": grpc.unary_stream_rpc_method_handler(_watch),
-            })],
-            options=[("grpc.max_receive_message_length", _MAX_REQUEST_BYTES),
-                     # grpcio's default would let a second server share the port.
-                     ("grpc.so_reuseport", 0)],
-            maximum_concurrent_rpcs=_MAX_WATCHES + _MAX_UNARY)
-        try:
-            port = server.add_insecure_port(address)
-        except RuntimeError:  # grpcio raises where older versions returned 0
-            port = 0
-        if not port:
-            raise ValueError("cannot listen on %s (in use, or not an address of this host)"
-                             % address)
+        port = server.add_insecure_port(address)
+    except RuntimeError:  # grpcio raises where older versions returned 0
+        return 0
+    if port:
         server.start()
-    except BaseException:
-        _native.stop_serving()
-        raise
-    _server = server
-    return _native.control_calls_bound(port)
+        _server = server
+    return port
 
 
 def stop():
-    """Ends the watch streams, then the server (calls in flight get a second)."""
+    """Stops the server (calls in flight get a second)."""
     global _server
     server, _server = _server, None
-    _native.stop_serving()
     if server is not None:
         server.stop(1.0).wait(2.0)

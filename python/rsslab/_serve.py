@@ -13,6 +13,7 @@ environment if it names a directory, else /tmp; one line HOST:PORT, mode 0600, w
 removed at stop while it still holds this address.
 """
 
+import importlib
 import os
 import sys
 
@@ -70,16 +71,36 @@ def _pick(transport):
     return transport
 
 
-def _serve_native(control, token):
+# Each transport's module: bind(address) or start(address, hooks) -> port
+# (0: cannot), and stop().
+_MODULES = {"grpcio": "rsslab._control_grpcio", "native": "rsslab._rsslab_grpc"}
+
+
+def _bind(transport, control):
+    module = importlib.import_module(_MODULES[transport])  # native: loads gRPC C++, only here
+    if transport == "grpcio":
+        return module.bind(control)
+    return module.start(control, _native.control_hooks())
+
+
+def _unbind(transport):
+    # The watch streams end first, so the server's wait for its calls is short.
+    _native.end_control_watches()
+    module = sys.modules.get(_MODULES[transport])  # None: its import failed
+    if module is not None:
+        module.stop()
+    _native.stop_serving()
+
+
+def _listen(transport, control, token):
     _native.open_control_calls(control, token)  # ValueError: address, token, listen rule
     try:
-        from . import _rsslab_grpc  # loads gRPC C++: only here
-        port = _rsslab_grpc.start(control, _native.control_hooks())
+        port = _bind(transport, control)
         if not port:
             raise ValueError("cannot listen on %s (in use, or not an address of this host)"
                              % control)
     except BaseException:
-        _native.stop_serving()
+        _unbind(transport)
         raise
     return _native.control_calls_bound(port)
 
@@ -103,17 +124,13 @@ def serve(control, metrics, token_file, transport="auto"):
                            "rsslab.stop() ends it)" % _address)
     chosen = _pick(transport)
     token = os.fspath(token_file) if token_file is not None else ""
-    if chosen == "grpcio":
-        from . import _control_grpcio
-        address = _control_grpcio.start(control, token)
-    else:
-        address = _serve_native(control, token)
+    address = _listen(chosen, control, token)
     _address, _transport = address, chosen
     if metrics is not None:
         try:
             rsslab._metrics_address = _native.serve_metrics(metrics)
         except ValueError:
-            _stop_transport()
+            _unbind(_transport)
             _address, _transport = None, ""
             raise
     rsslab._control_address = address
@@ -125,22 +142,11 @@ def transport():
     return _transport
 
 
-def _stop_transport():
-    if _transport == "grpcio":
-        from . import _control_grpcio
-        _control_grpcio.stop()
-    else:
-        from . import _rsslab_grpc
-        _native.end_control_watches()  # before the server waits for its calls
-        _rsslab_grpc.stop()
-        _native.stop_serving()
-
-
 def stop():
     global _address, _addr_file, _transport
     if _address is None:
         return
-    _stop_transport()
+    _unbind(_transport)
     if _addr_file is not None:
         try:
             with open(_addr_file) as f:
