@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<ControlCalls::Watch>> ControlCalls::OpenWatch(
   if (watch_streams_.fetch_add(1) >= max_watch_streams_) {
     watch_streams_.fetch_sub(1);
     return absl::ResourceExhaustedError(absl::StrCat(
-        "too many WatchSnapshots streams (limit ", max_watch_streams_, ", --max_watch_streams)"));
+        "too many WatchSnapshots streams (limit ", max_watch_streams_, ", ", limit_source_, ")"));
   }
   // The slot taken above is given back by ~Watch.
   return std::unique_ptr<Watch>(new Watch(this, request, interval_ms));

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -65,8 +66,13 @@ class ControlCalls {
     std::atomic<bool> cancelled_{false};
   };
 
-  ControlCalls(ControlBackend* backend, int max_watch_streams)
-      : backend_(backend), max_watch_streams_(max_watch_streams) {}
+  // `limit_source` names what sets `max_watch_streams` in the refusal's
+  // sentence (the server's flag; the package's limit is fixed).
+  ControlCalls(ControlBackend* backend, int max_watch_streams,
+               std::string limit_source = "--max_watch_streams")
+      : backend_(backend),
+        max_watch_streams_(max_watch_streams),
+        limit_source_(std::move(limit_source)) {}
 
   // `call_deadline`: when the caller stops waiting (absl::InfiniteFuture()
   // for none); the Python parts get at most half of what is left.
@@ -99,6 +105,7 @@ class ControlCalls {
  private:
   ControlBackend* const backend_;
   const int max_watch_streams_;
+  const std::string limit_source_;
   std::atomic<int> watch_streams_{0};
   std::atomic<bool> stopping_{false};
 };

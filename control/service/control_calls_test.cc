@@ -103,9 +103,20 @@ TEST(ControlCallsTest, WatchBoundsCountsAndSlots) {
   ASSERT_TRUE(second.ok());
   absl::Status full = calls.OpenWatch(r).status();  // w and second hold both slots
   EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_NE(full.message().find("limit 2"), absl::string_view::npos) << full;
+  EXPECT_NE(full.message().find("limit 2, --max_watch_streams)"), absl::string_view::npos)
+      << full;
   w->reset();  // gives its slot back
   EXPECT_TRUE(calls.OpenWatch(r).ok());
+}
+
+TEST(ControlCallsTest, RefusalNamesWhatSetsTheLimit) {
+  CountingBackend backend;
+  ControlCalls calls(&backend, 0, "the package's fixed limit");
+  rsslab::v1::WatchRequest r;
+  absl::Status full = calls.OpenWatch(r).status();
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(full.message(),
+            "too many WatchSnapshots streams (limit 0, the package's fixed limit)");
 }
 
 TEST(ControlCallsTest, CancelAndStopEndAWaitingWatchPromptly) {

@@ -217,7 +217,8 @@ absl::Status OpenControlCalls(const std::string& address, const std::string& tok
   r->security = std::make_shared<Credentials>(*std::move(sec));
   if (absl::Status c = r->security->CheckListen(address, "control"); !c.ok()) return c;
   r->host = hp->host;
-  r->calls = std::make_shared<ControlCalls>(Backend(), kControlMaxWatchStreams);
+  r->calls = std::make_shared<ControlCalls>(
+      Backend(), kControlMaxWatchStreams, "the rsslab package's fixed limit");
   g_running = std::move(r);
   return absl::OkStatus();
 }
