@@ -537,6 +537,22 @@ void DropWholePages(uintptr_t lo, uintptr_t hi, PageDrops* drops) {
   if (madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED) != 0) ++drops->failed;
 }
 
+int64_t ResidentBytesIn(uintptr_t lo, uintptr_t hi) {
+  static const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  lo &= ~(page - 1);
+  // Fixed: nothing may allocate during a heap visit; longer ranges are read
+  // in pieces (2.0.x pages are at most 512 KiB: 128 entries).
+  unsigned char vec[256];
+  int64_t pages = 0;
+  for (uintptr_t a = lo; a < hi; a += sizeof(vec) * page) {
+    const size_t len = std::min<uintptr_t>(hi - a, sizeof(vec) * page);
+    if (mincore(reinterpret_cast<void*>(a), len, vec) != 0) return -1;
+    const size_t n = (len + page - 1) / page;
+    for (size_t i = 0; i < n; ++i) pages += vec[i] & 1;
+  }
+  return pages * static_cast<int64_t>(page);
+}
+
 bool Allocator::VisitThisThreadHeap(bool all_blocks, mi_block_visit_fun* visit, void* arg) const {
   if (name_ != "mimalloc" || mi_heap_get_default_ == nullptr || mi_heap_visit_blocks_ == nullptr) {
     return false;
@@ -637,6 +653,9 @@ void Allocator::FillThreadStats(rsslab::v1::ThreadAllocStats* out) const {
   out->set_heap_used_bytes(-1);
   out->set_heap_pages(-1);
   out->set_heap_reserved_bytes(-1);
+  out->set_heap_resident_bytes(-1);
+  out->set_heap_small_block_resident_bytes(-1);
+  out->set_heap_small_block_used_bytes(-1);
   out->set_arena(-1);
   out->set_arena_active_bytes(-1);
   out->set_arena_dirty_bytes(-1);
@@ -646,17 +665,36 @@ void Allocator::FillThreadStats(rsslab::v1::ThreadAllocStats* out) const {
   out->set_thread_net_allocated_bytes(-1);
   struct Sums {
     int64_t committed = 0, used = 0, pages = 0, reserved = 0;
+    int64_t resident = 0, small_resident = 0, small_used = 0;
   } sums;
-  // Areas only (visit_all_blocks=false): one call per page, no block walk.
+  // Areas only (visit_all_blocks=false): one call per page, no block walk;
+  // one mincore per page for what is resident.
   if (VisitThisThreadHeap(
           false,
           [](const mi_heap_t*, const mi_heap_area_t* area, void* block, size_t, void* arg) {
             if (block == nullptr && area != nullptr) {
               auto* s = static_cast<Sums*>(arg);
+              const int64_t used = static_cast<int64_t>(area->used * area->block_size);
               s->committed += static_cast<int64_t>(area->committed);
-              s->used += static_cast<int64_t>(area->used * area->block_size);
+              s->used += used;
               s->reserved += static_cast<int64_t>(area->reserved);
               ++s->pages;
+              const uintptr_t base = reinterpret_cast<uintptr_t>(area->blocks);
+              const int64_t resident =
+                  base == 0 ? 0 : ResidentBytesIn(base, base + area->committed);
+              if (resident < 0 || s->resident < 0) {
+                s->resident = -1;
+              } else {
+                s->resident += resident;
+                // Blocks under two OS pages hold no whole page beyond
+                // their first: no purge returns their free blocks.
+                const size_t stride =
+                    area->full_block_size != 0 ? area->full_block_size : area->block_size;
+                if (stride < 2 * static_cast<size_t>(sysconf(_SC_PAGESIZE))) {
+                  s->small_resident += resident;
+                  s->small_used += used;
+                }
+              }
             }
             return true;
           },
@@ -665,6 +703,9 @@ void Allocator::FillThreadStats(rsslab::v1::ThreadAllocStats* out) const {
     out->set_heap_used_bytes(sums.used);
     out->set_heap_pages(sums.pages);
     out->set_heap_reserved_bytes(sums.reserved);
+    out->set_heap_resident_bytes(sums.resident);
+    out->set_heap_small_block_resident_bytes(sums.resident < 0 ? -1 : sums.small_resident);
+    out->set_heap_small_block_used_bytes(sums.small_used);
   } else if (name_ == "jemalloc" && mallctl_ != nullptr) {
     unsigned arena = 0;
     size_t len = sizeof(arena);

@@ -310,6 +310,11 @@ std::map<std::string, int> MimallocOptionIds(int version);
 // memory an allocator keeps mapped but holds nothing in (allocates nothing).
 void DropWholePages(uintptr_t lo, uintptr_t hi, PageDrops* drops);
 
+// Bytes of the OS pages touching [lo, hi) that are resident now (mincore),
+// -1 if mincore refuses the range. Allocates nothing, so it may run inside a
+// heap visit.
+int64_t ResidentBytesIn(uintptr_t lo, uintptr_t hi);
+
 // Parses glibc malloc_info(0, fp) XML. Per <heap nr=..>: system current/max,
 // free = fast + rest sizes (and counts), in use = system - free, aspace
 // total. Top level: total system (current), total free, <total type="mmap">.

@@ -85,22 +85,13 @@ struct Look {
     if (area->blocks == nullptr || stride < 2 * page_size) return;
     const size_t capacity = area->committed / stride;
     if (capacity <= 1 || area->used >= capacity) return;
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(area->blocks) & ~(page_size - 1);
-    const uintptr_t hi = reinterpret_cast<uintptr_t>(area->blocks) + area->committed;
-    // 2.0.x pages are at most 512 KiB (medium): 128 entries; longer ranges
-    // are read in pieces. Fixed: nothing may allocate during the visit.
-    std::array<unsigned char, 256> vec{};
-    int64_t resident = 0;
-    for (uintptr_t a = lo; a < hi; a += vec.size() * page_size) {
-      const size_t len = std::min<uintptr_t>(hi - a, vec.size() * page_size);
-      if (mincore(reinterpret_cast<void*>(a), len, vec.data()) != 0) return;
-      const size_t n = (len + page_size - 1) / page_size;
-      for (size_t i = 0; i < n; ++i) resident += (vec[i] & 1) ? 1 : 0;
-    }
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(area->blocks);
+    const int64_t resident_bytes = ResidentBytesIn(lo, lo + area->committed);
+    if (resident_bytes < 0) return;
     // Live blocks are taken as resident, and each free block keeps the page
     // with its free-list link: what is left is what the walk could drop.
     const int64_t kept = static_cast<int64_t>(area->used * stride + (capacity - area->used) * page_size);
-    resident_free += std::max<int64_t>(0, resident * static_cast<int64_t>(page_size) - kept);
+    resident_free += std::max<int64_t>(0, resident_bytes - kept);
   }
 };
 

@@ -56,7 +56,8 @@ void FillWorkerResults(
 // after-threads step.
 void RunPerThreadPass(ThreadSet* workers, absl::Duration timeout, bool thread_stats,
                       bool follow_up_in_pass, const alloc::Allocator& a,
-                      const alloc::Allocator::DelayOverride& delay, rsslab::v1::TrimResult* r) {
+                      const alloc::Allocator::DelayOverride& delay,
+                      const std::function<void()>& after_release, rsslab::v1::TrimResult* r) {
   r->set_per_thread(true);
   // Shared with the workers: one stuck past the timeout still runs the
   // release later, and must find its state alive.
@@ -72,12 +73,13 @@ void RunPerThreadPass(ThreadSet* workers, absl::Duration timeout, bool thread_st
   // With the delay at 0 the follow-up needs no wait: it can share the visit.
   const bool folded = follow_up_in_pass && a.HasFollowUp() && delay.applied;
   std::vector<WorkerRun> runs = workers->RunOnEachWorker(
-      [&a, state, thread_stats, folded](int worker) {
+      [&a, state, thread_stats, folded, after_release](int worker) {
         rsslab::v1::ThreadAllocStats before, after;
         if (thread_stats) a.FillThreadStats(&before);
         alloc::Allocator::Release rel = a.ReleaseThisThread();
         alloc::Allocator::Release follow;
         if (folded) follow = a.FollowUpThisThread();
+        if (after_release) after_release();
         if (thread_stats) a.FillThreadStats(&after);
         absl::MutexLock l(&state->mu);
         state->call = rel.call;
@@ -122,7 +124,8 @@ Trimmer::Trimmer(ThreadSet* workers, absl::Duration worker_timeout, bool thread_
     : workers_(workers), worker_timeout_(worker_timeout), thread_stats_(thread_stats) {}
 
 rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string& trigger,
-                                    absl::Duration worker_timeout) {
+                                    absl::Duration worker_timeout,
+                                    std::function<void()> after_release) {
   absl::MutexLock run_lock(&run_mu_);
   const alloc::Allocator& a = alloc::Allocator::Get();
   rsslab::v1::TrimResult r;
@@ -151,7 +154,7 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
 
   if (per_thread) {
     RunPerThreadPass(workers_, std::min(worker_timeout_, worker_timeout), thread_stats_,
-                     follow_up_in_pass_, a, delay, &r);
+                     follow_up_in_pass_, a, delay, after_release, &r);
   }
   if (!delay.option.empty()) {
     r.set_release_delay_option(delay.option);

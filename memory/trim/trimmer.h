@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,8 +53,14 @@ class Trimmer {
 
   // `worker_timeout` (when shorter than the constructor's) bounds the wait
   // for each worker of this run: a control call's deadline.
+  // `after_release`, if set, runs on each worker right after its own
+  // release (and its follow-up, when in the same visit) and before its
+  // after-figures are read, so they count it (the package's free-block
+  // purge). It may run after Run returns (a worker past the timeout): it
+  // must own what it touches.
   rsslab::v1::TrimResult Run(rsslab::v1::TrimMode mode, const std::string& trigger,
-                             absl::Duration worker_timeout = absl::InfiniteDuration());
+                             absl::Duration worker_timeout = absl::InfiniteDuration(),
+                             std::function<void()> after_release = nullptr);
 
   bool has_last() const;
   rsslab::v1::TrimResult last() const;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -124,8 +125,9 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
   const int64_t rss = StatmRssBytes();
   const int64_t last = last_rss_after_.load();
   const bool after_burst = last <= 0 || rss - last >= std::min<int64_t>(kBurstGrowth, last / 2);
+  std::function<void()> purge_step;
   if (purge) {
-    threads_.ArmNextPass([sum, after_burst] {
+    purge_step = [sum, after_burst] {
       const alloc::FreeBlockPurge p =
           alloc::PurgeFreeBlocksThisThread(PurgeThresholdThisThread(after_burst));
       NoteWalkThisThread(p);
@@ -141,12 +143,13 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
       t.resident_free_bytes += p.resident_free_bytes;
       t.threads_skipped += p.threads_skipped;
       t.duration_us = std::max(t.duration_us, p.duration_us);  // the longest thread's
-    });
+    };
   }
   TrackedThreads::SetCallTimeout(timeout);
-  rsslab::v1::TrimResult r = trimmer_.Run(mode, trigger);
+  // The purge before each worker's after-figures, so they show what stays.
+  rsslab::v1::TrimResult r =
+      trimmer_.Run(mode, trigger, absl::InfiniteDuration(), std::move(purge_step));
   TrackedThreads::SetCallTimeout(absl::InfiniteDuration());
-  threads_.ArmNextPass(nullptr);  // unused when no pass ran
   last_rss_after_.store(StatmRssBytes());
   if (purge) {
     absl::MutexLock l(&sum->mu);

@@ -82,11 +82,6 @@ void TrackedThreads::Abort() {
   active_.store(false);
 }
 
-void TrackedThreads::ArmNextPass(std::function<void()> extra) {
-  absl::MutexLock l(&mu_);
-  next_extra_ = std::move(extra);
-}
-
 bool TrackedThreads::ListTargets(std::vector<int>* out) {
   std::vector<int>& tids = *out;
   return WithGil([&] {
@@ -139,18 +134,6 @@ long TrackedThreads::SubmitVisits(const std::vector<int>& owing) {  // NOLINT(ru
 std::vector<WorkerRun> TrackedThreads::RunOnEachWorker(std::function<void(int)> fn,
                                                         absl::Duration timeout) {
   timeout = std::min(timeout, t_call_timeout);
-  std::function<void()> extra;
-  {
-    absl::MutexLock l(&mu_);
-    extra = std::move(next_extra_);
-    next_extra_ = nullptr;
-  }
-  if (extra) {
-    fn = [fn = std::move(fn), extra = std::move(extra)](int worker) {
-      fn(worker);
-      extra();
-    };
-  }
   if (refusing_.load()) return {};
   std::vector<int> tids;
   const bool got = ListTargets(&tids);

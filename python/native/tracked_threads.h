@@ -104,11 +104,6 @@ class TrackedThreads : public ThreadSet {
   // the automatic trim, shutdown).
   void Refuse(bool refuse) { refusing_.store(refuse); }
 
-  // The next pass runs `extra` on each thread right after the pass's own
-  // function (the package's free-block purge after mimalloc's collect);
-  // nullptr disarms it.
-  void ArmNextPass(std::function<void()> extra);
-
   // Caps the next passes' wait on the calling thread (release(timeout=)).
   static void SetCallTimeout(absl::Duration d);
 
@@ -136,7 +131,6 @@ class TrackedThreads : public ThreadSet {
 
   absl::Mutex mu_;
   std::shared_ptr<Pass> pass_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> next_extra_ ABSL_GUARDED_BY(mu_);
   std::atomic<bool> active_{false};
   std::atomic<bool> refusing_{false};
   std::atomic<int> last_targets_{0};

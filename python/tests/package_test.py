@@ -234,6 +234,13 @@ step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 gc: true } 
 """
 
 
+def anonymous_rss(pid):
+    for line in open("/proc/%d/smaps_rollup" % pid):
+        if line.startswith("Anonymous:"):
+            return int(line.split()[1]) * 1024
+    return -1
+
+
 def mimalloc_fill_shrink(s):
     scen = os.path.join(TMP, "fill_shrink.textproto")
     with open(scen, "w") as f:
@@ -246,12 +253,19 @@ def mimalloc_fill_shrink(s):
     s.ctl("trim")
     t = s.snapshot().get("last_trim", {})
     before, after = int(t.get("rss_before_bytes", 0)), int(t.get("rss_after_bytes", 0))
+    anon = anonymous_rss(s.p.pid)
     s.ctl("trim")
     again = int(s.snapshot().get("last_trim", {}).get("freed_bytes", 0))
     workers = t.get("workers", [])
     committed = sum(int(w.get("after", {}).get("heap_committed_bytes", 0)) for w in workers)
     used = sum(int(w.get("after", {}).get("heap_used_bytes", 0)) for w in workers)
     pinned = committed - used
+    res_before = sum(int(w.get("before", {}).get("heap_resident_bytes", -1)) for w in workers)
+    res_after = sum(int(w.get("after", {}).get("heap_resident_bytes", -1)) for w in workers)
+    small_res = sum(int(w.get("after", {}).get("heap_small_block_resident_bytes", -1))
+                    for w in workers)
+    small_used = sum(int(w.get("after", {}).get("heap_small_block_used_bytes", -1))
+                     for w in workers)
     ratio = after / before if before else 1
     print("      mimalloc fill/shrink: release %.1f -> %.1f MiB (%.2fx); second release %.1f MiB; "
           "tracked heaps after: %.1f MiB committed, %.1f MiB in live blocks"
@@ -266,6 +280,24 @@ def mimalloc_fill_shrink(s):
     check(len(workers) == 16 and committed > used > 0,
           "mimalloc: per-worker heap figures in the trim: %.1f MiB committed, %.1f MiB live"
           % (committed / MIB, used / MIB))
+    # mincore over the heaps' pages: live blocks are resident (every byte of
+    # a bytes object was written), the release returned resident pages, and
+    # the small-block pages are a part of the whole.
+    pages = sum(int(w.get("after", {}).get("heap_pages", 0)) for w in workers)
+    # Whole OS pages: each mimalloc page's ends may round up by one.
+    check(0.95 * used <= res_after <= committed + pages * 8192 and res_after < res_before,
+          "mimalloc: the tracked heaps' resident bytes: %.1f MiB before the release, %.1f MiB "
+          "after (live %.1f, committed %.1f)"
+          % (res_before / MIB, res_after / MIB, used / MIB, committed / MIB))
+    # The after-figures are read after the free-block purge: the heaps'
+    # resident pages fit in the process's anonymous RSS (read before the
+    # purge, the 55-60 MiB it returns were counted and did not fit).
+    check(0 < res_after <= anon,
+          "mimalloc: the tracked heaps' resident bytes after the release (%.1f MiB) fit in the "
+          "process's anonymous RSS (%.1f MiB)" % (res_after / MIB, anon / MIB))
+    check(0 <= small_used <= small_res <= res_after,
+          "mimalloc: pages of blocks under 8 KiB after the release: %.1f MiB resident, %.1f MiB "
+          "live (of %.1f MiB resident in all)" % (small_res / MIB, small_used / MIB, res_after / MIB))
 
 
 def snippet(py, code, env_extra=None, timeout=60):
@@ -631,7 +663,7 @@ def transport_checks(py, transport):
         "oversize": r"^RESOURCE_EXHAUSTED",
         "bad interval": r"^INVALID_ARGUMENT interval_ms must be between 10 and",
         "eight": r"^8$",
-        "ninth": r"^RESOURCE_EXHAUSTED too many WatchSnapshots streams \(limit 8",
+        "ninth": r"^RESOURCE_EXHAUSTED too many WatchSnapshots streams \(limit 8, the rsslab package's fixed limit\)",
         "after cancel": r"^OK [1-9]",
         "max_count 3": r"^3$",
         "port in use": r"cannot listen on 127.0.0.1:\d+ \(in use",

@@ -4,9 +4,14 @@
 
 #include "memory/trim/trimmer.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <map>
+#include <set>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -58,6 +63,29 @@ TEST(TrimmerTest, StuckWorkerIsReportedAndItsLateReleaseIsHarmless) {
   std::map<std::string, Trimmer::TriggerTotals> totals = trimmer.totals();
   EXPECT_EQ(totals["manual"].count, 2u);
   EXPECT_EQ(totals.count("phase"), 0u);
+  pool.Stop();
+}
+
+TEST(TrimmerTest, AfterReleaseRunsOnEachWorkerWithinThePass) {
+  WorkerPoolOptions o;
+  o.threads = 3;
+  WorkerPool pool(o);
+  pool.Start();
+  Trimmer trimmer(&pool, absl::Seconds(10), /*thread_stats=*/true);
+  absl::Mutex mu;
+  std::set<int> tids;
+  rsslab::v1::TrimResult r = trimmer.Run(rsslab::v1::TRIM_PER_THREAD, "manual",
+                                         absl::InfiniteDuration(), [&] {
+                                           absl::MutexLock l(&mu);
+                                           tids.insert(static_cast<int>(syscall(SYS_gettid)));
+                                         });
+  ASSERT_EQ(r.workers_size(), 3);
+  absl::MutexLock l(&mu);
+  EXPECT_EQ(tids.size(), 3u);  // once on each worker, done when Run returns
+  for (const auto& w : r.workers()) {
+    EXPECT_TRUE(w.ran());
+    EXPECT_EQ(tids.count(w.tid()), 1u) << w.tid();
+  }
   pool.Stop();
 }
 
