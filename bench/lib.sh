@@ -33,3 +33,27 @@ start_noop_server() {
   SERVER_PID=$!
   wait_ready "$SERVER_PID" "$1/server.out" "$1/server.err"
 }
+
+# write_burst_scenario FILE SCALE NAME: the seed's burst as
+# bench/service_fix.sh and bench/service_residue.sh drive it: fill (96,000
+# requests x SCALE, cache 100 MiB), shrink (48,000 x SCALE, cache 10 MiB),
+# 16 in flight, then 65 s idle with snapshots 12 s and 65 s after the burst.
+write_burst_scenario() {
+  local fill shrink
+  fill=$(awk -v s="$2" 'BEGIN{printf "%d", 96000*s}')
+  shrink=$(awk -v s="$2" 'BEGIN{printf "%d", 48000*s}')
+  cat > "$1" <<SCEN
+name: "$3"
+description: "fill, shrink, then 65 s idle with snapshots at 12 s and 65 s after the burst"
+step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 gc: false } }
+step { name: "fill" load { requests: $fill concurrency: 16 } }
+step { name: "after_fill" snapshot { gc: false } }
+step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 gc: false } }
+step { name: "shrink" load { requests: $shrink concurrency: 16 } }
+step { name: "idle" set_phase { phase: "idle" gc: false } }
+step { name: "idle" wait { seconds: 12 } }
+step { name: "after_12s" snapshot { gc: false } }
+step { name: "idle" wait { seconds: 53 } }
+step { name: "after_65s" snapshot { gc: false } }
+SCEN
+}

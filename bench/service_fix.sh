@@ -36,23 +36,8 @@ LIBS=/usr/lib/x86_64-linux-gnu
 [ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_fix.sh: build //loadgen:rsslab_loadgen //control:rsslab_ctl first" >&2; exit 2; }
 case $STEADY_S in ''|*[!0-9]*) echo "service_fix.sh: RSSLAB_FIX_STEADY_S must be whole seconds, got '$STEADY_S'" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
-FILL=$(awk -v s="$SCALE" 'BEGIN{printf "%d", 96000*s}')
-SHRINK=$(awk -v s="$SCALE" 'BEGIN{printf "%d", 48000*s}')
 STEADY=$((300 * STEADY_S))
-cat > "$OUT/burst-$SCALE.textproto" <<SCEN
-name: "service_fix"
-description: "fill, shrink, then 65 s idle with snapshots at 12 s and 65 s after the burst"
-step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 gc: false } }
-step { name: "fill" load { requests: $FILL concurrency: 16 } }
-step { name: "after_fill" snapshot { gc: false } }
-step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 gc: false } }
-step { name: "shrink" load { requests: $SHRINK concurrency: 16 } }
-step { name: "idle" set_phase { phase: "idle" gc: false } }
-step { name: "idle" wait { seconds: 12 } }
-step { name: "after_12s" snapshot { gc: false } }
-step { name: "idle" wait { seconds: 53 } }
-step { name: "after_65s" snapshot { gc: false } }
-SCEN
+write_burst_scenario "$OUT/burst-$SCALE.textproto" "$SCALE" service_fix
 cat > "$OUT/steady.textproto" <<SCEN
 name: "steady"
 step { name: "steady" set_phase { phase: "fill" cache_limit_mb: 10 gc: false } }

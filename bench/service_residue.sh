@@ -8,37 +8,34 @@
 # end it reads, from outside: /proc/PID/smaps (file-backed, [heap], [stack],
 # other anonymous), mimalloc's committed bytes and, for (e), each pool
 # worker's heap after the automatic release (rsslab_ctl snapshot --json:
-# last_trim), and pymalloc's arenas (sys._debugmallocstats() on SIGUSR1).
+# last_trim: committed, live and resident bytes, all and in pages of blocks
+# under 8 KiB), and pymalloc's arenas (sys._debugmallocstats() on SIGUSR1).
+# RSSLAB_RESIDUE_COLLECT_SERVING=1 also collects, every 5 s, the heaps of
+# grpcio's serving threads (grpc_service.py --collect_serving_s): a
+# diagnostic of where the rest stays, not one of the package's releases.
 #   RSSLAB_FIX_PYTHON=venv/bin/python bench/service_residue.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 PY=${RSSLAB_FIX_PYTHON:-/usr/bin/python3}   # with the rsslab wheel installed
 WORKERS=${RSSLAB_RESIDUE_WORKERS:-64}
 CONDITION=${RSSLAB_RESIDUE_CONDITION:-e}
+COLLECT_SERVING=${RSSLAB_RESIDUE_COLLECT_SERVING:-0}
 SCALE=${RSSLAB_FIX_SCALE:-1}
 OUT=${RSSLAB_RESIDUE_OUT:-$ROOT/results/service_residue-$(date -u +%Y%m%dT%H%M%SZ)}
 LG=$ROOT/.bazel/bin/loadgen/rsslab_loadgen
 CTL=$ROOT/.bazel/bin/control/rsslab_ctl
 case $CONDITION in e|m) ;; *) echo "service_residue.sh: RSSLAB_RESIDUE_CONDITION must be e or m, got '$CONDITION'" >&2; exit 2 ;; esac
+case $COLLECT_SERVING in 0|1) ;; *) echo "service_residue.sh: RSSLAB_RESIDUE_COLLECT_SERVING must be 0 or 1, got '$COLLECT_SERVING'" >&2; exit 2 ;; esac
 case $WORKERS in ''|*[!0-9]*) echo "service_residue.sh: RSSLAB_RESIDUE_WORKERS must be a whole number, got '$WORKERS'" >&2; exit 2 ;; esac
 [ "$WORKERS" -ge 1 ] && [ "$WORKERS" -le 256 ] || { echo "service_residue.sh: RSSLAB_RESIDUE_WORKERS must be 1..256, got $WORKERS" >&2; exit 2; }
 "$PY" -c "import rsslab" || { echo "service_residue.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }
 [ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_residue.sh: build //loadgen:rsslab_loadgen //control:rsslab_ctl first" >&2; exit 2; }
 mkdir -p "$OUT"
-FILL=$(awk -v s="$SCALE" 'BEGIN{printf "%d", 96000*s}')
-SHRINK=$(awk -v s="$SCALE" 'BEGIN{printf "%d", 48000*s}')
-cat > "$OUT/burst.textproto" <<SCEN
-name: "service_residue"
-step { name: "fill" set_phase { phase: "fill" cache_limit_mb: 100 gc: false } }
-step { name: "fill" load { requests: $FILL concurrency: 16 } }
-step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: 10 gc: false } }
-step { name: "shrink" load { requests: $SHRINK concurrency: 16 } }
-step { name: "idle" set_phase { phase: "idle" gc: false } }
-step { name: "idle" wait { seconds: 65 } }
-SCEN
-exec /usr/bin/python3 - "$ROOT" "$PY" "$LG" "$CTL" "$OUT" "$WORKERS" "$CONDITION" <<'PYEOF'
+write_burst_scenario "$OUT/burst.textproto" "$SCALE" service_residue
+exec /usr/bin/python3 - "$ROOT" "$PY" "$LG" "$CTL" "$OUT" "$WORKERS" "$CONDITION" "$COLLECT_SERVING" <<'PYEOF'
 import json, os, re, signal, subprocess, sys, time
-root, py, lg, ctl, out, workers, cond = sys.argv[1:8]
+root, py, lg, ctl, out, workers, cond, collect_serving = sys.argv[1:9]
 mib = 1 << 20
 env = {k: v for k, v in os.environ.items()
        if k != "LD_PRELOAD" and not k.startswith(("MALLOC_", "MIMALLOC_"))}
@@ -46,6 +43,8 @@ env["LD_PRELOAD"] = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2"
 err_path = os.path.join(out, "service.err")
 err = open(err_path, "w+")
 flags = ["--auto_trim=after_burst"] if cond == "e" else ["--no_package"]
+if collect_serving == "1":
+    flags.append("--collect_serving_s=5")
 p = subprocess.Popen([py, os.path.join(root, "python/tests/grpc_service.py"),
                       "--workers=" + workers,
                       "--handler=" + os.path.join(root, "server/handlers/web_worker.py"),
@@ -116,19 +115,31 @@ p.wait(10)
 workers_after = [w for w in end["trim"].get("workers", []) if w.get("ran")]
 heap_c = sum(int(w.get("after", {}).get("heap_committed_bytes", 0)) for w in workers_after)
 heap_u = sum(int(w.get("after", {}).get("heap_used_bytes", 0)) for w in workers_after)
+def heap_sum(key):  # -1 when a worker's figure is missing (an older package)
+    v = [int(w.get("after", {}).get(key, -1)) for w in workers_after]
+    return sum(v) if v and min(v) >= 0 else -1
+heap_r = heap_sum("heap_resident_bytes")
+small_r = heap_sum("heap_small_block_resident_bytes")
+small_u = heap_sum("heap_small_block_used_bytes")
 rows = [("RSS", fresh["rss"], end["rss"])]
 rows += [(k, fresh["smaps"][k], end["smaps"][k]) for k in fresh["smaps"]]
 rows += [("pymalloc arenas (mapped)", fresh["pymalloc"][0], end["pymalloc"][0]),
          ("pymalloc blocks in use", fresh["pymalloc"][1], end["pymalloc"][1]),
          ("mimalloc committed (process)", fresh["commit"], end["commit"])]
-lines = ["# condition (%s), %s workers, scale %s; load average at start %s; threads %d -> %d"
-         % (cond, workers, os.environ.get("RSSLAB_FIX_SCALE", "1"), load0, fresh["threads"], end["threads"]),
+lines = ["# condition (%s)%s, %s workers, scale %s; load average at start %s; threads %d -> %d"
+         % (cond, ", serving threads collected every 5 s" if collect_serving == "1" else "",
+            workers, os.environ.get("RSSLAB_FIX_SCALE", "1"), load0, fresh["threads"], end["threads"]),
          "| | fresh | 65 s after the burst | added |", "|---|---|---|---|"]
 for name, a, b in rows:
     lines.append("| %s | %.1f MiB | %.1f MiB | %+.1f MiB |" % (name, a / mib, b / mib, (b - a) / mib))
 if workers_after:
     lines.append("| the %d pool workers' heaps after the automatic release: committed / live | | %.1f / %.1f MiB | |"
                  % (len(workers_after), heap_c / mib, heap_u / mib))
+    if heap_r >= 0:
+        lines.append("| of the pool workers' heaps: resident / live | | %.1f / %.1f MiB | |"
+                     % (heap_r / mib, heap_u / mib))
+        lines.append("| of it in pages of blocks under 8 KiB: resident / live | | %.1f / %.1f MiB | |"
+                     % (small_r / mib, small_u / mib))
 open(os.path.join(out, "residue.md"), "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 PYEOF

@@ -39,6 +39,10 @@ p.add_argument("--serve_transport", default="auto", choices=["auto", "grpcio", "
 p.add_argument("--timer_trim_s", type=float, default=0,
                help="the seed's advice as people apply it: malloc_trim(0) from a timer thread")
 p.add_argument("--timer_trim_log", default="", help="append each timer trim's Unix time here")
+p.add_argument("--collect_serving_s", type=float, default=0,
+               help="bench/service_residue.sh, mimalloc only: at most every N s, collect the "
+                    "heap of each thread that polls a grpc.server (grpcio's serving loops, "
+                    "which no release reaches), with the decommit delay at 0")
 p.add_argument("--handler", required=True)
 p.add_argument("--peer_dir", required=True, help="bench/peer")
 args = p.parse_args()
@@ -60,6 +64,39 @@ import concurrent.futures  # noqa: E402
 import grpc  # noqa: E402
 import peer_server  # noqa: E402  (generates the stubs, imports grpc)
 from proto import load_pb2_grpc  # noqa: E402
+
+def collect_serving_threads(every_s):
+    """A diagnostic, not a fix: grpcio's serving loop (grpc._server._serve)
+    reads time.time() each time it wakes (an event, or its 1 s poll
+    timeout). Behind that clock, on its own thread, mimalloc's heap is
+    collected (mi_collect(true), the decommit delay held at 0) at most every
+    `every_s` seconds: what is left after that is not in these threads."""
+    import ctypes
+    import time as real_time
+    import grpc._server as grpc_server
+
+    mi = ctypes.CDLL(None)
+    if not hasattr(mi, "mi_collect"):
+        sys.exit("grpc_service.py: --collect_serving_s needs mimalloc preloaded")
+    delay_option = 15  # mi_option_decommit_delay in 2.0.x, purge_delay in 2.1 and 3
+    last = {}
+
+    class Clock:
+        def time(self):
+            now = real_time.time()
+            tid = threading.get_native_id()
+            if now - last.get(tid, 0.0) >= every_s:
+                last[tid] = now
+                before = mi.mi_option_get(delay_option)
+                if before > 0:  # 0: a release holds it there now; leave it to restore
+                    mi.mi_option_set(delay_option, 0)
+                mi.mi_collect(True)
+                if before > 0:
+                    mi.mi_option_set(delay_option, before)
+            return now
+
+    grpc_server.time = Clock()
+
 
 state = peer_server.State(argparse.Namespace(handler=args.handler, cache_limit_mb=100))
 
@@ -104,6 +141,8 @@ rsslab.cache_stats(state.cache.stats)
 if args.auto_trim:
     rsslab.auto_trim(args.auto_trim)
 
+if args.collect_serving_s > 0:
+    collect_serving_threads(args.collect_serving_s)
 load_pb2_grpc.add_LoadServicer_to_server(peer_server.Load(state), server)
 port = server.add_insecure_port("127.0.0.1:0")
 server.start()
