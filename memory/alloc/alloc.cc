@@ -553,6 +553,15 @@ int64_t ResidentBytesIn(uintptr_t lo, uintptr_t hi) {
   return pages * static_cast<int64_t>(page);
 }
 
+size_t AreaStride(const mi_heap_area_t& area) {
+  return area.full_block_size != 0 ? area.full_block_size : area.block_size;
+}
+
+bool FreeBlocksHoldWholePages(size_t stride) {
+  static const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  return stride >= 2 * page;
+}
+
 bool Allocator::VisitThisThreadHeap(bool all_blocks, mi_block_visit_fun* visit, void* arg) const {
   if (name_ != "mimalloc" || mi_heap_get_default_ == nullptr || mi_heap_visit_blocks_ == nullptr) {
     return false;
@@ -686,11 +695,7 @@ void Allocator::FillThreadStats(rsslab::v1::ThreadAllocStats* out) const {
                 s->resident = -1;
               } else {
                 s->resident += resident;
-                // Blocks under two OS pages hold no whole page beyond
-                // their first: no purge returns their free blocks.
-                const size_t stride =
-                    area->full_block_size != 0 ? area->full_block_size : area->block_size;
-                if (stride < 2 * static_cast<size_t>(sysconf(_SC_PAGESIZE))) {
+                if (!FreeBlocksHoldWholePages(AreaStride(*area))) {
                   s->small_resident += resident;
                   s->small_used += used;
                 }

@@ -1,7 +1,6 @@
 #include "memory/alloc/free_block_purge.h"
 
 #include <mimalloc.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,10 +58,9 @@ bool Visit(const mi_heap_t*, const mi_heap_area_t* area, void* block, size_t, vo
   if (block == nullptr) {  // a new area (page): the previous one is complete
     w->Finish();
     w->start = reinterpret_cast<uintptr_t>(area->blocks);
-    w->stride = area->full_block_size != 0 ? area->full_block_size : area->block_size;
+    w->stride = AreaStride(*area);
     w->capacity = w->stride == 0 ? 0 : area->committed / w->stride;
-    // Blocks under two pages cannot hold a whole page beyond their first.
-    w->skip = w->stride < 2 * w->page_size;
+    w->skip = !FreeBlocksHoldWholePages(w->stride);
     return true;
   }
   if (w->skip) return true;
@@ -81,8 +79,8 @@ struct Look {
   int64_t resident_free = 0;
 
   void Area(const mi_heap_area_t* area) {
-    const size_t stride = area->full_block_size != 0 ? area->full_block_size : area->block_size;
-    if (area->blocks == nullptr || stride < 2 * page_size) return;
+    const size_t stride = AreaStride(*area);
+    if (area->blocks == nullptr || !FreeBlocksHoldWholePages(stride)) return;
     const size_t capacity = area->committed / stride;
     if (capacity <= 1 || area->used >= capacity) return;
     const uintptr_t lo = reinterpret_cast<uintptr_t>(area->blocks);

@@ -16,8 +16,8 @@
 
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
