@@ -10,6 +10,8 @@
 #   d  jemalloc preloaded + the package (auto_trim, per-thread release)
 #   e  mimalloc preloaded + the package (auto_trim, per-thread release)
 #   m  mimalloc preloaded, nothing (what (e) is compared with)
+#   e3, m3  as e and m with the seed's mimalloc 3.0.1 (tools/mimalloc3.sh,
+#      unpacked into .deps/ by ./rsslab setup) instead of Debian 12's 2.0.9
 # Burst: fill, shrink (the seed's 96,000 + 48,000 requests times
 # RSSLAB_FIX_SCALE, 16 in flight), then 65 s idle with snapshots 12 s and
 # 65 s after the burst. Then, for c, d and e, steady load: 300 requests/s
@@ -32,6 +34,7 @@ PY=${RSSLAB_FIX_PYTHON:-/usr/bin/python3}   # with the rsslab wheel installed
 LG=$ROOT/.bazel/bin/loadgen/rsslab_loadgen
 CTL=$ROOT/.bazel/bin/control/rsslab_ctl
 LIBS=/usr/lib/x86_64-linux-gnu
+MI3=$ROOT/.deps/mimalloc3/usr/lib/x86_64-linux-gnu/libmimalloc.so.3
 "$PY" -c "import rsslab" || { echo "service_fix.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }
 [ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_fix.sh: build //loadgen:rsslab_loadgen //control:rsslab_ctl first" >&2; exit 2; }
 case $STEADY_S in ''|*[!0-9]*) echo "service_fix.sh: RSSLAB_FIX_STEADY_S must be whole seconds, got '$STEADY_S'" >&2; exit 2 ;; esac
@@ -68,7 +71,11 @@ for w in $WORKERS; do
       d) env+=(LD_PRELOAD=$LIBS/libjemalloc.so.2); flags+=(--auto_trim=after_burst) ;;
       e) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--auto_trim=after_burst) ;;
       m) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--no_package); steady=0 ;;
-      *) echo "service_fix.sh: unknown condition '$c' (a b c d e m)" >&2; exit 2 ;;
+      e3|m3)
+        [ -r "$MI3" ] || { echo "service_fix.sh: condition $c needs mimalloc 3 in .deps/ (tools/mimalloc3.sh)" >&2; exit 2; }
+        env+=(LD_PRELOAD=$MI3)
+        if [ "$c" = e3 ]; then flags+=(--auto_trim=after_burst); else flags+=(--no_package); steady=0; fi ;;
+      *) echo "service_fix.sh: unknown condition '$c' (a b c d e m e3 m3)" >&2; exit 2 ;;
     esac
     [ "$STEADY_S" -gt 0 ] || steady=0
     cut -d' ' -f1-3 /proc/loadavg > "$dir/load"

@@ -46,7 +46,11 @@ PEER = os.path.join(WS, "bench/peer")
 SERVICE = os.path.join(WS, "python/tests/grpc_service.py")
 PACKAGE_MD = os.path.join(WS, "docs/PACKAGE.md")
 LIBS = "/usr/lib/x86_64-linux-gnu/"
-PRELOAD = {"glibc": "", "jemalloc": LIBS + "libjemalloc.so.2", "mimalloc": LIBS + "libmimalloc.so.2"}
+# The seed's mimalloc 3.0.1: unpacked into .deps/ by ./rsslab setup
+# (tools/mimalloc3.sh), in the runfiles through //:mimalloc3.
+MIMALLOC3 = os.path.join(WS, ".deps/mimalloc3/usr/lib/x86_64-linux-gnu/libmimalloc.so.3")
+PRELOAD = {"glibc": "", "jemalloc": LIBS + "libjemalloc.so.2", "mimalloc": LIBS + "libmimalloc.so.2",
+           "mimalloc3": MIMALLOC3}
 NATIVE = os.path.join(WS, "python/_rsslab.so")
 
 
@@ -66,6 +70,8 @@ def asan_runtime():
 
 ASAN = asan_runtime()
 ALLOCATORS = ("glibc",) if ASAN else ("glibc", "jemalloc", "mimalloc")
+# The service checks run under mimalloc 3.0.1 too, when setup could fetch it.
+SERVICE_ALLOCATORS = ALLOCATORS + (("mimalloc3",) if not ASAN and os.path.exists(MIMALLOC3) else ())
 SCALE = os.environ.get("RSSLAB_PACKAGE_TEST_SCALE", "0.05")
 MIB = 1 << 20
 
@@ -152,6 +158,7 @@ class Service:
 def service_checks(py, allocator):
     # Under ASan malloc is ASan's: no arena cap, no glibc figures.
     glibc = allocator == "glibc" and not ASAN
+    name = "mimalloc" if allocator.startswith("mimalloc") else allocator
     flags = ["--cap_arenas=2", "--set_env_after_start=MALLOC_ARENA_MAX=2"] if glibc else []
     s = Service(py, allocator, *flags)
     check(bool(s.control), "%s: service ready (control %s)" % (allocator, s.control))
@@ -162,9 +169,15 @@ def service_checks(py, allocator):
           "%s: serve() in the grpcio service picked the grpcio transport (%s)"
           % (allocator, s.info.get("transport")))
     a = s.info.get("allocator", {})
-    check(a.get("name") == allocator and a.get("maps") == allocator,
+    check(a.get("name") == name and a.get("maps") == name,
           "%s: rsslab.allocator() detects %s (%s, version %s)"
           % (allocator, a.get("name"), a.get("library"), a.get("version")))
+    if name == "mimalloc":
+        # The version decides the release (the delay option's name, the
+        # free-block purge): 2.0.9 from Debian 12, 3.0.1 from .deps/.
+        want = ("3.0.1", ".deps/mimalloc3/") if allocator == "mimalloc3" else ("2.0.", LIBS)
+        check(str(a.get("version", "")).startswith(want[0]) and want[1] in a.get("library", ""),
+              "%s: version %s from %s" % (allocator, a.get("version"), a.get("library")))
     if glibc:
         check(s.info.get("cap_arenas", {}).get("applied") is True,
               "glibc: cap_arenas(2) at import applied: %s" % s.info.get("cap_arenas"))
@@ -195,17 +208,18 @@ def service_checks(py, allocator):
     before, after = int(t.get("rss_before_bytes", 0)), int(t.get("rss_after_bytes", 0))
     print("      %s: release %.1f -> %.1f MiB (%.2fx)"
           % (allocator, before / MIB, after / MIB, after / before if before else 0))
-    if allocator == "mimalloc":
+    if name == "mimalloc":
         check(t.get("release_delay_overridden") is True
               and int(t.get("per_thread_freed_bytes", 0)) > 0,
-              "mimalloc: decommit delay held at 0 and the per-thread pass freed %.1f MiB"
-              % (int(t.get("per_thread_freed_bytes", 0)) / MIB))
+              "%s: %s held at 0 and the per-thread pass freed %.1f MiB"
+              % (allocator, t.get("release_delay_option"),
+                 int(t.get("per_thread_freed_bytes", 0)) / MIB))
         # The seed's own fill/shrink/idle: mimalloc has returned most of the
         # burst by itself before the release; measured 0.68x at this scale
         # and 0.59x at scale 0.3 (docs/PACKAGE.md, "What stays under
         # mimalloc"); mimalloc_fill_shrink() checks the issue's 0.5x.
-        check(after <= 0.75 * before, "mimalloc: RSS after the release %.2fx of before (<= 0.75)"
-              % (after / before if before else 0))
+        check(after <= 0.75 * before, "%s: RSS after the release %.2fx of before (<= 0.75)"
+              % (allocator, after / before if before else 0))
     # Manual trim through Control: the same pass, answered by the package.
     r = s.ctl("trim")
     check(r.returncode == 0 and "on 16/16 workers" in r.stdout,
@@ -216,8 +230,8 @@ def service_checks(py, allocator):
     check(r.returncode == 0 and r2.returncode == 0 and int(limit or 0) == 10 * MIB,
           "%s: rsslab_ctl phase shrink resized the service's cache through on_phase to %s bytes"
           % (allocator, limit))
-    if allocator == "mimalloc":
-        mimalloc_fill_shrink(s)
+    if name == "mimalloc":
+        mimalloc_fill_shrink(s, allocator)
     log = s.stop()
     check("Traceback" not in log and "rsslab:" not in log,
           "%s: the service's stderr is clean: %s" % (allocator, log.strip()[-300:]))
@@ -241,14 +255,14 @@ def anonymous_rss(pid):
     return -1
 
 
-def mimalloc_fill_shrink(s):
+def mimalloc_fill_shrink(s, label):
     scen = os.path.join(TMP, "fill_shrink.textproto")
     with open(scen, "w") as f:
         f.write(FILL_SHRINK)
     r = run([LOADGEN, "--scenario=" + scen, "--concurrency=16", "--target=" + s.data,
              "--control=" + s.control, "--out=" + os.path.join(TMP, "run-fill-shrink")],
             timeout=600)
-    check(r.returncode == 0, "mimalloc: fill to 100 MiB, shrink to 10 MiB: %s"
+    check(r.returncode == 0, label + ": fill to 100 MiB, shrink to 10 MiB: %s"
           % (r.stderr.strip().splitlines() or [""])[-1])
     s.ctl("trim")
     t = s.snapshot().get("last_trim", {})
@@ -267,18 +281,18 @@ def mimalloc_fill_shrink(s):
     small_used = sum(int(w.get("after", {}).get("heap_small_block_used_bytes", -1))
                      for w in workers)
     ratio = after / before if before else 1
-    print("      mimalloc fill/shrink: release %.1f -> %.1f MiB (%.2fx); second release %.1f MiB; "
+    print("      " + label + " fill/shrink: release %.1f -> %.1f MiB (%.2fx); second release %.1f MiB; "
           "tracked heaps after: %.1f MiB committed, %.1f MiB in live blocks"
           % (before / MIB, after / MIB, ratio, again / MIB, committed / MIB, used / MIB))
     # The issue's goal. mi_collect(true) alone left 0.50x-0.52x here (pages
     # stay while any block on them lives); the free-block purge returns the
     # pages inside the free blocks around those (docs/PACKAGE.md, "What
     # stays under mimalloc").
-    check(ratio <= 0.5, "mimalloc: fill/shrink release to %.2fx of before (<= 0.5)" % ratio)
-    check(again < 2 * MIB, "mimalloc: a second release frees %.1f MiB (< 2: nothing more is "
+    check(ratio <= 0.5, label + ": fill/shrink release to %.2fx of before (<= 0.5)" % ratio)
+    check(again < 2 * MIB, label + ": a second release frees %.1f MiB (< 2: nothing more is "
           "reachable)" % (again / MIB))
     check(len(workers) == 16 and committed > used > 0,
-          "mimalloc: per-worker heap figures in the trim: %.1f MiB committed, %.1f MiB live"
+          label + ": per-worker heap figures in the trim: %.1f MiB committed, %.1f MiB live"
           % (committed / MIB, used / MIB))
     # mincore over the heaps' pages: live blocks are resident (every byte of
     # a bytes object was written), the release returned resident pages, and
@@ -286,17 +300,17 @@ def mimalloc_fill_shrink(s):
     pages = sum(int(w.get("after", {}).get("heap_pages", 0)) for w in workers)
     # Whole OS pages: each mimalloc page's ends may round up by one.
     check(0.95 * used <= res_after <= committed + pages * 8192 and res_after < res_before,
-          "mimalloc: the tracked heaps' resident bytes: %.1f MiB before the release, %.1f MiB "
+          label + ": the tracked heaps' resident bytes: %.1f MiB before the release, %.1f MiB "
           "after (live %.1f, committed %.1f)"
           % (res_before / MIB, res_after / MIB, used / MIB, committed / MIB))
     # The after-figures are read after the free-block purge: the heaps'
     # resident pages fit in the process's anonymous RSS (read before the
     # purge, the 55-60 MiB it returns were counted and did not fit).
     check(0 < res_after <= anon,
-          "mimalloc: the tracked heaps' resident bytes after the release (%.1f MiB) fit in the "
+          label + ": the tracked heaps' resident bytes after the release (%.1f MiB) fit in the "
           "process's anonymous RSS (%.1f MiB)" % (res_after / MIB, anon / MIB))
     check(0 <= small_used <= small_res <= res_after,
-          "mimalloc: pages of blocks under 8 KiB after the release: %.1f MiB resident, %.1f MiB "
+          label + ": pages of blocks under 8 KiB after the release: %.1f MiB resident, %.1f MiB "
           "live (of %.1f MiB resident in all)" % (small_res / MIB, small_used / MIB, res_after / MIB))
 
 
@@ -771,7 +785,9 @@ def main():
         sys.exit(1)
     small_checks(py)
     five_line_checks(py)
-    for allocator in ALLOCATORS:
+    if not ASAN and "mimalloc3" not in SERVICE_ALLOCATORS:
+        print("skip  mimalloc3: %s is missing (./rsslab setup fetches it)" % MIMALLOC3)
+    for allocator in SERVICE_ALLOCATORS:
         service_checks(py, allocator)
     if failures:
         print("\n%d check(s) failed:\n  %s" % (len(failures), "\n  ".join(failures)))
