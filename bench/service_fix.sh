@@ -37,6 +37,15 @@ LIBS=/usr/lib/x86_64-linux-gnu
 MI3=$ROOT/.deps/mimalloc3/usr/lib/x86_64-linux-gnu/libmimalloc.so.3
 "$PY" -c "import rsslab" || { echo "service_fix.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }
 [ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_fix.sh: build //loadgen:rsslab_loadgen //control:rsslab_ctl first" >&2; exit 2; }
+# Every condition checked before the first run, so a typo or a missing
+# library never ends a sweep halfway.
+for c in $CONDITIONS; do
+  case $c in
+    a|b|c|d|e|m) ;;
+    e3|m3) "$ROOT/tools/mimalloc3.sh" --check || { echo "service_fix.sh: condition $c needs mimalloc 3 in .deps/ (tools/mimalloc3.sh)" >&2; exit 2; } ;;
+    *) echo "service_fix.sh: unknown condition '$c' (a b c d e m e3 m3)" >&2; exit 2 ;;
+  esac
+done
 case $STEADY_S in ''|*[!0-9]*) echo "service_fix.sh: RSSLAB_FIX_STEADY_S must be whole seconds, got '$STEADY_S'" >&2; exit 2 ;; esac
 mkdir -p "$OUT"
 STEADY=$((300 * STEADY_S))
@@ -69,13 +78,10 @@ for w in $WORKERS; do
       b) env+=(MALLOC_ARENA_MAX=2); flags+=(--no_package --timer_trim_s=60 --timer_trim_log="$dir/timer.log"); steady=0 ;;
       c) flags+=(--cap_arenas=2 --auto_trim=after_burst) ;;
       d) env+=(LD_PRELOAD=$LIBS/libjemalloc.so.2); flags+=(--auto_trim=after_burst) ;;
-      e) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--auto_trim=after_burst) ;;
-      m) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2); flags+=(--no_package); steady=0 ;;
-      e3|m3)
-        [ -r "$MI3" ] || { echo "service_fix.sh: condition $c needs mimalloc 3 in .deps/ (tools/mimalloc3.sh)" >&2; exit 2; }
-        env+=(LD_PRELOAD=$MI3)
-        if [ "$c" = e3 ]; then flags+=(--auto_trim=after_burst); else flags+=(--no_package); steady=0; fi ;;
-      *) echo "service_fix.sh: unknown condition '$c' (a b c d e m e3 m3)" >&2; exit 2 ;;
+      e|m) env+=(LD_PRELOAD=$LIBS/libmimalloc.so.2) ;;&
+      e3|m3) env+=(LD_PRELOAD=$MI3) ;;&
+      e|e3) flags+=(--auto_trim=after_burst) ;;
+      m|m3) flags+=(--no_package); steady=0 ;;
     esac
     [ "$STEADY_S" -gt 0 ] || steady=0
     cut -d' ' -f1-3 /proc/loadavg > "$dir/load"
