@@ -59,7 +59,7 @@ static_assert(mi_option_destroy_on_exit == 25, "mimalloc.h is not 2.0.9's");
 // Read from each tag's include/mimalloc.h (mi_option_t) and src/options.c
 // (the names behind MIMALLOC_<NAME>); deprecated slots left out.
 const MimallocLayout kMimalloc20 = {
-    "2.0.x", 209, 211, "decommit_delay", "decommit_extend_delay", true, true,
+    "2.0.x", 209, 211, "decommit_delay", "decommit_extend_delay", true, true, true,
     {
         {"show_errors", 0, 209, 211}, {"show_stats", 1, 209, 211}, {"verbose", 2, 209, 211},
         {"eager_commit", 3, 209, 211}, {"large_os_pages", 6, 209, 211},
@@ -75,7 +75,7 @@ const MimallocLayout kMimalloc20 = {
     }};
 
 const MimallocLayout kMimalloc21 = {
-    "2.1.x", 212, 219, "purge_delay", "purge_extend_delay", true, true,
+    "2.1.x", 212, 219, "purge_delay", "purge_extend_delay", true, true, false,
     {
         {"show_errors", 0, 212, 219}, {"show_stats", 1, 212, 219}, {"verbose", 2, 212, 219},
         {"eager_commit", 3, 212, 219}, {"arena_eager_commit", 4, 212, 219},
@@ -98,7 +98,7 @@ const MimallocLayout kMimalloc21 = {
     }};
 
 const MimallocLayout kMimalloc3 = {
-    "3.x", 300, 301, "purge_delay", "purge_extend_delay", false, false,
+    "3.x", 300, 301, "purge_delay", "purge_extend_delay", false, false, true,
     {
         {"show_errors", 0, 300, 301}, {"show_stats", 1, 300, 301}, {"verbose", 2, 300, 301},
         {"eager_commit", 3, 300, 301}, {"arena_eager_commit", 4, 300, 301},

@@ -298,6 +298,10 @@ struct MimallocLayout {
   const char* extend_option;   // decommit_extend_delay | purge_extend_delay
   bool thread_segments;        // 2.x: the second visit applies
   bool commit_counter;         // current/peak_commit (and current_rss) mean committed bytes
+  // Free blocks are linked through their first word and nothing else of a
+  // free block is read (read from the tag's page.c, free.c and heap.c), so
+  // the free-block purge may drop their other pages (free_block_purge.h).
+  bool free_block_purge;
   std::vector<MimallocOption> options;
 };
 // The family for a mi_version() value; nullptr if rsslab has not read it.

@@ -23,7 +23,8 @@ struct Walk {
   size_t capacity = 0;
   // Fixed, not a vector: nothing may allocate while mimalloc walks the
   // heap it would allocate from. Pages with blocks of 2 pages or more hold
-  // at most 64 (2.0.x medium pages are 512 KiB); an area with more live
+  // at most 64 (medium pages are 512 KiB in 2.0.x and 3.x; 3.x's 4 MiB large
+  // pages hold blocks of 64 KiB or more); an area with more live
   // blocks than fit is skipped, never guessed at.
   std::array<uintptr_t, 1024> live{};
   size_t n_live = 0;
@@ -102,10 +103,10 @@ const char* Refusal() {
   const Allocator& a = Allocator::Get();
   if (a.name() != "mimalloc") return "not mimalloc";
   const MimallocLayout* layout = a.mimalloc_layout();
-  // 2.0.x only: the free-list layout this relies on was read from 2.0.9;
-  // other versions are left to their own collect.
-  if (layout == nullptr || std::string(layout->family) != "2.0.x") {
-    return "mimalloc version not 2.0.x";
+  // The families whose free-list layout was read and measured here (2.0.9,
+  // 3.0.1); others are left to their own collect.
+  if (layout == nullptr || !layout->free_block_purge) {
+    return "mimalloc version not 2.0.x or 3.x";
   }
   return nullptr;
 }

@@ -1,4 +1,4 @@
-// mimalloc 2.0.x keeps a page resident while any block on it is live:
+// mimalloc (2.0.x and 3.x) keeps a page resident while any block on it is live:
 // mi_collect(true) returns whole free pages only, so after a burst the free
 // blocks around the survivors stay in RSS (measured in docs/PACKAGE.md,
 // "What stays under mimalloc": 37 MiB in 16 worker heaps holding 12 MiB of
@@ -12,7 +12,11 @@
 // Run it on the heap's own thread (a per-thread release pass), after
 // mi_collect(true): only the owner changes its pages' free lists, and
 // other threads only ever free blocks that are live. Refused (ran = false,
-// `note` says why) for anything but mimalloc 2.0.x.
+// `note` says why) for anything but the families whose layout was read and
+// measured here (MimallocLayout::free_block_purge: 2.0.x and 3.x). Under
+// 3.x a page that filled up is abandoned to the arenas (page_full_retain)
+// and belongs to no heap until a thread reclaims it: its free blocks are
+// out of this walk's reach.
 //
 // The walk visits every block of the heap, small ones included: tens of
 // milliseconds on a busy worker's heap. With min_resident_bytes > 0 it runs

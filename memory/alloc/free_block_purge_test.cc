@@ -1,5 +1,6 @@
-// PurgeFreeBlocksThisThread under the real mimalloc 2.0.9 (the test re-runs
-// itself with it LD_PRELOADed): the pages inside free blocks leave RSS,
+// PurgeFreeBlocksThisThread under the real mimalloc 2.0.9 and the seed's
+// 3.0.1 (the test re-runs itself with each LD_PRELOADed; 3.0.1 from .deps/,
+// where ./rsslab setup unpacks it): the pages inside free blocks leave RSS,
 // every live block keeps its bytes, and the heap allocates correctly after.
 // Under glibc it refuses and touches nothing.
 
@@ -7,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -23,6 +25,8 @@ namespace alloc {
 namespace {
 
 constexpr const char* kMimalloc = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2";
+// In the runfiles through //:mimalloc3 (the test's working directory).
+constexpr const char* kMimalloc3 = ".deps/mimalloc3/usr/lib/x86_64-linux-gnu/libmimalloc.so.3";
 
 int64_t RssBytes() {
   long pages = 0, resident = 0;  // NOLINT(runtime/int): statm's type
@@ -49,8 +53,14 @@ TEST(FreeBlockPurgeTest, ReturnsFreeBlockPagesAndKeepsLiveBlocks) {
     FreeBlockPurge r = PurgeFreeBlocksThisThread();
     EXPECT_FALSE(r.ran);
     EXPECT_EQ(r.note, "not mimalloc");
-    GTEST_SKIP() << "checked under mimalloc by the re-run (main)";
+    GTEST_SKIP() << "checked under mimalloc by the re-runs (main)";
   }
+  // The re-run's library is the one loaded (a preload that failed would
+  // leave glibc, caught above by the refusal's absence).
+  const MimallocLayout* layout = Allocator::Get().mimalloc_layout();
+  ASSERT_NE(layout, nullptr);
+  const char* want = getenv("RSSLAB_PURGE_TEST_CHILD");
+  ASSERT_STREQ(layout->family, want == nullptr ? "" : want) << Allocator::Get().library();
   constexpr int kBlocks = 6000;  // about 230 MiB
   std::vector<char*> blocks(kBlocks);
   for (int i = 0; i < kBlocks; ++i) {
@@ -102,8 +112,31 @@ TEST(FreeBlockPurgeTest, ReturnsFreeBlockPagesAndKeepsLiveBlocks) {
 }  // namespace alloc
 }  // namespace rsslab
 
+namespace {
+
+// Runs this binary again with `library` preloaded; its exit status.
+int RunUnder(const char* library, const char* family, char** argv) {
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::perror("fork");
+    return 1;
+  }
+  if (pid == 0) {
+    setenv("RSSLAB_PURGE_TEST_CHILD", family, 1);
+    setenv("LD_PRELOAD", library, 1);
+    execv("/proc/self/exe", argv);
+    std::perror("execv");
+    _exit(127);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return 1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  // Once under glibc (the refusal), then again under mimalloc.
+  // Once under glibc (the refusal), then again under each mimalloc.
   ::testing::InitGoogleTest(&argc, argv);
   const int rc = RUN_ALL_TESTS();
   if (rc != 0 || getenv("RSSLAB_PURGE_TEST_CHILD") != nullptr) return rc;
@@ -112,9 +145,11 @@ int main(int argc, char** argv) {
                  rsslab::alloc::kMimalloc);
     return 1;
   }
-  setenv("RSSLAB_PURGE_TEST_CHILD", "1", 1);
-  setenv("LD_PRELOAD", rsslab::alloc::kMimalloc, 1);
-  execv("/proc/self/exe", argv);
-  std::perror("execv");
-  return 1;
+  if (int r = RunUnder(rsslab::alloc::kMimalloc, "2.0.x", argv); r != 0) return r;
+  // Optional, as everywhere: setup fetches it when the mirror has it.
+  if (access(rsslab::alloc::kMimalloc3, R_OK) != 0) {
+    std::printf("skip: %s not fetched (./rsslab setup)\n", rsslab::alloc::kMimalloc3);
+    return 0;
+  }
+  return RunUnder(rsslab::alloc::kMimalloc3, "3.x", argv);
 }

@@ -150,6 +150,14 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
   rsslab::v1::TrimResult r =
       trimmer_.Run(mode, trigger, absl::InfiniteDuration(), std::move(purge_step));
   TrackedThreads::SetCallTimeout(absl::InfiniteDuration());
+  // No tracked thread ran the release: say why, rather than an empty call.
+  if (r.per_thread() && r.thread_call().empty()) {
+    if (r.workers_size() == 0) {
+      r.set_thread_call("none (no tracked threads)");
+    } else if (threads().last_clean_count() == r.workers_size()) {
+      r.set_thread_call("none (no tracked thread served since its last release)");
+    }
+  }
   last_rss_after_.store(StatmRssBytes());
   if (purge) {
     absl::MutexLock l(&sum->mu);
