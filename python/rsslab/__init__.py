@@ -42,6 +42,7 @@ class ArenaCapError(RuntimeError):
 
 
 _lock = threading.Lock()
+_owed_lock = threading.Lock()  # the idle counts _submit_one owed a pool
 _executors = weakref.WeakSet()
 _phase_callbacks = {}
 _phase = "start"
@@ -94,7 +95,14 @@ def _submit_one(executor):
             if executor._shutdown or executor._broken or _cf_thread._shutdown:
                 return False
             executor._work_queue.put(_cf_thread._WorkItem(concurrent.futures.Future(), *task))
-            executor._idle_semaphore.acquire(timeout=0)
+            if not executor._idle_semaphore.acquire(timeout=0):
+                # No idle worker was claimed for it, yet the one that runs it
+                # gives the pool's idle count one back when done, as after any
+                # item: the pool would then count a worker idle that is not,
+                # and submit() skip a thread it needs (work waits in the queue
+                # behind long calls). Owed back when the next item starts.
+                with _owed_lock:
+                    executor.__dict__["_rsslab_owed"] = executor.__dict__.get("_rsslab_owed", 0) + 1
         return True
     except AttributeError:  # not the standard library's internals: its own submit
         try:
@@ -104,12 +112,21 @@ def _submit_one(executor):
             return False
 
 
+def _repay(executor):
+    # At the start of an item: takes back an idle count _submit_one owed.
+    if executor is not None and executor.__dict__.get("_rsslab_owed"):
+        with _owed_lock:
+            if executor.__dict__.get("_rsslab_owed") and executor._idle_semaphore.acquire(timeout=0):
+                executor.__dict__["_rsslab_owed"] -= 1
+
+
 def _visit_task(ref):
     # Runs the pass's release if this worker owes one, then stays off the
     # queue (no GIL) while other visit tasks are still in it, so that no
     # worker takes two. True: this worker owed nothing and took what may
     # have been another's task; it puts one more in, then waits for it to
     # be taken by another thread.
+    _repay(ref())
     if _native.visit(True):
         ex = ref()
         if ex is not None and _submit_one(ex):
@@ -127,16 +144,17 @@ def _count_work(executor):
 
     def counted_submit(fn, /, *args, **kwargs):
         note()
-        return submit(ref(), _marked, fn, args, kwargs)
+        return submit(ref(), _marked, ref, fn, args, kwargs)
 
     counted_submit.__doc__ = submit.__doc__
     executor.submit = counted_submit
 
 
-def _marked(fn, args, kwargs):
+def _marked(ref, fn, args, kwargs):
     # This worker's heap may change: the next release visits it (a worker
     # that ran nothing since its last visit is not visited again).
     _native.mark_ran()
+    _repay(ref())
     return fn(*args, **kwargs)
 
 
@@ -421,7 +439,7 @@ def metrics_address():
     return _metrics_address
 
 
-def serve(control="127.0.0.1:0", metrics=None, token_file=None, transport="auto"):
+def serve(control="127.0.0.1:0", metrics=None, token_file=None, transport="auto", server=None):
     """Starts the Control service in this process; returns its host:port.
 
     metrics="127.0.0.1:0" also serves GET /metrics (rsslab_server's metric
@@ -431,9 +449,15 @@ def serve(control="127.0.0.1:0", metrics=None, token_file=None, transport="auto"
     core: a few MiB less), "native" with the package's gRPC C++ (answers
     snapshots even while a handler holds the GIL), "auto" (default) grpcio
     if the process has imported it already, else native.
+    server: the service's own grpc.Server, to serve Control on it (its port,
+    its workers) instead of on a server of the package's: a second
+    grpc.server in the process slows every request of the first. control=
+    then names where that server listens ("HOST:PORT", the port
+    add_insecure_port returned); the same address rules apply (a token for
+    an address beyond loopback).
     """
     from . import _serve
-    return _serve.serve(control, metrics, token_file, transport)
+    return _serve.serve(control, metrics, token_file, transport, server)
 
 
 def control_transport():

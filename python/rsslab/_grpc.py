@@ -38,9 +38,16 @@ def _streaming(behavior):
     return wrapped
 
 
+_CONTROL = "/rsslab.v1.Control/"
+
+
 class Interceptor(grpc.ServerInterceptor):
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
+        # Control on the service's own server (serve(server=)) is not the
+        # service's load: not counted for the policy, not timed.
+        if (handler_call_details.method or "").startswith(_CONTROL):
+            return handler
         if handler is None or not hasattr(handler, "_replace"):
             return handler
         if handler.unary_unary is not None:

@@ -76,8 +76,11 @@ def _pick(transport):
 _MODULES = {"grpcio": "rsslab._control_grpcio", "native": "rsslab._rsslab_grpc"}
 
 
-def _bind(transport, control):
+def _bind(transport, control, server):
     module = importlib.import_module(_MODULES[transport])  # native: loads gRPC C++, only here
+    if server is not None:
+        module.attach(server)
+        return int(control.rsplit(":", 1)[1])
     if transport == "grpcio":
         return module.bind(control)
     return module.start(control, _native.control_hooks())
@@ -92,10 +95,10 @@ def _unbind(transport):
     _native.stop_serving()
 
 
-def _listen(transport, control, token):
+def _listen(transport, control, token, server):
     _native.open_control_calls(control, token)  # ValueError: address, token, listen rule
     try:
-        port = _bind(transport, control)
+        port = _bind(transport, control, server)
         if not port:
             raise ValueError("cannot listen on %s (in use, or not an address of this host)"
                              % control)
@@ -105,7 +108,26 @@ def _listen(transport, control, token):
     return _native.control_calls_bound(port)
 
 
-def serve(control, metrics, token_file, transport="auto"):
+def _check_server(server, control, transport):
+    """serve(server=): the service's own grpc.server, and the port it listens on."""
+    try:
+        import grpc
+    except ImportError as e:
+        raise ValueError("serve(server=) takes a grpc.Server, and grpcio is not importable: %s"
+                         % e) from None
+    if not isinstance(server, grpc.Server):
+        raise TypeError("serve(server=) must be a grpc.Server (the service's own), got %s"
+                        % type(server).__name__)
+    if transport not in ("auto", "grpcio"):
+        raise ValueError("serve(server=) shares that grpcio server; transport=%r needs a port "
+                         "of its own (leave server= out)" % (transport,))
+    port = control.rsplit(":", 1)[1] if isinstance(control, str) and ":" in control else ""
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError("serve(server=) needs control='HOST:PORT' naming where that server "
+                         "listens (the port add_insecure_port returned), got %r" % (control,))
+
+
+def serve(control, metrics, token_file, transport="auto", server=None):
     global _address, _transport
     import rsslab
     if not isinstance(control, str) or ":" not in control:
@@ -122,9 +144,11 @@ def serve(control, metrics, token_file, transport="auto"):
     if _address is not None:
         raise RuntimeError("the Control service already listens on %s (one per process; "
                            "rsslab.stop() ends it)" % _address)
+    if server is not None:
+        _check_server(server, control, transport)
     chosen = _pick(transport)
     token = os.fspath(token_file) if token_file is not None else ""
-    address = _listen(chosen, control, token)
+    address = _listen(chosen, control, token, server)
     _address, _transport = address, chosen
     if metrics is not None:
         try:

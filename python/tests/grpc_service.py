@@ -11,6 +11,7 @@ cap_arenas' answer) and then the ready line the loadgen scripts expect:
 
   grpc_service.py --workers=16 [--cap_arenas=2] [--auto_trim=after_burst]
                   [--set_env_after_start=MALLOC_ARENA_MAX=2] [--serve_transport=native]
+                  [--serve_on_server]
 """
 
 import argparse
@@ -36,6 +37,8 @@ p.add_argument("--no_serve", action="store_true",
                     "the ready line has control= empty)")
 p.add_argument("--serve_transport", default="auto", choices=["auto", "grpcio", "native"],
                help="serve(transport=); auto is grpcio here (grpc is imported first)")
+p.add_argument("--serve_on_server", action="store_true",
+               help="serve(server=): Control on the service's own server and port")
 p.add_argument("--timer_trim_s", type=float, default=0,
                help="the seed's advice as people apply it: malloc_trim(0) from a timer thread")
 p.add_argument("--timer_trim_log", default="", help="append each timer trim's Unix time here")
@@ -146,9 +149,14 @@ if args.collect_serving_s > 0:
 load_pb2_grpc.add_LoadServicer_to_server(peer_server.Load(state), server)
 port = server.add_insecure_port("127.0.0.1:0")
 server.start()
-control = "" if args.no_serve else rsslab.serve("127.0.0.1:0",
-                                                 metrics="127.0.0.1:0" if args.metrics else None,
-                                                 transport=args.serve_transport)
+if args.no_serve:
+    control = ""
+elif args.serve_on_server:
+    control = rsslab.serve("127.0.0.1:%d" % port, server=server,
+                           metrics="127.0.0.1:0" if args.metrics else None)
+else:
+    control = rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0" if args.metrics else None,
+                           transport=args.serve_transport)
 info["allocator"] = rsslab.allocator()
 info["transport"] = rsslab.control_transport()
 print(json.dumps(info), flush=True)

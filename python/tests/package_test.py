@@ -486,6 +486,26 @@ print("work waited %.3f s; reached %d, not reached %d" % (
     waited, r["threads_reached"], len(r["threads_not_reached"])))
 """
 
+# A release while every tracked worker is busy queues its visit tasks with
+# no idle worker to claim; the pool must not count the workers that run
+# them as idle afterwards (it would then start no thread for work that
+# needs one: a watch stream waited 30 s behind 7 others on a pool of 16).
+IDLE_COUNT = r"""
+import concurrent.futures as cf, threading, time, rsslab
+pool = rsslab.track(cf.ThreadPoolExecutor(max_workers=4))
+gate = threading.Event()
+busy = [pool.submit(gate.wait, 10) for _ in range(2)]
+while len(pool._threads) < 2:
+    time.sleep(0.01)
+r = rsslab.release(timeout=0.5)
+gate.set()
+for f in busy:
+    f.result(timeout=10)
+time.sleep(0.5)
+print("idle count %d, threads %d, not reached %d" % (
+    pool._idle_semaphore._value, len(pool._threads), len(r["threads_not_reached"])))
+"""
+
 # mimalloc: the block walk of the free-block purge runs where a look at the
 # heap finds resident free blocks (after a burst), and is skipped where it
 # finds none (every worker ran a little work after the first release); a
@@ -585,9 +605,23 @@ def five_line_checks(py):
 # grpcio client in the same process (WatchRequest: field 1 interval_ms, 4
 # max_count).
 TRANSPORT = r"""
-import grpc, socket, sys, time, rsslab
+import concurrent.futures as cf, grpc, socket, sys, time, rsslab
 token_file, transport = sys.argv[1], sys.argv[2]
-addr = rsslab.serve("127.0.0.1:0", token_file=token_file, transport=transport)
+if transport == "shared":
+    # serve(server=): Control on the service's own server and port (16
+    # workers: the 8 watch streams below each hold one).
+    own = grpc.server(rsslab.track(cf.ThreadPoolExecutor(max_workers=16)),
+                      interceptors=[rsslab.grpc_interceptor()])
+    own.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
+        "t.S", {"M": grpc.unary_unary_rpc_method_handler(lambda req, ctx: req)})])
+    own_port = own.add_insecure_port("127.0.0.1:0")
+    own.start()
+    data = grpc.insecure_channel("127.0.0.1:%d" % own_port).unary_unary("/t.S/M")
+    for _ in range(3):
+        data(b"x", timeout=10)
+    addr = rsslab.serve("127.0.0.1:%d" % own_port, token_file=token_file, server=own)
+else:
+    addr = rsslab.serve("127.0.0.1:0", token_file=token_file, transport=transport)
 print("transport", rsslab.control_transport(), addr, flush=True)
 sys.stdin.readline()  # rsslab_ctl's turn (the test)
 ch = grpc.insecure_channel(addr)
@@ -611,7 +645,8 @@ print("bad mode:", unary("Trim", b"\x08\x07"))
 print("oversize:", unary("GetSnapshot", b"\x7a\xf0\xa2\x04" + b"x" * 70000))  # field 15, 70,000 bytes
 print("bad interval:", first(watch(b"\x08\x05")))
 streams = [watch(b"\x08\xe8\x07") for _ in range(8)]
-print("eight:", sum(first(s).startswith("OK") for s in streams))
+got = [first(s) for s in streams]
+print("eight:", sum(g.startswith("OK") for g in got), *[g for g in got if not g.startswith("OK")])
 print("ninth:", first(watch(b"\x08\xe8\x07")))
 for s in streams:
     s.cancel()
@@ -619,6 +654,28 @@ time.sleep(0.5)
 print("after cancel:", first(watch(b"\x08\xe8\x07\x20\x01")))
 counted = watch(b"\x08\x0a\x20\x03")  # every 10 ms, 3 of them
 print("max_count 3:", len(list(counted)))
+if transport == "shared":
+    from rsslab import _control_grpcio
+    print("no server of its own:", _control_grpcio._server is None)
+    print("not counted:", rsslab.snapshot()["requestsServed"])  # the 3 data calls only
+    def refused(**kw):
+        try:
+            rsslab._serve.stop()
+            rsslab.serve(**kw)
+            return "no error"
+        except (TypeError, ValueError) as e:
+            return "%s: %s" % (type(e).__name__, e)
+    print("not a server:", refused(control=addr, server=object()))
+    print("port 0:", refused(control="127.0.0.1:0", server=own))
+    print("native:", refused(control=addr, server=own, transport="native"))
+    print("beyond loopback:", refused(control="0.0.0.0:%d" % own_port, server=own))
+    rsslab.stop()
+    print("stopped:", unary("GetSnapshot", b""))
+    print("again:", rsslab.serve(addr, server=own, token_file=token_file) == addr,
+          rsslab.control_transport())
+    print("answers again:", unary("GetSnapshot", b""))
+    own.stop(0)
+    sys.exit(0)
 rsslab.stop()
 busy = socket.socket()
 busy.bind(("127.0.0.1", 0))
@@ -654,14 +711,16 @@ def transport_checks(py, transport):
         f.write("s3cret-token-for-the-test\n")
     os.chmod(token, 0o600)
     asked = "auto" if transport == "grpcio" else transport
+    label = "grpcio" if transport == "shared" else transport  # what control_transport() says
     p = subprocess.Popen([py, "-c", TRANSPORT, token, asked], env=base_env(),
                          cwd=TMP, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     head = p.stdout.readline().split()
     addr = head[-1] if len(head) == 3 else "none"
-    check(head[:2] == ["transport", transport],
-          "serve(transport=%r) after `import grpc` serves over %s: %s"
-          % (asked, transport, " ".join(head)))
+    check(head[:2] == ["transport", label],
+          "serve(%s) after `import grpc` serves over %s: %s"
+          % ("server=" if transport == "shared" else "transport=%r" % asked, label,
+             " ".join(head)))
     no_token = run([CTL, "--control=" + addr, "snapshot"], timeout=60)
     with_token = run([CTL, "--control=" + addr, "--auth_token_file=" + token, "trim"], timeout=60)
     check(no_token.returncode != 0 and "missing bearer token" in no_token.stderr
@@ -682,8 +741,20 @@ def transport_checks(py, transport):
         "after cancel": r"^OK [1-9]",
         "max_count 3": r"^3$",
         "port in use": r"cannot listen on 127.0.0.1:\d+ \(in use",
-        "again": r"^True %s$" % transport,
+        "again": r"^True %s$" % label,
     }
+    if transport == "shared":
+        del expect["port in use"]
+        expect.update({
+            "no server of its own": r"^True$",
+            "not counted": r"^3$",
+            "not a server": r"^TypeError: serve\(server=\) must be a grpc.Server",
+            "port 0": r"^ValueError: serve\(server=\) needs control='HOST:PORT' naming where",
+            "native": r"^ValueError: serve\(server=\) shares that grpcio server; transport='native'",
+            "beyond loopback": r"^ValueError: .*token",
+            "stopped": r"^UNAVAILABLE ",
+            "answers again": r"^OK [1-9]",
+        })
     for key, pattern in expect.items():
         got = lines.get(key, "(missing)")
         check(re.search(pattern, got) is not None,
@@ -758,8 +829,13 @@ def small_checks(py):
               "exit with serve(transport=%r)%s and auto_trim() running took %.2f s (< 2 s), rc %s %s"
               % (transport, " (a watch stream open)" if transport == "grpcio" else "", took,
                  p.returncode, p.stderr.read().strip()[-200:]))
-    for transport in ("grpcio", "native"):
+    for transport in ("grpcio", "native", "shared"):
         transport_checks(py, transport)
+    r = snippet(py, IDLE_COUNT)
+    m = re.search(r"idle count (\d+), threads (\d+)", r.stdout)
+    check(r.returncode == 0 and m is not None and int(m.group(1)) <= int(m.group(2)),
+          "a release while every tracked worker is busy leaves the pool's idle count at most "
+          "its threads: " + (r.stdout + r.stderr).strip()[-200:])
     r = snippet(py, LAZY_GRPC)
     check(r.returncode == 0 and r.stdout.split() == ["False", "False", "True"],
           "gRPC C++ is loaded only by serve(transport='native'): mapped after import, after "
