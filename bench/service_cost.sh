@@ -11,6 +11,7 @@
 #   serve        the same plus serve() (Control over the service's grpcio)
 #   serve_native the same with serve(transport="native") (the package's gRPC C++)
 #   serve_shared the same with serve(server=) (Control on the service's own server)
+#   second_server auto_trim's, plus a grpc.server that serves nothing (no Control)
 #   package      the whole of it: serve(metrics=) too (the default pair is "bare package")
 # Each run is a fresh service: 2,000 warm-up requests, then RSSLAB_COST_
 # REQUESTS (20,000) closed loop with 16 in flight from rsslab_loadgen; the
@@ -43,8 +44,8 @@ for s in $SHAPES; do
   case $s in pinned|unpinned) ;; *) echo "service_cost.sh: unknown shape '$s' (pinned, unpinned)" >&2; exit 2 ;; esac
 done
 for v in $VARIANTS; do
-  case $v in bare|imported|interceptor|auto_trim|serve|serve_native|serve_shared|package) ;;
-    *) echo "service_cost.sh: unknown variant '$v' (bare, imported, interceptor, auto_trim, serve, serve_native, serve_shared, package)" >&2; exit 2 ;; esac
+  case $v in bare|imported|interceptor|auto_trim|serve|serve_native|serve_shared|second_server|package) ;;
+    *) echo "service_cost.sh: unknown variant '$v' (bare, imported, interceptor, auto_trim, serve, serve_native, serve_shared, second_server, package)" >&2; exit 2 ;; esac
 done
 [[ " $VARIANTS " == *" bare "* ]] || { echo "service_cost.sh: RSSLAB_COST_VARIANTS must include bare (the ratios' base)" >&2; exit 2; }
 [[ " $SHAPES " == *" pinned "* ]] && (( $(nproc) < 2 )) &&
@@ -70,6 +71,7 @@ FLAGS = {"bare": ["--bare"], "imported": ["--no_package", "--no_serve"],
          "interceptor": ["--no_serve"], "auto_trim": ["--no_serve", "--auto_trim=after_burst"], "serve": ["--auto_trim=after_burst"],
          "serve_native": ["--auto_trim=after_burst", "--serve_transport=native"],
          "serve_shared": ["--auto_trim=after_burst", "--serve_on_server"],
+         "second_server": ["--no_serve", "--auto_trim=after_burst", "--empty_second_server"],
          "package": ["--auto_trim=after_burst", "--metrics"]}
 names = list(dict.fromkeys(variants.split()))
 VARIANTS = [(n, FLAGS[n]) for n in names]
@@ -119,7 +121,13 @@ def one(shape, name, flags, tag):
     return {"qps": float(load.get("qps", 0)), "p50": lat["p50_us"] / 1000.0,
             "p99": lat["p99_us"] / 1000.0, "cpu_us": (c1 - c0) * 1e6 / requests}
 
+def steal_s():
+    # The host's time taken from this VM (/proc/stat, field 8): what a
+    # noisy neighbour costs a run shows here, not in the load average.
+    return int(open("/proc/stat").readline().split()[8]) / tick
+
 load0 = open("/proc/loadavg").read().split()[:3]
+steal0, wall0 = steal_s(), time.monotonic()
 t0 = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
 res = {}
 for shape in shapes:
@@ -132,15 +140,19 @@ for shape in shapes:
             print("  %s %s round %d: %.0f QPS, p99 %.2f ms, %.0f us CPU/request"
                   % (shape, name, r + 1, m["qps"], m["p99"], m["cpu_us"]), file=sys.stderr)
 load1 = open("/proc/loadavg").read().split()[:3]
+steal = steal_s() - steal0
+wall = time.monotonic() - wall0
 
 def med(xs, k):
     v = [x[k] for x in xs]
     return statistics.median(v), min(v), max(v)
 
 lines = ["conditions: %s, %d rounds per shape, %d requests each after 2,000 warm-up, 16 in "
-         "flight, 16 workers, allocator %s; load average %s at the start, %s at the end"
+         "flight, 16 workers, allocator %s; load average %s at the start, %s at the end; "
+         "CPU stolen by the host %.1f s in %.0f s (%.1f %% of %d CPUs)"
          % (t0, rounds, requests, os.path.basename(preload) or "glibc", " ".join(load0),
-            " ".join(load1)), "",
+            " ".join(load1), steal, wall, 100.0 * steal / (wall * os.cpu_count()), os.cpu_count()),
+         "",
          "| shape | variant | QPS (median, range) | p50 ms | p99 ms (median, range) | CPU us/request |",
          "|---|---|---|---|---|---|"]
 for shape in shapes:

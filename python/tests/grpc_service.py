@@ -39,6 +39,9 @@ p.add_argument("--serve_transport", default="auto", choices=["auto", "grpcio", "
                help="serve(transport=); auto is grpcio here (grpc is imported first)")
 p.add_argument("--serve_on_server", action="store_true",
                help="serve(server=): Control on the service's own server and port")
+p.add_argument("--empty_second_server", action="store_true",
+               help="bench/service_cost.sh: a grpc.server beside the service that serves "
+                    "nothing (what a second server costs by itself)")
 p.add_argument("--timer_trim_s", type=float, default=0,
                help="the seed's advice as people apply it: malloc_trim(0) from a timer thread")
 p.add_argument("--timer_trim_log", default="", help="append each timer trim's Unix time here")
@@ -149,6 +152,10 @@ if args.collect_serving_s > 0:
 load_pb2_grpc.add_LoadServicer_to_server(peer_server.Load(state), server)
 port = server.add_insecure_port("127.0.0.1:0")
 server.start()
+if args.empty_second_server:
+    empty = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
+    empty.add_insecure_port("127.0.0.1:0")
+    empty.start()
 if args.no_serve:
     control = ""
 elif args.serve_on_server:
