@@ -112,7 +112,7 @@ void PackageState::ObserveRequest(absl::Duration handler_time, bool error) {
 
 rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
                                              const std::string& trigger) {
-  // mimalloc 2.0.x returns a page only with its last live block; the
+  // mimalloc (2.0.x, 3.x) returns a page only with its last live block; the
   // purge returns the pages inside its free blocks, on each tracked thread
   // right after that thread's collect (free_block_purge.h).
   struct Sum {

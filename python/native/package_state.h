@@ -53,7 +53,7 @@ class PackageState {
 
   void CountRequests(uint64_t n) { requests_.fetch_add(n, std::memory_order_relaxed); }
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
-  // The free-block purge of the last release (mimalloc 2.0.x: on each
+  // The free-block purge of the last release (mimalloc 2.0.x and 3.x: on each
   // tracked thread after its collect; free_block_purge.h), summed.
   alloc::FreeBlockPurge last_purge();
 

@@ -299,7 +299,7 @@ def _summary(r, mode):
         "max_thread_pause_s": r["maxWorkerPauseUs"] / 1e6,
         "threads_reached": len(reached),
         "threads_not_reached": missed,
-        # mimalloc 2.0.x: pages inside free blocks returned on each thread
+        # mimalloc 2.0.x and 3.x: pages inside free blocks returned on each thread
         # (bytes madvise covered; the RSS figures above show the effect).
         "purged_free_blocks": r.get("freeBlockPurge", {}).get("bytes", 0),
         # Workers counted as reached without a visit: they ran nothing
