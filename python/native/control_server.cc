@@ -253,7 +253,8 @@ absl::StatusOr<std::shared_ptr<ControlCalls>> Authorized(const std::string* auth
       security = g_running->security;
     }
   }
-  if (!calls) return absl::UnavailableError("the Control service is stopping");
+  if (!calls) return absl::UnavailableError(
+      "the Control service is not running (stopped or stopping; rsslab.serve() starts it)");
   if (absl::Status a = security->AuthorizeHeader(authorization); !a.ok()) return a;
   return calls;
 }

@@ -35,27 +35,25 @@ _LIMITS = _native.control_limits()
 _CODES = {c.value[0]: c for c in grpc.StatusCode}
 
 _server = None
-# serve(server=): the service's servers the handlers were added to (grpcio
-# cannot remove them, so a server is attached once and its handlers answer
-# UNAVAILABLE while the Control service is stopped).
+# serve(server=): the service's servers the handlers were added to. grpcio
+# cannot remove them: a server is attached once, and while the Control
+# service is stopped its calls get the native side's UNAVAILABLE.
 _attached = []
-_shared_open = False
 _calls_lock = threading.Lock()
 _calls = 0
 
 
 def _enter(context, request_bytes):
-    """The bounds grpc.server options give a server of the package's own."""
+    """The bounds, checked in the handler too: on the service's own server
+    (serve(server=)) no grpc.server option of the package's applies."""
     global _calls
     if request_bytes > _LIMITS["max_request_bytes"]:
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                       "Control request of %d bytes, more than %d"
                       % (request_bytes, _LIMITS["max_request_bytes"]))
     with _calls_lock:
-        if _calls >= _LIMITS["max_calls"]:
-            full = True
-        else:
-            full = False
+        full = _calls >= _LIMITS["max_calls"]
+        if not full:
             _calls += 1
     if full:
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -66,12 +64,6 @@ def _leave():
     global _calls
     with _calls_lock:
         _calls -= 1
-
-
-def _check_open(context, shared):
-    if shared and not _shared_open:
-        context.abort(grpc.StatusCode.UNAVAILABLE,
-                      "the rsslab Control service is stopped (rsslab.serve() starts it)")
 
 
 def _authorization(context):
@@ -85,63 +77,55 @@ def _abort(context, code, message):
     context.abort(_CODES.get(code, grpc.StatusCode.UNKNOWN), message)
 
 
-def _unary(method, shared):
+def _unary(method):
     def handler(request, context):
-        _check_open(context, shared)
-        if shared:
-            _enter(context, len(request))
+        _enter(context, len(request))
         try:
             left = context.time_remaining()
             code, message, answer = _native.control_call(
                 method, request, _authorization(context),
                 -1.0 if left is None else max(left, 0.0))
         finally:
-            if shared:
-                _leave()
+            _leave()
         if code:
             _abort(context, code, message)
         return answer
     return grpc.unary_unary_rpc_method_handler(handler)
 
 
-def _watch_handler(shared):
-    def watch(request, context):
-        _check_open(context, shared)
-        if shared:
-            _enter(context, len(request))
+def _watch(request, context):
+    _enter(context, len(request))
+    try:
+        code, message, stream = _native.control_watch(request, _authorization(context))
+        if code:
+            _abort(context, code, message)
+        # A client that goes away ends the wait at once, not at the next tick.
+        context.add_callback(stream.cancel)
         try:
-            code, message, stream = _native.control_watch(request, _authorization(context))
-            if code:
-                _abort(context, code, message)
-            # A client that goes away ends the wait at once, not at the next tick.
-            context.add_callback(stream.cancel)
-            try:
-                while True:
-                    snapshot = stream.next()  # GIL released while it waits
-                    if snapshot is None:
-                        return
-                    yield snapshot
-            finally:
-                stream.close()
+            while True:
+                snapshot = stream.next()  # GIL released while it waits
+                if snapshot is None:
+                    return
+                yield snapshot
         finally:
-            if shared:
-                _leave()
-    return grpc.unary_stream_rpc_method_handler(watch)
+            stream.close()
+    finally:
+        _leave()
 
 
-def _handler(shared):
+def _handler():
     return grpc.method_handlers_generic_handler(_SERVICE, {
-        "SetPhase": _unary("SetPhase", shared),
-        "GetSnapshot": _unary("GetSnapshot", shared),
-        "Trim": _unary("Trim", shared),
-        "WatchSnapshots": _watch_handler(shared),
+        "SetPhase": _unary("SetPhase"),
+        "GetSnapshot": _unary("GetSnapshot"),
+        "Trim": _unary("Trim"),
+        "WatchSnapshots": grpc.unary_stream_rpc_method_handler(_watch),
     })
 
 
 def _end_watches():
     # Python joins executor threads (ours serve the watch streams) before
     # atexit runs rsslab.stop(); a stream left open would hold the exit.
-    if _server is not None or _shared_open:
+    if _server is not None or _attached:
         _native.end_control_watches()
 
 
@@ -156,7 +140,7 @@ def bind(address):
     server = grpc.server(
         concurrent.futures.ThreadPoolExecutor(max_workers=_LIMITS["max_calls"],
                                               thread_name_prefix="rsslab-control"),
-        handlers=[_handler(shared=False)],
+        handlers=[_handler()],
         options=[("grpc.max_receive_message_length", _LIMITS["max_request_bytes"]),
                  # grpcio's default would let a second server share the port.
                  ("grpc.so_reuseport", 0)],
@@ -173,18 +157,14 @@ def bind(address):
 
 def attach(server):
     """Adds the Control handlers to the service's own grpc.server (once)."""
-    global _shared_open
     if not any(s is server for s in _attached):
-        server.add_generic_rpc_handlers((_handler(shared=True),))
+        server.add_generic_rpc_handlers((_handler(),))
         _attached.append(server)
-    _shared_open = True
 
 
 def stop():
-    """Stops the server (calls in flight get a second); a shared server's
-    Control handlers answer UNAVAILABLE from now on."""
-    global _server, _shared_open
-    _shared_open = False
+    """Stops the server (calls in flight get a second)."""
+    global _server
     server, _server = _server, None
     if server is not None:
         server.stop(1.0).wait(2.0)

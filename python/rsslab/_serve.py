@@ -76,11 +76,11 @@ def _pick(transport):
 _MODULES = {"grpcio": "rsslab._control_grpcio", "native": "rsslab._rsslab_grpc"}
 
 
-def _bind(transport, control, server):
+def _bind(transport, control, server, server_port):
     module = importlib.import_module(_MODULES[transport])  # native: loads gRPC C++, only here
     if server is not None:
         module.attach(server)
-        return int(control.rsplit(":", 1)[1])
+        return server_port
     if transport == "grpcio":
         return module.bind(control)
     return module.start(control, _native.control_hooks())
@@ -95,10 +95,10 @@ def _unbind(transport):
     _native.stop_serving()
 
 
-def _listen(transport, control, token, server):
+def _listen(transport, control, token, server, server_port):
     _native.open_control_calls(control, token)  # ValueError: address, token, listen rule
     try:
-        port = _bind(transport, control, server)
+        port = _bind(transport, control, server, server_port)
         if not port:
             raise ValueError("cannot listen on %s (in use, or not an address of this host)"
                              % control)
@@ -125,6 +125,7 @@ def _check_server(server, control, transport):
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError("serve(server=) needs control='HOST:PORT' naming where that server "
                          "listens (the port add_insecure_port returned), got %r" % (control,))
+    return int(port)
 
 
 def serve(control, metrics, token_file, transport="auto", server=None):
@@ -144,11 +145,10 @@ def serve(control, metrics, token_file, transport="auto", server=None):
     if _address is not None:
         raise RuntimeError("the Control service already listens on %s (one per process; "
                            "rsslab.stop() ends it)" % _address)
-    if server is not None:
-        _check_server(server, control, transport)
+    server_port = _check_server(server, control, transport) if server is not None else 0
     chosen = _pick(transport)
     token = os.fspath(token_file) if token_file is not None else ""
-    address = _listen(chosen, control, token, server)
+    address = _listen(chosen, control, token, server, server_port)
     _address, _transport = address, chosen
     if metrics is not None:
         try:
