@@ -3,6 +3,8 @@
 README's layout section matches the tree.
 
     tools/check_doc_links.py [ROOT]     # ROOT: the checkout, default: this script's ../
+    tools/check_doc_links.py --no_git   # as from a source archive: walk the tree, skip what
+                                        # .gitignore names (by path: /results/ is not loadgen/results/)
 
 Exit 0 when everything resolves; otherwise one line per problem
 (FILE:LINE: what is wrong) and exit 1. Exit 2 for a bad invocation.
@@ -19,7 +21,7 @@ What is checked, and why:
   target is caught. //... and placeholders in capitals are skipped.
 - The fenced block under the README's "## Layout" heading lists only paths
   that exist, and every top-level directory of the checkout (git-tracked
-  when git can tell, else every directory but the generated ones), so the
+  when git can tell, else every directory .gitignore does not name), so the
   README and the tree cannot drift apart silently.
 - Every test target a BUILD file declares (any rule ending in _test) is
   named as `//package:target` in docs/TESTING.md, so a new test cannot be
@@ -36,13 +38,46 @@ Links inside fenced code blocks and `code spans` are not links and are not
 checked.
 """
 
+import fnmatch
 import os
 import re
 import subprocess
 import sys
 
-# Directories the build and the demo create; never part of the layout.
-GENERATED_DIRS = {".git", ".bazel", "bin", "results", "__pycache__"}
+
+# Without git (a source archive), what is generated is told by path, from
+# the checkout's own .gitignore: "/results/" is the top-level results
+# directory only (loadgen/results/ is source), "__pycache__/" is any
+# directory of that name. USE_GIT is False under --no_git.
+USE_GIT = True
+
+
+def ignore_rules(root):
+    """(anchored paths, names anywhere) from ROOT/.gitignore, plus .git."""
+    anchored, anywhere = [], [".git"]
+    try:
+        with open(os.path.join(root, ".gitignore"), encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if not line or line.startswith(("#", "!")):
+                    continue
+                line = line.rstrip("/")
+                if line.startswith("/"):
+                    anchored.append(line[1:])
+                elif "/" in line:
+                    anchored.append(line)
+                else:
+                    anywhere.append(line)
+    except OSError:
+        pass
+    return anchored, anywhere
+
+
+def is_generated(root, rel):
+    """Whether the directory ROOT/REL is ignored (generated or local)."""
+    anchored, anywhere = ignore_rules(root)
+    return (any(fnmatch.fnmatchcase(rel, p) for p in anchored)
+            or any(fnmatch.fnmatchcase(os.path.basename(rel), p) for p in anywhere))
 
 LINK_RE = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -177,17 +212,12 @@ def top_level_dirs(root):
     """The checkout's top-level directories: git-tracked ones when git can
     tell (so an untracked scratch directory does not fail the check), else
     every directory but the generated ones."""
-    try:
-        out = subprocess.run(["git", "-C", root, "ls-files", "-z"], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, check=True).stdout.decode()
-        tracked = {p.split("/", 1)[0] for p in out.split("\0") if "/" in p}
-        if tracked:
-            return tracked
-    except (OSError, subprocess.CalledProcessError):
-        pass
+    tracked = {p.split("/", 1)[0] for p in git_files(root) if "/" in p}
+    if tracked:
+        return tracked
     return {d for d in os.listdir(root)
             if os.path.isdir(os.path.join(root, d)) and not os.path.islink(os.path.join(root, d))
-            and d not in GENERATED_DIRS}
+            and not is_generated(root, d)}
 
 
 def check_layout(root, readme):
@@ -260,18 +290,27 @@ OTHER_TOOLS_FLAGS = {
 DOC_FLAG_RE = re.compile(r"(?<![\w-])--([a-z][a-z0-9_]*[a-z0-9])(_\*)?")
 
 
-def tracked_files(root):
+def git_files(root):
+    """The files git tracks, or [] without git or a repository."""
+    if not USE_GIT:
+        return []
     try:
         out = subprocess.run(["git", "-C", root, "ls-files", "-z"], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, check=True).stdout.decode()
-        files = [p for p in out.split("\0") if p]
-        if files:
-            return files
+        return [p for p in out.split("\0") if p]
     except (OSError, subprocess.CalledProcessError):
-        pass
+        return []
+
+
+def tracked_files(root):
+    files = git_files(root)
+    if files:
+        return files
     found = []
     for d, dirs, names in os.walk(root):
-        dirs[:] = [x for x in dirs if x not in GENERATED_DIRS]
+        rel_d = os.path.relpath(d, root)
+        dirs[:] = [x for x in dirs
+                   if not is_generated(root, os.path.normpath(os.path.join(rel_d, x)))]
         found += [os.path.relpath(os.path.join(d, n), root) for n in names]
     return found
 
@@ -356,8 +395,12 @@ def check_test_list(root):
 
 
 def main(argv):
+    global USE_GIT
+    if "--no_git" in argv:
+        USE_GIT = False  # as in a source archive: the tree is walked
+        argv = [a for a in argv if a != "--no_git"]
     if len(argv) > 2 or (len(argv) == 2 and argv[1].startswith("-")):
-        sys.stderr.write("usage: check_doc_links.py [ROOT]\n")
+        sys.stderr.write("usage: check_doc_links.py [--no_git] [ROOT]\n")
         return 2
     root = os.path.abspath(argv[1] if len(argv) == 2 else os.path.join(os.path.dirname(__file__), ".."))
     readme = os.path.join(root, "README.md")

@@ -36,53 +36,9 @@ skip() {
 command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || skip "no apt-get/dpkg-deb"
 [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] || skip "not amd64"
 
-# The Debian archive URI (and its key) from the machine's own sources: an
-# entry for this release's own suite that is not the security archive.
-codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
-[ -n "$codename" ] || skip "no VERSION_CODENAME in /etc/os-release"
-entries() {
-  # deb822 .sources: one "URI|Signed-By" per URI of an enabled deb stanza listing $codename.
-  for f in /etc/apt/sources.list.d/*.sources; do
-    [ -r "$f" ] || continue
-    awk -v cn="$codename" '
-      function flush() {
-        if (types ~ /(^| )deb( |$)/ && enabled != "no" && (" " suites " ") ~ (" " cn " "))
-          for (i = 1; i <= nu; i++) print uris[i] "|" key
-        types = ""; suites = ""; enabled = ""; key = ""; nu = 0
-      }
-      /^[ \t]*#/ { next }
-      /^[ \t]*$/ { flush(); next }
-      {
-        k = tolower($1); sub(/:$/, "", k); v = $0; sub(/^[^:]*:[ \t]*/, "", v)
-        if (k == "types") types = v
-        else if (k == "suites") suites = v
-        else if (k == "enabled") enabled = tolower(v)
-        else if (k == "signed-by") key = v
-        else if (k == "uris") { nu = split(v, uris, /[ \t]+/) }
-      }
-      END { flush() }' "$f"
-  done
-  # One-line format: deb [opts] URI suite components...
-  for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
-    [ -r "$f" ] || continue
-    awk -v cn="$codename" '
-      $1 != "deb" { next }
-      {
-        key = ""; i = 2
-        if ($2 ~ /^\[/) {
-          while (i <= NF) { if ($i ~ /^signed-by=/) { key = $i; sub(/^signed-by=/, "", key); sub(/\]$/, "", key) }
-                            if ($i ~ /\]$/) { i++; break } ; i++ }
-        }
-        if ($(i + 1) == cn) print $i "|" key
-      }' "$f"
-  done
-}
-line=$(entries | grep -v -i security | head -1)
-uri=${line%%|*}
-key=${line#*|}
-[ -n "$uri" ] || skip "no Debian archive URI for $codename in /etc/apt/sources.list*"
-case "$key" in /*) [ -r "$key" ] || key= ;; *) key= ;; esac
-[ -n "$key" ] || key=/usr/share/keyrings/debian-archive-keyring.gpg
+# The Debian archive URI (and its key) from the machine's own sources.
+source_line=$("$ROOT/tools/setup/apt_source.sh" 2>&1) || skip "$source_line"
+read -r uri key <<<"$source_line"
 
 mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial" "$APT/empty.d" "$DEST.tmp" || skip "cannot write $APT"
 echo "deb [signed-by=$key] $uri $SUITE main" >"$APT/sources.list"
