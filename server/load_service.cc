@@ -4,6 +4,7 @@
 #include <sched.h>
 
 #include <atomic>
+#include <new>
 #include <utility>
 
 #include "common/grpc_status.h"
@@ -50,7 +51,31 @@ struct LoadService::Call {
   bool done = false;
 };
 
-LoadService::~LoadService() { Stop(); }
+LoadService::~LoadService() {
+  Stop();
+  absl::MutexLock lock(&calls_mu_);
+  for (void* block : calls_free_) ::operator delete(block);
+  calls_free_.clear();
+}
+
+LoadService::Call* LoadService::NewCall() {
+  void* block = nullptr;
+  {
+    absl::MutexLock lock(&calls_mu_);
+    if (!calls_free_.empty()) {
+      block = calls_free_.back();
+      calls_free_.pop_back();
+    }
+  }
+  if (block == nullptr) block = ::operator new(sizeof(Call));
+  return new (block) Call(generic_mode_);
+}
+
+void LoadService::FreeCall(Call* c) {
+  c->~Call();
+  absl::MutexLock lock(&calls_mu_);
+  calls_free_.push_back(c);
+}
 
 void LoadService::Start(std::unique_ptr<grpc::ServerCompletionQueue> cq) {
   cq_ = std::move(cq);
@@ -76,7 +101,7 @@ void LoadService::Accept() {
   absl::MutexLock lock(&accept_mu_);
   // Once Stop() has shut the queue down, nothing may be added to it.
   if (stopping_) return;
-  Call* c = new Call(generic_mode_);
+  Call* c = NewCall();
   c->ctx.AsyncNotifyWhenDone(&c->done_tag);
   if (generic_mode_) {
     // The call's own events (read, finish, done) come to the io thread.
@@ -158,7 +183,7 @@ void LoadService::ReapOne(void* tag) {
     if (c->ctx.IsCancelled()) c->cancelled.store(true, std::memory_order_relaxed);
     c->done = true;
   }
-  if (c->finished && c->done) delete c;
+  if (c->finished && c->done) FreeCall(c);
 }
 
 void LoadService::Loop() {
@@ -173,7 +198,7 @@ void LoadService::Loop() {
         if (!ok) {
           // The server is shutting down: this slot was never matched to a
           // call, so no done tag follows.
-          delete c;
+          FreeCall(c);
           break;
         }
         Accept();
