@@ -3,7 +3,7 @@
 //   rsslab_ctl --control=127.0.0.1:50052 phase fill [--cache_limit_mb=100]
 //   rsslab_ctl snapshot [--json] [--gc] [--detail]
 //   rsslab_ctl watch --interval=1s [--json] [--count=N]
-//   rsslab_ctl trim [--mode=default|global|per_thread] [--json]
+//   rsslab_ctl trim [--mode=default|global|per_thread|purge] [--json]
 //   rsslab_ctl inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]
 
 #include <cstdio>
@@ -34,7 +34,9 @@ ABSL_FLAG(bool, phase_gc, true, "phase: run gc.collect() before the snapshot.");
 ABSL_FLAG(bool, detail, false, "Include the largest mappings and every worker.");
 ABSL_FLAG(absl::Duration, interval, absl::Seconds(1), "watch: time between snapshots.");
 ABSL_FLAG(int, count, 0, "watch: stop after this many snapshots (0 = until interrupted).");
-ABSL_FLAG(std::string, mode, "default", "trim: default (global + per-thread), global, per_thread.");
+ABSL_FLAG(std::string, mode, "default",
+          "trim: default (global + per-thread), global, per_thread, purge (the default, then "
+          "each worker's free-block purge on mimalloc).");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline for one call.");
 ABSL_FLAG(int, pid, 0, "inspect: the process to inspect (same user or root).");
 ABSL_FLAG(absl::Duration, watch, absl::ZeroDuration(),
@@ -79,6 +81,7 @@ bool ParseMode(const std::string& m, rsslab::v1::TrimMode* out) {
   if (m == "default") *out = rsslab::v1::TRIM_MODE_DEFAULT;
   else if (m == "global") *out = rsslab::v1::TRIM_GLOBAL_ONLY;
   else if (m == "per_thread") *out = rsslab::v1::TRIM_PER_THREAD;
+  else if (m == "purge") *out = rsslab::v1::TRIM_FREE_BLOCK_PURGE;
   else return false;
   return true;
 }
@@ -88,7 +91,7 @@ constexpr char kUsage[] =
     "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
     "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
     "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
-    "  trim [--mode=default|global|per_thread]          release free memory now\n"
+    "  trim [--mode=default|global|per_thread|purge]    release free memory now\n"
     "  inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]\n"
     "                                                   any process from outside: threads, memory,\n"
     "                                                   allocator, environment, diagnosis";
@@ -154,7 +157,7 @@ int InspectCommand(const Args& args) {
 
 bool ModeFromFlag(rsslab::v1::TrimMode* mode) {
   if (ParseMode(absl::GetFlag(FLAGS_mode), mode)) return true;
-  fprintf(stderr, "rsslab_ctl: --mode must be default, global or per_thread\n");
+  fprintf(stderr, "rsslab_ctl: --mode must be default, global, per_thread or purge\n");
   return false;
 }
 

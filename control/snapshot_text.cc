@@ -130,6 +130,15 @@ std::string TrimText(const rsslab::v1::TrimResult& t) {
                           Mib(t.per_thread_freed_bytes()), t.per_thread_duration_us(),
                           t.max_worker_pause_us());
   }
+  if (t.has_free_block_purge()) {
+    const rsslab::v1::FreeBlockPurgeResult& p = t.free_block_purge();
+    if (p.ran()) {
+      absl::StrAppendFormat(&out, "; free-block purge: %d ranges, %s over %d pages, longest %dus",
+                            p.ranges(), Mib(p.bytes()), p.pages(), p.longest_us());
+    } else {
+      absl::StrAppendFormat(&out, "; free-block purge did not run (%s)", p.note());
+    }
+  }
   return out + "\n";
 }
 

@@ -384,7 +384,7 @@ void CheckSteps(const google::protobuf::Message& parent,
         if (!rsslab::v1::TrimMode_IsValid(step.trim().mode())) {
           add(step.trim(), "mode", sw.Nested(step, "trim", -1, "trim"),
               absl::StrFormat("trim mode %d is not one of 0 (default), 1 (global only), 2 (per "
-                              "thread)",
+                              "thread), 3 (free-block purge)",
                               static_cast<int>(step.trim().mode())));
         }
         break;

@@ -12,6 +12,7 @@
 #include "common/phase.h"
 #include "common/units.h"
 #include "memory/alloc/alloc.h"
+#include "memory/alloc/free_block_purge.h"
 #include "memory/snapshot/process_snapshot.h"
 #include "server/python/knobs.h"
 
@@ -385,7 +386,7 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
   response->set_previous_phase(phase_.Set(phase));
   if (phase == v1::PHASE_TRIM) {
     TakeSnapshot(snap, response->mutable_before());
-    *response->mutable_trim() = trimmer_->Run(request.trim_mode(), "phase", python_deadline);
+    *response->mutable_trim() = RunTrim(request.trim_mode(), "phase", python_deadline);
     if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
     snap.gc = false;  // the "before" snapshot already collected
   }
@@ -393,6 +394,20 @@ absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
   // evicted entries are then released once the GIL is free.
   TakeSnapshot(snap, response->mutable_snapshot());
   return absl::OkStatus();
+}
+
+rsslab::v1::TrimResult ServerCore::RunTrim(rsslab::v1::TrimMode mode, const std::string& trigger,
+                                           absl::Duration worker_timeout) {
+  if (mode != rsslab::v1::TRIM_FREE_BLOCK_PURGE) {
+    return trimmer_->Run(mode, trigger, worker_timeout);
+  }
+  // Every worker walks its heap after its own release, however little it
+  // holds (threshold 0): an explicit request, not a timer's.
+  auto total = std::make_shared<alloc::PurgeTotal>();
+  rsslab::v1::TrimResult r =
+      trimmer_->Run(mode, trigger, worker_timeout, total->Step([] { return int64_t{0}; }));
+  total->ToProto(r.mutable_free_block_purge());
+  return r;
 }
 
 absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
@@ -406,7 +421,7 @@ absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
   } else {
     gc_skipped.clear();
   }
-  *response->mutable_trim() = trimmer_->Run(request.mode(), "manual", python_deadline);
+  *response->mutable_trim() = RunTrim(request.mode(), "manual", python_deadline);
   if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
   SnapshotOptions after;
   after.python_deadline = python_deadline;

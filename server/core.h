@@ -131,6 +131,10 @@ class ServerCore : public ControlBackend {
   void Shutdown();
 
  private:
+  // The trimmer's release; TRIM_FREE_BLOCK_PURGE adds each worker's
+  // free-block purge after its own release (memory/alloc/free_block_purge.h).
+  rsslab::v1::TrimResult RunTrim(rsslab::v1::TrimMode mode, const std::string& trigger,
+                                 absl::Duration worker_timeout);
   explicit ServerCore(const Options& options);
   // Releases `dropped` (evicted cache entries) on the control-side Python
   // thread when it gets the GIL; does not wait. gRPC's threads never run

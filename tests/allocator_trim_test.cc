@@ -3,6 +3,7 @@
 // after the cache shrinks, the trim phase lowers RSS or the allocator's own
 // resident figure. Without this a profile could silently report glibc's
 // numbers, or a trim could run the wrong release call and free nothing.
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -112,6 +113,62 @@ INSTANTIATE_TEST_SUITE_P(Shipped, AllocatorTrimTest,
                            }
                            return n;
                          });
+
+// TRIM_FREE_BLOCK_PURGE: under mimalloc (2.0.9 here) each worker, after its
+// own release, returns the OS pages inside its heap's free blocks, which a
+// per-thread trim leaves on every page a live block pins.
+// Under glibc the mode is the default trim and says the purge did not run.
+class FreeBlockPurgeTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FreeBlockPurgeTest, PurgeModeReturnsWhatThePerThreadTrimLeaves) {
+  absl::StatusOr<v1::ProfileSet> set =
+      profiles::LoadProfiles(ServerProcess::Runfile("agent/profiles.textproto"));
+  ASSERT_TRUE(set.ok()) << set.status();
+  const v1::Profile* p = profiles::FindProfile(*set, GetParam());
+  ASSERT_NE(p, nullptr) << GetParam();
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("server/rsslab_server");
+  o.args = {"--threads=2", "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0"};
+  for (const auto& e : p->env()) o.env[e.name()] = e.value();
+  if (!p->preload().empty()) o.env["LD_PRELOAD"] = p->preload();
+  auto server = ServerProcess::Start(o);
+  ASSERT_TRUE(server.ok()) << server.status();
+  Clients c(server->get());
+  v1::SetPhaseResponse resp;
+  // The seed's body sizes (lognormal, median 4 KiB) through a 20 MiB cache
+  // that churns: the survivors of the shrink pin pages whose other blocks
+  // are free, spread over every size class.
+  ASSERT_TRUE(c.SetPhase("fill", &resp, 20 * kMiB, /*gc=*/true).ok());
+  ASSERT_EQ(c.Drive(8000, 4, /*seed0=*/1, [](int) { return Params{{"store_p", "0.3"}}; }), 0);
+  ASSERT_TRUE(c.SetPhase("shrink", &resp, 2 * kMiB, /*gc=*/true).ok());
+  ASSERT_EQ(resp.snapshot().allocator(), p->allocator());
+
+  const v1::TrimResult per_thread = c.Trim(v1::TRIM_PER_THREAD, /*gc=*/true);
+  EXPECT_FALSE(per_thread.has_free_block_purge()) << "only the purge mode purges";
+  const v1::TrimResult purge = c.Trim(v1::TRIM_FREE_BLOCK_PURGE);
+  ASSERT_TRUE(purge.has_free_block_purge());
+  const v1::FreeBlockPurgeResult& f = purge.free_block_purge();
+  if (p->allocator() != "mimalloc") {
+    EXPECT_FALSE(f.ran());
+    EXPECT_FALSE(f.note().empty());
+    EXPECT_TRUE(purge.per_thread()) << "elsewhere the purge mode is the default trim";
+  } else {
+    EXPECT_TRUE(f.ran()) << f.note();
+    EXPECT_GT(f.ranges(), 0);
+    EXPECT_EQ(f.failed(), 0);
+    EXPECT_GT(f.bytes(), 1 * kMiB) << "pages inside the free blocks around the survivors";
+    EXPECT_LT(purge.rss_after_bytes(), per_thread.rss_after_bytes() - 1 * kMiB)
+        << "the per-thread trim left " << per_thread.rss_after_bytes() << " bytes, the purge "
+        << purge.rss_after_bytes();
+  }
+  std::printf("%s: per-thread trim -> %.1f MiB, then the purge mode -> %.1f MiB (%.1f MiB in %lld "
+              "ranges)\n", GetParam(), per_thread.rss_after_bytes() / 1048576.0,
+              purge.rss_after_bytes() / 1048576.0, f.bytes() / 1048576.0,
+              static_cast<long long>(f.ranges()));
+  EXPECT_EQ((*server)->Stop(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, FreeBlockPurgeTest, ::testing::Values("glibc", "mimalloc"));
 
 }  // namespace
 }  // namespace rsslab

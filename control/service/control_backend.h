@@ -39,7 +39,8 @@ struct ControlSnapshotOptions {
 inline absl::Status CheckTrimMode(int mode, absl::string_view field) {
   if (!rsslab::v1::TrimMode_IsValid(mode)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, " must be 0 (default), 1 (global only) or 2 (per thread); got ", mode));
+        field, " must be 0 (default), 1 (global only), 2 (per thread) or 3 (free-block purge); got ",
+        mode));
   }
   return absl::OkStatus();
 }

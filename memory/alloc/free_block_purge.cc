@@ -7,6 +7,7 @@
 #include <array>
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "memory/alloc/alloc.h"
 
@@ -157,6 +158,47 @@ FreeBlockPurge PurgeFreeBlocksThisThread(int64_t min_resident_bytes) {
   r.ran = true;
   r.duration_us = elapsed_us();
   return r;
+}
+
+void AddThreadPurge(const FreeBlockPurge& p, FreeBlockPurge* t) {
+  t->ran = t->ran || p.ran;
+  if (!p.ran) t->note = p.note;
+  t->pages += p.pages;
+  t->free_blocks += p.free_blocks;
+  t->ranges += p.ranges;
+  t->bytes += p.bytes;
+  t->failed += p.failed;
+  t->resident_free_bytes += p.resident_free_bytes;
+  t->threads_skipped += p.threads_skipped;
+  t->duration_us = std::max(t->duration_us, p.duration_us);
+}
+
+std::function<void()> PurgeTotal::Step(std::function<int64_t()> min_resident,
+                                       std::function<void(const FreeBlockPurge&)> on_thread) {
+  std::shared_ptr<PurgeTotal> self = shared_from_this();
+  return [self, min_resident = std::move(min_resident), on_thread = std::move(on_thread)] {
+    const FreeBlockPurge p = PurgeFreeBlocksThisThread(min_resident());
+    if (on_thread) on_thread(p);
+    absl::MutexLock l(&self->mu_);
+    AddThreadPurge(p, &self->total_);
+  };
+}
+
+FreeBlockPurge PurgeTotal::Get() const {
+  absl::MutexLock l(&mu_);
+  return total_;
+}
+
+void PurgeTotal::ToProto(rsslab::v1::FreeBlockPurgeResult* out) const {
+  const FreeBlockPurge t = Get();
+  out->set_ran(t.ran);
+  out->set_note(t.note);
+  out->set_pages(t.pages);
+  out->set_free_blocks(t.free_blocks);
+  out->set_ranges(t.ranges);
+  out->set_bytes(t.bytes);
+  out->set_failed(t.failed);
+  out->set_longest_us(t.duration_us);
 }
 
 }  // namespace alloc

@@ -35,7 +35,13 @@
 #define RSSLAB_MEMORY_ALLOC_FREE_BLOCK_PURGE_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/snapshot.pb.h"
 
 namespace rsslab {
 namespace alloc {
@@ -58,6 +64,31 @@ struct FreeBlockPurge {
 };
 
 FreeBlockPurge PurgeFreeBlocksThisThread(int64_t min_resident_bytes = 0);
+
+// Adds one thread's purge to a release's total: the counts summed, `ran` if
+// any thread ran it, the note of one that did not, the longest duration.
+void AddThreadPurge(const FreeBlockPurge& p, FreeBlockPurge* total);
+
+// The purge as a release's per-worker step (Trimmer::Run's after_release),
+// summed over the workers. Held by shared_ptr: a worker past the release's
+// timeout may still run its step after the caller has moved on.
+//
+//   auto total = std::make_shared<PurgeTotal>();
+//   trimmer.Run(mode, "manual", timeout, total->Step([] { return int64_t{0}; }));
+//   FreeBlockPurge sum = total->Get();
+class PurgeTotal : public std::enable_shared_from_this<PurgeTotal> {
+ public:
+  // `min_resident` gives each worker's threshold (PurgeFreeBlocksThisThread);
+  // `on_thread`, if set, also sees each worker's own result on that worker.
+  std::function<void()> Step(std::function<int64_t()> min_resident,
+                             std::function<void(const FreeBlockPurge&)> on_thread = nullptr);
+  FreeBlockPurge Get() const;
+  void ToProto(rsslab::v1::FreeBlockPurgeResult* out) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  FreeBlockPurge total_ ABSL_GUARDED_BY(mu_);
+};
 
 // The look alone: resident bytes in the free blocks of the calling
 // thread's walkable pages (an estimate from mincore, see above); -1 when

@@ -115,35 +115,16 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
   // mimalloc (2.0.x, 3.x) returns a page only with its last live block; the
   // purge returns the pages inside its free blocks, on each tracked thread
   // right after that thread's collect (free_block_purge.h).
-  struct Sum {
-    absl::Mutex mu;
-    alloc::FreeBlockPurge total ABSL_GUARDED_BY(mu);
-  };
-  auto sum = std::make_shared<Sum>();
   const bool purge = alloc::Allocator::Get().name() == "mimalloc" &&
                      mode != rsslab::v1::TRIM_GLOBAL_ONLY;
   const int64_t rss = StatmRssBytes();
   const int64_t last = last_rss_after_.load();
   const bool after_burst = last <= 0 || rss - last >= std::min<int64_t>(kBurstGrowth, last / 2);
+  auto sum = std::make_shared<alloc::PurgeTotal>();
   std::function<void()> purge_step;
   if (purge) {
-    purge_step = [sum, after_burst] {
-      const alloc::FreeBlockPurge p =
-          alloc::PurgeFreeBlocksThisThread(PurgeThresholdThisThread(after_burst));
-      NoteWalkThisThread(p);
-      absl::MutexLock l(&sum->mu);
-      alloc::FreeBlockPurge& t = sum->total;
-      t.ran = t.ran || p.ran;
-      if (!p.ran) t.note = p.note;
-      t.pages += p.pages;
-      t.free_blocks += p.free_blocks;
-      t.ranges += p.ranges;
-      t.bytes += p.bytes;
-      t.failed += p.failed;
-      t.resident_free_bytes += p.resident_free_bytes;
-      t.threads_skipped += p.threads_skipped;
-      t.duration_us = std::max(t.duration_us, p.duration_us);  // the longest thread's
-    };
+    purge_step = sum->Step([after_burst] { return PurgeThresholdThisThread(after_burst); },
+                           NoteWalkThisThread);
   }
   TrackedThreads::SetCallTimeout(timeout);
   // The purge before each worker's after-figures, so they show what stays.
@@ -160,9 +141,9 @@ rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Du
   }
   last_rss_after_.store(StatmRssBytes());
   if (purge) {
-    absl::MutexLock l(&sum->mu);
+    sum->ToProto(r.mutable_free_block_purge());
     absl::MutexLock pl(&purge_mu_);
-    last_purge_ = sum->total;
+    last_purge_ = sum->Get();
   }
   if (trigger.rfind("auto", 0) != 0) {
     absl::MutexLock l(&auto_mu_);
