@@ -14,30 +14,41 @@ std::string Mib(int64_t bytes) {
   return absl::StrFormat("%.1f MiB", static_cast<double>(bytes) / (1 << 20));
 }
 
-std::string SnapshotText(const rsslab::v1::Snapshot& s) {
+namespace {
+
+// phase, memory (procfs status) and smaps (classified mappings).
+void AppendProcess(const rsslab::v1::Snapshot& s, std::string* out) {
   const auto& st = s.status();
   const auto& mm = s.memory_map();
-  std::string out;
-  absl::StrAppendFormat(&out, "phase %s  up %.1fs  pid %d  served %d (in phase %d)  errors %d  refused %d\n",
+  absl::StrAppendFormat(out, "phase %s  up %.1fs  pid %d  served %d (in phase %d)  errors %d  refused %d\n",
                         s.phase(), s.uptime_s(), s.pid(), s.requests_served(),
                         s.requests_in_phase(), s.handler_errors(), s.requests_refused());
-  absl::StrAppendFormat(&out, "memory   rss %s  hwm %s  anon %s  file %s  swap %s  threads %d\n",
+  absl::StrAppendFormat(out, "memory   rss %s  hwm %s  anon %s  file %s  swap %s  threads %d\n",
                         Mib(st.rss_bytes()), Mib(st.hwm_bytes()), Mib(st.anon_bytes()),
                         Mib(st.file_bytes()), Mib(st.swap_bytes()), st.threads());
   absl::StrAppendFormat(
-      &out, "smaps    heap %s  arenas %d (%s)  stacks %d (%s)  other anon %s  file %s  anon maps %d\n",
+      out, "smaps    heap %s  arenas %d (%s)  stacks %d (%s)  other anon %s  file %s  anon maps %d\n",
       Mib(mm.heap_rss_bytes()), mm.arena_count(), Mib(mm.arena_rss_bytes()), mm.stack_count(),
       Mib(mm.stack_rss_bytes()), Mib(mm.other_anon_rss_bytes()), Mib(mm.file_rss_bytes()),
       mm.anon_mappings());
+}
+
+// alloc: which allocator, its library and environment.
+void AppendAllocator(const rsslab::v1::Snapshot& s, std::string* out) {
   std::string env;
   for (const auto& kv : s.allocator_env()) absl::StrAppend(&env, " ", kv.first, "=", kv.second);
-  absl::StrAppendFormat(&out, "alloc    %s%s%s\n", s.allocator(),
+  absl::StrAppendFormat(out, "alloc    %s%s%s\n", s.allocator(),
                         s.allocator_library().empty() ? "" : " (" + s.allocator_library() + ")",
                         env.empty() ? "" : "  env:" + env);
+}
+
+// The allocator's own statistics: a line for each allocator that gave some
+// (glibc's only when glibc is the allocator).
+void AppendAllocatorStats(const rsslab::v1::Snapshot& s, std::string* out) {
   const auto& as = s.allocator_stats();
   if (as.has_glibc() && s.allocator() == "glibc") {
     const auto& g = as.glibc();
-    absl::StrAppendFormat(&out,
+    absl::StrAppendFormat(out,
                           "glibc    in use %s  free %s  mmapped %s (%d)  malloc_info arenas %d  "
                           "system %s  releasable top %s\n",
                           Mib(g.uordblks()), Mib(g.fordblks()), Mib(g.hblkhd()), g.hblks(),
@@ -45,7 +56,7 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s) {
   }
   if (as.has_jemalloc()) {
     const auto& j = as.jemalloc();
-    absl::StrAppendFormat(&out,
+    absl::StrAppendFormat(out,
                           "jemalloc %s  allocated %s  active %s  resident %s  mapped %s  "
                           "retained %s  arenas %d  bg_thread %s\n",
                           j.version(), Mib(j.allocated()), Mib(j.active()), Mib(j.resident()),
@@ -54,32 +65,36 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s) {
   if (as.has_mimalloc()) {
     const auto& m = as.mimalloc();
     if (m.refused_size() == 0) {
-      absl::StrAppendFormat(&out, "mimalloc %s (%s)  rss %s  commit %s  peak commit %s\n",
+      absl::StrAppendFormat(out, "mimalloc %s (%s)  rss %s  commit %s  peak commit %s\n",
                             m.version_text(), m.layout(), Mib(m.current_rss()),
                             Mib(m.current_commit()), Mib(m.peak_commit()));
     } else {
       // Figures the version's layout cannot give are not printed as zeros.
-      absl::StrAppendFormat(&out, "mimalloc %s (%s)  peak rss %s  refused: %s\n",
+      absl::StrAppendFormat(out, "mimalloc %s (%s)  peak rss %s  refused: %s\n",
                             m.version_text(), m.layout().empty() ? "unknown" : m.layout(),
                             Mib(m.peak_rss()), absl::StrJoin(m.refused(), "; "));
     }
   }
   if (as.has_tcmalloc()) {
     const auto& t = as.tcmalloc();
-    absl::StrAppendFormat(&out,
+    absl::StrAppendFormat(out,
                           "tcmalloc allocated %s  heap %s  pageheap free %s  unmapped %s  "
                           "thread caches %s\n",
                           Mib(t.current_allocated_bytes()), Mib(t.heap_size()),
                           Mib(t.pageheap_free_bytes()), Mib(t.pageheap_unmapped_bytes()),
                           Mib(t.current_total_thread_cache_bytes()));
   }
+}
+
+// The server's own parts: cache, python, workers, and a benchmark dispatch.
+void AppendServer(const rsslab::v1::Snapshot& s, std::string* out) {
   const auto& c = s.cache();
-  absl::StrAppendFormat(&out,
+  absl::StrAppendFormat(out,
                         "cache    %s of %s  entries %d  puts %d  hits %d  misses %d  evictions %d\n",
                         Mib(c.cache_bytes()), Mib(c.cache_limit_bytes()), c.cache_entries(),
                         c.puts(), c.hits(), c.misses(), c.evictions());
   const auto& p = s.python();
-  absl::StrAppendFormat(&out, "python   %s  blocks %d  gil %s%s\n",
+  absl::StrAppendFormat(out, "python   %s  blocks %d  gil %s%s\n",
                         p.version().substr(0, p.version().find(' ')), p.allocated_blocks(),
                         p.gil_enabled() ? "on" : "off",
                         s.gc_duration_us() > 0
@@ -87,7 +102,7 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s) {
                                               s.gc_duration_us())
                             : "");
   const auto& w = s.workers();
-  absl::StrAppendFormat(&out, "workers  %d %s  alive %d  busy %d  stuck %d  started %d  queue %d%s\n",
+  absl::StrAppendFormat(out, "workers  %d %s  alive %d  busy %d  stuck %d  started %d  queue %d%s\n",
                         w.configured(), w.thread_mode(), w.alive(), w.busy(), w.stuck(),
                         w.threads_started(), w.queue_depth(),
                         w.thread_mode() == "churn"
@@ -96,13 +111,28 @@ std::string SnapshotText(const rsslab::v1::Snapshot& s) {
   // A benchmark dispatch mode never runs the handler: say so loudly.
   const std::string& d = s.config().dispatch();
   if (!d.empty() && d != "python") {
-    absl::StrAppend(&out, "dispatch ", d, " (benchmark mode: the handler is not called)\n");
+    absl::StrAppend(out, "dispatch ", d, " (benchmark mode: the handler is not called)\n");
   }
+}
+
+// The thread census, the last trim, and what the snapshot cost.
+void AppendThreadsAndTrim(const rsslab::v1::Snapshot& s, std::string* out) {
   std::string names;
   for (const auto& t : s.thread_names()) absl::StrAppend(&names, " ", t.comm(), "x", t.count());
-  absl::StrAppend(&out, "threads ", names, "\n");
-  if (s.has_last_trim()) absl::StrAppend(&out, "last trim ", TrimText(s.last_trim()));
-  absl::StrAppendFormat(&out, "snapshot took %dus\n", s.snapshot_duration_us());
+  absl::StrAppend(out, "threads ", names, "\n");
+  if (s.has_last_trim()) absl::StrAppend(out, "last trim ", TrimText(s.last_trim()));
+  absl::StrAppendFormat(out, "snapshot took %dus\n", s.snapshot_duration_us());
+}
+
+}  // namespace
+
+std::string SnapshotText(const rsslab::v1::Snapshot& s) {
+  std::string out;
+  AppendProcess(s, &out);
+  AppendAllocator(s, &out);
+  AppendAllocatorStats(s, &out);
+  AppendServer(s, &out);
+  AppendThreadsAndTrim(s, &out);
   return out;
 }
 

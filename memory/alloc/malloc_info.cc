@@ -79,106 +79,151 @@ absl::StatusOr<bool> NextTag(absl::string_view xml, size_t* pos, Tag* tag) {
   return true;
 }
 
-}  // namespace
+// What the scan has seen so far, and the figures it is adding up.
+struct Scan {
+  rsslab::v1::GlibcStats* out;
+  bool in_malloc = false;
+  bool closed = false;                     // </malloc> seen: the end
+  rsslab::v1::GlibcArena* heap = nullptr;  // the open <heap>, if any
+  int64_t heap_free = 0, heap_chunks = 0;  // the open heap's free chunks
+  int64_t top_free = 0;                    // free bytes outside every <heap>
+};
 
-absl::Status ParseMallocInfo(absl::string_view xml, rsslab::v1::GlibcStats* out) {
+void ClearStats(rsslab::v1::GlibcStats* out) {
   out->clear_arenas();
   out->set_malloc_info_arenas(0);
   out->set_total_system_bytes(0);
   out->set_total_free_bytes(0);
   out->set_mmap_count(0);
   out->set_mmap_bytes(0);
+}
 
-  bool in_malloc = false, closed = false;
-  rsslab::v1::GlibcArena* heap = nullptr;  // the open <heap>, if any
-  int64_t heap_free = 0, heap_chunks = 0, top_free = 0;
+// <malloc> opens the document, </malloc> ends it (scan->closed).
+absl::Status OnMalloc(const Tag& tag, Scan* scan) {
+  if (tag.closing) {
+    if (!scan->in_malloc || scan->heap != nullptr) {
+      return absl::InvalidArgumentError("malloc_info: misplaced </malloc>");
+    }
+    scan->closed = true;
+    return absl::OkStatus();
+  }
+  if (scan->in_malloc) return absl::InvalidArgumentError("malloc_info: nested <malloc>");
+  scan->in_malloc = true;
+  return absl::OkStatus();
+}
+
+// <heap nr="N"> opens an arena; </heap> sets its free and in-use bytes from
+// the free chunks counted inside it.
+absl::Status OnHeap(const Tag& tag, Scan* scan) {
+  if (tag.closing) {
+    if (scan->heap == nullptr) return absl::InvalidArgumentError("malloc_info: stray </heap>");
+    scan->heap->set_free_bytes(scan->heap_free);
+    scan->heap->set_free_chunks(scan->heap_chunks);
+    scan->heap->set_in_use_bytes(scan->heap->system_bytes() - scan->heap_free);
+    scan->heap = nullptr;
+    return absl::OkStatus();
+  }
+  if (scan->heap != nullptr) return absl::InvalidArgumentError("malloc_info: nested <heap>");
+  int64_t nr = 0;
+  if (absl::Status s = IntAttr(tag, "nr", &nr); !s.ok()) return s;
+  scan->heap = scan->out->add_arenas();
+  scan->heap->set_nr(static_cast<int32_t>(nr));
+  scan->heap_free = scan->heap_chunks = 0;
+  return absl::OkStatus();
+}
+
+// <total type="fast|rest" count size>: free chunks, the open heap's or
+// outside every heap; type="mmap" outside a heap: the mmap'ed chunks.
+absl::Status OnTotal(const Tag& tag, absl::string_view type, Scan* scan) {
+  int64_t count = 0, size = 0;
+  if (absl::Status s = IntAttr(tag, "count", &count); !s.ok()) return s;
+  if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
+  if (type == "fast" || type == "rest") {
+    if (scan->heap != nullptr) {
+      scan->heap_free += size;
+      scan->heap_chunks += count;
+    } else {
+      scan->top_free += size;
+    }
+  } else if (type == "mmap" && scan->heap == nullptr) {
+    scan->out->set_mmap_count(count);
+    scan->out->set_mmap_bytes(size);
+  }
+  return absl::OkStatus();
+}
+
+// <system type="current|max" size>: the open heap's, or (current) the total.
+absl::Status OnSystem(const Tag& tag, absl::string_view type, Scan* scan) {
+  int64_t size = 0;
+  if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
+  if (type == "current") {
+    if (scan->heap != nullptr) {
+      scan->heap->set_system_bytes(size);
+    } else {
+      scan->out->set_total_system_bytes(size);
+    }
+  } else if (type == "max" && scan->heap != nullptr) {
+    scan->heap->set_max_system_bytes(size);
+  }
+  return absl::OkStatus();
+}
+
+// <aspace type="total" size>: the open heap's address space.
+absl::Status OnAspace(const Tag& tag, absl::string_view type, Scan* scan) {
+  int64_t size = 0;
+  if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
+  if (type == "total" && scan->heap != nullptr) scan->heap->set_aspace_bytes(size);
+  return absl::OkStatus();
+}
+
+// Any other element inside <malloc>: a figure with a type, or a part of the
+// free-chunk histogram.
+absl::Status OnFigure(const Tag& tag, Scan* scan) {
+  if (tag.closing) return absl::OkStatus();  // </sizes>
+  absl::string_view type;
+  if (tag.name == "total" || tag.name == "system" || tag.name == "aspace") {
+    if (!Attr(tag.attrs, "type", &type)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("malloc_info: <", tag.name, "> without type"));
+    }
+  }
+  if (tag.name == "total") return OnTotal(tag, type, scan);
+  if (tag.name == "system") return OnSystem(tag, type, scan);
+  if (tag.name == "aspace") return OnAspace(tag, type, scan);
+  // <sizes>, <size>, <unsorted>: the free-chunk histogram, not needed.
+  return absl::OkStatus();
+}
+
+// One element: <malloc> first, nothing outside it, then heaps and figures.
+absl::Status OnTag(const Tag& tag, Scan* scan) {
+  if (tag.name == "malloc") return OnMalloc(tag, scan);
+  if (!scan->in_malloc) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malloc_info: <", tag.name, "> outside <malloc>"));
+  }
+  if (tag.name == "heap") return OnHeap(tag, scan);
+  return OnFigure(tag, scan);
+}
+
+}  // namespace
+
+absl::Status ParseMallocInfo(absl::string_view xml, rsslab::v1::GlibcStats* out) {
+  ClearStats(out);
+  Scan scan{out};
   size_t pos = 0;
   Tag tag;
-  while (true) {
+  while (!scan.closed) {
     absl::StatusOr<bool> more = NextTag(xml, &pos, &tag);
     if (!more.ok()) return more.status();
     if (!*more) break;
-    if (tag.name == "malloc") {
-      if (tag.closing) {
-        if (!in_malloc || heap != nullptr) {
-          return absl::InvalidArgumentError("malloc_info: misplaced </malloc>");
-        }
-        closed = true;
-        break;
-      }
-      if (in_malloc) return absl::InvalidArgumentError("malloc_info: nested <malloc>");
-      in_malloc = true;
-      continue;
-    }
-    if (!in_malloc) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("malloc_info: <", tag.name, "> outside <malloc>"));
-    }
-    if (tag.name == "heap") {
-      if (tag.closing) {
-        if (heap == nullptr) return absl::InvalidArgumentError("malloc_info: stray </heap>");
-        heap->set_free_bytes(heap_free);
-        heap->set_free_chunks(heap_chunks);
-        heap->set_in_use_bytes(heap->system_bytes() - heap_free);
-        heap = nullptr;
-        continue;
-      }
-      if (heap != nullptr) return absl::InvalidArgumentError("malloc_info: nested <heap>");
-      int64_t nr = 0;
-      if (absl::Status s = IntAttr(tag, "nr", &nr); !s.ok()) return s;
-      heap = out->add_arenas();
-      heap->set_nr(static_cast<int32_t>(nr));
-      heap_free = heap_chunks = 0;
-      continue;
-    }
-    if (tag.closing) continue;  // </sizes>
-    absl::string_view type;
-    if (tag.name == "total" || tag.name == "system" || tag.name == "aspace") {
-      if (!Attr(tag.attrs, "type", &type)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("malloc_info: <", tag.name, "> without type"));
-      }
-    }
-    if (tag.name == "total") {
-      int64_t count = 0, size = 0;
-      if (absl::Status s = IntAttr(tag, "count", &count); !s.ok()) return s;
-      if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
-      if (type == "fast" || type == "rest") {
-        if (heap != nullptr) {
-          heap_free += size;
-          heap_chunks += count;
-        } else {
-          top_free += size;
-        }
-      } else if (type == "mmap" && heap == nullptr) {
-        out->set_mmap_count(count);
-        out->set_mmap_bytes(size);
-      }
-    } else if (tag.name == "system") {
-      int64_t size = 0;
-      if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
-      if (type == "current") {
-        if (heap != nullptr) {
-          heap->set_system_bytes(size);
-        } else {
-          out->set_total_system_bytes(size);
-        }
-      } else if (type == "max" && heap != nullptr) {
-        heap->set_max_system_bytes(size);
-      }
-    } else if (tag.name == "aspace") {
-      int64_t size = 0;
-      if (absl::Status s = IntAttr(tag, "size", &size); !s.ok()) return s;
-      if (type == "total" && heap != nullptr) heap->set_aspace_bytes(size);
-    }
-    // <sizes>, <size>, <unsorted>: the free-chunk histogram, not needed.
+    if (absl::Status s = OnTag(tag, &scan); !s.ok()) return s;
   }
-  if (!closed) {
+  if (!scan.closed) {
     return absl::InvalidArgumentError(
-        in_malloc ? "malloc_info: truncated (no </malloc>)"
-                  : "malloc_info: no <malloc> element");
+        scan.in_malloc ? "malloc_info: truncated (no </malloc>)"
+                       : "malloc_info: no <malloc> element");
   }
-  out->set_total_free_bytes(top_free);
+  out->set_total_free_bytes(scan.top_free);
   out->set_malloc_info_arenas(out->arenas_size());
   return absl::OkStatus();
 }
