@@ -425,7 +425,7 @@ class Serving {
     int64_t left = core_->Drain(grace);
     if (left > 0) {
       // A Python thread cannot be stopped from outside, and waiting for it
-      // is what made the server unkillable but by SIGKILL (issue 14).
+      // is what made the server unkillable but by SIGKILL.
       fprintf(stderr,
               "rsslab_server: %ld calls still running after the grace period (%s); busy workers: "
               "%s; exiting without them\n",
