@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
-#include "agent/launcher.h"
+#include "agent/spawn.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
