@@ -173,6 +173,14 @@ struct Started {
   std::unique_ptr<OutputPump> pump;  // kPipe: still copying its stdout
 };
 
+// What the child is given, built in one place so that what a log header
+// shows of a launch is what was run. LaunchEnv: the profile's variables
+// over `base_env` (profiles::BuildLaunchEnv). LaunchArgs: `fixed_args`,
+// then each of `flags` as --name=value (unchecked: StartVerifiedServer
+// checks them first).
+profiles::Env LaunchEnv(const LaunchOptions& options);
+std::vector<std::string> LaunchArgs(const LaunchOptions& options);
+
 // Checks the flags, starts the program under the profile, waits for the
 // ready line and verifies. On any failure the child is killed and reaped
 // before this returns, and the status says which step failed:
