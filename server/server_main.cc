@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,7 +49,7 @@ ABSL_FLAG(std::string, handler, "", "Handler .py file exposing handle(request, c
 ABSL_FLAG(std::string, handler_params, "", "Default handler params, k=v,k=v (a request's params override them).");
 ABSL_FLAG(int64_t, cache_limit_mb, rsslab::ServerCore::Options().cache_limit_bytes >> 20, "Initial cache limit in MiB.");
 ABSL_FLAG(int64_t, max_cache_limit_mb, 0, "Largest cache limit a client may set, MiB (default: MemTotal).");
-ABSL_FLAG(std::string, thread_mode, rsslab::ServerCore::Options().thread_mode, "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
+ABSL_FLAG(std::string, thread_mode, rsslab::ThreadModeName(rsslab::ServerCore::Options().thread_mode), "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
 ABSL_FLAG(int, churn_every, rsslab::ServerCore::Options().churn_every, "Requests per worker thread in --thread_mode=churn.");
 ABSL_FLAG(int, churn_overlap_ms,
           absl::ToInt64Milliseconds(rsslab::ServerCore::Options().churn_overlap),
@@ -276,7 +277,6 @@ ServerCore::Options CoreOptionsFromFlags() {
                                         : Need(MiBToBytes(max_mb, "--max_cache_limit_mb", Lo("max_cache_limit_mb"), Hi("max_cache_limit_mb")));
   o.cache_limit_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_cache_limit_mb), "--cache_limit_mb", 0,
                                         BytesToMiB(o.max_cache_limit_bytes)));
-  o.thread_mode = absl::GetFlag(FLAGS_thread_mode);
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
   Need(CheckRange(o.churn_every, "--churn_every", Lo("churn_every"), Hi("churn_every")));
   o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms", Lo("churn_overlap_ms"), Hi("churn_overlap_ms")));
@@ -341,9 +341,13 @@ Config ConfigFromFlags() {
   o.auto_trim.min_spacing = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
   o.trim_thread_stats = absl::GetFlag(FLAGS_trim_thread_stats);
   if (absl::Status s = ValidateAutoTrimOptions(o.auto_trim); !s.ok()) DieUsage(std::string(s.message()));
-  if (o.thread_mode != "fixed" && o.thread_mode != "churn") {
-    DieUsage(absl::StrCat("--thread_mode must be fixed or churn, got '", o.thread_mode, "'"));
+  // Parsed after the trim flags, in the fixed order (see above).
+  const std::string thread_mode = absl::GetFlag(FLAGS_thread_mode);
+  std::optional<ThreadMode> mode = ParseThreadMode(thread_mode);
+  if (!mode) {
+    DieUsage(absl::StrCat("--thread_mode must be fixed or churn, got '", thread_mode, "'"));
   }
+  o.thread_mode = *mode;
   AddressesFromFlags(&c);
   return c;
 }
