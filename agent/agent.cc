@@ -283,14 +283,12 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
 // What was run, at the top of its own log, for whoever reads it later.
 std::string AgentService::LogHeader(const std::string& id, const launch::LaunchOptions& lo,
                                     const Profile& profile) const {
-  std::vector<std::string> args = lo.fixed_args;
-  for (const auto& [k, v] : lo.flags) args.push_back(absl::StrCat("--", k, "=", v));
   std::vector<std::string> shown_env;
-  for (const auto& kv : procfs::AllocatorEnv(profiles::BuildLaunchEnv(profile, lo.base_env))) {
+  for (const auto& kv : procfs::AllocatorEnv(launch::LaunchEnv(lo))) {
     shown_env.push_back(kv.first + "=" + kv.second);
   }
   return absl::StrCat("# rsslab_agent ", id, ": ", lo.program, " ",
-                      absl::StrJoin(args, " "), "\n# profile ", profile.name(),
+                      absl::StrJoin(launch::LaunchArgs(lo), " "), "\n# profile ", profile.name(),
                       " env: ", absl::StrJoin(shown_env, " "), "\n");
 }
 

@@ -126,7 +126,8 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
           "--allow_command_ready_port=", item.substr(0, 200),
           ": name the template's port that must accept a connection, {port} or {control_port}"));
     }
-    (*c)->ready_port = which.substr(1, which.size() - 2);
+    (*c)->ready_port =
+        which == "{port}" ? Command::ReadyPort::kPort : Command::ReadyPort::kControlPort;
     port_given[(*c)->name] = true;
   }
   for (auto& [name, c] : out) {
@@ -138,13 +139,13 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
           "port the agent picks and the loadgen sends to), e.g. --allow_command_args=", name,
           "=\"--port={port} --threads={threads}\""));
     }
-    if (c.ready_port == "control_port" && !c.uses_control_port) {
+    if (c.ready_port == Command::ReadyPort::kControlPort && !c.uses_control_port) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--allow_command_ready_port=", name, "={control_port}: its --allow_command_args "
           "template does not pass {control_port}"));
     }
     // Neither a line nor a port named: ready when {port} accepts.
-    if (c.ready_line.empty() && !port_given[name]) c.ready_port = "port";
+    if (c.ready_line.empty() && !port_given[name]) c.ready_port = Command::ReadyPort::kPort;
   }
   return out;
 }
@@ -190,9 +191,17 @@ absl::Status Configure(const Command& c, const std::string& host, int threads,
   lo->flag_check = launch::LaunchOptions::FlagCheck::kNone;
   lo->ready_match = c.ready_line;
   lo->ready_host = host;
-  lo->ready_port = c.ready_port == "port"           ? values->port
-                   : c.ready_port == "control_port" ? values->control_port
-                                                    : 0;
+  switch (c.ready_port) {
+    case Command::ReadyPort::kPort:
+      lo->ready_port = values->port;
+      break;
+    case Command::ReadyPort::kControlPort:
+      lo->ready_port = values->control_port;
+      break;
+    case Command::ReadyPort::kNone:
+      lo->ready_port = 0;
+      break;
+  }
   lo->verify = launch::Verify::kProfileOnly;
   return absl::OkStatus();
 }

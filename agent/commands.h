@@ -52,9 +52,10 @@ struct Command {
   // gives its Control address.
   launch::LineMatch ready_line;
   // --allow_command_ready_port: then (or instead) this port of its
-  // template must accept a connection: "port", "control_port", or "" for
-  // none. Without either flag: "port".
-  std::string ready_port;
+  // template must accept a connection ({port} or {control_port}). Without
+  // either flag: {port}.
+  enum class ReadyPort { kNone, kPort, kControlPort };
+  ReadyPort ready_port = ReadyPort::kNone;
   bool uses_port = false;
   bool uses_control_port = false;
 };

@@ -23,7 +23,7 @@ TEST(CommandsTest, NoReadyFlagMeansThePortAccepts) {
   ASSERT_TRUE(c.ok()) << c.status();
   const Command& svc = c->at("svc");
   EXPECT_TRUE(svc.ready_line.empty());
-  EXPECT_EQ(svc.ready_port, "port");
+  EXPECT_EQ(svc.ready_port, Command::ReadyPort::kPort);
   launch::LaunchOptions lo;
   Values v;
   ASSERT_TRUE(Configure(svc, "127.0.0.1", 3, &lo, &v).ok());
@@ -42,7 +42,7 @@ TEST(CommandsTest, ReadyRegexAloneWaitsForTheLineOnly) {
   ASSERT_TRUE(c.ok()) << c.status();
   const Command& svc = c->at("svc");
   EXPECT_TRUE(svc.ready_line.Matches("svc ready data=x"));
-  EXPECT_EQ(svc.ready_port, "");
+  EXPECT_EQ(svc.ready_port, Command::ReadyPort::kNone);
   launch::LaunchOptions lo;
   Values v;
   ASSERT_TRUE(Configure(svc, "127.0.0.1", 1, &lo, &v).ok());

@@ -123,17 +123,15 @@ std::string AwaitedText(const LaunchOptions& o) {
 }
 
 absl::StatusOr<std::vector<std::string>> BuildArgs(const LaunchOptions& o) {
-  std::vector<std::string> args = o.fixed_args;
   using FC = LaunchOptions::FlagCheck;
-  for (const auto& [name, value] : o.flags) {
-    if (o.flag_check != FC::kNone) {
-      const FlagSource source =
-          o.flag_check == FC::kRequest ? FlagSource::kRequest : FlagSource::kOperator;
+  if (o.flag_check != FC::kNone) {
+    const FlagSource source =
+        o.flag_check == FC::kRequest ? FlagSource::kRequest : FlagSource::kOperator;
+    for (const auto& [name, value] : o.flags) {
       if (absl::Status s = CheckServerFlag(name, value, source); !s.ok()) return s;
     }
-    args.push_back(absl::StrCat("--", name, "=", value));
   }
-  return args;
+  return LaunchArgs(o);
 }
 
 // The child is gone: kill it if it still runs, reap it, say why with the log.
@@ -191,7 +189,7 @@ absl::StatusOr<pid_t> SpawnChild(const LaunchOptions& o, const std::vector<std::
   SpawnOptions so;
   so.binary = o.program;
   so.args = args;
-  so.env = profiles::EnvStrings(profiles::BuildLaunchEnv(*o.profile, o.base_env));
+  so.env = profiles::EnvStrings(LaunchEnv(o));
   so.stderr_fd = log_fd;  // -1: inherited
   so.cpus = o.cpus;
   so.parent_death_signal = o.parent_death_signal;
@@ -236,6 +234,16 @@ absl::StatusOr<VerifiedLaunch> VerifyStarted(const LaunchOptions& o, pid_t pid,
 }
 
 }  // namespace
+
+profiles::Env LaunchEnv(const LaunchOptions& o) {
+  return profiles::BuildLaunchEnv(*o.profile, o.base_env);
+}
+
+std::vector<std::string> LaunchArgs(const LaunchOptions& o) {
+  std::vector<std::string> args = o.fixed_args;
+  for (const auto& [name, value] : o.flags) args.push_back(absl::StrCat("--", name, "=", value));
+  return args;
+}
 
 OwnChild::~OwnChild() {
   if (pid_ > 0 && !exited_.HasBeenNotified()) kill(pid_, SIGKILL);

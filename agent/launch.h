@@ -40,9 +40,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "agent/launcher.h"
 #include "agent/profiles.h"
 #include "agent/readiness.h"
+#include "agent/spawn.h"
 #include "common/auth.h"
 #include "common/ready_line.h"
 #include "common/server_flags.h"
@@ -172,6 +172,14 @@ struct Started {
   std::shared_ptr<Child> child;
   std::unique_ptr<OutputPump> pump;  // kPipe: still copying its stdout
 };
+
+// What the child is given, built in one place so that what a log header
+// shows of a launch is what was run. LaunchEnv: the profile's variables
+// over `base_env` (profiles::BuildLaunchEnv). LaunchArgs: `fixed_args`,
+// then each of `flags` as --name=value (unchecked: StartVerifiedServer
+// checks them first).
+profiles::Env LaunchEnv(const LaunchOptions& options);
+std::vector<std::string> LaunchArgs(const LaunchOptions& options);
 
 // Checks the flags, starts the program under the profile, waits for the
 // ready line and verifies. On any failure the child is killed and reaped

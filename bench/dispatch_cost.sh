@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Embedded dispatch cost (issue 7, measure 2): server CPU per request with the
+# Embedded dispatch cost: server CPU per request with the
 # no-op handler, split into gRPC, the worker hand-off, and the GIL + Python
 # call, using the --dispatch knob of the benchmark server (rsslab_bench_server,
 # bench/dispatch/: rsslab_server plus that flag), one binary for every mode:

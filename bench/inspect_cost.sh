@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Cost of `rsslab_ctl inspect --pid=PID` (issue 24's goal: under 1 s for a
+# Cost of `rsslab_ctl inspect --pid=PID` (the goal: under 1 s for a
 # 1,000-thread process). Starts tests/inspect/threads_target with THREADS
 # idle threads (each with its own glibc arena until the limit), then runs
 # the whole command RUNS times (fresh process each: exec, /proc reads,

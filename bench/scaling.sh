@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How rsslab_server's cost grows with the work (issue 7, measure 5).
+# How rsslab_server's cost grows with the work.
 #
 # Part 1, worker threads: the seed workload (--builtin=seed, web_worker
 # handler) at 1, 4, 16 and 64 worker threads, each in a fresh server, with

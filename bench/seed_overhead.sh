@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the server adds to the seed workload (issue 18): in one run, for each
+# What the server adds to the seed workload: in one run, for each
 # dict shape of web_worker.py (flat, the default, and nested),
 #   (a) the handler alone, called in a loop in Debian's /usr/bin/python3
 #       (bench/handler_alone.py: the server's request dicts, a Python LRU

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25's benchmark: a grpcio service (python/tests/grpc_service.py:
+# The package's benchmark: a grpcio service (python/tests/grpc_service.py:
 # Debian's python3-grpcio, the seed handler, a byte-bounded cache) under
 # these conditions, each in a fresh process:
 #   a  nothing (the package imported for its Control service, not used)

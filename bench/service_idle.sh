@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 25's idle overhead: what the rsslab package adds to an idle grpcio
+# The idle overhead: what the rsslab package adds to an idle grpcio
 # service. Four fresh processes of python/tests/grpc_service.py side by
 # side (16 workers, glibc): --bare (no rsslab import at all), the package as
 # docs/PACKAGE.md adds it (track, interceptor, auto_trim("after_burst"),

@@ -1,7 +1,7 @@
 // snapshot_cost: what one full snapshot (ServerCore::TakeSnapshot, the work
 // behind Control.GetSnapshot: status, thread census, smaps classification,
 // environ, allocator stats with malloc_info, Python info, counters) costs in
-// time, in bytes allocated through malloc, and in RSS (issue 7, measure 3).
+// time, in bytes allocated through malloc, and in RSS.
 //
 //   snapshot_cost --threads=64 --handler=server/handlers/web_worker.py
 //

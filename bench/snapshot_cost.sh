@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Snapshot cost (issue 7, measure 3): time, bytes allocated through malloc,
+# Snapshot cost: time, bytes allocated through malloc,
 # and RSS change of one full snapshot, at 1 and 64 worker threads.
 #   part 1: bench/snapshot_cost (the real server core with counting malloc
 #           wrappers) after a warm-up of web_worker requests: mean/max time

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The tool must not leak itself (issue 5): a server with the noop handler
-# (it stores nothing) under steady open-loop load for MINUTES, sampling the
+# The tool must not leak itself (a soak would measure the leak): a server
+# with the noop handler (it stores nothing) under steady open-loop load for
+# MINUTES, sampling the
 # server's threads and RSS every INTERVAL seconds through
 # `rsslab_ctl snapshot --json` and the loadgen's own RSS from /proc. Reports
 # whether the thread count is constant after the warm-up, and the RSS slope

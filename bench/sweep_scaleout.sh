@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A sweep through one agent, then the same sweep through two (issue 15):
+# A sweep through one agent, then the same sweep through two:
 # does the loadgen keep every agent busy while cells remain?
 #
 # Two local rsslab_agents on disjoint CPUs (taskset: agent A and its servers

@@ -1,4 +1,4 @@
-// Issue 26 goal: building one request from a --data template for a 10-field
+// The goal: building one request from a --data template for a 10-field
 // message costs under 2 us. The message and template are a user's (their
 // .proto parsed at run time, as rsslab_loadgen --proto does); timed are
 // RequestSource::Build alone and Build + serialization into a gRPC slice,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8, "cost under load": steady open-loop load at a fixed rate
+# What a trim costs under load (docs/TRIM.md): steady open-loop load at a fixed rate
 # (rsslab_loadgen --rate) against a fresh server per cell, with trims during
 # it, for each allocator profile and thread count. Conditions:
 #   none         no trim (the reference)

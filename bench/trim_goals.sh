@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 8 goals (a) and (b): for each shipped allocator profile and thread
+# The automatic trim's goals (docs/TRIM.md): for each shipped allocator profile and thread
 # count, a fresh server with --auto_trim=after_burst runs the seed cycle
 # (fill, shrink, idle 12 s, trim) through rsslab_loadgen. No manual trim
 # happens before the idle snapshot, so:
@@ -32,7 +32,7 @@ RPID=""
 trap '[ -n "$RPID" ] && kill "$RPID" 2>/dev/null || true' EXIT
 
 echo "# machine: $(nproc) cores, $(uname -r); seed --scale=$SCALE; --auto_trim=$AUTO; out=$OUT"
-# goal_x = after / (base + 10 MiB of live cache); goal: issue 17's <= 1.25 (the
+# goal_x = after / (base + 10 MiB of live cache); the trim goal: <= 1.25 (the
 # 64-thread rows). delay: the release timer a trim held at 0, before->during
 # (mimalloc decommit_delay; "-" where none applies). fill: the fill's churn
 # (stored / limit), "!" if the cache never filled (loadgen/results/fill_check.h).

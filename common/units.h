@@ -3,7 +3,7 @@
 //
 // Every conversion checks the value against an allowed range *before*
 // multiplying, so a huge value can never wrap into a small or negative one
-// (issue 14: `--cache_limit_mb=17592186044516` used to become 100 MiB). The
+// (`--cache_limit_mb=17592186044516` used to become 100 MiB). The
 // error names the flag or field and gives the allowed range.
 //
 // Example:

@@ -554,9 +554,9 @@ void SendOpenLoop(RunState* st, int64_t t0, absl::Duration late_tolerance,
       absl::SleepFor(absl::Microseconds(100));
     }
     // The step's time is up: what is still due is not sent (counted), so
-    // an open loop ends at its duration whatever the rate (issue 14: a
-    // rate the client cannot reach used to send rate x duration however
-    // long that took).
+    // an open loop ends at its duration whatever the rate (a rate
+    // the client cannot reach used to send rate x duration however long
+    // that took).
     if (MonoNs() >= st->measure_end_ns) {
       const double left_s = (st->measure_end_ns - intended) / 1e9;
       const double due = poisson ? 1 + left_s * spec.rate()

@@ -2,7 +2,7 @@
 // settings (the command line's flags, a scenario's load_defaults and each
 // load step) before anything is created or sent, so a nonsense value is a
 // usage error (exit 2) with the allowed range, never a run directory and
-// an exit 1 later (issue 14: --channels=100000, --rate=1e12, a 4 GB
+// an exit 1 later (--channels=100000, --rate=1e12, a 4 GB
 // payload_bytes).
 //
 //   CheckLoadBounds(spec, [&](absl::string_view field, const std::string& what) {

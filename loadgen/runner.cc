@@ -343,7 +343,8 @@ Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
   rsslab::v1::SetPhaseRequest req;
   req.set_phase(step.set_phase.phase());
   if (step.set_phase.has_cache_limit_mb()) {
-    // Range-checked when the scenario was parsed (loadgen/flags_check).
+    // Range-checked when the scenario was validated (loadgen/scenario.cc,
+    // 0..kMaxCacheLimitMb), so the product cannot overflow.
     req.set_cache_limit_bytes(step.set_phase.cache_limit_mb() * kMiB);
   }
   req.set_gc(step.set_phase.has_gc() ? step.set_phase.gc() : true);

@@ -79,7 +79,7 @@ description: "Smoke cycle: fill 2,000 requests, shrink 1,000, idle 1 s, trim."
                       CycleSteps(2000, 1000, 1));
 }
 
-// Issue 5's soak: seed 000's cycle at a fifth of its size, repeated for
+// The soak: seed 000's cycle at a fifth of its size, repeated for
 // --duration (which sets the repeat's duration_s), with the server watched
 // every 5 s throughout.
 std::string SoakText() {

@@ -246,7 +246,7 @@ TEST(SoakScenario, BadSoakSettingsNameTheirLine) {
 }
 
 
-// Issue 27, classes 1 and 3: nesting, totals and every field checked before
+// Hardening classes 1 and 3 (docs/RELIABILITY.md): nesting, totals and every field checked before
 // anything is sent.
 std::string Nested(int depth, const std::string& inner) {
   std::string t = "step { " + inner + " }";

@@ -82,11 +82,7 @@ absl::Status CheckOptions(const ServerCore::Options& options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--threads must be between 1 and 4096, got ", options.threads));
   }
-  if (options.thread_mode != "fixed" && options.thread_mode != "churn") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--thread_mode must be fixed or churn, got '", options.thread_mode, "'"));
-  }
-  if (options.thread_mode == "churn" && options.churn_every < 1) {
+  if (options.thread_mode == ThreadMode::kChurn && options.churn_every < 1) {
     return absl::InvalidArgumentError("--thread_mode=churn needs --churn_every >= 1");
   }
   if (options.churn_overlap < absl::ZeroDuration() ||
@@ -113,6 +109,16 @@ absl::Status CheckOptions(const ServerCore::Options& options) {
 
 }  // namespace
 
+std::optional<ThreadMode> ParseThreadMode(absl::string_view name) {
+  if (name == "fixed") return ThreadMode::kFixed;
+  if (name == "churn") return ThreadMode::kChurn;
+  return std::nullopt;
+}
+
+const char* ThreadModeName(ThreadMode mode) {
+  return mode == ThreadMode::kChurn ? "churn" : "fixed";
+}
+
 ServerCore::ServerCore(const Options& options) : options_(options), start_(absl::Now()) {}
 
 absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& options) {
@@ -132,7 +138,7 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   WorkerPoolOptions w;
   w.threads = options.threads;
   w.name_prefix = "rsslab-w";
-  w.churn_every = options.thread_mode == "churn" ? options.churn_every : 0;
+  w.churn_every = options.thread_mode == ThreadMode::kChurn ? options.churn_every : 0;
   w.churn_overlap = options.churn_overlap;
   w.on_thread_start = [runtime](int) { runtime->AttachThread(); };
   w.on_thread_exit = [runtime](int) { runtime->DetachThread(); };
@@ -481,7 +487,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   WorkerPoolStats ws = workers_->Stats();
   rsslab::v1::WorkerStats* w = out->mutable_workers();
   w->set_configured(ws.configured);
-  w->set_thread_mode(options_.thread_mode);
+  w->set_thread_mode(ThreadModeName(options_.thread_mode));
   w->set_alive(ws.alive);
   w->set_busy(ws.busy);
   w->set_threads_started(ws.threads_started);
@@ -511,7 +517,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   rsslab::v1::ServerConfig* cfg = out->mutable_config();
   cfg->set_threads(options_.threads);
   cfg->set_handler(options_.handler_path);
-  cfg->set_thread_mode(options_.thread_mode);
+  cfg->set_thread_mode(ThreadModeName(options_.thread_mode));
   cfg->set_churn_every(options_.churn_every);
   cfg->set_churn_overlap_ms(absl::ToInt64Milliseconds(options_.churn_overlap));
   cfg->set_data_address(options_.data_address);

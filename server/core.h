@@ -26,6 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "proto/control.pb.h"
 #include "proto/load.pb.h"
@@ -43,6 +44,13 @@
 
 namespace rsslab {
 
+// How the worker threads live: a fixed pool, or each thread replaced after
+// `churn_every` requests (seed 002's executors). Parsed once from
+// --thread_mode; "fixed" and "churn" are also what snapshots report.
+enum class ThreadMode { kFixed, kChurn };
+std::optional<ThreadMode> ParseThreadMode(absl::string_view name);
+const char* ThreadModeName(ThreadMode mode);
+
 class ServerCore : public ControlBackend {
  public:
   struct Options {
@@ -56,9 +64,7 @@ class ServerCore : public ControlBackend {
     int64_t cache_limit_bytes = kDefaultFillCacheBytes;
     // Largest cache limit a client may set; larger is INVALID_ARGUMENT.
     int64_t max_cache_limit_bytes = 64ll << 30;
-    // "fixed", or "churn": replace a worker thread after `churn_every`
-    // requests.
-    std::string thread_mode = "fixed";
+    ThreadMode thread_mode = ThreadMode::kFixed;
     int churn_every = 100;
     // Churn: a replaced thread stays alive this long after its successor
     // started, so both hold an arena (seed 002's overlapping executors).

@@ -1,6 +1,6 @@
 // ServerCore hands requests to the Python handler in arrival order, however
-// many workers compete for the GIL (issue 7's seed p99: a request bound to a
-// worker before the GIL was taken could wait while later ones ran).
+// many workers compete for the GIL (the seed's p99: a request bound to a worker
+// before the GIL was taken could wait while later ones ran).
 
 #include <algorithm>
 #include <string>

@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,22 +41,34 @@
 #include "server/load_service.h"
 #include "server/server_metrics.h"
 
-ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "Data plane (Load service) address; port 0 picks a free port.");
-ABSL_FLAG(std::string, control_listen, "127.0.0.1:50052", "Control plane address; port 0 picks a free port.");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
+          "Data plane (Load service) address; port 0 picks a free port.");
+ABSL_FLAG(std::string, control_listen, "127.0.0.1:50052",
+          "Control plane address; port 0 picks a free port.");
 // Defaults come from ServerCore::Options, the one place they are set.
-ABSL_FLAG(int, threads, rsslab::ServerCore::Options().threads, "Python worker threads (a fixed pool named rsslab-w<N>).");
-ABSL_FLAG(std::string, handler, "", "Handler .py file exposing handle(request, cache); default: the shipped server/handlers/web_worker.py.");
-ABSL_FLAG(std::string, handler_params, "", "Default handler params, k=v,k=v (a request's params override them).");
-ABSL_FLAG(int64_t, cache_limit_mb, rsslab::ServerCore::Options().cache_limit_bytes >> 20, "Initial cache limit in MiB.");
-ABSL_FLAG(int64_t, max_cache_limit_mb, 0, "Largest cache limit a client may set, MiB (default: MemTotal).");
-ABSL_FLAG(std::string, thread_mode, rsslab::ServerCore::Options().thread_mode, "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
-ABSL_FLAG(int, churn_every, rsslab::ServerCore::Options().churn_every, "Requests per worker thread in --thread_mode=churn.");
+ABSL_FLAG(int, threads, rsslab::ServerCore::Options().threads,
+          "Python worker threads (a fixed pool named rsslab-w<N>).");
+ABSL_FLAG(std::string, handler, "",
+          "Handler .py file exposing handle(request, cache); default: the shipped "
+          "server/handlers/web_worker.py.");
+ABSL_FLAG(std::string, handler_params, "",
+          "Default handler params, k=v,k=v (a request's params override them).");
+ABSL_FLAG(int64_t, cache_limit_mb, rsslab::ServerCore::Options().cache_limit_bytes >> 20,
+          "Initial cache limit in MiB.");
+ABSL_FLAG(int64_t, max_cache_limit_mb, 0,
+          "Largest cache limit a client may set, MiB (default: MemTotal).");
+ABSL_FLAG(std::string, thread_mode,
+          rsslab::ThreadModeName(rsslab::ServerCore::Options().thread_mode),
+          "fixed, or churn: replace each worker thread after --churn_every requests (seed 002).");
+ABSL_FLAG(int, churn_every, rsslab::ServerCore::Options().churn_every,
+          "Requests per worker thread in --thread_mode=churn.");
 ABSL_FLAG(int, churn_overlap_ms,
           absl::ToInt64Milliseconds(rsslab::ServerCore::Options().churn_overlap),
           "--thread_mode=churn: a replaced worker thread stays alive (idle) this long after its "
           "successor started serving, as executor threads do; 0 = the successor starts after "
           "it exited (glibc then reuses its arena).");
-ABSL_FLAG(int, stuck_after_ms, absl::ToInt64Milliseconds(rsslab::ServerCore::Options().stuck_after), "A worker busy this long is reported as stuck in snapshots.");
+ABSL_FLAG(int, stuck_after_ms, absl::ToInt64Milliseconds(rsslab::ServerCore::Options().stuck_after),
+          "A worker busy this long is reported as stuck in snapshots.");
 ABSL_FLAG(int64_t, max_message_mb, 16, "Largest request or response message, MiB.");
 ABSL_FLAG(int, max_watch_streams, 16, "Concurrent WatchSnapshots streams allowed.");
 ABSL_FLAG(std::string, auto_trim, "off",
@@ -67,7 +80,8 @@ ABSL_FLAG(int, auto_trim_settle_ms, 2000,
           "or 0) this long.");
 ABSL_FLAG(double, auto_trim_settle_fraction, 0.1, "after_burst: what counts as dropped load.");
 ABSL_FLAG(int, auto_trim_interval_s, 60, "interval: seconds between automatic trims.");
-ABSL_FLAG(int, auto_trim_min_spacing_s, 10, "Never auto trim within this many seconds of any trim.");
+ABSL_FLAG(int, auto_trim_min_spacing_s, 10,
+          "Never auto trim within this many seconds of any trim.");
 ABSL_FLAG(bool, trim_thread_stats, false,
           "Each worker reads the allocator's per-thread figures (mimalloc heap areas, jemalloc "
           "thread arena) before and after its release; in the trim result's workers[].");
@@ -143,7 +157,8 @@ class StopSignals {
     while (sigwait(&set_, &sig) == 0) {
       const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
       if (!ready_.load()) {
-        fprintf(stderr, "rsslab_server: %s received while starting (before the ready line); exiting\n",
+        fprintf(stderr,
+                "rsslab_server: %s received while starting (before the ready line); exiting\n",
                 name);
         fflush(stderr);
         _exit(128 + sig);
@@ -272,16 +287,21 @@ ServerCore::Options CoreOptionsFromFlags() {
   if (!params.ok()) DieUsage(absl::StrCat("--handler_params: ", params.status().message()));
   o.handler_params = *std::move(params);
   const int64_t max_mb = absl::GetFlag(FLAGS_max_cache_limit_mb);
-  o.max_cache_limit_bytes = max_mb == 0 ? std::min(MemTotalBytes(), kMaxMiB * kMiB)
-                                        : Need(MiBToBytes(max_mb, "--max_cache_limit_mb", Lo("max_cache_limit_mb"), Hi("max_cache_limit_mb")));
+  o.max_cache_limit_bytes =
+      max_mb == 0 ? std::min(MemTotalBytes(), kMaxMiB * kMiB)
+                  : Need(MiBToBytes(max_mb, "--max_cache_limit_mb", Lo("max_cache_limit_mb"),
+                                    Hi("max_cache_limit_mb")));
   o.cache_limit_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_cache_limit_mb), "--cache_limit_mb", 0,
                                         BytesToMiB(o.max_cache_limit_bytes)));
-  o.thread_mode = absl::GetFlag(FLAGS_thread_mode);
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
   Need(CheckRange(o.churn_every, "--churn_every", Lo("churn_every"), Hi("churn_every")));
-  o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms", Lo("churn_overlap_ms"), Hi("churn_overlap_ms")));
-  o.stuck_after = Need(MsToDuration(absl::GetFlag(FLAGS_stuck_after_ms), "--stuck_after_ms", Lo("stuck_after_ms"), Hi("stuck_after_ms")));
-  o.handler_budget = Need(MsToDuration(absl::GetFlag(FLAGS_handler_budget_ms), "--handler_budget_ms", Lo("handler_budget_ms"), Hi("handler_budget_ms")));
+  o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms",
+                                      Lo("churn_overlap_ms"), Hi("churn_overlap_ms")));
+  o.stuck_after = Need(MsToDuration(absl::GetFlag(FLAGS_stuck_after_ms), "--stuck_after_ms",
+                                    Lo("stuck_after_ms"), Hi("stuck_after_ms")));
+  o.handler_budget =
+      Need(MsToDuration(absl::GetFlag(FLAGS_handler_budget_ms), "--handler_budget_ms",
+                        Lo("handler_budget_ms"), Hi("handler_budget_ms")));
   return o;
 }
 
@@ -296,7 +316,9 @@ void AddressesFromFlags(Config* config) {
   if (!data_hp.ok()) DieUsage(absl::StrCat(data_hp.status().message(), " (--listen)"));
   c.data_hp = *std::move(data_hp);
   absl::StatusOr<HostPort> control_hp = ParseHostPort(c.control_addr);
-  if (!control_hp.ok()) DieUsage(absl::StrCat(control_hp.status().message(), " (--control_listen)"));
+  if (!control_hp.ok()) {
+    DieUsage(absl::StrCat(control_hp.status().message(), " (--control_listen)"));
+  }
   c.control_hp = *std::move(control_hp);
   absl::StatusOr<Security> security = Security::FromFlags();
   if (!security.ok()) DieUsage(std::string(security.status().message()));
@@ -325,25 +347,40 @@ Config ConfigFromFlags() {
   Config c;
   c.core = CoreOptionsFromFlags();
   ServerCore::Options& o = c.core;
-  Need(CheckRange(absl::GetFlag(FLAGS_max_message_mb), "--max_message_mb", Lo("max_message_mb"), Hi("max_message_mb"), " (MiB)"));
-  Need(CheckRange(absl::GetFlag(FLAGS_max_watch_streams), "--max_watch_streams", Lo("max_watch_streams"), Hi("max_watch_streams")));
-  c.grace =
-      Need(MsToDuration(absl::GetFlag(FLAGS_shutdown_grace_ms), "--shutdown_grace_ms", Lo("shutdown_grace_ms"), Hi("shutdown_grace_ms")));
-  absl::StatusOr<AutoTrimOptions::Mode> auto_mode = ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
+  Need(CheckRange(absl::GetFlag(FLAGS_max_message_mb), "--max_message_mb", Lo("max_message_mb"),
+                  Hi("max_message_mb"), " (MiB)"));
+  Need(CheckRange(absl::GetFlag(FLAGS_max_watch_streams), "--max_watch_streams",
+                  Lo("max_watch_streams"), Hi("max_watch_streams")));
+  c.grace = Need(MsToDuration(absl::GetFlag(FLAGS_shutdown_grace_ms), "--shutdown_grace_ms",
+                              Lo("shutdown_grace_ms"), Hi("shutdown_grace_ms")));
+  absl::StatusOr<AutoTrimOptions::Mode> auto_mode =
+      ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
   if (!auto_mode.ok()) DieUsage(std::string(auto_mode.status().message()));
   o.auto_trim.mode = *auto_mode;
-  o.auto_trim.gap_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_auto_trim_gap_mb), "--auto_trim_gap_mb", Lo("auto_trim_gap_mb"), Hi("auto_trim_gap_mb")));
-  o.auto_trim.settle = Need(MsToDuration(absl::GetFlag(FLAGS_auto_trim_settle_ms), "--auto_trim_settle_ms", Lo("auto_trim_settle_ms"), Hi("auto_trim_settle_ms")));
+  o.auto_trim.gap_bytes =
+      Need(MiBToBytes(absl::GetFlag(FLAGS_auto_trim_gap_mb), "--auto_trim_gap_mb",
+                      Lo("auto_trim_gap_mb"), Hi("auto_trim_gap_mb")));
+  o.auto_trim.settle =
+      Need(MsToDuration(absl::GetFlag(FLAGS_auto_trim_settle_ms), "--auto_trim_settle_ms",
+                        Lo("auto_trim_settle_ms"), Hi("auto_trim_settle_ms")));
   o.auto_trim.settle_fraction = absl::GetFlag(FLAGS_auto_trim_settle_fraction);
-  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_interval_s), "--auto_trim_interval_s", Lo("auto_trim_interval_s"), Hi("auto_trim_interval_s"), " (s)"));
-  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_min_spacing_s), "--auto_trim_min_spacing_s", Lo("auto_trim_min_spacing_s"), Hi("auto_trim_min_spacing_s"), " (s)"));
+  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_interval_s), "--auto_trim_interval_s",
+                  Lo("auto_trim_interval_s"), Hi("auto_trim_interval_s"), " (s)"));
+  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_min_spacing_s), "--auto_trim_min_spacing_s",
+                  Lo("auto_trim_min_spacing_s"), Hi("auto_trim_min_spacing_s"), " (s)"));
   o.auto_trim.interval = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_interval_s));
   o.auto_trim.min_spacing = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
   o.trim_thread_stats = absl::GetFlag(FLAGS_trim_thread_stats);
-  if (absl::Status s = ValidateAutoTrimOptions(o.auto_trim); !s.ok()) DieUsage(std::string(s.message()));
-  if (o.thread_mode != "fixed" && o.thread_mode != "churn") {
-    DieUsage(absl::StrCat("--thread_mode must be fixed or churn, got '", o.thread_mode, "'"));
+  if (absl::Status s = ValidateAutoTrimOptions(o.auto_trim); !s.ok()) {
+    DieUsage(std::string(s.message()));
   }
+  // Parsed after the trim flags, in the fixed order (see above).
+  const std::string thread_mode = absl::GetFlag(FLAGS_thread_mode);
+  std::optional<ThreadMode> mode = ParseThreadMode(thread_mode);
+  if (!mode) {
+    DieUsage(absl::StrCat("--thread_mode must be fixed or churn, got '", thread_mode, "'"));
+  }
+  o.thread_mode = *mode;
   AddressesFromFlags(&c);
   return c;
 }
@@ -425,7 +462,7 @@ class Serving {
     int64_t left = core_->Drain(grace);
     if (left > 0) {
       // A Python thread cannot be stopped from outside, and waiting for it
-      // is what made the server unkillable but by SIGKILL (issue 14).
+      // is what made the server unkillable but by SIGKILL.
       fprintf(stderr,
               "rsslab_server: %ld calls still running after the grace period (%s); busy workers: "
               "%s; exiting without them\n",

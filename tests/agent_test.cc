@@ -18,7 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
-#include "agent/launcher.h"
+#include "agent/spawn.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -319,7 +319,7 @@ TEST_F(AgentTest, MaxServersIsEnforced) {
   EXPECT_EQ(kill(s.pid(), 0), -1);  // reaped by the agent: no such process
 }
 
-// Issue 27, class 7: two concurrent Stops of one server once sent two
+// Hardening class 7 (docs/RELIABILITY.md): two concurrent Stops of one server once sent two
 // SIGTERMs; the second made the server exit at once (143 seen), cutting
 // the call the first let drain. Now the second waits for the first and
 // both get the same answer; the call in flight finishes.
@@ -357,7 +357,7 @@ TEST_F(AgentTest, ConcurrentStopsDrainLikeSigtermAndBothGetTheSameAnswer) {
   EXPECT_EQ(a.SerializeAsString(), b.SerializeAsString());
 }
 
-// Issue 27, class 7: the NOT_FOUND for an unknown id listed every id ever
+// Hardening class 7 (docs/RELIABILITY.md): the NOT_FOUND for an unknown id listed every id ever
 // launched; past about 600 launches it outgrew gRPC's metadata limit and
 // came back RESOURCE_EXHAUSTED. Now it names at most 16 running servers and
 // ended runs beyond the latest 64 are forgotten (List stays bounded).

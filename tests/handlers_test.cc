@@ -282,7 +282,7 @@ google::protobuf::Struct Doc(const rsslab::v1::HandleResponse& r) {
 }
 
 // The default shape is seed 000's flat dict of scalars; dict_shape=nested is
-// the shape of the handler before issue 18 (and draws the same random
+// the handler's shape before flat became the default (and draws the same random
 // stream: the same bodies are stored as that handler stored); an unknown
 // shape fails the call naming the knob; snapshots say which shape a server
 // ran by default.
@@ -320,7 +320,7 @@ TEST(HandlersTest, WebWorkerDictShapes) {
     EXPECT_EQ(v.list_value().values(2).string_value(), absl::StrCat("v", i));
   }
   // Body sizes and store decisions of seeds 1..12 under the handler before
-  // issue 18 (nested dict, the same draws in the same order).
+  // flat became the default (nested dict, the same draws in the same order).
   const std::vector<std::pair<int64_t, bool>> before = {
       {10187, false}, {107754, false}, {932, true},  {1920, false}, {13940, true}, {3887, false},
       {2401, true},   {157, false},    {3518, true}, {5650, false}, {3100, false}, {3383, true}};

@@ -1,4 +1,4 @@
-// Hostile and careless input to every binary (issue 14): every file flag
+// Hostile and careless input to every binary: every file flag
 // refuses /dev/zero and a FIFO with one line; every numeric flag refuses
 // edge values (0, -1, max+1, overflow, NaN, garbage) with exit 2 before
 // anything is created or sent; every numeric or string RPC field refuses

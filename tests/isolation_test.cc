@@ -1,4 +1,4 @@
-// A handler cannot kill or wedge the server (issue 14): SystemExit,
+// A handler cannot kill or wedge the server: SystemExit,
 // KeyboardInterrupt and any BaseException fail only their call; a handler
 // that loops is stopped by the per-request budget; a handler that blocks
 // forever (at import or in a call) cannot stop SIGTERM from ending the

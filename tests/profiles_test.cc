@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/profiles.h"
-#include "agent/launcher.h"
+#include "agent/spawn.h"
 #include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -244,7 +244,7 @@ TEST(ProfilesLaunch, GlibcTunablesArena2HoldsTwoArenasAfter16ThreadLoad) {
 // CPython's own arenas are anonymous RSS mimalloc never sees. Measured here
 // under this load: 173.6 committed vs 108.4 MiB RssAnon (2.0.9), 172.3 vs
 // 94.6 (3.0.1). So it is bounded, not matched: at least half of RssAnon and
-// no more than the data segment's virtual size (issue 23: 3.0.1 read with
+// no more than the data segment's virtual size (3.0.1 read with
 // 2.0.9's layout gave -7 GB).
 class MimallocVersions : public ::testing::TestWithParam<const char*> {};
 

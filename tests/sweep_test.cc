@@ -25,7 +25,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/profiles.h"
-#include "agent/launcher.h"
+#include "agent/spawn.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -594,7 +594,7 @@ TEST(SweepTest, AgentListWithADuplicateOrAnUnreachableAgentRunsNothing) {
 namespace rsslab {
 namespace {
 
-// Class 8 (issue 27): a batch task's cell (--local --cell_index_env
+// Hardening class 8 (docs/RELIABILITY.md): a batch task's cell (--local --cell_index_env
 // --results_dir, as deploy/slurm and deploy/k8s run it) killed mid-cell
 // and rerun with the very same command resumes in its own directory: one
 // directory per cell, the killed attempt's records kept, a finished cell

@@ -27,7 +27,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/profiles.h"
-#include "agent/launcher.h"
+#include "agent/spawn.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"
 
@@ -112,7 +112,7 @@ class Agent {
           // Its own state dir: the default for a fixed port is under the
           // shared /tmp, where concurrent runs of this test would collide.
           "--state_dir=" + log_dir + "-state",
-          // Listening beyond loopback needs protection (issue 6); the agent
+          // Listening beyond loopback needs protection (a token); the agent
           // hands the same token to the servers it starts.
           "--auth_token_file=" + token_file}) {
       so.args.push_back(a);

@@ -22,7 +22,12 @@ What is checked, and why:
 - The fenced block under the README's "## Layout" heading lists only paths
   that exist, and every top-level directory of the checkout (git-tracked
   when git can tell, else every directory .gitignore does not name), so the
-  README and the tree cannot drift apart silently.
+  README and the tree cannot drift apart silently. It also names every
+  directory one level down that holds files (common/growth/): on a line of
+  its own, or as growth/ in its parent's entry (the parent's line and the
+  indented lines under it), so a new folder is not left out of the map.
+- Every docs/*.md is linked from README.md, so no document is reachable
+  only by browsing the folder.
 - Every test target a BUILD file declares (any rule ending in _test) is
   named as `//package:target` in docs/TESTING.md, so a new test cannot be
   left out of the list of what the suite covers.
@@ -220,48 +225,110 @@ def top_level_dirs(root):
             and not is_generated(root, d)}
 
 
+def second_level_dirs(root):
+    """Every TOP/SUB directory that holds a file (at any depth): from git's
+    list when git can tell, else from the walk that skips what .gitignore
+    names."""
+    return {"/".join(p.split("/")[:2]) for p in tracked_files(root) if p.count("/") >= 2}
+
+
+def layout_entries(lines, start):
+    """The Layout block after line index START: a list of (line number,
+    paths, text), one per entry. An entry is a line that starts with one
+    path or a comma-separated list of paths (directories end in '/'), up to
+    the first run of two spaces, then what it holds; indented lines below
+    continue its text. None if there is no fenced block."""
+    i = start + 1
+    while i < len(lines) and not FENCE_RE.match(lines[i]):
+        if lines[i].startswith("#"):
+            return None
+        i += 1
+    if i == len(lines):
+        return None
+    entries = []
+    i += 1
+    while i < len(lines) and not FENCE_RE.match(lines[i]):
+        line = lines[i]
+        i += 1
+        if not line.strip():
+            continue
+        if line[0].isspace():
+            if entries:
+                entries[-1][2].append(line.strip())
+            continue
+        parts = re.split(r"\s{2,}", line.strip(), maxsplit=1)
+        head, text = parts[0], parts[1] if len(parts) > 1 else ""
+        paths = [t.strip() for t in head.split(",") if t.strip()]
+        entries.append((i, paths, [text]))
+    return [(n, paths, " ".join(text)) for n, paths, text in entries]
+
+
+def named_subdirs(entries):
+    """The TOP/SUB directories the Layout block names: as an entry's path,
+    as a full path anywhere in its text, or as SUB/ in the text of TOP/'s
+    entry."""
+    named = set()
+    for _, paths, text in entries:
+        for p in paths:
+            if p.endswith("/") and p.count("/") == 2:
+                named.add(p[:-1])
+        for m in re.finditer(r"(?<![\w./-])([\w.-]+/[\w.-]+)/", text):
+            named.add(m.group(1))
+        for top in [p[:-1] for p in paths if p.endswith("/") and p.count("/") == 1]:
+            for m in re.finditer(r"(?<![\w./-])([\w.-]+)/", text):
+                named.add("%s/%s" % (top, m.group(1)))
+    return named
+
+
 def check_layout(root, readme):
-    """The README's "## Layout" block: each line starts with one path or a
-    comma-separated list of paths (directories end in '/'), then what it
-    holds."""
+    """The README's "## Layout" block lists paths that exist, every
+    top-level directory and every directory one level down (see
+    layout_entries for its shape)."""
     with open(readme, encoding="utf-8") as f:
         lines = f.read().split("\n")
     rel = os.path.relpath(readme, root)
     start = next((i for i, l in enumerate(lines) if re.match(r"^##\s+Layout\s*$", l)), None)
     if start is None:
         return ["%s: no '## Layout' section" % rel]
-    i = start + 1
-    while i < len(lines) and not FENCE_RE.match(lines[i]):
-        if lines[i].startswith("#"):
-            return ["%s:%d: the Layout section has no fenced block" % (rel, start + 1)]
-        i += 1
-    if i == len(lines):
+    entries = layout_entries(lines, start)
+    if entries is None:
         return ["%s:%d: the Layout section has no fenced block" % (rel, start + 1)]
     problems = []
-    listed_top = set()
-    i += 1
-    while i < len(lines) and not FENCE_RE.match(lines[i]):
-        line = lines[i]
-        i += 1
-        if not line.strip() or line[0].isspace():
-            continue  # blank, or a continuation of the line above
-        # The paths: everything up to the first run of two spaces.
-        head = re.split(r"\s{2,}", line.strip(), maxsplit=1)[0]
-        for token in [t.strip() for t in head.split(",")]:
-            if not token:
-                continue
+    listed_top = {}  # top-level directory -> the line of its entry
+    for n, paths, _ in entries:
+        for token in paths:
             path = os.path.join(root, token)
             if token.endswith("/"):
                 if not os.path.isdir(path):
-                    problems.append("%s:%d: layout lists %s, which is not a directory here" % (rel, i, token))
+                    problems.append("%s:%d: layout lists %s, which is not a directory here" % (rel, n, token))
                     continue
                 if token.count("/") == 1:
-                    listed_top.add(token[:-1])
+                    listed_top.setdefault(token[:-1], n)
             elif not os.path.exists(path):
-                problems.append("%s:%d: layout lists %s, which does not exist" % (rel, i, token))
-    for d in sorted(top_level_dirs(root) - listed_top):
+                problems.append("%s:%d: layout lists %s, which does not exist" % (rel, n, token))
+    tops = top_level_dirs(root)
+    for d in sorted(tops - set(listed_top)):
         problems.append("%s:%d: the Layout section does not list the top-level directory %s/" % (rel, start + 1, d))
+    named = named_subdirs(entries)
+    for d in sorted(second_level_dirs(root) - named):
+        top, sub = d.split("/")
+        if top not in tops:
+            continue
+        problems.append("%s:%d: the Layout section does not name %s/: give it a line, or name %s/ in %s/'s "
+                        "entry" % (rel, listed_top.get(top, start + 1), d, sub, top))
     return problems
+
+
+def check_docs_linked(root, readme, docs):
+    """Every docs/*.md (DOCS) is the target of a link in README.md."""
+    linked = set()
+    for _, line in prose_lines(readme):
+        for target in LINK_RE.findall(CODE_SPAN_RE.sub("", line)):
+            path = target.partition("#")[0]
+            if path and not re.match(r"^[a-z][a-z0-9+.-]*:", path):
+                linked.add(os.path.normpath(os.path.join(os.path.dirname(readme), path)))
+    return ["README.md: %s is not linked from README.md (add it to the Documentation table)" %
+            os.path.relpath(md, root) for md in docs if os.path.normpath(md) not in linked]
 
 
 # Flags of programs that are not part of the checkout, which the docs show
@@ -416,6 +483,7 @@ def main(argv):
         problems += check_links(root, md)
         problems += check_labels(root, md)
     problems += check_layout(root, readme)
+    problems += check_docs_linked(root, readme, files[1:])
     problems += check_test_list(root)
     problems += check_readme_length(readme)
     problems += check_flags(root, files)
@@ -425,7 +493,8 @@ def main(argv):
         print("check_doc_links: %d problem(s) in %d file(s) under %s" % (len(problems), len(files), root))
         return 1
     print("check_doc_links: %d files, every link, label and flag resolves, the layout matches the "
-          "tree, every test target is in docs/TESTING.md" % len(files))
+          "tree, every doc is linked from the README, every test target is in docs/TESTING.md"
+          % len(files))
     return 0
 
 

@@ -17,7 +17,7 @@ cache shrank and the server idled, with the after-trim points
 (rss_after_shrink.png). Medians over repeats, bars from min to max.
 "What to do" also names the memory figures whose repeats spread by more
 than the table's limit (not to be trusted from this run) and which profiles
-meet issue 17's trim goal at 64 threads, as the table marks them.
+meet the trim goal at 64 threads, as the table marks them.
 
 A sweep is aggregated once, by the loadgen (loadgen/results/sweep_summary.cc):
 it writes summary.md, summary.csv and cells.json (proto/sweep_table.proto:
@@ -200,7 +200,7 @@ def title_of(s, key):
 
 
 def goal_line(s):
-    """Issue 17's trim goal at 64 threads: which profiles meet it."""
+    """The trim goal at 64 threads: which profiles meet it."""
     goal = ("The trim goal (RSS after the per-thread trim <= %.2fx (the server's RSS "
             "before any load + %.0f MiB); the table's trim goal column)" % (
                 s["goal_limit"], s["live_cache"] / MIB))

@@ -1,4 +1,4 @@
-// Experiment (issue 16): the /metrics endpoint on Debian's civetweb 1.15
+// Experiment: the /metrics endpoint on Debian's civetweb 1.15
 // instead of common/metrics/http_server, with the same interface, so the
 // same tests and the same cost measurement run against both. Not used by
 // any binary: bench/metrics_endpoint/README.md says why.

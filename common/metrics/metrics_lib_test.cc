@@ -163,7 +163,7 @@ TEST_F(HttpServerTest, SlowClientIsCutOffAndOthersAreServed) {
   EXPECT_LT(absl::Now() - t0, absl::Seconds(5));
 }
 
-// Issue 27, class 6: ten sockets that send a request line and stall once
+// Hardening class 6 (docs/RELIABILITY.md): ten sockets that send a request line and stall once
 // made a scrape wait 50 s (connections were served one at a time, each up
 // to its io_timeout). Now each stalled socket holds a slot and nothing else.
 TEST(HttpServerSlowClients, TenStalledSocketsDoNotDelayAScrapeAndTheCountIsBounded) {

@@ -1,6 +1,8 @@
 #include "loadgen/results/compare_main.h"
 
+#include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -27,8 +29,9 @@ ABSL_FLAG(bool, force, false,
           "compare: compare pairs that are not comparable (other steps or scale, a cache that "
           "never filled) anyway; they are marked FORCED.");
 ABSL_FLAG(double, alpha, 0.05, "compare: significance level of the Mann-Whitney U test.");
-ABSL_FLAG(std::string, plot, "compare.png",
-          "compare: write the base-vs-new plot here (needs python3-matplotlib); empty: no plot.");
+ABSL_FLAG(std::string, plot, "",
+          "compare: write the base-vs-new plot here (needs python3-matplotlib); default: beside "
+          "the table when stdout is a file (> DIR/NAME.md: DIR/NAME.png); --plot= writes none.");
 ABSL_FLAG(std::string, fail_if, "",
           "compare: exit 1 when a significant change crosses this, e.g. "
           "'rss_after_idle>+10%' or 'qps<-5%'; several: repeat the flag or separate with commas.");
@@ -44,21 +47,30 @@ int Fail(const std::string& msg) {
   return kExitUsage;
 }
 
-// Every --fail_if value on the command line, in order (absl keeps the last).
-std::vector<std::string> FailIfSpecs(const std::vector<std::string>& argv) {
+// How the comparison is printed: --format and --json, parsed once.
+enum class Format { kText, kMarkdown, kJson };
+
+// Every value --NAME (or -NAME) has on the command line, in order (absl
+// keeps only the last).
+std::vector<std::string> FlagValues(const std::vector<std::string>& argv, absl::string_view name) {
   std::vector<std::string> out;
   for (size_t i = 1; i < argv.size(); ++i) {
     absl::string_view a = argv[i];
     if (a == "--") break;
     if (!absl::ConsumePrefix(&a, "--")) absl::ConsumePrefix(&a, "-");
-    std::string value;
-    if (absl::ConsumePrefix(&a, "fail_if=")) {
-      value = std::string(a);
-    } else if (a == "fail_if" && i + 1 < argv.size()) {
-      value = argv[++i];
-    } else {
-      continue;
+    if (absl::string_view v = a; absl::ConsumePrefix(&v, name) && absl::ConsumePrefix(&v, "=")) {
+      out.push_back(std::string(v));
+    } else if (a == name && i + 1 < argv.size()) {
+      out.push_back(argv[++i]);
     }
+  }
+  return out;
+}
+
+// Every --fail_if value, each split at its commas.
+std::vector<std::string> FailIfSpecs(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (const std::string& value : FlagValues(argv, "fail_if")) {
     for (absl::string_view v : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
       out.push_back(std::string(absl::StripAsciiWhitespace(v)));
     }
@@ -96,12 +108,52 @@ bool Plot(const CompareResult& r, const std::string& png) {
 
 }  // namespace
 
+std::string PlotBeside(int fd, std::string* why) {
+  struct stat out;
+  if (fstat(fd, &out) != 0 || !S_ISREG(out.st_mode)) {
+    *why = "stdout is not a file to put it beside (--plot=PATH writes one)";
+    return "";
+  }
+  char buf[PATH_MAX];
+  const ssize_t n = readlink(absl::StrCat("/proc/self/fd/", fd).c_str(), buf, sizeof(buf) - 1);
+  const std::string table = n > 0 ? std::string(buf, n) : "";
+  struct stat named;
+  // A deleted or renamed file's link is no path to write beside.
+  if (table.empty() || table[0] != '/' || stat(table.c_str(), &named) != 0 ||
+      named.st_dev != out.st_dev || named.st_ino != out.st_ino) {
+    *why = "the file stdout writes to has no path (--plot=PATH writes one)";
+    return "";
+  }
+  const size_t slash = table.find_last_of('/');
+  std::string name = table.substr(slash + 1);
+  const size_t dot = name.find_last_of('.');
+  if (dot != std::string::npos && dot > 0) name.resize(dot);
+  std::string png = absl::StrCat(table.substr(0, slash + 1), name, ".png");
+  if (png == table) {
+    *why = "stdout is itself a .png (--plot=PATH writes one elsewhere)";
+    return "";
+  }
+  return png;
+}
+
 namespace {
 
+// What CompareMain needs besides the comparison's own options.
+struct MainOptions {
+  CompareOptions compare;
+  Format format = Format::kText;
+  std::string png;          // empty: no plot
+  std::string no_plot_why;  // the default found no place for it: why
+};
+
 // Every flag checked before anything is read; a usage error names the flag.
-absl::StatusOr<CompareOptions> OptionsFromFlags(const std::vector<std::string>& argv) {
-  // A plot that cannot be written is a usage error before anything is read.
-  const std::string png = absl::GetFlag(FLAGS_plot);
+absl::StatusOr<MainOptions> OptionsFromFlags(const std::vector<std::string>& argv) {
+  MainOptions m;
+  // --plot as given, else beside the table. A plot that cannot be written
+  // is a usage error before anything is read.
+  const std::string png = FlagValues(argv, "plot").empty()
+                              ? PlotBeside(STDOUT_FILENO, &m.no_plot_why)
+                              : absl::GetFlag(FLAGS_plot);
   if (!png.empty()) {
     const size_t slash = png.find_last_of('/');
     const std::string dir = slash == std::string::npos ? "." : png.substr(0, slash == 0 ? 1 : slash);
@@ -111,7 +163,8 @@ absl::StatusOr<CompareOptions> OptionsFromFlags(const std::vector<std::string>& 
                                                      " (--plot= writes no plot)"));
     }
   }
-  CompareOptions o;
+  m.png = png;
+  CompareOptions& o = m.compare;
   o.alpha = absl::GetFlag(FLAGS_alpha);
   if (!(o.alpha > 0 && o.alpha < 1)) {
     return absl::InvalidArgumentError(
@@ -126,12 +179,15 @@ absl::StatusOr<CompareOptions> OptionsFromFlags(const std::vector<std::string>& 
   if (absl::GetFlag(FLAGS_json) && format == "md") {
     return absl::InvalidArgumentError("--json and --format=md are alternatives; set one");
   }
+  m.format = absl::GetFlag(FLAGS_json) ? Format::kJson
+             : format == "md"          ? Format::kMarkdown
+                                       : Format::kText;
   for (const std::string& spec : FailIfSpecs(argv)) {
     absl::StatusOr<Threshold> t = ParseThreshold(spec);
     if (!t.ok()) return t.status();
     o.thresholds.push_back(*t);
   }
-  return o;
+  return m;
 }
 
 void PrintRefusals(const CompareResult& r) {
@@ -153,8 +209,9 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
         "[--fail_if='rss_after_idle>+10%%'] [--format=md | --json] [--force]",
         dirs.size()));
   }
-  absl::StatusOr<CompareOptions> o = OptionsFromFlags(argv);
-  if (!o.ok()) return Fail(std::string(o.status().message()));
+  absl::StatusOr<MainOptions> m = OptionsFromFlags(argv);
+  if (!m.ok()) return Fail(std::string(m.status().message()));
+  const CompareOptions* o = &m->compare;
   absl::StatusOr<CompareSide> base = LoadCompareSide(dirs[0]);
   if (!base.ok()) return Fail(std::string(base.status().message()));
   absl::StatusOr<CompareSide> neu = LoadCompareSide(dirs[1]);
@@ -166,12 +223,16 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
     return kExitUsage;
   }
   std::string out;
-  if (absl::GetFlag(FLAGS_json)) {
-    out = CompareJson(*r);
-  } else if (absl::GetFlag(FLAGS_format) == "md") {
-    out = CompareMarkdown(*r);
-  } else {
-    out = CompareText(*r);
+  switch (m->format) {
+    case Format::kJson:
+      out = CompareJson(*r);
+      break;
+    case Format::kMarkdown:
+      out = CompareMarkdown(*r);
+      break;
+    case Format::kText:
+      out = CompareText(*r);
+      break;
   }
   fwrite(out.data(), 1, out.size(), stdout);
   fflush(stdout);
@@ -181,8 +242,10 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
             "significant change at alpha %g (see the note under each pair)\n",
             spec.c_str(), o->alpha);
   }
-  const std::string png = absl::GetFlag(FLAGS_plot);
-  const bool plotted = png.empty() || Plot(*r, png);
+  if (!m->no_plot_why.empty()) {
+    fprintf(stderr, "rsslab_loadgen: compare: no plot: %s\n", m->no_plot_why.c_str());
+  }
+  const bool plotted = m->png.empty() || Plot(*r, m->png);
   if (!r->crossings.empty()) return kExitCrossed;
   return plotted ? 0 : 1;
 }

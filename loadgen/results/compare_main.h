@@ -8,12 +8,17 @@
 namespace rsslab {
 
 // `rsslab_loadgen compare BASE[@NAME] NEW[@NAME] [--fail_if=...]... [--format=text|md]
-// [--json] [--force] [--alpha=0.05] [--plot=compare.png]`. `dirs` are the
+// [--json] [--force] [--alpha=0.05] [--plot=PNG]`. `dirs` are the
 // arguments after "compare"; `argv` the whole command line (every --fail_if
 // occurrence counts, where a flag would keep only the last). Returns the
 // exit status: 0 no threshold crossed, 1 one crossed, 2 bad input or pairs
 // that are not comparable (without --force).
 int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::string>& argv);
+
+// Where the plot goes without --plot: beside the file `fd` (stdout) writes
+// the table to, DIR/NAME.md -> DIR/NAME.png. "" and *why when `fd` is not
+// a file with a path (a terminal, a pipe) or is itself a .png.
+std::string PlotBeside(int fd, std::string* why);
 
 }  // namespace rsslab
 

@@ -2,8 +2,13 @@
 // pairing (by key, across one profile per side, by the only group), the
 // figures read as the summaries read them, significance and "~", the
 // refusals (scale, steps, a cache that never filled) and --force,
-// thresholds, and the three output formats.
+// thresholds, the three output formats, and where the plot goes by default.
 #include "loadgen/results/compare.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -13,6 +18,7 @@
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
+#include "loadgen/results/compare_main.h"
 #include "loadgen/results/event_log.h"
 
 namespace rsslab {
@@ -373,6 +379,35 @@ TEST(ThresholdTest, ParsesAndRejects) {
               HasSubstr("\"ten%\" is not a percentage"));
   EXPECT_FALSE(ParseThreshold(">10%").ok());
   EXPECT_FALSE(ParseThreshold("rss_after_idle>%").ok());
+}
+
+// Without --plot the plot goes beside the table (`> DIR/NAME.md`), never
+// into the current directory; with no such file there is none.
+TEST(PlotBesideTest, BesideTheTableFileOrNowhere) {
+  std::string why;
+  // The file's path as the kernel names it (TEST_TMPDIR may hold a symlink).
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(getenv("TEST_TMPDIR"), real), nullptr);
+  const std::string dir = real;
+  const int md = open(Tmp("differ.md").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(md, 0);
+  EXPECT_EQ(PlotBeside(md, &why), dir + "/differ.png");
+  close(md);
+  const int bare = open(Tmp("table").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(bare, 0);
+  EXPECT_EQ(PlotBeside(bare, &why), dir + "/table.png");
+  close(bare);
+  const int png = open(Tmp("x.png").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  ASSERT_GE(png, 0);
+  EXPECT_EQ(PlotBeside(png, &why), "");
+  EXPECT_THAT(why, HasSubstr("itself a .png"));
+  close(png);
+  int p[2];
+  ASSERT_EQ(pipe2(p, O_CLOEXEC), 0);
+  EXPECT_EQ(PlotBeside(p[1], &why), "");
+  EXPECT_THAT(why, HasSubstr("stdout is not a file"));
+  close(p[0]);
+  close(p[1]);
 }
 
 }  // namespace

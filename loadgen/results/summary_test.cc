@@ -80,7 +80,7 @@ TEST(SummaryTest, IncompleteRunSaysSoAndShowsWhatWasMeasured) {
   EXPECT_THAT(SummaryMarkdown(nf.summary(), "d"), HasSubstr("no footer record"));
 }
 
-// Issue 14: a resumed run's last footer covers only its own part; a step
+// A resumed run's last footer covers only its own part; a step
 // that failed earlier keeps the run from "completed". An interrupted step
 // (the reason to resume) does not.
 TEST(SummaryTest, FinalStatusComesFromEveryStepNotTheLastFooter) {

@@ -2,7 +2,7 @@
 // and min-max over repeats of RSS under load, after shrink, after idle,
 // after the global trim, after the per-thread trim, VmHWM, and each cell's
 // fill-phase QPS and p99; the memory measures whose repeats spread too far
-// to trust (kSpreadLimit), and issue 17's trim goal (kTrimGoalRatio). Built
+// to trust (kSpreadLimit), and the trim goal (kTrimGoalRatio). Built
 // from events.jsonl alone, so `rsslab_loadgen report RUN_DIR` and
 // tools/report.py rebuild it exactly.
 //
@@ -66,7 +66,7 @@ inline constexpr double kSpreadLimit = 0.20;
 // The marker after such a value in the tables.
 inline constexpr char kSpreadMark[] = "\u2020";  // a dagger
 
-// Issue 17's goal: RSS after the per-thread trim <= kTrimGoalRatio x (the
+// The trim goal: RSS after the per-thread trim <= kTrimGoalRatio x (the
 // same server's RSS before any load + kTrimGoalLiveCacheBytes of live
 // cache). "Before any load" is the RSS in the reply to the cell's first
 // set_phase (fill), before its first load step.

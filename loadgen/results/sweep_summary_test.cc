@@ -1,6 +1,6 @@
 // The sweep table's arithmetic: medians and ranges over repeats, the two
 // trim columns, failed cells kept out of the medians, CSV layout, memory
-// figures whose repeats spread by more than 20 % marked, issue 17's trim goal.
+// figures whose repeats spread by more than 20 % marked, the trim goal.
 #include "loadgen/results/sweep_summary.h"
 
 #include <algorithm>

@@ -17,7 +17,7 @@ std::string Err(absl::string_view text, char sep = '\n') {
   return a.ok() ? "" : std::string(a.status().message());
 }
 
-// Issue 27, class 1: entries of 16 or more characters were views of a freed
+// Hardening class 1 (docs/RELIABILITY.md): entries of 16 or more characters were views of a freed
 // temporary (heap garbage dialled); a 1 MB line crashed the loadgen.
 TEST(AgentList, LongEntriesCommentsAndSpacesAreReadExactly) {
   auto a = ParseAgentList(

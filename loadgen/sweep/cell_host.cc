@@ -21,8 +21,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "agent/launch.h"
-#include "agent/launcher.h"
 #include "agent/profiles.h"
+#include "agent/spawn.h"
 #include "common/server_flags.h"
 #include "common/shipped.h"
 #include "grpcpp/grpcpp.h"
@@ -322,10 +322,8 @@ class LocalHost : public CellHost {
     lo->profile = &profile;
     lo->output = launch::Output::kPipe;
     lo->log_path = absl::StrCat(o_.log_dir, "/", id, ".log");
-    std::vector<std::string> shown = lo->fixed_args;
-    for (const auto& [k, v] : lo->flags) shown.push_back(absl::StrCat("--", k, "=", v));
     lo->log_header = absl::StrCat("# rsslab_loadgen --local ", id, ": ", lo->program, " ",
-                                  absl::StrJoin(shown, " "), "\n");
+                                  absl::StrJoin(launch::LaunchArgs(*lo), " "), "\n");
     lo->ready_timeout = o_.ready_timeout;
     lo->cpus = o_.server_cpus;
     // A loadgen killed outright (SIGKILL by a batch system) takes its

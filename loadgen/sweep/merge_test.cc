@@ -123,7 +123,7 @@ TEST(MergeTest, LatestSuccessfulAttemptCountsAndEveryAttemptIsKept) {
   EXPECT_EQ(r.summary.cells[0].attempt, 3);
 }
 
-// Issue 27, class 8: the same run directory given twice, or a copy of it,
+// Hardening class 8 (docs/RELIABILITY.md): the same run directory given twice, or a copy of it,
 // showed up as extra re-queued attempts. Identical records are one attempt.
 TEST(MergeTest, TheSameRunGivenTwiceOrCopiedIsCountedOnce) {
   const auto sc = Matrix(0);

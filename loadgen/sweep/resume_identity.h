@@ -1,7 +1,7 @@
 // What --resume checks beyond the scenario and the load flags (which
 // CheckResumable compares): the run's identity, i.e. whom it measured. A
 // soak resumed with another --target (or --control, or a sweep with another
-// --agent) would merge two servers' records into one run (issue 14).
+// --agent) would merge two servers' records into one run.
 //
 //   if (auto s = CheckResumeIdentity(header_event.header(), now); !s.ok()) ... exit 2
 

@@ -346,7 +346,7 @@ void Allocator::FillMimalloc(rsslab::v1::AllocatorStats* out) const {
                      &peak_commit, &faults);
     // The committed counter is a signed sum of commits and decommits that
     // mimalloc casts to size_t; a version whose accounting loses a decommit
-    // or an adjustment (3.0.1 under this server: -6.6 GiB, issue 23) wraps.
+    // or an adjustment (3.0.1 under this server: -6.6 GiB) wraps.
     auto figure = [&](const char* name, size_t v, void (rsslab::v1::MimallocStats::*set)(int64_t)) {
       const int64_t signed_v = static_cast<int64_t>(v);
       if (signed_v < 0) {

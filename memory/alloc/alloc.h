@@ -281,7 +281,7 @@ class Allocator {
 //          subtracts what was never added (arena.c mi_arena_purge, whose
 //          adjustments are commented out), so it drifts down and goes
 //          negative (measured here: after fill + shrink with purge_delay 0;
-//          issue 23: -6.6 GiB at 64 threads with the defaults).
+//          -6.6 GiB at 64 threads with the defaults).
 // mi_process_info has the same signature in all three; on Linux
 // current_rss = current_commit (mimalloc's committed counter), peak_rss =
 // getrusage's ru_maxrss (= VmHWM), page_faults = major faults.

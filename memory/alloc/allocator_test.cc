@@ -273,8 +273,8 @@ TEST(AllocatorProbeTest, NoReleaseDelayOverrideOutsideMimalloc) {
 }
 
 // The version tables (alloc.h), checked against what each tag's mimalloc.h
-// says (docs/TRIM.md): issue 23 read 3.0.1's arena_reserve (index 23) as
-// 2.0.9's segment_decommit_delay.
+// says (docs/TRIM.md): reading 3.0.1 with 2.0.9's table once took its
+// arena_reserve (index 23) for segment_decommit_delay.
 TEST(MimallocLayoutTest, FamiliesAndIndices) {
   for (int v : {209, 210, 211}) EXPECT_STREQ(MimallocLayoutFor(v)->family, "2.0.x") << v;
   for (int v : {212, 217, 219}) EXPECT_STREQ(MimallocLayoutFor(v)->family, "2.1.x") << v;

@@ -217,7 +217,7 @@ def service_checks(py, allocator):
         # The seed's own fill/shrink/idle: mimalloc has returned most of the
         # burst by itself before the release; measured 0.68x at this scale
         # and 0.59x at scale 0.3 (docs/PACKAGE.md, "What stays under
-        # mimalloc"); mimalloc_fill_shrink() checks the issue's 0.5x.
+        # mimalloc"); mimalloc_fill_shrink() checks the 0.5x goal.
         check(after <= 0.75 * before, "%s: RSS after the release %.2fx of before (<= 0.75)"
               % (allocator, after / before if before else 0))
     # Manual trim through Control: the same pass, answered by the package.
@@ -284,7 +284,7 @@ def mimalloc_fill_shrink(s, label):
     print("      " + label + " fill/shrink: release %.1f -> %.1f MiB (%.2fx); second release %.1f MiB; "
           "tracked heaps after: %.1f MiB committed, %.1f MiB in live blocks"
           % (before / MIB, after / MIB, ratio, again / MIB, committed / MIB, used / MIB))
-    # The issue's goal, under either version. mi_collect(true) alone left
+    # The 0.5x goal, under either version. mi_collect(true) alone left
     # 0.50x-0.52x here under 2.0.9 and 0.53x under 3.0.1 (pages stay while
     # any block on them lives); the free-block purge returns the pages
     # inside the free blocks around those (docs/PACKAGE.md, "What stays

@@ -13,8 +13,8 @@ The dict's shape (knob dict_shape):
           a Python reproduction of the seed round-trips.
   nested  item i is [i, rng.random(), "v<i>"]: three values per item, one a
           float, which json prints and parses at several times the cost of
-          an int or a short string. The default before issue 18; kept so
-          older results can be reproduced exactly (same random stream, so
+          an int or a short string. The default until flat replaced it; kept
+          so older results can be reproduced exactly (same random stream, so
           the same bodies are stored).
 docs/HANDLERS.md gives what each costs per request.
 

@@ -1,4 +1,4 @@
-"""A handler that does what a careless or hostile one might (issue 14).
+"""A handler that does what a careless or hostile one might.
 
   do=exit        sys.exit(4)
   do=exit0       raise SystemExit(0)

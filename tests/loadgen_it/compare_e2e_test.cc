@@ -97,6 +97,24 @@ std::string Row(const std::string& out, const std::string& title) {
   return "";
 }
 
+// Without --plot the plot goes beside the table's file; with stdout a pipe
+// there is none, one line says so, and nothing lands in the current
+// directory.
+TEST_F(CompareE2eTest, WithoutPlotThePlotGoesBesideTheTable) {
+  ASSERT_EQ(mkdir(Tmp("table").c_str(), 0755), 0);
+  ServerProcess::Result r = ServerProcess::Run(
+      "/bin/sh", {"-c", absl::StrCat(Loadgen(), " compare ", Tmp("one"), " ", Tmp("one-again"),
+                                     " > ", Tmp("table/same.txt"))});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  struct stat st;
+  EXPECT_EQ(stat(Tmp("table/same.png").c_str(), &st), 0) << r.err;
+  r = ServerProcess::Run("/bin/sh", {"-c", absl::StrCat(Loadgen(), " compare ", Tmp("one"), " ",
+                                                        Tmp("one-again"), " | cat")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("no plot: stdout is not a file to put it beside"));
+  EXPECT_NE(stat("compare.png", &st), 0);
+}
+
 TEST_F(CompareE2eTest, MoreWorkersDifferAndTripAThreshold) {
   const std::string png = Tmp("compare.png");
   ServerProcess::Result r = Compare({Tmp("one"), Tmp("twelve"), "--fail_if=threads>+10%",

@@ -1,8 +1,8 @@
 // libFuzzer target: the --agents_file / --agent list (loadgen/sweep/agents_list.h),
 // both as text (ParseAgentList) and as the file the loadgen reads
 // (ReadAgentsFile: the bounded reader, then the same parse). Run via
-// tools/fuzz.sh. Aborts if an accepted entry is not what the text held (the
-// use-after-free of issue 27 dialled heap garbage), if the file path and the
+// tools/fuzz.sh. Aborts if an accepted entry is not what the text held (a
+// use-after-free once dialled heap garbage), if the file path and the
 // text disagree, or if a file over the limit is accepted.
 #include <fcntl.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 // (at about 100 repeat levels it was once written truncated). Run via
 // tools/fuzz.sh.
 //
-// Deep scenarios (issue 27: 5,000 nested `repeat` levels crashed the
+// Deep scenarios (5,000 nested `repeat` levels crashed the
 // loadgen) without a 100 KB corpus file: an input starting with 'D' is its
 // remaining bytes wrapped in N `step { repeat { times: 1 ... } }` levels,
 // N (0..8191) from its second and third bytes.

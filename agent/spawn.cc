@@ -1,4 +1,4 @@
-#include "agent/launcher.h"
+#include "agent/spawn.h"
 
 #include <errno.h>
 #include <fcntl.h>

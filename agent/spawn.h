@@ -20,8 +20,8 @@
 //                                   /*withhold_ready=*/false);
 //   rsslab::launch::OutputPump::Result r = pump.WaitReady(absl::Seconds(60));
 //   if (r.state == rsslab::launch::OutputPump::kReady) { auto rl = rsslab::ParseReadyLine(r.line); }
-#ifndef RSSLAB_AGENT_LAUNCHER_H_
-#define RSSLAB_AGENT_LAUNCHER_H_
+#ifndef RSSLAB_AGENT_SPAWN_H_
+#define RSSLAB_AGENT_SPAWN_H_
 
 #include <sys/types.h>
 
@@ -141,4 +141,4 @@ absl::StatusOr<std::string> ReportedAllocator(const std::string& control_address
 }  // namespace launch
 }  // namespace rsslab
 
-#endif  // RSSLAB_AGENT_LAUNCHER_H_
+#endif  // RSSLAB_AGENT_SPAWN_H_

@@ -1,6 +1,9 @@
-// Hostile input, second pass (issue 27): the control plane while a handler
-// holds the GIL, handler exceptions that try to flood or forge the log, an
-// unauthenticated oversized message. Each case failed on the code before.
+// Hostile input, second pass: one case per class of docs/RELIABILITY.md's
+// "Hardening, second pass", each of which failed on the code before. The
+// control plane while a handler holds the GIL, handler exceptions that try
+// to flood or forge the log, the agents file, a --local resume, an
+// unauthenticated oversized message, `compare --plot` to a bad path,
+// merge's memory, --local server flags through the agent's allowlist.
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -103,7 +106,7 @@ TEST(GilHeld, ControlPlaneAnswersAndTheDataPortRefusesNewWork) {
       ::rsslab::testing::Http((*server)->metrics_address(), "GET /metrics HTTP/1.1\r\n\r\n");
   EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK")) << r.substr(0, 200);
   EXPECT_LT(absl::Now() - m0, absl::Seconds(2));
-  // SetPhase and Trim (issue 27, item 4): they waited for the GIL without
+  // SetPhase and Trim: they waited for the GIL without
   // bound. Now the phase is set and the cache bounded at once, the trim
   // runs without its gc, each within the call's deadline, and the answer
   // says what waits for the GIL and which worker holds it.
