@@ -5,6 +5,8 @@
 //   rsslab_run --profile=jemalloc-bg [--profiles=FILE[,FILE]]
 //       [--server_binary=PATH] [--ready_timeout_s=60] [--] [server flags...]
 //   rsslab_run --list_profiles [--profiles=FILE]
+//   rsslab_run --profile=NAME --print_env          # the environment a launch gives
+//   rsslab_run --profile=NAME --verify_pid=PID     # /proc/PID checked against it
 //
 // Every argument rsslab_run does not know goes to the server, so
 // `--threads=16 --cache_limit_mb=200` just work; each is checked against the
@@ -37,10 +39,16 @@ constexpr char kUsage[] =
     "usage: rsslab_run --profile=NAME [--profiles=FILE[,FILE]] [--server_binary=PATH]\n"
     "                  [--ready_timeout_s=60] [--] [server flags...]\n"
     "       rsslab_run --list_profiles [--profiles=FILE[,FILE]]\n"
+    "       rsslab_run --profile=NAME [--profiles=FILE[,FILE]] --print_env | --verify_pid=PID\n"
     "Starts rsslab_server with the profile's LD_PRELOAD and environment, waits for\n"
     "its ready line, verifies /proc/PID/maps and /proc/PID/environ (and the\n"
     "allocator the server reports), then forwards SIGINT/SIGTERM to it until it\n"
-    "exits. Unknown arguments are passed to the server.\n";
+    "exits. Unknown arguments are passed to the server.\n"
+    "--print_env writes the environment the profile's launch gives a program\n"
+    "(this one's with the profile applied), each NAME=VALUE ending in a NUL byte,\n"
+    "and starts nothing; --verify_pid checks a running process's /proc/PID/maps\n"
+    "and environ against the profile as a launch does (exit 0, or 2 naming what\n"
+    "is missing), for a program started by other means with that environment.\n";
 
 constexpr int kExitUsage = 64;
 
@@ -54,6 +62,8 @@ struct RunArgs {
   std::string profiles_path;
   std::string server_binary;
   bool list = false;
+  bool print_env = false;
+  int verify_pid = 0;
   int ready_timeout_s = 60;
   std::vector<std::string> server_args;
 };
@@ -76,7 +86,7 @@ RunArgs ParseArgs(int argc, char** argv) {
       *out = argv[++i];
       return true;
     };
-    std::string timeout_s;
+    std::string timeout_s, pid;
     if (pass_rest) {
       r.server_args.push_back(a);
     } else if (a == "--") {
@@ -86,6 +96,12 @@ RunArgs ParseArgs(int argc, char** argv) {
       exit(0);
     } else if (a == "--list_profiles") {
       r.list = true;
+    } else if (a == "--print_env") {
+      r.print_env = true;
+    } else if (value("verify_pid", &pid)) {
+      if (!absl::SimpleAtoi(pid, &r.verify_pid) || r.verify_pid <= 0) {
+        Fail(kExitUsage, "--verify_pid must be a process id (a positive integer)");
+      }
     } else if (value("profile", &r.profile_name) || value("profiles", &r.profiles_path) ||
                value("server_binary", &r.server_binary)) {
     } else if (value("ready_timeout_s", &timeout_s)) {
@@ -120,14 +136,18 @@ int ForwardUntilExit(const sigset_t& sigs, launch::Started& s) {
   }
 }
 
-void PrintVerified(const v1::Profile& profile, const launch::Started& s) {
-  const profiles::Verification& v = s.verified.verification;
+// "rsslab_run: profile 'X' verified in pid N: allocator=... mapped=... env ..." on stderr.
+void PrintVerification(const v1::Profile& profile, int pid, const profiles::Verification& v) {
   std::vector<std::string> env;
   for (const auto& kv : v.env) env.push_back(absl::StrCat(kv.first, "=", kv.second));
   fprintf(stderr, "rsslab_run: profile '%s' verified in pid %d: allocator=%s%s%s%s%s\n",
-          profile.name().c_str(), s.pid, v.allocator.c_str(),
+          profile.name().c_str(), pid, v.allocator.c_str(),
           v.mapped_library.empty() ? "" : " mapped=", v.mapped_library.c_str(),
           env.empty() ? "" : " env ", absl::StrJoin(env, " ").c_str());
+}
+
+void PrintVerified(const v1::Profile& profile, const launch::Started& s) {
+  PrintVerification(profile, s.pid, s.verified.verification);
   // Only now, so whoever waits for it never meets an unverified server.
   printf("%s\n", s.ready_line.c_str());
   fflush(stdout);
@@ -150,6 +170,28 @@ launch::LaunchOptions Options(const RunArgs& args, const v1::Profile& profile) {
   o.ready_timeout = absl::Seconds(args.ready_timeout_s);
   o.parent_death_signal = SIGTERM;  // forked from the main thread: see SpawnOptions
   return o;
+}
+
+// --print_env and --verify_pid: the profile's two halves of a launch, for a
+// program the caller starts itself (tools/truth's plain-Python reference).
+int ProfileOnly(const RunArgs& args, const v1::Profile& profile) {
+  if (!args.server_args.empty()) {
+    Fail(kExitUsage, absl::StrCat("--print_env and --verify_pid start no server; unexpected ",
+                                  args.server_args.front()));
+  }
+  if (args.print_env) {
+    for (const std::string& kv :
+         profiles::EnvStrings(profiles::BuildLaunchEnv(profile, profiles::CurrentEnviron()))) {
+      fwrite(kv.c_str(), 1, kv.size() + 1, stdout);  // with its NUL
+    }
+    return fflush(stdout) == 0 ? 0 : 1;
+  }
+  absl::StatusOr<profiles::Verification> v = profiles::VerifyProfile(args.verify_pid, profile);
+  if (!v.ok()) {
+    Fail(2, absl::StrCat("FAILED: ", v.status().message()));  // names the profile and pid
+  }
+  PrintVerification(profile, args.verify_pid, *v);
+  return 0;
 }
 
 const v1::Profile& ChooseProfile(const RunArgs& args, const v1::ProfileSet& set) {
@@ -189,6 +231,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   const v1::Profile& profile = ChooseProfile(args, *set);
+  if (args.print_env || args.verify_pid > 0) return ProfileOnly(args, profile);
   // bin/rsslab_server beside bin/rsslab_run, else Bazel's server/ package.
   if (args.server_binary.empty()) args.server_binary = FindShipped("bin/rsslab_server");
   if (args.server_binary.empty()) args.server_binary = FindShipped("server/rsslab_server");

@@ -1,0 +1,459 @@
+#!/usr/bin/python3
+"""truth: rsslab_server against a plain Python process doing the same work.
+
+For every cell (allocator profile x worker threads) it runs, side by side
+(at the same time, each in its own process), under the same profile:
+  - the reference: /usr/bin/python3 tools/truth/reference_worker.py, with the
+    environment `rsslab_run --profile=P --print_env` gives (the profile's
+    LD_PRELOAD and variables, set before the process starts), checked with
+    `rsslab_run --profile=P --verify_pid=PID` (/proc/PID/maps and environ, as
+    a launch checks a server) before its first request;
+  - the host: rsslab_server started by `rsslab_run --profile=P` (verified the
+    same way, plus the allocator the server reports), driven by
+    rsslab_loadgen with the seed scenario's steps at the given shape (the
+    scenario file is written from the same shape the reference gets).
+Both make the same requests (ids 0..N-1 per load step, seed SplitMix64(1 +
+id)): the cache's put count after fill and after shrink must be equal on
+both sides, or the cell is an error. Each side's fill RSS and after-idle RSS
+are taken minus its own start RSS (the host's: the fill set_phase's reply,
+before any request); a cell fails when the host's figure differs from the
+reference's by more than --bound of the reference's.
+
+  truth.py --bin_dir=bin --profiles_file=agent/profiles.textproto \\
+      --profiles=glibc,mimalloc3 --threads=1,16 --fill_requests=19200 \\
+      --fill_limit_mb=20 --shrink_limit_mb=2 --idle_s=3 --out=/tmp/truth \\
+      --markdown=/tmp/truth/TRUTH.md
+
+Prints a table of every cell and "SKIP <profile>: <why>" for a profile that
+cannot run here. Exit 0: every cell that ran is within the bound; 1: a cell
+deviates or failed; 2: bad input.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PYTHON = "/usr/bin/python3"  # Debian's: what a Python service on this machine runs
+MIB = 1 << 20
+PHASES = ("start", "fill", "shrink", "idle")
+# The host's records: the fill set_phase's reply (before any request), then
+# the scenario's gc'd snapshot steps.
+HOST_LABELS = {"after_fill": "fill", "after_shrink": "shrink", "after_idle": "idle"}
+# The fill must store at least this many times the cache limit (seed 000's
+# stores 3.5x; docs/FILL.md: churning twice is where the fill is seed 000's).
+MIN_CHURN = 2.0
+
+
+class CellError(Exception):
+    """The cell could not be measured (a process failed, the workloads differ)."""
+
+
+def scenario_text(a):
+    """Seed 000's cycle (rsslab_loadgen --print_builtin=seed) at this shape, no trim."""
+    return "\n".join([
+        'name: "truth"',
+        'description: "tools/truth: seed 000 fill %d at %d MiB, shrink %d at %d MiB, idle %g s"'
+        % (a.fill_requests, a.fill_limit_mb, a.shrink_requests, a.shrink_limit_mb, a.idle_s),
+        'step { name: "fill" set_phase { phase: "fill" cache_limit_mb: %d } }' % a.fill_limit_mb,
+        'step { name: "fill" load { requests: %d } }' % a.fill_requests,
+        'step { name: "after_fill" snapshot { gc: true } }',
+        'step { name: "shrink" set_phase { phase: "shrink" cache_limit_mb: %d } }' % a.shrink_limit_mb,
+        'step { name: "shrink" load { requests: %d } }' % a.shrink_requests,
+        'step { name: "after_shrink" snapshot { gc: true } }',
+        'step { name: "idle" set_phase { phase: "idle" } }',
+        'step { name: "idle" wait { seconds: %g } }' % a.idle_s,
+        'step { name: "after_idle" snapshot { gc: true } }',
+        ""])
+
+
+class Tools:
+    def __init__(self, a):
+        self.run = a.rsslab_run or os.path.join(a.bin_dir, "rsslab_run")
+        self.server = a.rsslab_server or os.path.join(a.bin_dir, "rsslab_server")
+        self.loadgen = a.rsslab_loadgen or os.path.join(a.bin_dir, "rsslab_loadgen")
+        self.profiles_file = a.profiles_file
+        self.handler = a.handler
+        self.worker = os.path.join(HERE, "reference_worker.py")
+        for path in (self.run, self.server, self.loadgen):
+            if not os.access(path, os.X_OK):
+                raise ValueError("%s is not an executable (build it, or give --bin_dir)" % path)
+        for path in (self.profiles_file, self.handler, self.worker, PYTHON):
+            if not os.path.isfile(path):
+                raise ValueError("%s: no such file" % path)
+
+    def run_args(self, profile):
+        return [self.run, "--profiles=" + self.profiles_file, "--profile=" + profile]
+
+
+def available_profiles(tools):
+    """name -> None (runs here) or why it cannot, from rsslab_run --list_profiles."""
+    out = subprocess.run([tools.run, "--profiles=" + tools.profiles_file, "--list_profiles"],
+                         capture_output=True, text=True, timeout=60)
+    if out.returncode != 0:
+        raise ValueError("rsslab_run --list_profiles: " + out.stderr.strip())
+    found = {}
+    for line in out.stdout.splitlines():
+        name, _, rest = line.partition(" ")
+        rest = rest.strip()
+        found[name] = rest[len("UNAVAILABLE: "):].split(";")[0] if rest.startswith("UNAVAILABLE:") else None
+    return found
+
+
+def log_tail(path, n=8):
+    try:
+        with open(path, errors="replace") as f:
+            return " | ".join(f.read().splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def reference_cell(tools, a, profile, threads, d):
+    env_out = subprocess.run(tools.run_args(profile) + ["--print_env"], capture_output=True,
+                             timeout=60)
+    if env_out.returncode != 0:
+        raise CellError("rsslab_run --print_env: " + env_out.stderr.decode(errors="replace").strip())
+    env = dict(kv.split("=", 1) for kv in env_out.stdout.decode().split("\0") if "=" in kv)
+    argv = [PYTHON, tools.worker, "--threads=%d" % threads, "--handler=" + tools.handler,
+            "--fill_requests=%d" % a.fill_requests, "--shrink_requests=%d" % a.shrink_requests,
+            "--fill_limit_mb=%d" % a.fill_limit_mb, "--shrink_limit_mb=%d" % a.shrink_limit_mb,
+            "--idle_s=%g" % a.idle_s, "--wait_go"]
+    err_path = os.path.join(d, "reference.err")
+    with open(err_path, "w") as err, open(os.path.join(d, "reference.jsonl"), "w") as keep:
+        p = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=err, text=True)
+        try:
+            recs = {}
+            for line in p.stdout:
+                keep.write(line)
+                rec = json.loads(line)
+                if "phase" in rec:
+                    recs[rec["phase"]] = rec
+                if rec.get("phase") == "start":
+                    # Before its first request: the allocator checked in /proc/PID.
+                    v = subprocess.run(tools.run_args(profile) + ["--verify_pid=%d" % p.pid],
+                                       capture_output=True, text=True, timeout=60)
+                    if v.returncode != 0:
+                        raise CellError("reference " + v.stderr.strip())
+                    verified = v.stderr.strip()
+                    p.stdin.write("go\n")
+                    p.stdin.close()
+            rc = p.wait(timeout=600)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    if rc != 0 or set(recs) != set(PHASES):
+        raise CellError("reference exited %d with phases %s: %s" % (rc, sorted(recs), log_tail(err_path)))
+    return {ph: {"rss": recs[ph]["rss_bytes"], "cache": recs[ph]["cache"]} for ph in PHASES}, verified
+
+
+def read_host_events(path):
+    recs = {}
+    with open(path) as f:
+        for line in f:
+            ev = json.loads(line)
+            label = ev.get("label")
+            if label == "fill" and "phase" in ev and "snapshot" in ev["phase"]:
+                snap = ev["phase"]["snapshot"]
+                ph = "start"
+            elif label in HOST_LABELS and "snapshot" in ev:
+                snap, ph = ev["snapshot"], HOST_LABELS[label]
+            else:
+                continue
+            cache = {k: int(v) for k, v in snap.get("cache", {}).items() if str(v).isdigit()}
+            recs[ph] = {"rss": int(snap["status"]["rss_bytes"]), "cache": cache,
+                        "allocator": snap.get("allocator_library") or snap.get("allocator")}
+    return recs
+
+
+def stop(srv, server_pid, log):
+    """SIGTERM to rsslab_run, which forwards it; SIGKILL to its group if it
+    outlives its server by 10 s (it can miss the server's exit under load and
+    wait in sigwait for good) or takes over 60 s."""
+    if srv.poll() is not None:
+        return
+    srv.send_signal(signal.SIGTERM)
+    deadline, gone_at = time.monotonic() + 60, None
+    while srv.poll() is None and time.monotonic() < deadline:
+        if gone_at is None and server_pid and not os.path.exists("/proc/%d" % server_pid):
+            gone_at = time.monotonic()
+        if gone_at is not None and time.monotonic() - gone_at > 10:
+            break
+        time.sleep(0.2)
+    if srv.poll() is None:
+        log.write("truth.py: rsslab_run (pid %d) still running %s; SIGKILL to its group\n" % (
+            srv.pid, "10 s after its server exited" if gone_at else "60 s after SIGTERM"))
+        os.killpg(srv.pid, signal.SIGKILL)
+        srv.wait()
+
+
+def host_cell(tools, a, profile, threads, d, scenario):
+    log_path = os.path.join(d, "server.log")
+    argv = tools.run_args(profile) + ["--server_binary=" + tools.server, "--",
+                                      "--threads=%d" % threads, "--listen=127.0.0.1:0",
+                                      "--control_listen=127.0.0.1:0", "--handler=" + tools.handler]
+    with open(log_path, "w") as log:
+        srv = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True,
+                               start_new_session=True)
+        try:
+            ready = None
+            for line in srv.stdout:  # rsslab_run prints the ready line once verified
+                log.write(line)
+                if line.startswith("rsslab_server ready "):
+                    ready = dict(w.split("=", 1) for w in line.split()[2:] if "=" in w)
+                    break
+            if ready is None:
+                srv.wait(timeout=30)
+                raise CellError("server under %s not started (exit %s): %s" % (
+                    profile, srv.returncode, log_tail(log_path)))
+            log.flush()
+            drain = threading.Thread(target=lambda: [log.write(l) for l in srv.stdout], daemon=True)
+            drain.start()
+            run_dir = os.path.join(d, "run")
+            lg = subprocess.run([tools.loadgen, "--scenario=" + scenario, "--target=" + ready["data"],
+                                 "--control=" + ready["control"], "--progress=none",
+                                 "--out=" + run_dir], capture_output=True, text=True, timeout=1200)
+            with open(os.path.join(d, "loadgen.log"), "w") as f:
+                f.write(lg.stdout + lg.stderr)
+            if lg.returncode != 0:
+                raise CellError("rsslab_loadgen exited %d: %s" % (
+                    lg.returncode, " | ".join((lg.stdout + lg.stderr).strip().splitlines()[-4:])))
+        finally:
+            stop(srv, int(ready["pid"]) if ready and ready.get("pid", "").isdigit() else 0, log)
+    recs = read_host_events(os.path.join(run_dir, "events.jsonl"))
+    if set(recs) != set(PHASES):
+        raise CellError("host events.jsonl has phases %s, not %s" % (sorted(recs), list(PHASES)))
+    verified = [l.strip() for l in open(log_path) if "verified in pid" in l]
+    return recs, (verified[0] if verified else "")
+
+
+def check_same_work(a, host, ref):
+    """The same requests on both sides, and a fill that churned the cache."""
+    for ph in ("fill", "shrink"):
+        hp, rp = host[ph]["cache"].get("puts"), ref[ph]["cache"].get("puts")
+        if hp != rp:
+            raise CellError("cache puts after %s differ: host %s, reference %s (not the same "
+                            "requests)" % (ph, hp, rp))
+    for side, recs in (("host", host), ("reference", ref)):
+        c = recs["fill"]["cache"]
+        churn = (c.get("bytes", 0) + c.get("evicted_bytes", 0)) / float(a.fill_limit_mb * MIB)
+        if churn < MIN_CHURN:
+            raise CellError("%s fill stored %.2fx the %d MiB cache, under %.1fx: not seed 000's "
+                            "fill" % (side, churn, a.fill_limit_mb, MIN_CHURN))
+
+
+def deviation(host, ref):
+    return (host - ref) / ref if ref > 0 else float("inf")
+
+
+def measure(tools, a, profile, threads, scenario):
+    d = os.path.join(a.out, "%s-t%d" % (profile, threads))
+    os.makedirs(d, exist_ok=True)
+    cell = {"profile": profile, "threads": threads}
+    # The two sides run at the same time (separate processes: neither's RSS
+    # sees the other; only their speed does).
+    sides = {"reference": lambda: reference_cell(tools, a, profile, threads, d),
+             "host": lambda: host_cell(tools, a, profile, threads, d, scenario)}
+    results = {}
+
+    def run(side):
+        t0 = time.monotonic()
+        try:
+            results[side] = sides[side]()
+        except Exception as e:  # noqa: BLE001 -- a side that breaks is the cell's error
+            results[side] = e if isinstance(e, CellError) else CellError(
+                "%s %s: %s" % (side, type(e).__name__, e))
+        cell[side + "_s"] = round(time.monotonic() - t0, 1)
+
+    host_thread = threading.Thread(target=run, args=("host",))
+    host_thread.start()
+    run("reference")
+    host_thread.join()
+    try:
+        for side in ("reference", "host"):
+            if isinstance(results[side], CellError):
+                raise results[side]
+        (ref, cell["reference_verified"]), (host, cell["host_verified"]) = (
+            results["reference"], results["host"])
+        check_same_work(a, host, ref)
+    except CellError as e:
+        cell.update(status="error", error=str(e))
+        return cell
+    for side, recs in (("host", host), ("reference", ref)):
+        cell[side] = {ph: recs[ph]["rss"] for ph in PHASES}
+    cell["host_allocator"] = host["start"]["allocator"]
+    worst = 0.0
+    for fig in ("fill", "idle"):
+        h = (host[fig]["rss"] - host["start"]["rss"]) / MIB
+        r = (ref[fig]["rss"] - ref["start"]["rss"]) / MIB
+        dev = deviation(h, r)
+        cell[fig] = {"host_mib": round(h, 1), "reference_mib": round(r, 1), "deviation": dev}
+        worst = max(worst, abs(dev))
+    cell["status"] = "pass" if worst <= a.bound else "FAIL"
+    return cell
+
+
+def fmt_dev(d):
+    return "inf" if d == float("inf") else "%+.0f %%" % (100 * d)
+
+
+def table_rows(cells):
+    rows = []
+    for c in cells:
+        if c["status"] in ("pass", "FAIL"):
+            f, i = c["fill"], c["idle"]
+            rows.append([c["profile"], str(c["threads"]),
+                         "%.1f" % (c["host"]["start"] / MIB), "%.1f" % (c["reference"]["start"] / MIB),
+                         "%.1f" % f["host_mib"], "%.1f" % f["reference_mib"], fmt_dev(f["deviation"]),
+                         "%.1f" % i["host_mib"], "%.1f" % i["reference_mib"], fmt_dev(i["deviation"]),
+                         c["status"]])
+        else:
+            rows.append([c["profile"], str(c["threads"])] + ["-"] * 8 +
+                        ["SKIP: " + c["why"] if c["status"] == "skip" else "ERROR: " + c["error"]])
+    return rows
+
+
+HEADER = ["profile", "threads", "host start", "ref start", "fill host", "fill ref", "fill dev",
+          "idle host", "idle ref", "idle dev", "result"]
+
+
+def print_table(cells):
+    rows = [HEADER] + table_rows(cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(HEADER) - 1)]
+    for r in rows:  # the last column (result, or why not) unpadded
+        print("  ".join([v.ljust(w) for v, w in zip(r, widths)] + [r[-1]]))
+
+
+def markdown(cells, a, argv, started, took, loads):
+    out = ["# rsslab_server against a plain Python process", "",
+           "Each row is one cell: the reference (`/usr/bin/python3 tools/truth/reference_worker.py`, "
+           "no C++ host) and the host (`rsslab_server` through `rsslab_run`), side by side "
+           "under the same allocator profile, making the same requests. Figures are MiB of RSS "
+           "above that side's own start RSS: after the fill (`fill`) and after the shrink and "
+           "the idle wait (`idle`); the deviation is host minus reference, relative to the "
+           "reference. A cell fails beyond +/-%.0f %%." % (100 * a.bound), "",
+           "- command: `%s`" % " ".join(shlex.quote(x) for x in argv),
+           "- shape: fill %d requests at %d MiB, shrink %d at %d MiB, idle %g s"
+           % (a.fill_requests, a.fill_limit_mb, a.shrink_requests, a.shrink_limit_mb, a.idle_s),
+           "- started %s UTC, took %d s; %d CPUs, %s, load average %s at the start, %s at the end"
+           % (started, took, os.cpu_count(), platform.platform(), loads[0], loads[1]), "",
+           "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    for r in table_rows(cells):
+        out.append("| " + " | ".join(r) + " |")
+    return "\n".join(out) + "\n"
+
+
+def load_average():
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+class Args(argparse.ArgumentParser):
+    def error(self, message):
+        print("truth.py: %s" % message, file=sys.stderr)
+        sys.exit(2)
+
+
+def int_list(text):
+    vals = [int(x) for x in text.split(",") if x.strip()]
+    if not vals or any(not 1 <= v <= 1024 for v in vals):
+        raise argparse.ArgumentTypeError("want a comma-separated list of 1..1024, got %r" % text)
+    return vals
+
+
+def parse(argv):
+    ap = Args(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--profiles", default="glibc,glibc-arena2,jemalloc,mimalloc,mimalloc3,"
+                    "mimalloc3-purge0,tcmalloc")
+    ap.add_argument("--threads", type=int_list, default=[1, 4, 16, 64])
+    ap.add_argument("--fill_requests", type=int, default=96000)
+    ap.add_argument("--shrink_requests", type=int, default=48000)
+    ap.add_argument("--fill_limit_mb", type=int, default=100)
+    ap.add_argument("--shrink_limit_mb", type=int, default=10)
+    ap.add_argument("--idle_s", type=float, default=12.0)
+    ap.add_argument("--bound", type=float, default=0.25)
+    ap.add_argument("--bin_dir", default=os.path.join(ROOT, "bin"))
+    ap.add_argument("--rsslab_run", default="")
+    ap.add_argument("--rsslab_server", default="")
+    ap.add_argument("--rsslab_loadgen", default="")
+    ap.add_argument("--profiles_file", default=os.path.join(ROOT, "agent/profiles.textproto"))
+    ap.add_argument("--handler", default=os.path.join(ROOT, "server/handlers/web_worker.py"))
+    ap.add_argument("--out", required=True, help="directory for every cell's logs and records")
+    ap.add_argument("--markdown", default="", help="also write the table here as Markdown")
+    a = ap.parse_args(argv)
+    checks = [
+        (1 <= a.fill_requests <= 10**7 and 1 <= a.shrink_requests <= 10**7,
+         "--fill_requests and --shrink_requests must be 1..10^7"),
+        (1 <= a.fill_limit_mb <= 1 << 20 and 0 <= a.shrink_limit_mb <= a.fill_limit_mb,
+         "--fill_limit_mb must be 1..2^20 and --shrink_limit_mb 0..--fill_limit_mb"),
+        (0 <= a.idle_s <= 3600, "--idle_s must be 0..3600"),
+        (0 < a.bound < 10, "--bound must be in (0, 10)"),
+        (all(p.strip() for p in a.profiles.split(",")), "--profiles has an empty name"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            ap.error(message)
+    return a
+
+
+def main(argv):
+    a = parse(argv)
+    try:
+        tools = Tools(a)
+        known = available_profiles(tools)
+        os.makedirs(a.out, exist_ok=True)
+    except (ValueError, OSError, subprocess.TimeoutExpired) as e:
+        print("truth.py: %s" % e, file=sys.stderr)
+        return 2
+    profiles = [p.strip() for p in a.profiles.split(",")]
+    unknown = [p for p in profiles if p not in known]
+    if unknown:
+        print("truth.py: unknown profile %s (%s has: %s)" % (
+            ",".join(unknown), a.profiles_file, " ".join(known)), file=sys.stderr)
+        return 2
+    scenario = os.path.join(a.out, "truth.textproto")
+    with open(scenario, "w") as f:
+        f.write(scenario_text(a))
+    started = datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M")
+    t0, load0 = time.monotonic(), load_average()
+    cells = []
+    with open(os.path.join(a.out, "cells.jsonl"), "w") as log:
+        for threads in a.threads:
+            for p in profiles:
+                if known[p] is not None:
+                    cell = {"profile": p, "threads": threads, "status": "skip", "why": known[p]}
+                    print("SKIP %s (%d threads): %s" % (p, threads, known[p]), flush=True)
+                else:
+                    cell = measure(tools, a, p, threads, scenario)
+                    print("cell %s t%d: %s%s" % (p, threads, cell["status"], (
+                        " (" + cell["error"] + ")") if cell["status"] == "error" else
+                        " fill %s idle %s (%.0f + %.0f s)" % (
+                            fmt_dev(cell["fill"]["deviation"]), fmt_dev(cell["idle"]["deviation"]),
+                            cell["reference_s"], cell["host_s"])), flush=True)
+                cells.append(cell)
+                log.write(json.dumps(cell) + "\n")
+                log.flush()
+    took = int(time.monotonic() - t0)
+    print()
+    print_table(cells)
+    print("took %d s, load average %s -> %s" % (took, load0, load_average()))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(markdown(cells, a, [os.path.relpath(sys.argv[0], ROOT)] + argv, started, took,
+                             (load0, load_average())))
+    bad = [c for c in cells if c["status"] in ("FAIL", "error")]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
