@@ -437,44 +437,39 @@ absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
   return absl::OkStatus();
 }
 
-void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
-  // Python's part first (it may collect garbage, which changes the rest),
-  // within its deadline: the rest needs no GIL and is filled regardless.
+int64_t ServerCore::FillPython(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
   int64_t gc_us = 0;
-  if (options.python) {
-    rsslab::v1::PythonInfo py;
-    std::string why;
-    if (RunPythonWithin(
-            [&](PythonRuntime& rt) {
-              if (options.gc) {
-                absl::Time t0 = absl::Now();
-                py.set_gc_collected(rt.Collect());
-                gc_us = absl::ToInt64Microseconds(absl::Now() - t0);
-              }
-              rt.FillInfo(&py);
-            },
-            options.python_deadline, &why)) {
-      *out->mutable_python() = std::move(py);
-    } else {
-      out->mutable_python()->set_unavailable(why);
-    }
+  rsslab::v1::PythonInfo py;
+  std::string why;
+  if (RunPythonWithin(
+          [&](PythonRuntime& rt) {
+            if (options.gc) {
+              absl::Time t0 = absl::Now();
+              py.set_gc_collected(rt.Collect());
+              gc_us = absl::ToInt64Microseconds(absl::Now() - t0);
+            }
+            rt.FillInfo(&py);
+          },
+          options.python_deadline, &why)) {
+    *out->mutable_python() = std::move(py);
+  } else {
+    out->mutable_python()->set_unavailable(why);
   }
-  absl::Time t0 = absl::Now();
-  ProcessSnapshotOptions process;
-  process.detail = options.detail;
-  FillProcessSnapshot(process, out);
-  out->set_gc_duration_us(gc_us);
-  out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
-  PhaseCounters pc = phase_.Counters();
+  return gc_us;
+}
+
+namespace {
+
+void FillPhase(const PhaseCounters& pc, rsslab::v1::Snapshot* out) {
   out->set_phase(pc.phase);
   out->set_requests_served(pc.served);
   out->set_requests_in_phase(pc.served_in_phase);
   out->set_handler_errors(pc.errors);
   out->set_errors_in_phase(pc.errors_in_phase);
   out->set_requests_refused(pc.refused);
+}
 
-  CacheCounters cc = runtime_->cache().Counters();
-  rsslab::v1::CacheStats* cs = out->mutable_cache();
+void FillCache(const CacheCounters& cc, rsslab::v1::CacheStats* cs) {
   cs->set_cache_entries(cc.entries);
   cs->set_cache_bytes(cc.bytes);
   cs->set_cache_limit_bytes(cc.limit_bytes);
@@ -483,9 +478,12 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cs->set_evictions(cc.evictions);
   cs->set_puts(cc.puts);
   cs->set_evicted_bytes(cc.evicted_bytes);
+}
 
+}  // namespace
+
+void ServerCore::FillWorkers(bool detail, rsslab::v1::WorkerStats* w) const {
   WorkerPoolStats ws = workers_->Stats();
-  rsslab::v1::WorkerStats* w = out->mutable_workers();
   w->set_configured(ws.configured);
   w->set_thread_mode(ThreadModeName(options_.thread_mode));
   w->set_alive(ws.alive);
@@ -496,7 +494,7 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   int stuck = 0;
   for (const WorkerInfo& wi : ws.workers) {
     if (wi.busy && wi.busy_for >= options_.stuck_after) ++stuck;
-    if (options.detail || wi.busy) {
+    if (detail || wi.busy) {
       rsslab::v1::WorkerState* s = w->add_workers();
       s->set_worker(wi.worker);
       s->set_tid(wi.tid);
@@ -507,14 +505,9 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
     }
   }
   w->set_stuck(stuck);
+}
 
-  FillTrimHistory(*trimmer_, out);
-  if (auto_trim_) {
-    FillAutoTrimState(auto_trim_->last(), options_.auto_trim, baseline_rss_,
-                      out->mutable_auto_trim());
-  }
-
-  rsslab::v1::ServerConfig* cfg = out->mutable_config();
+void ServerCore::FillConfig(rsslab::v1::ServerConfig* cfg) const {
   cfg->set_threads(options_.threads);
   cfg->set_handler(options_.handler_path);
   cfg->set_thread_mode(ThreadModeName(options_.thread_mode));
@@ -524,7 +517,30 @@ void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapsh
   cfg->set_control_address(options_.control_address);
   cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));
   cfg->set_dispatch(options_.dispatcher ? options_.dispatcher->name : "python");
-  for (const auto& kv : runtime_->effective_params()) (*cfg->mutable_handler_params())[kv.first] = kv.second;
+  for (const auto& kv : runtime_->effective_params()) {
+    (*cfg->mutable_handler_params())[kv.first] = kv.second;
+  }
+}
+
+void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
+  // Python's part first (it may collect garbage, which changes the rest),
+  // within its deadline: the rest needs no GIL and is filled regardless.
+  const int64_t gc_us = options.python ? FillPython(options, out) : 0;
+  absl::Time t0 = absl::Now();
+  ProcessSnapshotOptions process;
+  process.detail = options.detail;
+  FillProcessSnapshot(process, out);
+  out->set_gc_duration_us(gc_us);
+  out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
+  FillPhase(phase_.Counters(), out);
+  FillCache(runtime_->cache().Counters(), out->mutable_cache());
+  FillWorkers(options.detail, out->mutable_workers());
+  FillTrimHistory(*trimmer_, out);
+  if (auto_trim_) {
+    FillAutoTrimState(auto_trim_->last(), options_.auto_trim, baseline_rss_,
+                      out->mutable_auto_trim());
+  }
+  FillConfig(out->mutable_config());
   out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
 }
 

@@ -137,6 +137,11 @@ class ServerCore : public ControlBackend {
   void Shutdown();
 
  private:
+  // TakeSnapshot's steps: the Python part (returns the gc's duration, us),
+  // the worker pool, the configuration.
+  int64_t FillPython(const SnapshotOptions& options, rsslab::v1::Snapshot* out);
+  void FillWorkers(bool detail, rsslab::v1::WorkerStats* w) const;
+  void FillConfig(rsslab::v1::ServerConfig* cfg) const;
   // The trimmer's release; TRIM_FREE_BLOCK_PURGE adds each worker's
   // free-block purge after its own release (memory/alloc/free_block_purge.h).
   rsslab::v1::TrimResult RunTrim(rsslab::v1::TrimMode mode, const std::string& trigger,
