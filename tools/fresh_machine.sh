@@ -21,6 +21,10 @@
 # Uncommitted changes are not in the clone: commit first. The Debian archive
 # is the one this machine's own apt sources name (tools/setup/apt_source.sh).
 set -euo pipefail
+# One compound command, read whole before it runs: a run takes half an hour,
+# and editing this file or checking out another commit meanwhile must not
+# change what the running copy does.
+{
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
 FRESH=$ROOT/.deps/fresh
 SUITE=bookworm
@@ -95,6 +99,7 @@ build_base() {
     rm -rf --one-file-system "$tmp"
     die "debootstrap failed (last lines of $FRESH/debootstrap.log: $(tail -2 "$FRESH/debootstrap.log" | tr '\n' ' '))"
   fi
+  chmod 0755 "$tmp"
   tar --numeric-owner -C "$tmp" -czpf "$BASE.tmp" . || { rm -rf --one-file-system "$tmp"; die "could not write $BASE"; }
   mv "$BASE.tmp" "$BASE"
   rm -rf --one-file-system "$tmp"
@@ -185,6 +190,9 @@ trap 'exit 143' TERM
 
 note "unpacking the base into $R"
 tar --numeric-owner -C "$R" -xzpf "$BASE" || die "could not unpack $BASE into $R"
+# mktemp made it 0700: a real / is 0755, which _apt and the tests'
+# unprivileged users rely on.
+chmod 0755 "$R"
 
 # The archive as the host reaches it: the URI of its own apt sources (the
 # release and its updates), and the host's apt settings for reaching it: a
@@ -250,3 +258,4 @@ LINE="fresh_machine: '${CMD[*]}' exited $RC at commit $COMMIT in $(mins "$CMD_SE
 echo "$LINE" >"$FRESH/last-result"
 echo "$LINE"
 exit "$RC"
+}
