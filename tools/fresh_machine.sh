@@ -77,6 +77,14 @@ if [ -n "$DISK_CACHE" ]; then
 fi
 mkdir -p "$FRESH"
 
+# uri and key: the Debian archive this machine's own apt sources name.
+apt_source() {
+  local out
+  out=$("$ROOT/tools/setup/apt_source.sh" 2>&1) \
+    || die "no apt source: $out (tools/setup/apt_source.sh reads this machine's apt sources)"
+  read -r uri key <<<"$out"
+}
+
 ensure_debootstrap() {
   command -v debootstrap >/dev/null && return 0
   note "installing debootstrap on the host"
@@ -84,14 +92,14 @@ ensure_debootstrap() {
     || { apt-get update -qq >/dev/null 2>&1 \
          && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null 2>&1; } \
     || die "debootstrap is missing and apt-get install -y debootstrap failed"
+  command -v debootstrap >/dev/null || die "debootstrap is still missing after apt-get install -y debootstrap"
 }
 
 # The base: a bare debootstrap of $SUITE, tarred. Built under a lock into a
 # temporary file and renamed, so a concurrent run never reads half of one.
 build_base() {
   local uri key tmp
-  read -r uri key < <("$ROOT/tools/setup/apt_source.sh") \
-    || die "no Debian archive in this machine's apt sources (tools/setup/apt_source.sh)"
+  apt_source
   ensure_debootstrap
   tmp=$(mktemp -d "$PARENT/rsslab-fresh-base.XXXXXX")
   note "debootstrap --variant=minbase $SUITE from $uri (a few minutes)"
@@ -197,8 +205,7 @@ chmod 0755 "$R"
 # The archive as the host reaches it: the URI of its own apt sources (the
 # release and its updates), and the host's apt settings for reaching it: a
 # proxy, a snapshot mirror's dates (Acquire::Check-Valid-Until).
-read -r uri key < <("$ROOT/tools/setup/apt_source.sh") \
-  || die "no Debian archive in this machine's apt sources (tools/setup/apt_source.sh)"
+apt_source
 rm -f "$R/etc/apt/sources.list"
 cat >"$R/etc/apt/sources.list.d/debian.sources" <<EOF
 Types: deb
@@ -246,8 +253,16 @@ ENV=(HOME=/root PATH="$PATH_IN_ROOT" LANG=C.UTF-8)
 for v in http_proxy https_proxy no_proxy; do [ -n "${!v:-}" ] && ENV+=("$v=${!v}"); done
 note "running '${CMD[*]}' in $IN_ROOT as root"
 T0=$(date +%s)
+# Not a plain chroot: the command gets a mount namespace of its own whose
+# root is the new root (pivot_root, the host's tree detached), as on a real
+# machine. In a chroot the kernel refuses user namespaces, and Bazel falls
+# back from its linux-sandbox to the processwrapper sandbox.
 set +e
-chroot "$R" /usr/bin/env -i "${ENV[@]}" /bin/bash -c 'cd "$1" && shift && exec "$@"' bash "$IN_ROOT" "${CMD[@]}"
+unshare --mount --propagation private -- /bin/sh -c '
+  cd "$1" && mkdir .host-root && pivot_root . .host-root && cd / && umount -l /.host-root && rmdir /.host-root \
+    || { echo "fresh_machine: could not pivot_root into $1" >&2; exit 125; }
+  shift; exec /usr/bin/env -i "$@"' sh "$R" "${ENV[@]}" \
+  /bin/bash -c 'cd "$1" && shift && exec "$@"' bash "$IN_ROOT" "${CMD[@]}"
 RC=$?
 set -e
 CMD_SECONDS=$(( $(date +%s) - T0 ))
