@@ -35,7 +35,8 @@ CACHE_IN_ROOT=/var/cache/rsslab-bazel-disk-cache
 PATH_IN_ROOT=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 die() { echo "fresh_machine: $*" >&2; exit 1; }
-note() { echo "fresh_machine: $*" >&2; }
+# Notes carry the seconds since the start, so a slow step shows.
+note() { echo "fresh_machine: [$(( $(date +%s) - ${START:-$(date +%s)} )) s] $*" >&2; }
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
 
 ARGS=("$@")
@@ -178,6 +179,7 @@ teardown() {
   local left
   [ "$TORN_DOWN" = 0 ] || return 0
   TORN_DOWN=1
+  note "tearing down: Bazel servers, processes left, mounts, the root"
   stop_processes
   if [ -n "$(mounts_under)" ]; then
     umount -R "$R" 2>/dev/null || umount -R -l "$R" 2>/dev/null || true
@@ -189,6 +191,7 @@ teardown() {
     note "kept the root: $R (remove it with rm -rf --one-file-system $R)"
   else
     rm -rf --one-file-system "$R"
+    note "removed $R"
   fi
 }
 # shellcheck disable=SC2154  # rc is assigned in the trap itself
