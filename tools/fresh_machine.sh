@@ -125,16 +125,24 @@ flock -u 9
 
 R=$(mktemp -d "$PARENT/rsslab-fresh.XXXXXX")
 
-# Every process whose root is the chroot (or below it): by its root's
-# device and inode, and by its path as a fallback.
+# Every process whose root is the chroot: `-ef` compares device and inode
+# through /proc/PID/root without a fork (hundreds of processes, polled).
 chroot_pids() {
-  local id p r
-  id=$(stat -c %d:%i "$R")
+  local p
   for p in /proc/[0-9]*; do
-    r=$(stat -L -c %d:%i "$p/root" 2>/dev/null) || continue
-    if [ "$r" = "$id" ]; then echo "${p#/proc/}"; continue; fi
-    case "$(readlink "$p/root" 2>/dev/null)" in "$R"/*) echo "${p#/proc/}" ;; esac
+    [ "$p/root" -ef "$R" ] && echo "${p#/proc/}"
   done
+  return 0
+}
+
+# Up to $1 seconds for the chroot's processes to be gone.
+wait_gone() {
+  local end=$(( SECONDS + $1 ))
+  while [ $SECONDS -lt $end ]; do
+    [ -n "$(chroot_pids)" ] || return 0
+    sleep 0.2
+  done
+  [ -z "$(chroot_pids)" ]
 }
 
 stop_processes() {
@@ -157,16 +165,11 @@ stop_processes() {
   note "stopping processes left in the chroot: $names"
   # shellcheck disable=SC2086
   kill -TERM $pids 2>/dev/null || true
-  for _ in $(seq 50); do
-    pids=$(chroot_pids); [ -n "$pids" ] || return 0
-    sleep 0.1
-  done
-  # shellcheck disable=SC2086
-  kill -KILL $pids 2>/dev/null || true
-  for _ in $(seq 100); do
-    pids=$(chroot_pids); [ -n "$pids" ] || return 0
-    sleep 0.1
-  done
+  wait_gone 5 && return 0
+  # shellcheck disable=SC2046
+  kill -KILL $(chroot_pids) 2>/dev/null || true
+  wait_gone 10 && return 0
+  pids=$(chroot_pids)
   note "processes still in the chroot after SIGKILL: $pids"
 }
 
