@@ -7,7 +7,7 @@
 # (command, exit code, commit, time), also written to .deps/fresh/last-result,
 # and exits with the command's exit code. Needs root. docs/TESTING.md says more.
 #
-#   tools/fresh_machine.sh                          # ./rsslab test, cold (about 25 minutes on 2 cores)
+#   tools/fresh_machine.sh                          # ./rsslab test, cold (over 30 minutes on 2 cores)
 #   tools/fresh_machine.sh -- bash -c './rsslab build && bazel test //tests:two_hosts_test'
 #   tools/fresh_machine.sh --disk_cache=/work/.bazel-disk-cache -- ./rsslab build   # not a cold run
 #   tools/fresh_machine.sh --keep -- bash          # a shell in it; the root is kept afterwards
