@@ -37,7 +37,7 @@ PATH_IN_ROOT=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 die() { echo "fresh_machine: $*" >&2; exit 1; }
 # Notes carry the seconds since the start, so a slow step shows.
 note() { echo "fresh_machine: [$(( $(date +%s) - ${START:-$(date +%s)} )) s] $*" >&2; }
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 
 ARGS=("$@")
 REBUILD=0 KEEP=0 DISK_CACHE="" CI_ENV=0
