@@ -342,6 +342,9 @@ OTHER_TOOLS_FLAGS = {
     "protoc": {"grpc_out", "plugin", "python_out"},
     "systemctl": {"no"},  # --no-block
     "valgrind": {"tool"},
+    "debootstrap": {"variant"},  # docs/TESTING.md's fresh machine
+    "unshare": {"mount", "propagation"},
+    "mount": {"make"},  # --make-rslave
     "hdrive.py, the driver printed in docs/HANDLERS.md's appendix": {"preload", "server", "steps"},
     "python3 -m venv": {"system"},  # --system-site-packages
     "a flag docs/LOADGEN.md says rsslab leaves out (no reflection client)": {"reflect"},
