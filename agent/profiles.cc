@@ -1,5 +1,6 @@
 #include "agent/profiles.h"
 
+#include "common/deps_env.h"
 #include "common/files.h"
 
 #include <limits.h>
@@ -83,6 +84,26 @@ std::string GuessAllocator(absl::string_view preload) {
   return "";
 }
 
+// A preload "$KEY" ("$MIMALLOC3_LIB"): KEY's value in
+// tools/setup/mimalloc3.env, which must be under .deps/. The file not found
+// leaves the profile unavailable (as a missing library does); other
+// failures are errors.
+void ResolvePreloadToken(const std::string& at, Profile* p, std::vector<std::string>* errors) {
+  const std::string token = p->preload();
+  const std::string env_file = FindShipped(kMimalloc3EnvFile);
+  absl::StatusOr<std::string> value = LookupDepsToken(env_file, token);
+  if (value.ok() && IsProjectLocal(*value)) {
+    p->set_preload(*value);
+  } else if (value.ok()) {
+    errors->push_back(absl::StrCat(at, ": preload ", token, " is '", *value, "' in ", env_file,
+                                   ", not under ", kProjectDepsDir, "/"));
+  } else if (absl::IsNotFound(value.status())) {
+    p->set_unavailable(absl::StrCat("preload ", token, ": ", value.status().message()));
+  } else {
+    errors->push_back(absl::StrCat(at, ": preload ", token, ": ", value.status().message()));
+  }
+}
+
 }  // namespace
 
 bool IsProjectLocal(absl::string_view preload) {
@@ -135,7 +156,10 @@ absl::StatusOr<ProfileSet> ParseProfiles(absl::string_view text, absl::string_vi
       errors.push_back(absl::StrCat(at, ": duplicate name (first defined at ",
                                     where(it->second), ")"));
     }
-    if (!p->preload().empty() && p->preload()[0] != '/' && IsProjectLocal(p->preload())) {
+    if (absl::StartsWith(p->preload(), "$")) ResolvePreloadToken(at, p, &errors);
+    if (!p->unavailable().empty()) {
+      // Left as written: it cannot launch here.
+    } else if (!p->preload().empty() && p->preload()[0] != '/' && IsProjectLocal(p->preload())) {
       // A library ./rsslab setup fetched into the project (.deps/...): found
       // like the other shipped files, else the profile is unavailable here.
       const std::string rel = p->preload();

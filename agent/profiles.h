@@ -53,7 +53,9 @@ bool IsProjectLocal(absl::string_view preload);
 // Parses and validates profile text. `source` names the text in errors
 // ("agent/profiles.textproto:12:3: ..."). Validation: names are
 // [A-Za-z0-9._-]+ (never a path) and unique; preload is empty, an absolute
-// path to an existing file, or a project-local path under .deps/ (found with
+// path to an existing file, a token "$KEY" replaced by KEY's value in
+// tools/setup/mimalloc3.env (kMimalloc3EnvFile; it must be under .deps/, and
+// the file not found leaves the profile `unavailable`), or a project-local path under .deps/ (found with
 // FindShipped and replaced by its real path; when it is not there the
 // profile loads with `unavailable` saying so, and cannot launch); env names are identifiers and never LD_PRELOAD;
 // allocator is glibc|jemalloc|mimalloc|tcmalloc (defaults: glibc without a

@@ -11,6 +11,9 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
+SERVER=$(find_bin rsslab_server server) || exit 1
+CTL_BIN=$(find_bin rsslab_ctl control) || exit 1
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 1
 ROUNDS=${ROUNDS:-2}
 REQUESTS=${REQUESTS:-1500}
 THREADS=${THREADS:-"4 16"}
@@ -24,7 +27,7 @@ trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true' EXIT
 run_cell() {  # alloc threads round -> "qps p99_ms"
   local alloc=$1 t=$2 dir=$OUT/r$3-$1-$2
   mkdir -p "$dir"
-  env ${PRELOAD[$alloc]:+LD_PRELOAD=${PRELOAD[$alloc]}} "$ROOT/bin/rsslab_server" \
+  env ${PRELOAD[$alloc]:+LD_PRELOAD=${PRELOAD[$alloc]}} "$SERVER" \
     --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$t" \
     --handler="$ROOT/server/handlers/c_buffers.py" >"$dir/server.out" 2>"$dir/server.err" &
   SPID=$!
@@ -32,9 +35,9 @@ run_cell() {  # alloc threads round -> "qps p99_ms"
   local data=$DATA ctl=$CTLADDR
   # The allocator the server actually reports (from /proc/self/maps).
   local seen
-  seen=$("$ROOT/bin/rsslab_ctl" --control="$ctl" snapshot --json | sed -n 's/.*"allocator":"\([a-z]*\)".*/\1/p')
+  seen=$("$CTL_BIN" --control="$ctl" snapshot --json | sed -n 's/.*"allocator":"\([a-z]*\)".*/\1/p')
   [ "$seen" = "$alloc" ] || { echo "expected $alloc, server reports $seen" >&2; exit 1; }
-  "$ROOT/bin/rsslab_loadgen" --target="$data" --control= --requests="$REQUESTS" \
+  "$LOADGEN" --target="$data" --control= --requests="$REQUESTS" \
     --warmup_requests=200 --concurrency="$t" --channels=2 --progress=none \
     --out="$dir/run" >/dev/null 2>"$dir/loadgen.err"
   kill -TERM $SPID; wait $SPID || true

@@ -14,7 +14,9 @@
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
-BIN=${RSSLAB_BIN:-$ROOT/bin}
+. "$ROOT/bench/lib.sh"
+BIN=${RSSLAB_BIN:-$ROOT/bin}   # the directory tools/sweep.sh runs from
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 2
 OUT=${RSSLAB_COMPARE_OUT:-$ROOT/results/compare-demo}
 REPEATS=${RSSLAB_COMPARE_REPEATS:-4}
 SCALE=${RSSLAB_COMPARE_SCALE:-0.5}
@@ -37,10 +39,10 @@ sweep() {
 
 compare() {
   local name=$1 base=$2 new=$3 status=0
-  "$BIN/rsslab_loadgen" compare "$OUT/$base/run" "$OUT/$new/run" --plot="$OUT/$name.png" \
+  "$LOADGEN" compare "$OUT/$base/run" "$OUT/$new/run" --plot="$OUT/$name.png" \
     > "$OUT/$name.txt" || status=$?
-  "$BIN/rsslab_loadgen" compare "$OUT/$base/run" "$OUT/$new/run" --format=md --plot= > "$OUT/$name.md" || true
-  "$BIN/rsslab_loadgen" compare "$OUT/$base/run" "$OUT/$new/run" --json --plot= > "$OUT/$name.json" || true
+  "$LOADGEN" compare "$OUT/$base/run" "$OUT/$new/run" --format=md --plot= > "$OUT/$name.md" || true
+  "$LOADGEN" compare "$OUT/$base/run" "$OUT/$new/run" --json --plot= > "$OUT/$name.json" || true
   echo "compare_demo: $name: exit $status; $OUT/$name.{txt,md,json,png}" >&2
 }
 

@@ -11,7 +11,9 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-BIN=${RSSLAB_BIN:-$ROOT/bin}
+BIN=${RSSLAB_BIN:-}   # a directory of binaries; unset: bin/, then .bazel/bin
+SERVER=$(find_bin rsslab_server server) || exit 2
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 2
 OUT=${1:-$ROOT/results/compare-runs}
 N=${RSSLAB_COMPARE_REPEATS:-4}
 [ ! -e "$OUT" ] || { echo "compare_runs: $OUT exists; give another OUT" >&2; exit 2; }
@@ -22,11 +24,11 @@ runs() {  # NAME [VAR=VALUE]
   for i in $(seq 1 "$N"); do
     # A file per server: the ready line read is this server's.
     local log="$OUT/$name-server$i"
-    env $env "$BIN/rsslab_server" --threads=16 --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 \
+    env $env "$SERVER" --threads=16 --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 \
       --handler="$ROOT/server/handlers/web_worker.py" >"$log.out" 2>"$log.err" &
     local pid=$!
     wait_ready "$pid" "$log.out" "$log.err"
-    "$BIN/rsslab_loadgen" --scenario="$ROOT/bench/compare/small.txtpb" --target="$DATA" \
+    "$LOADGEN" --scenario="$ROOT/bench/compare/small.txtpb" --target="$DATA" \
       --control="$CTLADDR" --out="$OUT/$name/run$i" --progress=none >/dev/null
     kill "$pid"
     wait "$pid" || true
@@ -41,7 +43,7 @@ echo "compare_runs: runs done; $(uptime)" >&2
 for pair in "differ glibc arena2" "same glibc glibc-again"; do
   set -- $pair
   status=0
-  "$BIN/rsslab_loadgen" compare "$OUT/$2" "$OUT/$3" --plot="$OUT/$1.png" > "$OUT/$1.txt" || status=$?
-  "$BIN/rsslab_loadgen" compare "$OUT/$2" "$OUT/$3" --format=md --plot= > "$OUT/$1.md" || true
+  "$LOADGEN" compare "$OUT/$2" "$OUT/$3" --plot="$OUT/$1.png" > "$OUT/$1.txt" || status=$?
+  "$LOADGEN" compare "$OUT/$2" "$OUT/$3" --format=md --plot= > "$OUT/$1.md" || true
   echo "compare_runs: $1: exit $status; $OUT/$1.{txt,md,png}" >&2
 done

@@ -20,8 +20,8 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-SERVER=${SERVER:-$ROOT/.bazel/bin/bench/dispatch/rsslab_bench_server}
-LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
+SERVER=${SERVER:-$(find_bin rsslab_bench_server bench/dispatch)} || exit 1
+LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
 THREADS=${THREADS:-4}
 ROUNDS=${ROUNDS:-3}
 REQUESTS=${REQUESTS:-40000}

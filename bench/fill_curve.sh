@@ -12,7 +12,8 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-BIN=${BIN:-$ROOT/bin}
+SERVER=$(find_bin rsslab_server server) || exit 1
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 1
 THREADS=${THREADS:-4}
 OUT=${OUT:-$(mktemp -d /tmp/rsslab-fillcurve-XXXXXX)}
 mkdir -p "$OUT"
@@ -32,11 +33,11 @@ trap '[ -n "$SPID" ] && kill "$SPID" 2>/dev/null || true' EXIT
   done
 } >"$OUT/fill_curve.txtpb"
 
-"$BIN/rsslab_server" --threads="$THREADS" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 \
+"$SERVER" --threads="$THREADS" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 \
   >"$OUT/server.out" 2>"$OUT/server.err" &
 SPID=$!
 wait_ready "$SPID" "$OUT/server.out" "$OUT/server.err"
-"$BIN/rsslab_loadgen" --target="$DATA" --control="$CTLADDR" --scenario="$OUT/fill_curve.txtpb" \
+"$LOADGEN" --target="$DATA" --control="$CTLADDR" --scenario="$OUT/fill_curve.txtpb" \
   --progress=none --out="$OUT/run" >"$OUT/loadgen.out" 2>&1
 kill -TERM "$SPID"; wait "$SPID" || true; SPID=""
 

@@ -1,4 +1,28 @@
-# Shared by the bench/*.sh scripts: `. "$ROOT/bench/lib.sh"`.
+# Shared by the bench/*.sh scripts: `. "$ROOT/bench/lib.sh"` (ROOT: the
+# project's top).
+
+# find_bin NAME PACKAGE: the built binary NAME, found as tools/serve.sh finds
+# it: $BIN/NAME when BIN (a directory of binaries) is set, else bin/NAME
+# (./rsslab build) first, then Bazel's output tree (.bazel/bin/PACKAGE/NAME).
+# Prints its path; else says how to build it on stderr and returns 1:
+#   LG=$(find_bin rsslab_loadgen loadgen) || exit 2
+#   SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
+find_bin() {
+  local name=$1 pkg=$2 c cands
+  if [ -n "${BIN:-}" ]; then cands=("$BIN/$name"); else cands=("$ROOT/bin/$name" "$ROOT/.bazel/bin/$pkg/$name"); fi
+  for c in "${cands[@]}"; do
+    if [ -x "$c" ]; then echo "$c"; return 0; fi
+  done
+  echo "bench: $name not found (${cands[*]}): run ./rsslab build or bazel build //$pkg:$name${BIN:+, or fix BIN}" >&2
+  return 1
+}
+
+# mimalloc3_lib: the absolute path of the mimalloc 3 library ./rsslab setup
+# unpacks (MIMALLOC3_LIB in tools/setup/mimalloc3.env, which pins it); it
+# may be absent (tools/mimalloc3.sh --check says).
+mimalloc3_lib() {
+  ( . "$ROOT/tools/setup/mimalloc3.env" && echo "$ROOT/$MIMALLOC3_LIB" )
+}
 
 # wait_ready PID OUT ERR [PATTERN]: waits for the ready line (by default
 # "rsslab_server ready data=... control=...", which the Python peer prints

@@ -41,7 +41,8 @@ if [ -z "${PIN:-}" ]; then
   exit 0
 fi
 pin_shape
-SERVER=${SERVER:-$ROOT/bin/rsslab_server}; LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
+SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
+LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
 command -v h2load >/dev/null || { echo "bench: h2load missing (apt-get install nghttp2-client)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
 [ -x "$SERVER" ] && [ -x "$LOADGEN" ] || { echo "bench: run ./rsslab build first" >&2; exit 1; }

@@ -35,9 +35,9 @@ STREAM_CHANNELS=${STREAM_CHANNELS:-8}
 STREAMS=${STREAMS:-0 1000 2000 3000}
 HOLD_MS=${HOLD_MS:-2}
 LEVEL_S=${LEVEL_S:-8}
-SERVER=${SERVER:-$ROOT/bin/rsslab_server}
-LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
-CTL=${CTL_BIN:-$ROOT/bin/rsslab_ctl}
+SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
+LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
+CTL=${CTL_BIN:-$(find_bin rsslab_ctl control)} || exit 1
 for b in "$SERVER" "$LOADGEN" "$CTL"; do
   [ -x "$b" ] || { echo "scaling.sh: $b is missing; run ./rsslab build first" >&2; exit 2; }
 done

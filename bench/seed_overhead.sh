@@ -24,8 +24,8 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-SERVER=${SERVER:-$ROOT/bin/rsslab_server}
-LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
+SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
+LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
 HANDLER=${HANDLER:-$ROOT/server/handlers/web_worker.py}
 PYTHON=${PYTHON:-/usr/bin/python3}
 REQUESTS=${REQUESTS:-20000}

@@ -13,8 +13,8 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-SERVERS=${SERVERS:-$ROOT/bin/rsslab_server}
-LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
+SERVERS=${SERVERS:-$(find_bin rsslab_server server)} || exit 1
+LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
 HANDLER=${HANDLER:-$ROOT/server/handlers/web_worker.py}
 WORKERS=${WORKERS:-1 4}
 ROUNDS=${ROUNDS:-3}

@@ -27,9 +27,10 @@
 #   RSSLAB_COST_ROUNDS=5 RSSLAB_COST_SHAPES=pinned RSSLAB_FIX_PYTHON=venv/bin/python bench/service_cost.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 PY=${RSSLAB_FIX_PYTHON:-/usr/bin/python3}   # with the rsslab wheel installed
 OUT=${RSSLAB_COST_OUT:-$ROOT/results/service_cost-$(date -u +%Y%m%dT%H%M%SZ)}
-LG=$ROOT/.bazel/bin/loadgen/rsslab_loadgen
+LG=$(find_bin rsslab_loadgen loadgen) || exit 2
 ROUNDS=${RSSLAB_COST_ROUNDS:-3}
 REQUESTS=${RSSLAB_COST_REQUESTS:-20000}
 SHAPES=${RSSLAB_COST_SHAPES:-pinned unpinned}

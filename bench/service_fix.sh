@@ -31,12 +31,11 @@ CONDITIONS=${RSSLAB_FIX_CONDITIONS:-a b c d e m}
 STEADY_S=${RSSLAB_FIX_STEADY_S:-20}
 OUT=${RSSLAB_FIX_OUT:-$ROOT/results/service_fix-$(date -u +%Y%m%dT%H%M%SZ)}
 PY=${RSSLAB_FIX_PYTHON:-/usr/bin/python3}   # with the rsslab wheel installed
-LG=$ROOT/.bazel/bin/loadgen/rsslab_loadgen
-CTL=$ROOT/.bazel/bin/control/rsslab_ctl
+LG=$(find_bin rsslab_loadgen loadgen) || exit 2
+CTL=$(find_bin rsslab_ctl control) || exit 2
 LIBS=/usr/lib/x86_64-linux-gnu
-MI3=$ROOT/.deps/mimalloc3/usr/lib/x86_64-linux-gnu/libmimalloc.so.3
+MI3=$(mimalloc3_lib)   # pinned in tools/setup/mimalloc3.env
 "$PY" -c "import rsslab" || { echo "service_fix.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }
-[ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_fix.sh: build //loadgen:rsslab_loadgen //control:rsslab_ctl first" >&2; exit 2; }
 # Every condition checked before the first run, so a typo or a missing
 # library never ends a sweep halfway.
 for c in $CONDITIONS; do

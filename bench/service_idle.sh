@@ -13,12 +13,12 @@
 #   RSSLAB_FIX_PYTHON=venv/bin/python nice -n 10 bench/service_idle.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+. "$ROOT/bench/lib.sh"
 PY=${RSSLAB_FIX_PYTHON:-/usr/bin/python3}   # with the rsslab wheel installed
 IDLE_S=${RSSLAB_IDLE_S:-600}
 OUT=${RSSLAB_IDLE_OUT:-$ROOT/results/service_idle-$(date -u +%Y%m%dT%H%M%SZ)}
-LG=$ROOT/.bazel/bin/loadgen/rsslab_loadgen
+LG=$(find_bin rsslab_loadgen loadgen) || exit 2
 "$PY" -c "import rsslab" || { echo "service_idle.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }
-[ -x "$LG" ] || { echo "service_idle.sh: build //loadgen:rsslab_loadgen first" >&2; exit 2; }
 mkdir -p "$OUT"
 exec /usr/bin/python3 - "$ROOT" "$PY" "$LG" "$OUT" "$IDLE_S" <<'PYEOF'
 import os, subprocess, sys, time

@@ -16,10 +16,10 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-BENCH=${BENCH:-$ROOT/.bazel/bin/bench/snapshot_cost}
-SERVER=${SERVER:-$ROOT/bin/rsslab_server}
-CTL=${CTL:-$ROOT/bin/rsslab_ctl}
-LOADGEN=${LOADGEN:-$ROOT/bin/rsslab_loadgen}
+BENCH=${BENCH:-$(find_bin snapshot_cost bench)} || exit 1
+SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
+CTL=${CTL:-$(find_bin rsslab_ctl control)} || exit 1
+LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
 THREADS_LIST=${THREADS_LIST:-"1 64"}
 SNAPSHOTS=${SNAPSHOTS:-200}
 CALLS=${CALLS:-200}

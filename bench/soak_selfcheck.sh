@@ -17,7 +17,9 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-BIN=${BIN:-$ROOT/bin}
+SERVER=$(find_bin rsslab_server server) || exit 1
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 1
+CTL_BIN=$(find_bin rsslab_ctl control) || exit 1
 MINUTES=${MINUTES:-20}
 RATE=${RATE:-300}
 THREADS=${THREADS:-4}
@@ -34,7 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 if [ -z "${ANALYZE:-}" ]; then
-"$BIN/rsslab_server" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$THREADS" \
+"$SERVER" --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 --threads="$THREADS" \
   --handler="$ROOT/server/handlers/noop.py" >"$OUT/server.out" 2>"$OUT/server.err" &
 SPID=$!
 wait_ready "$SPID" "$OUT/server.out" "$OUT/server.err"
@@ -43,7 +45,7 @@ CTL=$CTLADDR
 # One load step for the whole run (plus 30 s of slack for the last samples);
 # open loop so the offered load is the same from start to end.
 TOTAL_S=$((MINUTES * 60))
-"$BIN/rsslab_loadgen" --target="$DATA" --control= --rate="$RATE" \
+"$LOADGEN" --target="$DATA" --control= --rate="$RATE" \
   --duration="$((TOTAL_S + 30))s" --channels=4 --max_errors=1000000 --progress=none \
   --out="$OUT/run" >"$OUT/loadgen.out" 2>"$OUT/loadgen.err" &
 LPID=$!
@@ -58,7 +60,7 @@ while :; do
   t=$((now - T0))
   [ "$t" -gt "$TOTAL_S" ] && break
   kill -0 $LPID 2>/dev/null || { echo "loadgen exited early" >&2; cat "$OUT/loadgen.err" >&2; exit 1; }
-  snap=$("$BIN/rsslab_ctl" --control="$CTL" snapshot --json)
+  snap=$("$CTL_BIN" --control="$CTL" snapshot --json)
   lrss=$(awk '/^VmRSS:/ {print $2 * 1024}' /proc/$LPID/status)
   python3 - "$t" "$lrss" "$(cut -d' ' -f1 /proc/loadavg)" "$snap" >>"$SAMPLES" <<'PY'
 import json, sys

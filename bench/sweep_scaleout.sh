@@ -25,12 +25,11 @@ SCALE=${SCALE:-0.03}
 IDLE_S=${IDLE_S:-2}
 CPU_A=${CPU_A:-0}
 CPU_B=${CPU_B:-1}
-BIN=${BIN:-$ROOT/bin}
-LOADGEN=${LOADGEN:-$BIN/rsslab_loadgen}
-AGENT=${AGENT_BIN:-$BIN/rsslab_agent}
-SERVER=${SERVER:-$BIN/rsslab_server}
+LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 2
+AGENT=${AGENT_BIN:-$(find_bin rsslab_agent agent)} || exit 2
+SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 2
 for b in "$LOADGEN" "$AGENT" "$SERVER"; do
-  [ -x "$b" ] || { echo "sweep_scaleout: $b missing: run ./rsslab build (or set BIN)" >&2; exit 2; }
+  [ -x "$b" ] || { echo "sweep_scaleout: $b is not an executable" >&2; exit 2; }
 done
 WORK=$(mktemp -d /tmp/rsslab-scaleout.XXXXXX)
 PIDS=()

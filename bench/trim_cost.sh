@@ -22,7 +22,10 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-BIN=${BIN:-$ROOT/bin}
+RUN_BIN=$(find_bin rsslab_run agent) || exit 1
+SERVER=$(find_bin rsslab_server server) || exit 1
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 1
+CTL_BIN=$(find_bin rsslab_ctl control) || exit 1
 RATE=${RATE:-300}
 DURATION=${DURATION:-10s}
 TRIM_EVERY=${TRIM_EVERY:-2}
@@ -47,28 +50,28 @@ for p in $PROFILES; do
                         --auto_trim_min_spacing_s="$TRIM_EVERY" --auto_trim_gap_mb=0) ;;
         auto_burst) extra=(--auto_trim=after_burst) ;;
       esac
-      "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/agent/profiles.textproto" \
-        --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
+      "$RUN_BIN" --profile="$p" --profiles="$ROOT/agent/profiles.textproto" \
+        --server_binary="$SERVER" -- --threads="$t" --listen=127.0.0.1:0 \
         --control_listen=127.0.0.1:0 "${extra[@]}" >"$d/server.out" 2>"$d/server.err" &
       RPID=$!
       wait_ready "$RPID" "$d/server.out" "$d/server.err" 'ready'
       data=$DATA; ctl=$CTLADDR
-      "$BIN/rsslab_ctl" --control="$ctl" phase fill >/dev/null
-      "$BIN/rsslab_loadgen" --target="$data" --control= --requests="$FILL" --progress=none \
+      "$CTL_BIN" --control="$ctl" phase fill >/dev/null
+      "$LOADGEN" --target="$data" --control= --requests="$FILL" --progress=none \
         --out="$d/fill" >/dev/null 2>&1
-      "$BIN/rsslab_ctl" --control="$ctl" phase shrink >/dev/null
+      "$CTL_BIN" --control="$ctl" phase shrink >/dev/null
       : >"$d/trims.jsonl"
       if [ "$c" = global ] || [ "$c" = per_thread ]; then
         mode=default; [ "$c" = global ] && mode=global
         ( sleep 1; while true; do
-            "$BIN/rsslab_ctl" --control="$ctl" --json trim --mode=$mode >>"$d/trims.jsonl" 2>/dev/null || true
+            "$CTL_BIN" --control="$ctl" --json trim --mode=$mode >>"$d/trims.jsonl" 2>/dev/null || true
             sleep "$TRIM_EVERY"; done ) &
         TPID=$!
       fi
-      "$BIN/rsslab_loadgen" --target="$data" --control= --rate="$RATE" --duration="$DURATION" \
+      "$LOADGEN" --target="$data" --control= --rate="$RATE" --duration="$DURATION" \
         --warmup=1s --progress=none --out="$d/run" >"$d/loadgen.out" 2>&1 || true
       [ -n "$TPID" ] && { kill $TPID 2>/dev/null || true; wait $TPID 2>/dev/null || true; TPID=""; }
-      "$BIN/rsslab_ctl" --control="$ctl" --json snapshot >"$d/final.json"
+      "$CTL_BIN" --control="$ctl" --json snapshot >"$d/final.json"
       kill -TERM $RPID; wait $RPID || true; RPID=""
       python3 - "$d" "$p" "$t" "$c" "$OUT/$p-$t-none/result.json" <<'PY'
 import json, os, sys, statistics

@@ -20,7 +20,9 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-BIN=${BIN:-$ROOT/bin}
+RUN_BIN=$(find_bin rsslab_run agent) || exit 1
+SERVER=$(find_bin rsslab_server server) || exit 1
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 1
 SCALE=${SCALE:-0.25}
 AUTO=${AUTO:-after_burst}
 read -r -a SERVER_FLAGS <<<"${SERVER_FLAGS:-}"
@@ -41,14 +43,14 @@ for t in $THREADS; do
   for p in $PROFILES; do
     d=$OUT/$p-$t; mkdir -p "$d"
     if [ -z "${REPORT_ONLY:-}" ]; then
-    "$BIN/rsslab_run" --profile="$p" --profiles="$ROOT/agent/profiles.textproto" \
-      --server_binary="$BIN/rsslab_server" -- --threads="$t" --listen=127.0.0.1:0 \
+    "$RUN_BIN" --profile="$p" --profiles="$ROOT/agent/profiles.textproto" \
+      --server_binary="$SERVER" -- --threads="$t" --listen=127.0.0.1:0 \
       --control_listen=127.0.0.1:0 --auto_trim="$AUTO" "${SERVER_FLAGS[@]}" \
       >"$d/server.out" 2>"$d/server.err" &
     RPID=$!
     wait_ready "$RPID" "$d/server.out" "$d/server.err" 'ready'
     data=$DATA; ctl=$CTLADDR
-    "$BIN/rsslab_loadgen" --target="$data" --control="$ctl" --builtin=seed --scale="$SCALE" \
+    "$LOADGEN" --target="$data" --control="$ctl" --builtin=seed --scale="$SCALE" \
       --progress=none --out="$d/run" >"$d/loadgen.out" 2>&1 || true
     kill -TERM $RPID; wait $RPID || true; RPID=""
     fi

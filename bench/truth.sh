@@ -27,14 +27,14 @@ fi
 MD=$1
 shift
 [ -d "$(dirname "$MD")" ] || { echo "bench/truth.sh: $(dirname "$MD") is not a directory" >&2; exit 2; }
-BIN=${BIN:-$ROOT/bin}
-for b in rsslab_run rsslab_server rsslab_loadgen; do
-  [ -x "$BIN/$b" ] || { echo "bench/truth.sh: $BIN/$b missing (run ./rsslab build, or set BIN)" >&2; exit 2; }
-done
+. "$ROOT/bench/lib.sh"
+RUN_BIN=$(find_bin rsslab_run agent) || exit 2
+SERVER=$(find_bin rsslab_server server) || exit 2
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 2
 OUT=${OUT:-$(mktemp -d /tmp/rsslab-truth-XXXXXX)}
 export RSSLAB_HOME=$ROOT
 echo "bench/truth.sh: cells under $OUT" >&2
-exec /usr/bin/python3 "$ROOT/tools/truth/truth.py" --bin_dir="$BIN" \
+exec /usr/bin/python3 "$ROOT/tools/truth/truth.py" --rsslab_run="$RUN_BIN" --rsslab_server="$SERVER" --rsslab_loadgen="$LOADGEN" \
   --profiles=glibc,glibc-arena2,jemalloc,mimalloc,mimalloc3,mimalloc3-purge0,tcmalloc \
   --threads=1,4,16,64 --fill_requests=96000 --shrink_requests=48000 \
   --fill_limit_mb=100 --shrink_limit_mb=10 --idle_s=12 --bound=0.25 \

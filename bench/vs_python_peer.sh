@@ -15,6 +15,8 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
+SERVER=$(find_bin rsslab_server server) || exit 2
+LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 2
 THREADS=${THREADS:-4}
 ROUNDS=${ROUNDS:-2}
 NOOP_REQUESTS=${NOOP_REQUESTS:-20000}
@@ -39,7 +41,7 @@ start() {  # kind handler dir -> sets SPID DATA CTL
   local kind=$1 handler=$2 dir=$3
   mkdir -p "$dir"
   if [ "$kind" != python ]; then
-    local bin="$ROOT/bin/rsslab_server"
+    local bin=$SERVER
     [ "$kind" = before ] && bin=$BEFORE
     "$bin" --threads="$THREADS" --handler="$handler" \
       --listen=127.0.0.1:0 --control_listen=127.0.0.1:0 >"$dir/out" 2>"$dir/err" &
@@ -77,7 +79,7 @@ run_noop() {  # round kind
   local r=$1 kind=$2 d=$OUT/r$1-$2-noop idle qps p99
   start "$kind" "$ROOT/server/handlers/noop.py" "$d"
   idle=$(rss_mib "$SPID")
-  "$ROOT/bin/rsslab_loadgen" --target="$DATA" --control= --requests="$NOOP_REQUESTS" \
+  "$LOADGEN" --target="$DATA" --control= --requests="$NOOP_REQUESTS" \
     --warmup_requests=2000 --concurrency="$CONC" --channels=4 --progress=none --out="$d/run" >/dev/null
   stop
   read -r qps p99 _ _ < <(summ "$d/run/events.jsonl")
@@ -87,7 +89,7 @@ run_seed() {  # round kind
   local r=$1 kind=$2 d=$OUT/r$1-$2-seed idle qps p99 fill shrink
   start "$kind" "$ROOT/server/handlers/web_worker.py" "$d"
   idle=$(rss_mib "$SPID")
-  "$ROOT/bin/rsslab_loadgen" --target="$DATA" --control="$CTL" --builtin=seed --scale="$SEED_SCALE" \
+  "$LOADGEN" --target="$DATA" --control="$CTL" --builtin=seed --scale="$SEED_SCALE" \
     --concurrency="$CONC" --channels=4 --progress=none --out="$d/run" >/dev/null
   stop
   read -r qps p99 fill shrink < <(summ "$d/run/events.jsonl")

@@ -3,9 +3,12 @@
 // and by the server's own snapshot; broken profiles and profiles that did
 // not reach the process are caught; rsslab_run (./rsslab serve) verifies and
 // fails loudly.
+#include <limits.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -15,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/profiles.h"
 #include "agent/spawn.h"
+#include "common/deps_env.h"
 #include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -27,6 +31,7 @@ namespace {
 
 using ::rsslab::testing::ServerProcess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::string ShippedProfiles() { return ServerProcess::Runfile("agent/profiles.textproto"); }
 std::string ServerBinary() { return ServerProcess::Runfile("server/rsslab_server"); }
@@ -118,6 +123,60 @@ TEST(ProfilesFile, RejectsPathsAndBadEnv) {
   EXPECT_FALSE(profiles::IsPlainName(".."));
   EXPECT_FALSE(profiles::IsPlainName("a/b"));
   EXPECT_TRUE(profiles::IsPlainName("jemalloc-bg"));
+}
+
+// mimalloc 3's path lives in tools/setup/mimalloc3.env alone: the shipped
+// profiles name it as "$MIMALLOC3_LIB", which the loader resolves; unknown
+// keys and values outside .deps/ are errors.
+TEST(ProfilesFile, Mimalloc3TokenIsThePinnedPath) {
+  absl::StatusOr<Mimalloc3Dep> m3 =
+      ReadMimalloc3Dep(ServerProcess::Runfile(std::string(kMimalloc3EnvFile)));
+  ASSERT_TRUE(m3.ok()) << m3.status();
+  EXPECT_EQ(m3->version, "3.0.1+ds-2.1");
+  std::ifstream in(ShippedProfiles());
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, Not(HasSubstr(m3->lib)));  // the token, not a second copy
+  absl::StatusOr<v1::ProfileSet> set = profiles::ParseProfiles(
+      "profile { name: \"m3\" preload: \"$MIMALLOC3_LIB\" allocator: \"mimalloc\" }", "t");
+  ASSERT_TRUE(set.ok()) << set.status();
+  const v1::Profile& p = set->profile(0);
+  if (access(ServerProcess::Runfile(m3->lib).c_str(), R_OK) == 0) {
+    EXPECT_EQ(p.unavailable(), "");
+    EXPECT_EQ(p.preload()[0], '/');
+    EXPECT_THAT(p.preload(), HasSubstr(absl::StrCat(m3->dir, "/")));
+  } else {
+    EXPECT_EQ(p.unavailable(), absl::StrCat(m3->lib, " is not in this project (./rsslab setup fetches it)"));
+  }
+  absl::StatusOr<v1::ProfileSet> bad = profiles::ParseProfiles(
+      "profile { name: \"m3\" preload: \"$NO_SUCH_KEY\" allocator: \"mimalloc\" }", "t");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("NO_SUCH_KEY is not set in"));
+  bad = profiles::ParseProfiles(
+      "profile { name: \"m3\" preload: \"$MIMALLOC3_VERSION\" allocator: \"mimalloc\" }", "t");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("not under .deps/"));
+}
+
+// BUILD.bazel's //:mimalloc3 glob spells MIMALLOC3_DIR (Bazel reads no file
+// at load time): when the library is in the source tree, the glob must have
+// brought it into the runfiles.
+TEST(ProfilesFile, Mimalloc3GlobCoversThePinnedDir) {
+  const std::string env = ServerProcess::Runfile(std::string(kMimalloc3EnvFile));
+  absl::StatusOr<Mimalloc3Dep> m3 = ReadMimalloc3Dep(env);
+  ASSERT_TRUE(m3.ok()) << m3.status();
+  char real[PATH_MAX];
+  ASSERT_NE(realpath(env.c_str(), real), nullptr) << env;
+  std::string top(real);
+  ASSERT_TRUE(absl::EndsWith(top, kMimalloc3EnvFile)) << top;
+  top.resize(top.size() - kMimalloc3EnvFile.size());
+  const std::string in_tree = top + m3->lib;
+  if (access(in_tree.c_str(), R_OK) != 0) {
+    std::cout << "[ SKIPPED  ] " << in_tree << " not fetched (./rsslab setup)\n";
+    return;
+  }
+  EXPECT_EQ(access(ServerProcess::Runfile(m3->lib).c_str(), R_OK), 0)
+      << in_tree << " exists but is not in the runfiles: BUILD.bazel's //:mimalloc3 glob "
+      << "does not cover MIMALLOC3_DIR " << m3->dir;
 }
 
 TEST(ProfilesFile, LaunchEnvDropsInheritedAllocatorSettings) {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Brings Debian 13's mimalloc 3 (libmimalloc3, pinned below) into the project
+# Brings Debian 13's mimalloc 3 (package, version and path pinned in
+# tools/setup/mimalloc3.env) into the project
 # without touching the system: `apt-get download` through a private sources
 # list for suite trixie, built from the archive URI this machine's own apt
 # sources already name, with private lists and caches under .deps/apt/; then
-# `dpkg-deb -x` into .deps/mimalloc3/. No suite is added to the system and
+# `dpkg-deb -x` into MIMALLOC3_DIR (.deps/mimalloc3/). No suite is added to the system and
 # nothing is installed. Run by `./rsslab setup`; safe to rerun (does nothing
 # once the pinned version is unpacked).
 #
@@ -11,17 +12,19 @@
 #   tools/mimalloc3.sh --check   # exit 0 if the library is in place, else 1
 #
 # The profiles mimalloc3 and mimalloc3-purge0 (agent/profiles.textproto) name
-# the unpacked library relative to the project; without it they are listed
-# as unavailable and nothing else changes.
+# the unpacked library as "$MIMALLOC3_LIB", which the profile loader reads
+# from the same file; without it they are listed as unavailable and nothing
+# else changes.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/.." && pwd)
-PKG=libmimalloc3
-VERSION=3.0.1+ds-2.1
-SUITE=trixie
-DEST=$ROOT/.deps/mimalloc3
+# MIMALLOC3_PKG, _VERSION, _SUITE, _DIR and _LIB (relative to the project's top).
+. "$ROOT/tools/setup/mimalloc3.env"
+PKG=$MIMALLOC3_PKG
+VERSION=$MIMALLOC3_VERSION
+SUITE=$MIMALLOC3_SUITE
+DEST=$ROOT/$MIMALLOC3_DIR
 APT=$ROOT/.deps/apt
-# The path the profiles name (relative to the project's top).
-LIB=$DEST/usr/lib/x86_64-linux-gnu/libmimalloc.so.3
+LIB=$ROOT/$MIMALLOC3_LIB
 
 have() { [ -r "$LIB" ] && [ "$(cat "$DEST/.version" 2>/dev/null)" = "$VERSION" ]; }
 

@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "google/protobuf/text_format.h"
 #include "gmock/gmock.h"
+#include "common/deps_env.h"
 #include "gtest/gtest.h"
 #include "memory/alloc/alloc.h"
 #include "proto/snapshot.pb.h"
@@ -317,8 +319,12 @@ TEST(AllocatorProbeTest, Mimalloc3) {
   std::string error;
   std::unique_ptr<Runfiles> runfiles(Runfiles::CreateForTest(&error));
   ASSERT_NE(runfiles, nullptr) << error;
-  const std::string lib =
-      runfiles->Rlocation("rsslab/.deps/mimalloc3/usr/lib/x86_64-linux-gnu/libmimalloc.so.3");
+  // The path pinned in tools/setup/mimalloc3.env; both in the runfiles
+  // through //:mimalloc3.
+  absl::StatusOr<Mimalloc3Dep> m3 =
+      ReadMimalloc3Dep(runfiles->Rlocation(absl::StrCat("rsslab/", kMimalloc3EnvFile)));
+  ASSERT_TRUE(m3.ok()) << m3.status();
+  const std::string lib = runfiles->Rlocation(absl::StrCat("rsslab/", m3->lib));
   if (access(lib.c_str(), R_OK) != 0) GTEST_SKIP() << "mimalloc 3.0.1 not fetched (./rsslab setup)";
   ProbeRun run = RunProbe({"PATH=/usr/bin:/bin", "LD_PRELOAD=" + lib});
   ASSERT_EQ(run.exit_code, 0);

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/deps_env.h"
 #include "gtest/gtest.h"
 #include "memory/alloc/alloc.h"
 
@@ -25,8 +26,6 @@ namespace alloc {
 namespace {
 
 constexpr const char* kMimalloc = "/usr/lib/x86_64-linux-gnu/libmimalloc.so.2";
-// In the runfiles through //:mimalloc3 (the test's working directory).
-constexpr const char* kMimalloc3 = ".deps/mimalloc3/usr/lib/x86_64-linux-gnu/libmimalloc.so.3";
 
 int64_t RssBytes() {
   long pages = 0, resident = 0;  // NOLINT(runtime/int): statm's type
@@ -146,10 +145,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (int r = RunUnder(rsslab::alloc::kMimalloc, "2.0.x", argv); r != 0) return r;
-  // Optional, as everywhere: setup fetches it when the mirror has it.
-  if (access(rsslab::alloc::kMimalloc3, R_OK) != 0) {
-    std::printf("skip: %s not fetched (./rsslab setup)\n", rsslab::alloc::kMimalloc3);
+  // Optional, as everywhere: setup fetches it when the mirror has it. Its
+  // path is pinned in tools/setup/mimalloc3.env; both are in the runfiles
+  // through //:mimalloc3 (the test's working directory).
+  absl::StatusOr<rsslab::Mimalloc3Dep> m3 =
+      rsslab::ReadMimalloc3Dep(std::string(rsslab::kMimalloc3EnvFile));
+  if (!m3.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(m3.status().message()).c_str());
+    return 1;
+  }
+  if (access(m3->lib.c_str(), R_OK) != 0) {
+    std::printf("skip: %s not fetched (./rsslab setup)\n", m3->lib.c_str());
     return 0;
   }
-  return RunUnder(rsslab::alloc::kMimalloc3, "3.x", argv);
+  return RunUnder(m3->lib.c_str(), "3.x", argv);
 }

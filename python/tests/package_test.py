@@ -46,9 +46,27 @@ PEER = os.path.join(WS, "bench/peer")
 SERVICE = os.path.join(WS, "python/tests/grpc_service.py")
 PACKAGE_MD = os.path.join(WS, "docs/PACKAGE.md")
 LIBS = "/usr/lib/x86_64-linux-gnu/"
+
+
+def deps_env(path):
+    """tools/setup/mimalloc3.env's KEY=VALUE lines (no quoting or expansion)."""
+    env = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                key, sep, value = line.partition("=")
+                if not sep:
+                    raise SystemExit("%s: not KEY=VALUE: %r" % (path, line))
+                env[key] = value
+    return env
+
+
 # The seed's mimalloc 3.0.1: unpacked into .deps/ by ./rsslab setup
-# (tools/mimalloc3.sh), in the runfiles through //:mimalloc3.
-MIMALLOC3 = os.path.join(WS, ".deps/mimalloc3/usr/lib/x86_64-linux-gnu/libmimalloc.so.3")
+# (tools/mimalloc3.sh) at the path tools/setup/mimalloc3.env pins; both in
+# the runfiles through //:mimalloc3.
+MIMALLOC3_ENV = deps_env(os.path.join(WS, "tools/setup/mimalloc3.env"))
+MIMALLOC3 = os.path.join(WS, MIMALLOC3_ENV["MIMALLOC3_LIB"])
 PRELOAD = {"glibc": "", "jemalloc": LIBS + "libjemalloc.so.2", "mimalloc": LIBS + "libmimalloc.so.2",
            "mimalloc3": MIMALLOC3}
 NATIVE = os.path.join(WS, "python/_rsslab.so")
@@ -175,7 +193,8 @@ def service_checks(py, allocator):
     if name == "mimalloc":
         # The version decides the release (the delay option's name, the
         # free-block purge): 2.0.9 from Debian 12, 3.0.1 from .deps/.
-        want = ("3.0.1", ".deps/mimalloc3/") if allocator == "mimalloc3" else ("2.0.", LIBS)
+        want = (("3.0.1", MIMALLOC3_ENV["MIMALLOC3_DIR"] + "/") if allocator == "mimalloc3"
+                else ("2.0.", LIBS))
         check(str(a.get("version", "")).startswith(want[0]) and want[1] in a.get("library", ""),
               "%s: version %s from %s" % (allocator, a.get("version"), a.get("library")))
     if glibc:
