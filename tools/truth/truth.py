@@ -287,7 +287,8 @@ def measure(tools, a, profile, threads, scenario):
             results["reference"], results["host"])
         check_same_work(a, host, ref)
     except CellError as e:
-        cell.update(status="error", error=str(e))
+        # One line: it goes into a table row and a progress line.
+        cell.update(status="error", error=" / ".join(str(e).split("\n")).strip())
         return cell
     for side, recs in (("host", host), ("reference", ref)):
         cell[side] = {ph: recs[ph]["rss"] for ph in PHASES}
