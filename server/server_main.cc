@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +36,7 @@
 #include "common/shipped.h"
 #include "common/units.h"
 #include "control/service/control_service.h"
+#include "control/service/request_check.h"
 #include "server/core.h"
 #include "server/load_service.h"
 #include "server/server_metrics.h"
@@ -188,17 +188,6 @@ std::string DefaultHandler() {
   return found;
 }
 
-int64_t MemTotalBytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  while (f >> key >> kb) {
-    if (key == "MemTotal:") return kb * 1024;
-    f.ignore(1 << 10, '\n');
-  }
-  return 64ll << 30;
-}
-
 // `cq`: when set, a completion queue for an async service is added and
 // returned there.
 std::unique_ptr<grpc::Server> Listen(const std::string& flag, const std::string& address,
@@ -287,12 +276,13 @@ ServerCore::Options CoreOptionsFromFlags() {
   if (!params.ok()) DieUsage(absl::StrCat("--handler_params: ", params.status().message()));
   o.handler_params = *std::move(params);
   const int64_t max_mb = absl::GetFlag(FLAGS_max_cache_limit_mb);
-  o.max_cache_limit_bytes =
-      max_mb == 0 ? std::min(MemTotalBytes(), kMaxMiB * kMiB)
-                  : Need(MiBToBytes(max_mb, "--max_cache_limit_mb", Lo("max_cache_limit_mb"),
-                                    Hi("max_cache_limit_mb")));
+  o.cache_ceiling =
+      max_mb == 0 ? MemTotalCeiling()
+                  : CacheCeiling{Need(MiBToBytes(max_mb, "--max_cache_limit_mb",
+                                                 Lo("max_cache_limit_mb"), Hi("max_cache_limit_mb"))),
+                                 "--max_cache_limit_mb"};
   o.cache_limit_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_cache_limit_mb), "--cache_limit_mb", 0,
-                                        BytesToMiB(o.max_cache_limit_bytes)));
+                                        BytesToMiB(o.cache_ceiling.bytes)));
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
   Need(CheckRange(o.churn_every, "--churn_every", Lo("churn_every"), Hi("churn_every")));
   o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms",
