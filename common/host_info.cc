@@ -51,10 +51,15 @@ HostFacts CurrentHost() {
   if (uname(&u) == 0) h.kernel = u.release;
   h.cpu_model = ProcField("/proc/cpuinfo", "model name");
   h.cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  h.mem_total_bytes = MemTotalBytes();
+  return h;
+}
+
+int64_t MemTotalBytes() {
   std::string mem = ProcField("/proc/meminfo", "MemTotal");  // "16384 kB"
   int64_t kb = 0;
-  if (absl::SimpleAtoi(absl::StripSuffix(mem, " kB"), &kb)) h.mem_total_bytes = kb * 1024;
-  return h;
+  if (!absl::SimpleAtoi(absl::StripSuffix(mem, " kB"), &kb) || kb <= 0) return 0;
+  return kb * 1024;
 }
 
 absl::StatusOr<std::vector<int>> ParseCpuList(const std::string& text) {

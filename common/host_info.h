@@ -28,6 +28,9 @@ struct HostFacts {
 // this machine.
 HostFacts CurrentHost();
 
+// MemTotal of /proc/meminfo in bytes; 0 when it cannot be read.
+int64_t MemTotalBytes();
+
 // "0-1,3" -> {0, 1, 3}, sorted, no duplicates; CPUs 0..1023.
 // INVALID_ARGUMENT naming the bad part.
 absl::StatusOr<std::vector<int>> ParseCpuList(const std::string& text);

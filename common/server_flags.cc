@@ -16,6 +16,7 @@
 #include "common/echo.h"
 #include "common/handler_params.h"
 #include "common/units.h"
+#include "memory/trim/auto_trim_table.h"
 
 namespace rsslab {
 namespace {
@@ -24,13 +25,25 @@ using R = ServerFlagRule;
 constexpr FlagSource kReq = FlagSource::kRequest;
 constexpr FlagSource kOp = FlagSource::kOperator;
 constexpr int64_t kHour_ms = 3600000;
-constexpr int64_t kWeek_s = 7 * 86400;
+
+ServerFlagRule AutoTrimModeRule() {
+  static const std::string* choices = new std::string(AutoTrimModeNames(","));
+  return {"auto_trim", R::kChoice, 0, 0, choices->c_str()};
+}
+
+// A knob's range in the flag's unit; kDouble in millionths.
+ServerFlagRule AutoTrimRule(const AutoTrimKnob& k) {
+  const double scale = k.flag_integer ? k.flag_scale : 1e6;
+  return {k.flag, k.flag_integer ? R::kInt : R::kDouble, std::llround(k.lo * scale),
+          std::llround(k.hi * scale)};
+}
 
 // The ranges are the server's own (server/server_main.cc reads them
 // from here); what a request may set is what the agent has always allowed.
-// kDouble ranges are in millionths (settle_fraction: [0, 1)).
+// kDouble ranges are in millionths (settle_fraction: [0, 0.99]).
 const std::vector<ServerFlagRule>& Table() {
-  static const auto* rules = new std::vector<ServerFlagRule>{
+  static const auto* rules = [] {
+    auto* r = new std::vector<ServerFlagRule>{
       {"listen", R::kText},
       {"control_listen", R::kText},
       {"metrics_listen", R::kText},
@@ -47,12 +60,13 @@ const std::vector<ServerFlagRule>& Table() {
       {"max_watch_streams", R::kInt, 0, 1024, "", kReq},
       {"shutdown_grace_ms", R::kInt, 0, kHour_ms, "", kReq},
       {"handler_budget_ms", R::kInt, 0, kHour_ms, "", kReq},
-      {"auto_trim", R::kChoice, 0, 0, "off,after_burst,interval"},
-      {"auto_trim_gap_mb", R::kInt, 0, kMaxMiB},
-      {"auto_trim_settle_ms", R::kInt, 0, kHour_ms},
-      {"auto_trim_settle_fraction", R::kDouble, 0, 999999},
-      {"auto_trim_interval_s", R::kInt, 1, kWeek_s},
-      {"auto_trim_min_spacing_s", R::kInt, 0, kWeek_s},
+    };
+    // The --auto_trim* rows come from memory/trim/auto_trim_table.h.
+    r->push_back(AutoTrimModeRule());
+    for (const AutoTrimKnob& k : AutoTrimKnobs()) {
+      if (*k.flag != '\0') r->push_back(AutoTrimRule(k));
+    }
+    r->insert(r->end(), {
       {"trim_thread_stats", R::kBool},
       {"tls_cert", R::kText},
       {"tls_key", R::kText},
@@ -60,7 +74,9 @@ const std::vector<ServerFlagRule>& Table() {
       {"tls_server_name", R::kText},
       {"auth_token_file", R::kText},
       {"insecure_listen", R::kBool},
-  };
+    });
+    return r;
+  }();
   return *rules;
 }
 

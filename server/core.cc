@@ -353,29 +353,11 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
 absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
                                   rsslab::v1::SetPhaseResponse* response,
                                   absl::Duration python_deadline) {
-  const std::optional<v1::Phase> parsed = ParsePhase(request.phase());
-  if (!parsed) {
-    // Quoted and cut: a 3 MB phase echoed back whole would exceed the
-    // client's metadata limit and hide the INVALID_ARGUMENT.
-    return absl::InvalidArgumentError(absl::StrCat("unknown phase '", Quote(request.phase()),
-                                                   "'; allowed: ", AllowedPhases()));
-  }
-  const v1::Phase phase = *parsed;
-  if (absl::Status m = CheckTrimMode(request.trim_mode(), "trim_mode"); !m.ok()) return m;
-  int64_t limit = -1;
-  if (request.has_cache_limit_bytes()) {
-    limit = request.cache_limit_bytes();
-    if (absl::Status r = CheckBytes(limit, "cache_limit_bytes (--max_cache_limit_mb)", 0,
-                                    options_.max_cache_limit_bytes);
-        !r.ok()) {
-      return r;
-    }
-  } else if (phase == v1::PHASE_FILL) {
-    limit = kDefaultFillCacheBytes;
-  } else if (phase == v1::PHASE_SHRINK) {
-    limit = kDefaultShrinkCacheBytes;
-  }
-  const bool gc = request.has_gc() ? request.gc() : true;
+  absl::StatusOr<SetPhaseCall> call = CheckSetPhase(request, options_.cache_ceiling);
+  if (!call.ok()) return call.status();
+  const v1::Phase phase = call->phase;
+  const int64_t limit = call->cache_limit_bytes;
+  const bool gc = call->gc;
   SnapshotOptions snap;
   snap.gc = gc;
   snap.detail = request.detail();
@@ -419,7 +401,7 @@ rsslab::v1::TrimResult ServerCore::RunTrim(rsslab::v1::TrimMode mode, const std:
 absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
                               rsslab::v1::TrimResponse* response,
                               absl::Duration python_deadline) {
-  if (absl::Status m = CheckTrimMode(request.mode(), "mode"); !m.ok()) return m;
+  if (absl::Status m = CheckTrim(request); !m.ok()) return m;
   std::string gc_skipped;
   if (request.gc() &&
       !RunPythonWithin([](PythonRuntime& rt) { rt.Collect(); }, python_deadline, &gc_skipped)) {

@@ -34,6 +34,7 @@
 #include "common/units.h"
 #include "common/phase.h"
 #include "control/service/control_backend.h"
+#include "control/service/request_check.h"
 #include "memory/trim/auto_trim.h"
 #include "common/metrics/latency_histogram.h"
 #include "server/dispatch.h"
@@ -62,8 +63,9 @@ class ServerCore : public ControlBackend {
     std::map<std::string, std::string> handler_params;
     // Initial cache limit (100 MiB, seed 000's fill).
     int64_t cache_limit_bytes = kDefaultFillCacheBytes;
-    // Largest cache limit a client may set; larger is INVALID_ARGUMENT.
-    int64_t max_cache_limit_bytes = 64ll << 30;
+    // Largest cache limit a client may set (and where it comes from);
+    // larger is INVALID_ARGUMENT.
+    CacheCeiling cache_ceiling = {int64_t{64} << 30, "64 GiB"};
     ThreadMode thread_mode = ThreadMode::kFixed;
     int churn_every = 100;
     // Churn: a replaced thread stays alive this long after its successor

@@ -8,7 +8,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <memory>
@@ -37,6 +36,8 @@
 #include "common/shipped.h"
 #include "common/units.h"
 #include "control/service/control_service.h"
+#include "control/service/request_check.h"
+#include "memory/trim/auto_trim_table.h"
 #include "server/core.h"
 #include "server/load_service.h"
 #include "server/server_metrics.h"
@@ -129,6 +130,12 @@ void Need(const absl::Status& s) {
   if (!s.ok()) DieUsage(std::string(s.message()));
 }
 
+// An --auto_trim* flag against memory/trim/auto_trim_table.h, the range
+// rsslab.auto_trim() applies too.
+void NeedAutoTrim(absl::string_view flag, double value) {
+  Need(CheckAutoTrimValue(*FindAutoTrimFlag(flag), value, AutoTrimCaller::kServerFlag));
+}
+
 template <typename T>
 T Need(absl::StatusOr<T> v) {
   Need(v.status());
@@ -186,17 +193,6 @@ std::string DefaultHandler() {
                      "; pass --handler=PATH or set RSSLAB_HOME"));
   }
   return found;
-}
-
-int64_t MemTotalBytes() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  int64_t kb = 0;
-  while (f >> key >> kb) {
-    if (key == "MemTotal:") return kb * 1024;
-    f.ignore(1 << 10, '\n');
-  }
-  return 64ll << 30;
 }
 
 // `cq`: when set, a completion queue for an async service is added and
@@ -287,12 +283,13 @@ ServerCore::Options CoreOptionsFromFlags() {
   if (!params.ok()) DieUsage(absl::StrCat("--handler_params: ", params.status().message()));
   o.handler_params = *std::move(params);
   const int64_t max_mb = absl::GetFlag(FLAGS_max_cache_limit_mb);
-  o.max_cache_limit_bytes =
-      max_mb == 0 ? std::min(MemTotalBytes(), kMaxMiB * kMiB)
-                  : Need(MiBToBytes(max_mb, "--max_cache_limit_mb", Lo("max_cache_limit_mb"),
-                                    Hi("max_cache_limit_mb")));
+  o.cache_ceiling =
+      max_mb == 0 ? MemTotalCeiling()
+                  : CacheCeiling{Need(MiBToBytes(max_mb, "--max_cache_limit_mb",
+                                                 Lo("max_cache_limit_mb"), Hi("max_cache_limit_mb"))),
+                                 "--max_cache_limit_mb"};
   o.cache_limit_bytes = Need(MiBToBytes(absl::GetFlag(FLAGS_cache_limit_mb), "--cache_limit_mb", 0,
-                                        BytesToMiB(o.max_cache_limit_bytes)));
+                                        BytesToMiB(o.cache_ceiling.bytes)));
   o.churn_every = absl::GetFlag(FLAGS_churn_every);
   Need(CheckRange(o.churn_every, "--churn_every", Lo("churn_every"), Hi("churn_every")));
   o.churn_overlap = Need(MsToDuration(absl::GetFlag(FLAGS_churn_overlap_ms), "--churn_overlap_ms",
@@ -354,20 +351,20 @@ Config ConfigFromFlags() {
   c.grace = Need(MsToDuration(absl::GetFlag(FLAGS_shutdown_grace_ms), "--shutdown_grace_ms",
                               Lo("shutdown_grace_ms"), Hi("shutdown_grace_ms")));
   absl::StatusOr<AutoTrimOptions::Mode> auto_mode =
-      ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim));
+      ParseAutoTrimMode(absl::GetFlag(FLAGS_auto_trim), "--auto_trim");
   if (!auto_mode.ok()) DieUsage(std::string(auto_mode.status().message()));
   o.auto_trim.mode = *auto_mode;
-  o.auto_trim.gap_bytes =
-      Need(MiBToBytes(absl::GetFlag(FLAGS_auto_trim_gap_mb), "--auto_trim_gap_mb",
-                      Lo("auto_trim_gap_mb"), Hi("auto_trim_gap_mb")));
-  o.auto_trim.settle =
-      Need(MsToDuration(absl::GetFlag(FLAGS_auto_trim_settle_ms), "--auto_trim_settle_ms",
-                        Lo("auto_trim_settle_ms"), Hi("auto_trim_settle_ms")));
+  // Each checked in the flag's unit before it is converted (no overflow).
+  const int64_t gap_mb = absl::GetFlag(FLAGS_auto_trim_gap_mb);
+  NeedAutoTrim("auto_trim_gap_mb", gap_mb);
+  o.auto_trim.gap_bytes = gap_mb * kMiB;
+  const int settle_ms = absl::GetFlag(FLAGS_auto_trim_settle_ms);
+  NeedAutoTrim("auto_trim_settle_ms", settle_ms);
+  o.auto_trim.settle = absl::Milliseconds(settle_ms);
   o.auto_trim.settle_fraction = absl::GetFlag(FLAGS_auto_trim_settle_fraction);
-  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_interval_s), "--auto_trim_interval_s",
-                  Lo("auto_trim_interval_s"), Hi("auto_trim_interval_s"), " (s)"));
-  Need(CheckRange(absl::GetFlag(FLAGS_auto_trim_min_spacing_s), "--auto_trim_min_spacing_s",
-                  Lo("auto_trim_min_spacing_s"), Hi("auto_trim_min_spacing_s"), " (s)"));
+  NeedAutoTrim("auto_trim_settle_fraction", o.auto_trim.settle_fraction);
+  NeedAutoTrim("auto_trim_interval_s", absl::GetFlag(FLAGS_auto_trim_interval_s));
+  NeedAutoTrim("auto_trim_min_spacing_s", absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
   o.auto_trim.interval = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_interval_s));
   o.auto_trim.min_spacing = absl::Seconds(absl::GetFlag(FLAGS_auto_trim_min_spacing_s));
   o.trim_thread_stats = absl::GetFlag(FLAGS_trim_thread_stats);

@@ -321,7 +321,7 @@ TEST_F(RpcFields, EdgeValuesAreInvalidArgumentAndTheServerKeepsServing) {
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message().size();
     EXPECT_LT(st.error_message().size(), 400u);
   }
-  for (int mode : {99, -1, 3}) {
+  for (int mode : {99, -1, 4}) {  // 3 is TRIM_FREE_BLOCK_PURGE, valid
     rsslab::v1::SetPhaseRequest req;
     req.set_phase("trim");
     req.set_trim_mode(static_cast<rsslab::v1::TrimMode>(mode));

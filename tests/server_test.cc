@@ -254,6 +254,24 @@ TEST(ServerTest, TheProductRunsEveryCallThroughThePythonHandler) {
   EXPECT_TRUE(absl::StrContains(r.err, "dispatch")) << r.err;
 }
 
+// The bound rsslab.auto_trim(settle_fraction=) applies too (one table,
+// memory/trim/auto_trim_table.h), the flag named.
+TEST(ServerTest, AutoTrimRangesAreTheTablesNamingTheFlag) {
+  auto r = ServerProcess::Run(ServerBinary(), {"--listen=127.0.0.1:0",
+                                               "--control_listen=127.0.0.1:0",
+                                               "--auto_trim_settle_fraction=0.995"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "--auto_trim_settle_fraction must be between 0 and 0.99; got 0.995"))
+      << r.err;
+  r = ServerProcess::Run(ServerBinary(), {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
+                                          "--auto_trim=sometimes"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(absl::StrContains(
+      r.err, "--auto_trim must be off, after_burst or interval; got 'sometimes'"))
+      << r.err;
+}
+
 TEST(ServerTest, BadPhaseArgumentsAreInvalidArgument) {
   auto server = StartServer({"--threads=1"});
   ASSERT_NE(server, nullptr);
@@ -268,6 +286,9 @@ TEST(ServerTest, BadPhaseArgumentsAreInvalidArgument) {
   EXPECT_TRUE(absl::StrContains(s.error_message(), "between 0 and")) << s.error_message();
   s = c.SetPhase("fill", &resp, int64_t{1} << 60);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // The package's serve() refuses it the same way (control/service/request_check.h).
+  EXPECT_TRUE(absl::StrContains(s.error_message(), "(the ceiling is MemTotal)"))
+      << s.error_message();
   // Nothing changed.
   EXPECT_EQ(c.Snapshot().phase(), "start");
   EXPECT_EQ(c.Snapshot().cache().cache_limit_bytes(), 100 * kMiB);

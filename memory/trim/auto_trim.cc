@@ -7,44 +7,28 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace rsslab {
 
-absl::StatusOr<AutoTrimOptions::Mode> ParseAutoTrimMode(absl::string_view s) {
-  if (s == "off") return AutoTrimOptions::Mode::kOff;
-  if (s == "after_burst") return AutoTrimOptions::Mode::kAfterBurst;
-  if (s == "interval") return AutoTrimOptions::Mode::kInterval;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--auto_trim must be off, after_burst or interval; got '", s, "'"));
-}
-
-const char* AutoTrimModeName(AutoTrimOptions::Mode mode) {
-  switch (mode) {
-    case AutoTrimOptions::Mode::kAfterBurst:
-      return "after_burst";
-    case AutoTrimOptions::Mode::kInterval:
-      return "interval";
-    case AutoTrimOptions::Mode::kOff:
-      break;
-  }
-  return "off";
-}
-
-absl::Status ValidateAutoTrimOptions(const AutoTrimOptions& o) {
-  if (o.gap_bytes < 0) return absl::InvalidArgumentError("--auto_trim_gap_mb must be >= 0");
-  if (o.settle < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--auto_trim_settle_ms must be >= 0");
-  }
-  if (!(o.settle_fraction >= 0 && o.settle_fraction < 1)) {
-    return absl::InvalidArgumentError("--auto_trim_settle_fraction must be in [0, 1)");
-  }
-  if (o.interval < absl::Seconds(1)) {
-    return absl::InvalidArgumentError("--auto_trim_interval_s must be >= 1");
-  }
-  if (o.min_spacing < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--auto_trim_min_spacing_s must be >= 0");
+absl::Status ValidateAutoTrimOptions(const AutoTrimOptions& o, AutoTrimCaller caller) {
+  // Each knob in the keyword's unit (MiB, seconds), as the table has it.
+  const std::pair<const char*, double> values[] = {
+      {"gap_mb", static_cast<double>(o.gap_bytes) / (1 << 20)},
+      {"settle_s", absl::ToDoubleSeconds(o.settle)},
+      {"settle_fraction", o.settle_fraction},
+      {"interval_s", absl::ToDoubleSeconds(o.interval)},
+      {"min_spacing_s", absl::ToDoubleSeconds(o.min_spacing)},
+      {"tick_s", absl::ToDoubleSeconds(o.tick)},
+  };
+  for (const auto& [keyword, value] : values) {
+    const AutoTrimKnob& k = AutoTrimKnobByKeyword(keyword);
+    const bool has_flag = *k.flag != '\0';
+    if (caller == AutoTrimCaller::kServerFlag && !has_flag) continue;
+    const double scale = caller == AutoTrimCaller::kServerFlag ? k.flag_scale : 1;
+    if (absl::Status s = CheckAutoTrimValue(k, value * scale, caller); !s.ok()) return s;
   }
   if (o.tick <= absl::ZeroDuration() || o.rate_window < o.tick ||
       o.peak_half_life <= absl::ZeroDuration()) {

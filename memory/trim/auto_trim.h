@@ -36,11 +36,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "memory/trim/auto_trim_table.h"
 
 namespace rsslab {
 
 struct AutoTrimOptions {
-  enum class Mode { kOff, kAfterBurst, kInterval };
+  using Mode = AutoTrimMode;
   Mode mode = Mode::kOff;
   // Trim only when RSS - live estimate is at least this much: a trim that
   // can free little is pure cost.
@@ -61,11 +62,11 @@ struct AutoTrimOptions {
   absl::Duration peak_half_life = absl::Seconds(60);
 };
 
-// "off" | "after_burst" | "interval".
-absl::StatusOr<AutoTrimOptions::Mode> ParseAutoTrimMode(absl::string_view s);
-const char* AutoTrimModeName(AutoTrimOptions::Mode mode);
-// Checks the knobs' ranges; the message names the flag.
-absl::Status ValidateAutoTrimOptions(const AutoTrimOptions& o);
+// Checks the knobs against the one table (auto_trim_table.h); the message
+// names the knob as `caller` spells it (tick_s only for the package: the
+// server's tick is fixed).
+absl::Status ValidateAutoTrimOptions(const AutoTrimOptions& o,
+                                     AutoTrimCaller caller = AutoTrimCaller::kServerFlag);
 
 struct AutoTrimSample {
   absl::Time now;

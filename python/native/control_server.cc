@@ -5,7 +5,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -17,6 +16,7 @@
 #include "common/units.h"
 #include "control/service/control_backend.h"
 #include "control/service/control_calls.h"
+#include "control/service/request_check.h"
 #include "memory/snapshot/snapshot_metrics.h"
 #include "python/native/control_hooks.h"
 #include "python/native/package_state.h"
@@ -50,13 +50,6 @@ absl::Status StatusFromPython(const std::string& phase) {
       absl::StrCat("the service's on_phase callback for '", phase, "' raised: ", msg));
 }
 
-// Escaped and cut: a 3 MB phase echoed back whole would exceed the client's
-// metadata limit and hide the INVALID_ARGUMENT.
-std::string Quote(const std::string& s) {
-  std::string e = absl::CHexEscape(s.substr(0, 64));
-  return s.size() > 64 ? e + "..." : e;
-}
-
 class PackageBackend : public ControlBackend {
  public:
   // The on_phase callback is the service's own Python and runs in full:
@@ -64,24 +57,13 @@ class PackageBackend : public ControlBackend {
   absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
                         rsslab::v1::SetPhaseResponse* response,
                         absl::Duration /*python_deadline*/) override {
-    const std::optional<v1::Phase> parsed = ParsePhase(request.phase());
-    if (!parsed) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown phase '", Quote(request.phase()),
-                                                     "'; allowed: ", AllowedPhases()));
-    }
-    if (absl::Status m = CheckTrimMode(request.trim_mode(), "trim_mode"); !m.ok()) return m;
-    int64_t limit = -1;
-    if (request.has_cache_limit_bytes()) {
-      limit = request.cache_limit_bytes();
-      if (absl::Status r = CheckBytes(limit, "cache_limit_bytes", 0, 64ll << 30); !r.ok()) {
-        return r;
-      }
-    } else if (*parsed == v1::PHASE_FILL) {
-      limit = kDefaultFillCacheBytes;
-    } else if (*parsed == v1::PHASE_SHRINK) {
-      limit = kDefaultShrinkCacheBytes;
-    }
-    const std::string name = PhaseName(*parsed);
+    // The process's own MemTotal, as rsslab_server without --max_cache_limit_mb.
+    static const CacheCeiling ceiling = MemTotalCeiling();
+    absl::StatusOr<SetPhaseCall> call = CheckSetPhase(request, ceiling);
+    if (!call.ok()) return call.status();
+    const v1::Phase phase = call->phase;
+    const int64_t limit = call->cache_limit_bytes;
+    const std::string name = PhaseName(phase);
     absl::Status status = absl::OkStatus();
     std::string previous;
     const bool ran = WithGil([&] {
@@ -102,9 +84,8 @@ class PackageBackend : public ControlBackend {
     if (!ran) return absl::UnavailableError("the Python interpreter is shutting down");
     if (!status.ok()) return status;
     response->set_previous_phase(previous);
-    const bool gc = request.has_gc() ? request.gc() : true;
-    ControlSnapshotOptions snap{gc, request.detail()};
-    if (*parsed == v1::PHASE_TRIM) {
+    ControlSnapshotOptions snap{call->gc, request.detail()};
+    if (phase == v1::PHASE_TRIM) {
       TakeSnapshot(snap, response->mutable_before());
       *response->mutable_trim() =
           State().Release(request.trim_mode(), absl::Seconds(10), "phase");
@@ -116,7 +97,7 @@ class PackageBackend : public ControlBackend {
 
   absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response,
                     absl::Duration /*python_deadline*/) override {
-    if (absl::Status m = CheckTrimMode(request.mode(), "mode"); !m.ok()) return m;
+    if (absl::Status m = CheckTrim(request); !m.ok()) return m;
     if (request.gc()) WithGil([] { PyGC_Collect(); });
     *response->mutable_trim() = State().Release(request.mode(), absl::Seconds(10), "manual");
     TakeSnapshot(ControlSnapshotOptions{}, response->mutable_after());

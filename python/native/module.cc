@@ -221,7 +221,7 @@ void StartAutoTrim(const std::string& mode, const std::string& signal, double ga
                    double settle_s, double settle_fraction, double interval_s,
                    double min_spacing_s, double tick_s) {
   AutoTrimOptions o;
-  absl::StatusOr<AutoTrimOptions::Mode> m = ParseAutoTrimMode(mode);
+  absl::StatusOr<AutoTrimOptions::Mode> m = ParseAutoTrimMode(mode, "auto_trim(mode=)");
   if (!m.ok()) throw py11::value_error(std::string(m.status().message()));
   o.mode = *m;
   o.gap_bytes = static_cast<int64_t>(gap_mb * (1 << 20));
@@ -231,7 +231,7 @@ void StartAutoTrim(const std::string& mode, const std::string& signal, double ga
   o.min_spacing = absl::Seconds(min_spacing_s);
   o.tick = absl::Seconds(tick_s);
   o.rate_window = std::max(o.rate_window, o.tick);
-  if (absl::Status v = ValidateAutoTrimOptions(o); !v.ok()) {
+  if (absl::Status v = ValidateAutoTrimOptions(o, AutoTrimCaller::kPackage); !v.ok()) {
     throw py11::value_error(std::string(v.message()));
   }
   py11::gil_scoped_release nogil;
@@ -356,6 +356,34 @@ PYBIND11_MODULE(_rsslab, m) {
   });
   m.def("requests", []() { return State().requests(); });
   m.def("start_auto_trim", &StartAutoTrim);
+  // The one table of auto-trim modes and ranges (memory/trim/auto_trim_table.h),
+  // for rsslab.auto_trim() and `python -m rsslab run --auto_trim`.
+  m.def("auto_trim_modes", []() {
+    py11::list modes;
+    for (const AutoTrimModeEntry& e : AutoTrimModes()) modes.append(e.name);
+    return modes;
+  });
+  m.def("auto_trim_ranges", []() {
+    py11::dict ranges;
+    for (const AutoTrimKnob& k : AutoTrimKnobs()) {
+      ranges[k.keyword] = py11::make_tuple(k.lo, k.hi);
+    }
+    return ranges;
+  });
+  // ValueError naming `what` as the caller spelled it.
+  m.def("check_auto_trim_mode", [](const std::string& mode, const std::string& what) {
+    absl::StatusOr<AutoTrimMode> m = ParseAutoTrimMode(mode, what);
+    if (!m.ok()) throw py11::value_error(std::string(m.status().message()));
+  });
+  m.def("check_auto_trim", [](const std::string& keyword, double value) {
+    for (const AutoTrimKnob& k : AutoTrimKnobs()) {
+      if (keyword != k.keyword) continue;
+      absl::Status s = CheckAutoTrimValue(k, value, AutoTrimCaller::kPackage);
+      if (!s.ok()) throw py11::value_error(std::string(s.message()));
+      return;
+    }
+    throw py11::value_error(absl::StrCat("auto_trim() has no keyword argument ", keyword));
+  });
   m.def("stop_auto_trim", []() {
     py11::gil_scoped_release nogil;
     State().StopAutoTrim();

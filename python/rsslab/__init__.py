@@ -343,6 +343,17 @@ def cap_arenas(n):
 
 # --- automatic trim --------------------------------------------------------
 
+def _auto_trim_number(keyword, value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("auto_trim(%s=) must be a number, got %s" % (keyword, type(value).__name__))
+    try:
+        value = float(value)
+    except OverflowError:
+        value = math.inf  # refused below, as out of range
+    _native.check_auto_trim(keyword, value)  # ValueError naming auto_trim(keyword=)
+    return value
+
+
 def auto_trim(mode="after_burst", *, signal="auto", gap_mb=16, settle_s=2.0,
               settle_fraction=0.1, interval_s=60.0, min_spacing_s=10.0, tick_s=0.2):
     """Runs the server's automatic trim policy on a native thread (no GIL).
@@ -356,17 +367,18 @@ def auto_trim(mode="after_burst", *, signal="auto", gap_mb=16, settle_s=2.0,
     if mode is None or mode == "off":
         _native.stop_auto_trim()
         return None
-    if mode not in ("after_burst", "interval"):
-        raise ValueError("auto_trim(mode=) must be after_burst, interval, off or None; got %r"
-                         % (mode,))
+    # Modes and ranges: the one table in memory/trim/auto_trim_table.h, the
+    # server's --auto_trim* flags' too.
+    _native.check_auto_trim_mode(mode if isinstance(mode, str) else repr(mode),
+                                 "auto_trim(mode=)")
     if signal not in ("auto", "requests", "cpu"):
         raise ValueError("auto_trim(signal=) must be auto, requests or cpu; got %r" % (signal,))
-    gap_mb = _check_number("auto_trim(gap_mb=)", gap_mb, 0, 1 << 20)
-    settle_s = _check_number("auto_trim(settle_s=)", settle_s, 0, 86400)
-    settle_fraction = _check_number("auto_trim(settle_fraction=)", settle_fraction, 0, 0.99)
-    interval_s = _check_number("auto_trim(interval_s=)", interval_s, 1, 86400 * 7)
-    min_spacing_s = _check_number("auto_trim(min_spacing_s=)", min_spacing_s, 0, 86400)
-    tick_s = _check_number("auto_trim(tick_s=)", tick_s, 0.01, 60)
+    gap_mb = _auto_trim_number("gap_mb", gap_mb)
+    settle_s = _auto_trim_number("settle_s", settle_s)
+    settle_fraction = _auto_trim_number("settle_fraction", settle_fraction)
+    interval_s = _auto_trim_number("interval_s", interval_s)
+    min_spacing_s = _auto_trim_number("min_spacing_s", min_spacing_s)
+    tick_s = _auto_trim_number("tick_s", tick_s)
     _native.start_auto_trim(mode, signal, gap_mb, settle_s, settle_fraction, interval_s,
                             min_spacing_s, tick_s)
     return _native.auto_trim_state()

@@ -21,7 +21,7 @@ def _usage(msg):
 def main(argv):
     if not argv or argv[0] != "run":
         _usage("the only command is run: python3 -m rsslab run [--control=ADDR] "
-               "[--auto_trim=after_burst|interval] [--cap_arenas=N] -- script.py ARGS...")
+               "[--auto_trim=MODE] [--cap_arenas=N] -- script.py ARGS...")
     argv = argv[1:]
     if "--" in argv:
         i = argv.index("--")
@@ -32,7 +32,9 @@ def main(argv):
             opts.append(rest.pop(0))
     p = argparse.ArgumentParser(prog="python3 -m rsslab run", add_help=True)
     p.add_argument("--control", default=None, help="serve Control on HOST:PORT (port 0: any)")
-    p.add_argument("--auto_trim", default=None, choices=["after_burst", "interval", "off"])
+    # Checked against the one table of modes once rsslab is imported.
+    p.add_argument("--auto_trim", default=None, metavar="MODE",
+                   help="as rsslab.auto_trim(mode=); off by default")
     p.add_argument("--cap_arenas", type=int, default=None)
     p.add_argument("--token_file", default=None)
     # The script has not imported grpc yet, so auto means native here.
@@ -47,6 +49,11 @@ def main(argv):
         _usage("%s is not a file" % script)
 
     import rsslab
+    if a.auto_trim is not None:
+        try:
+            rsslab._native.check_auto_trim_mode(a.auto_trim, "--auto_trim")
+        except ValueError as e:
+            _usage(str(e))
     if a.cap_arenas is not None:
         try:
             r = rsslab.cap_arenas(a.cap_arenas)

@@ -334,10 +334,10 @@ def mimalloc_fill_shrink(s, label):
           "live (of %.1f MiB resident in all)" % (small_res / MIB, small_used / MIB, res_after / MIB))
 
 
-def snippet(py, code, env_extra=None, timeout=60):
+def snippet(py, code, env_extra=None, timeout=60, args=()):
     env = base_env()
     env.update(env_extra or {})
-    return run([py, "-c", code], env=env, cwd=TMP, timeout=timeout)
+    return run([py, "-c", code] + list(args), env=env, cwd=TMP, timeout=timeout)
 
 
 LATE_CAP = r"""
@@ -383,6 +383,23 @@ try:
 except RuntimeError:
     pass
 print("done")
+"""
+
+# The rules rsslab_server applies too (one C++ check each): a cache limit
+# above MemTotal and an out-of-range settle fraction, refused with the same
+# bound and the parameter named as this caller spells it.
+SAME_RULES = r"""
+import rsslab, subprocess, sys
+try:
+    rsslab.auto_trim(settle_fraction=0.995); print("fraction: no error")
+except ValueError as e:
+    print("fraction:", e)
+addr = rsslab.serve("127.0.0.1:0")
+mem = next(int(l.split()[1]) * 1024 for l in open("/proc/meminfo") if l.startswith("MemTotal:"))
+r = subprocess.run([sys.argv[1], "--control=" + addr, "phase", "fill",
+                    "--cache_limit_mb=%d" % (mem // (1 << 20) + 1)], capture_output=True, text=True)
+print("limit:", r.returncode, r.stderr.strip().replace("\n", " | "))
+print("mem:", min(mem, 1 << 50))
 """
 
 EXIT_FAST = r"""
@@ -793,6 +810,18 @@ def small_checks(py):
     check(r.returncode == 0 and r.stdout.strip() == "done",
           "every call refuses bad arguments with a clear exception: "
           + (r.stdout + r.stderr).strip()[-300:])
+    r = snippet(py, SAME_RULES, args=[CTL])
+    lines = dict(l.split(": ", 1) for l in r.stdout.splitlines() if ": " in l)
+    mem = int(lines.get("mem", "0"))
+    check(lines.get("fraction") == "auto_trim(settle_fraction=) must be between 0 and 0.99; "
+          "got 0.995",
+          "auto_trim(settle_fraction=0.995) refused with the server's bound (0.99), naming the "
+          "keyword: " + (r.stdout + r.stderr).strip()[-300:])
+    check(lines.get("limit", "").startswith("1 ") and
+          ("cache_limit_bytes must be between 0 and %d bytes" % mem) in lines.get("limit", "")
+          and "(the ceiling is MemTotal)" in lines.get("limit", ""),
+          "SetPhase above MemTotal refused as rsslab_server refuses it: "
+          + (r.stdout + r.stderr).strip()[-400:])
     r = snippet(py, METRICS)
     check(r.returncode == 0 and r.stdout.count(" True") == 8,
           "serve(metrics=) answers GET /metrics with the server's names, the handler latency "
@@ -874,6 +903,12 @@ def small_checks(py):
     r = run([py, "-m", "rsslab", "run", "--cap_arenas=x", "--", script], env=base_env(), cwd=TMP)
     check(r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1,
           "python3 -m rsslab run with a bad flag: one line, exit 2: " + r.stderr.strip())
+    r = run([py, "-m", "rsslab", "run", "--auto_trim=sometimes", "--", script], env=base_env(),
+            cwd=TMP)
+    check(r.returncode == 2 and r.stderr.strip() == "python3 -m rsslab run: --auto_trim must be "
+          "off, after_burst or interval; got 'sometimes'",
+          "python3 -m rsslab run --auto_trim=sometimes: the table's modes, the flag named: "
+          + r.stderr.strip())
 
 
 def main():
