@@ -37,20 +37,33 @@ int Fill(Clients& c) {
   });
 }
 
-TEST_P(AllocatorTrimTest, StatsPresentAndTrimAfterShrinkReleases) {
+// A 2-worker server under the shipped profile `name`, its preload and
+// environment set before it starts, as the launcher sets them.
+void StartUnder(const std::string& name, v1::Profile* profile,
+                std::unique_ptr<ServerProcess>* server) {
   absl::StatusOr<v1::ProfileSet> set =
       profiles::LoadProfiles(ServerProcess::Runfile("agent/profiles.textproto"));
   ASSERT_TRUE(set.ok()) << set.status();
-  const v1::Profile* p = profiles::FindProfile(*set, GetParam());
-  ASSERT_NE(p, nullptr) << GetParam();
+  const v1::Profile* p = profiles::FindProfile(*set, name);
+  ASSERT_NE(p, nullptr) << name;
+  *profile = *p;
   ServerProcess::Options o;
   o.binary = ServerProcess::Runfile("server/rsslab_server");
   o.args = {"--threads=2", "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0"};
   for (const auto& e : p->env()) o.env[e.name()] = e.value();
   if (!p->preload().empty()) o.env["LD_PRELOAD"] = p->preload();
-  auto server = ServerProcess::Start(o);
-  ASSERT_TRUE(server.ok()) << server.status();
-  Clients c(server->get());
+  auto started = ServerProcess::Start(o);
+  ASSERT_TRUE(started.ok()) << started.status();
+  *server = std::move(*started);
+}
+
+TEST_P(AllocatorTrimTest, StatsPresentAndTrimAfterShrinkReleases) {
+  v1::Profile profile;
+  std::unique_ptr<ServerProcess> server;
+  StartUnder(GetParam(), &profile, &server);
+  if (::testing::Test::HasFatalFailure()) return;
+  const v1::Profile* p = &profile;
+  Clients c(server.get());
   auto phase = [&](const std::string& name, int64_t limit) {
     v1::SetPhaseResponse resp;
     grpc::Status s = c.SetPhase(name, &resp, limit, /*gc=*/true);
@@ -99,7 +112,7 @@ TEST_P(AllocatorTrimTest, StatsPresentAndTrimAfterShrinkReleases) {
       << a << " " << t.call() << ": rss " << t.rss_before_bytes() << " -> "
       << t.rss_after_bytes() << ", allocator resident " << t.allocator_resident_before()
       << " -> " << t.allocator_resident_after();
-  EXPECT_EQ((*server)->Stop(), 0);
+  EXPECT_EQ(server->Stop(), 0);
 }
 
 // mimalloc-purge0: with mimalloc's default 25 ms decommit delay whether the
@@ -121,19 +134,12 @@ INSTANTIATE_TEST_SUITE_P(Shipped, AllocatorTrimTest,
 class FreeBlockPurgeTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FreeBlockPurgeTest, PurgeModeReturnsWhatThePerThreadTrimLeaves) {
-  absl::StatusOr<v1::ProfileSet> set =
-      profiles::LoadProfiles(ServerProcess::Runfile("agent/profiles.textproto"));
-  ASSERT_TRUE(set.ok()) << set.status();
-  const v1::Profile* p = profiles::FindProfile(*set, GetParam());
-  ASSERT_NE(p, nullptr) << GetParam();
-  ServerProcess::Options o;
-  o.binary = ServerProcess::Runfile("server/rsslab_server");
-  o.args = {"--threads=2", "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0"};
-  for (const auto& e : p->env()) o.env[e.name()] = e.value();
-  if (!p->preload().empty()) o.env["LD_PRELOAD"] = p->preload();
-  auto server = ServerProcess::Start(o);
-  ASSERT_TRUE(server.ok()) << server.status();
-  Clients c(server->get());
+  v1::Profile profile;
+  std::unique_ptr<ServerProcess> server;
+  StartUnder(GetParam(), &profile, &server);
+  if (::testing::Test::HasFatalFailure()) return;
+  const v1::Profile* p = &profile;
+  Clients c(server.get());
   v1::SetPhaseResponse resp;
   // The seed's body sizes (lognormal, median 4 KiB) through a 20 MiB cache
   // that churns: the survivors of the shrink pin pages whose other blocks
@@ -165,7 +171,7 @@ TEST_P(FreeBlockPurgeTest, PurgeModeReturnsWhatThePerThreadTrimLeaves) {
               "ranges)\n", GetParam(), per_thread.rss_after_bytes() / 1048576.0,
               purge.rss_after_bytes() / 1048576.0, f.bytes() / 1048576.0,
               static_cast<long long>(f.ranges()));
-  EXPECT_EQ((*server)->Stop(), 0);
+  EXPECT_EQ(server->Stop(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shipped, FreeBlockPurgeTest, ::testing::Values("glibc", "mimalloc"));
