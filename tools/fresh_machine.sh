@@ -237,6 +237,9 @@ note "cloning ${COMMIT:0:12} into $IN_ROOT"
 mount --bind "$R" "$R"
 mount -t proc proc "$R/proc"
 mount -t sysfs sysfs "$R/sys"
+# A booted machine has its cgroup hierarchies mounted (slurmd refuses to
+# start without them: "No filesystem mounted on /sys/fs/cgroup").
+if mountpoint -q /sys/fs/cgroup; then mount --rbind /sys/fs/cgroup "$R/sys/fs/cgroup"; fi
 mount --bind /dev "$R/dev"
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620,gid=5 devpts "$R/dev/pts"
 mount --bind "$R/dev/pts/ptmx" "$R/dev/ptmx"
