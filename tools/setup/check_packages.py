@@ -48,10 +48,12 @@ NOT_DEPENDENCIES = re.compile(r"^/usr/(local|src)/|^/usr/lib/os-release$|^/usr/s
 SHELL_FILES = re.compile(r"(\.sh|^rsslab|^\.ci/run|/before-stop)$")
 CODE_FILES = re.compile(r"\.(sh|py|cc|h|bzl|bazel|textproto|service|env)$|(^|/)(BUILD|WORKSPACE|rsslab|run)$")
 # Programs run only when present (check_doc_links.py asks git which files
-# are tracked and walks the tree without it), and modules that are not
+# are tracked and walks the tree without it; tools/fresh_machine.sh installs
+# debootstrap on the host it runs on, it is no part of the build or the
+# suite), and modules that are not
 # dependencies: generated from a .proto at test time, or missing on purpose
 # (a handler whose import must fail).
-OPTIONAL_PROGRAMS = {"git"}
+OPTIONAL_PROGRAMS = {"git", "debootstrap"}
 NOT_MODULES = re.compile(r"_pb2(_grpc)?$|^this_module_does_not_exist")
 SKIP_DIRS = {".git", ".bazel", ".deps", "bin", "results", "dist", "venv", "__pycache__"}
 
