@@ -22,7 +22,6 @@ struct Job {
   absl::Mutex mu;
   State state ABSL_GUARDED_BY(mu) = kPending;
   std::function<void()> fn;
-  absl::Time queued = absl::Now();
 };
 
 }  // namespace
@@ -44,6 +43,8 @@ struct GilRunner::State : std::enable_shared_from_this<GilRunner::State> {
   std::deque<std::shared_ptr<Job>> queue ABSL_GUARDED_BY(mu);
   // The job the helper is taking the GIL for, or running, while it does.
   std::shared_ptr<Job> current ABSL_GUARDED_BY(mu);
+  absl::Time current_since ABSL_GUARDED_BY(mu);  // when the helper took it up
+  std::thread::id helper ABSL_GUARDED_BY(mu);
   bool started ABSL_GUARDED_BY(mu) = false;
   bool stopping ABSL_GUARDED_BY(mu) = false;
   bool exited ABSL_GUARDED_BY(mu) = false;
@@ -64,7 +65,9 @@ void GilRunner::State::StartLocked() {
   started = true;
   // The thread holds the state, so a Stop() that stopped waiting for it
   // leaves nothing dangling.
-  std::thread([self = shared_from_this()] { self->Loop(); }).detach();
+  std::thread t([self = shared_from_this()] { self->Loop(); });
+  helper = t.get_id();
+  t.detach();
 }
 
 bool GilRunner::State::MayQueue(absl::Duration timeout, std::string* why) {
@@ -72,7 +75,7 @@ bool GilRunner::State::MayQueue(absl::Duration timeout, std::string* why) {
     *why = "not available: " + options.shutting_down_text;
     return false;
   }
-  if (current == nullptr || absl::Now() - current->queued <= timeout) return true;
+  if (current == nullptr || absl::Now() - current_since <= timeout) return true;
   // Queueing behind a job that is itself stuck could only time out. But the
   // GIL may have just come free and the helper not yet have taken it (a
   // hand-over takes up to the switch interval, longer on a busy machine):
@@ -86,7 +89,7 @@ bool GilRunner::State::MayQueue(absl::Duration timeout, std::string* why) {
     *why = absl::StrFormat(
         "not available: %s has waited %.1f s for the GIL (%s holds it, perhaps in a long C "
         "call); %s",
-        options.who, absl::ToDoubleSeconds(absl::Now() - current->queued), options.holder,
+        options.who, absl::ToDoubleSeconds(absl::Now() - current_since), options.holder,
         Context());
     return false;
   }
@@ -176,6 +179,7 @@ void GilRunner::State::Loop() {
       job = queue.front();
       queue.pop_front();
       current = job;
+      current_since = absl::Now();
     }
     RunOne(job.get());
     absl::MutexLock l(&mu);
@@ -197,8 +201,17 @@ void GilRunner::State::Loop() {
 void GilRunner::Stop(absl::Duration wait) {
   absl::MutexLock l(&state_->mu);
   state_->stopping = true;
-  if (!state_->started) return;
+  // A job that stops its own runner cannot wait for itself to end.
+  if (!state_->started || std::this_thread::get_id() == state_->helper) return;
   state_->mu.AwaitWithTimeout(absl::Condition(&state_->exited), wait);
+}
+
+void GilRunner::AfterForkInChild() {
+  // The parent's helper thread does not exist here and its mutexes may have
+  // been held at the fork: leak that state rather than touch it.
+  auto options = state_->options;
+  new std::shared_ptr<State>(std::move(state_));
+  state_ = std::make_shared<State>(std::move(options));
 }
 
 }  // namespace rsslab

@@ -75,7 +75,11 @@ class GilRunner {
   bool Post(std::function<void()> fn);
   // GIL not held. Ends the helper after the job it is in: waits at most
   // `wait` for that. Jobs still queued are abandoned. Idempotent.
+  // Called from a job, returns at once.
   void Stop(absl::Duration wait);
+  // In a forked child (a pthread_atfork child handler): the parent's helper
+  // thread is gone; a fresh runner, not started, with the same options.
+  void AfterForkInChild();
 
  private:
   struct State;
