@@ -145,12 +145,24 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
   core->workers_ = std::make_unique<WorkerPool>(w);
   core->workers_->Start();
 
-  WorkerPoolOptions c;
-  c.threads = 1;
-  c.name_prefix = "rsslab-py";
-  c.on_thread_start = w.on_thread_start;
-  c.on_thread_exit = w.on_thread_exit;
-  core->py_control_ = std::make_unique<WorkerPool>(c);
+  GilRunnerOptions c;
+  c.with_gil = [](const std::function<void()>& fn) {
+    PythonRuntime::Scope scope;
+    fn();
+    return true;
+  };
+  c.shutting_down_text = "the server is shutting down";
+  c.thread_name = "rsslab-py0";
+  c.on_thread_start = [runtime] { runtime->AttachThread(); };
+  c.on_thread_exit = [runtime] { runtime->DetachThread(); };
+  c.who = "the Python control thread";
+  c.holder = "a handler";
+  ServerCore* raw = core.get();
+  c.context = [raw] {
+    return absl::StrCat("busy workers: ", raw->BusyWorkers(),
+                        "; the sections that need no Python are filled");
+  };
+  core->py_control_ = std::make_unique<GilRunner>(std::move(c));
   core->py_control_->Start();
 
   Served served{&core->phase_, &core->handler_latency_};
@@ -213,84 +225,13 @@ void ServerCore::ReleaseLater(std::vector<PyObject*> dropped) {
   // Queued before any later Python job of a control call (one thread, in
   // order), so a snapshot taken after it sees the memory released. Not
   // queued only while shutting down, when the interpreter's end frees all.
-  py_control_->Submit([refs](int) {
-    PythonRuntime::Scope scope;
-    PyCache::Release(refs.get());
-  });
+  py_control_->Post([refs] { PyCache::Release(refs.get()); });
 }
-
-struct ServerCore::PyJob {
-  absl::Mutex mu;
-  // kAbandoned: its caller gave up while it waited for the GIL; kSkipped:
-  // the control thread got the GIL later and passed it by.
-  enum State { kPending, kRunning, kDone, kAbandoned, kSkipped };
-  State state ABSL_GUARDED_BY(mu) = kPending;
-  absl::Time queued = absl::Now();
-};
 
 bool ServerCore::RunPythonWithin(const std::function<void(PythonRuntime&)>& fn,
                                  absl::Duration timeout, std::string* why) {
-  auto gil_holder = [this] {
-    return absl::StrCat("busy workers: ", BusyWorkers(),
-                        "; the sections that need no Python are filled");
-  };
-  {
-    absl::MutexLock l(&py_job_mu_);
-    if (waiting_job_ != nullptr) {
-      absl::MutexLock jl(&waiting_job_->mu);
-      if (waiting_job_->state == PyJob::kAbandoned) {
-        *why = absl::StrFormat(
-            "not available: the Python control thread has waited %.1f s for the GIL (a handler "
-            "holds it, perhaps in a long C call); %s",
-            absl::ToDoubleSeconds(absl::Now() - waiting_job_->queued), gil_holder());
-        return false;
-      }
-    }
-  }
-  auto job = std::make_shared<PyJob>();
   PythonRuntime* rt = runtime_.get();
-  bool queued = py_control_->Submit([job, fn, rt](int) {
-    PythonRuntime::Scope scope;
-    {
-      absl::MutexLock l(&job->mu);
-      if (job->state == PyJob::kAbandoned) {  // its caller has gone
-        job->state = PyJob::kSkipped;
-        return;
-      }
-      job->state = PyJob::kRunning;
-    }
-    fn(*rt);
-    absl::MutexLock l(&job->mu);
-    job->state = PyJob::kDone;
-  });
-  if (!queued) {
-    *why = "not available: the server is shutting down";
-    return false;
-  }
-  absl::MutexLock l(&job->mu);
-  auto started = [&job]() ABSL_SHARED_LOCKS_REQUIRED(job->mu) {
-    return job->state != PyJob::kPending;
-  };
-  if (!job->mu.AwaitWithTimeout(absl::Condition(&started), timeout)) {
-    // Still waiting for the GIL: it will never run `fn` (whose captures die
-    // with this frame), and later calls do not queue behind it.
-    job->state = PyJob::kAbandoned;
-    job->mu.Unlock();
-    {
-      absl::MutexLock pl(&py_job_mu_);
-      waiting_job_ = job;
-    }
-    job->mu.Lock();
-    *why = absl::StrFormat(
-        "not available: the GIL was not free within %d ms (a handler holds it, perhaps in a long "
-        "C call); %s",
-        absl::ToInt64Milliseconds(timeout), gil_holder());
-    return false;
-  }
-  // Running or done: `fn` touches the caller's data, so wait for its end.
-  auto done = [&job]() ABSL_SHARED_LOCKS_REQUIRED(job->mu) { return job->state == PyJob::kDone; };
-  job->mu.Await(absl::Condition(&done));
-  return true;
+  return py_control_->RunWithin([&fn, rt] { fn(*rt); }, timeout, why);
 }
 
 void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
@@ -550,7 +491,7 @@ void ServerCore::Shutdown() {
   // Before the workers: a trim's per-thread pass needs them.
   if (auto_trim_) auto_trim_->Stop();
   if (workers_) workers_->Stop();
-  if (py_control_) py_control_->Stop();
+  if (py_control_) py_control_->Stop(absl::InfiniteDuration());  // before Finalize
   if (runtime_) runtime_->Finalize();
 }
 

@@ -31,6 +31,7 @@
 #include "proto/control.pb.h"
 #include "proto/load.pb.h"
 #include "proto/snapshot.pb.h"
+#include "common/gil_runner.h"
 #include "common/units.h"
 #include "common/phase.h"
 #include "control/service/control_backend.h"
@@ -154,19 +155,18 @@ class ServerCore : public ControlBackend {
   // Python themselves.
   void ReleaseLater(std::vector<PyObject*> dropped);
   // The same, waiting at most `timeout` for the GIL: false (and `why` set)
-  // if `fn` did not run; it then never runs. While an earlier such call
-  // still waits for the GIL, returns false at once (at most one waits).
+  // if `fn` did not run; it then never runs. Behind an earlier call stuck
+  // waiting for the GIL past its deadline, returns false at once
+  // (common/gil_runner.h).
   bool RunPythonWithin(const std::function<void(PythonRuntime&)>& fn, absl::Duration timeout,
                        std::string* why);
-  struct PyJob;
-  absl::Mutex py_job_mu_;
-  std::shared_ptr<PyJob> waiting_job_ ABSL_GUARDED_BY(py_job_mu_);
 
   Options options_;
   const absl::Time start_;
   std::unique_ptr<PythonRuntime> runtime_;
   std::unique_ptr<WorkerPool> workers_;
-  std::unique_ptr<WorkerPool> py_control_;
+  // The Python control thread, rsslab-py0.
+  std::unique_ptr<GilRunner> py_control_;
   std::unique_ptr<Trimmer> trimmer_;
   // Null when --auto_trim=off. Live estimate = RSS at start (interpreter,
   // stacks, code) + what was allocated since (see SampleForAutoTrim).

@@ -412,7 +412,7 @@ PYBIND11_MODULE(_rsslab, m) {
       StopControl();
       StopMetrics();
       State().Shutdown();
-      Gil().Stop();
+      Gil().Stop(absl::Seconds(1));  // the helper returns once our GIL is released
     }
     State().ClearHooks();
     ClearPhaseHook();
