@@ -29,6 +29,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/launch.h"
 #include "agent/profiles.h"
+#include "common/pid.h"
 #include "common/server_flags.h"
 #include "common/shipped.h"
 
@@ -99,9 +100,9 @@ RunArgs ParseArgs(int argc, char** argv) {
     } else if (a == "--print_env") {
       r.print_env = true;
     } else if (value("verify_pid", &pid)) {
-      if (!absl::SimpleAtoi(pid, &r.verify_pid) || r.verify_pid <= 0) {
-        Fail(kExitUsage, "--verify_pid must be a process id (a positive integer)");
-      }
+      absl::StatusOr<int> parsed = ParsePid(pid, "--verify_pid");
+      if (!parsed.ok()) Fail(kExitUsage, std::string(parsed.status().message()));
+      r.verify_pid = *parsed;
     } else if (value("profile", &r.profile_name) || value("profiles", &r.profiles_path) ||
                value("server_binary", &r.server_binary)) {
     } else if (value("ready_timeout_s", &timeout_s)) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/pid.h"
 
 namespace rsslab {
 
@@ -27,7 +28,9 @@ absl::StatusOr<ReadyLine> ParseReadyLine(absl::string_view line) {
     if (absl::ConsumePrefix(&f, "data=")) r.data_address = std::string(f);
     else if (absl::ConsumePrefix(&f, "control=")) r.control_address = std::string(f);
     else if (absl::ConsumePrefix(&f, "metrics=")) r.metrics_address = std::string(f);
-    else if (absl::ConsumePrefix(&f, "pid=")) (void)absl::SimpleAtoi(f, &r.pid);
+    // Strict (no "0x10", no sign), against the largest pid_max: the program
+    // may run on another host with a larger one.
+    else if (absl::ConsumePrefix(&f, "pid=")) r.pid = ParsePid(f, "pid", kPidLimit).value_or(0);
   }
   if (r.data_address.empty() || r.control_address.empty() || r.pid <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("malformed ready line: '", line, "'"));

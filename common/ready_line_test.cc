@@ -32,6 +32,9 @@ TEST(ReadyLine, RefusesMissingFieldsAndOtherLines) {
   EXPECT_FALSE(ParseReadyLine("rsslab_server ready data=a:1 pid=3").ok());
   EXPECT_FALSE(ParseReadyLine("rsslab_server ready data=a:1 control=b:2 pid=0").ok());
   EXPECT_FALSE(ParseReadyLine("rsslab_server ready data=a:1 control=b:2 pid=x").ok());
+  // Strict pids: what SimpleAtoi would read as 16 or 5 is malformed.
+  EXPECT_FALSE(ParseReadyLine("rsslab_server ready data=a:1 control=b:2 pid=0x10").ok());
+  EXPECT_FALSE(ParseReadyLine("rsslab_server ready data=a:1 control=b:2 pid=+5").ok());
 }
 
 }  // namespace

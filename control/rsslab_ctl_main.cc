@@ -24,6 +24,7 @@
 #include "proto/control.grpc.pb.h"
 #include "common/flags_parse.h"
 #include "common/auth.h"
+#include "common/pid.h"
 #include "common/units.h"
 
 ABSL_FLAG(std::string, control, "127.0.0.1:50052", "Server's control address HOST:PORT.");
@@ -38,7 +39,8 @@ ABSL_FLAG(std::string, mode, "default",
           "trim: default (global + per-thread), global, per_thread, purge (the default, then "
           "each worker's free-block purge on mimalloc).");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline for one call.");
-ABSL_FLAG(int, pid, 0, "inspect: the process to inspect (same user or root).");
+ABSL_FLAG(std::string, pid, "",
+          "inspect: the process to inspect (same user or root); decimal digits only.");
 ABSL_FLAG(absl::Duration, watch, absl::ZeroDuration(),
           "inspect: after the report, sample RSS, threads and arenas this often (--count samples).");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -127,7 +129,8 @@ int CheckCommonFlags() {
 // Reads /proc only: no channel, no credentials.
 int InspectCommand(const Args& args) {
   InspectCliOptions o;
-  o.pid = absl::GetFlag(FLAGS_pid);
+  // A string flag: the int flag's parser takes " 5" and "0x10" as 5 and 16.
+  absl::StatusOr<int> pid = ParsePid(absl::GetFlag(FLAGS_pid), "--pid");
   o.json = absl::GetFlag(FLAGS_json);
   o.watch = absl::GetFlag(FLAGS_watch);
   o.count = absl::GetFlag(FLAGS_count);
@@ -135,7 +138,7 @@ int InspectCommand(const Args& args) {
   o.growth_threshold_mb = absl::GetFlag(FLAGS_growth_threshold_mb);
   o.report.batch_window = absl::GetFlag(FLAGS_batch_window);
   std::vector<absl::Status> checks = {
-      CheckRange(o.pid, "--pid", 1, 1 << 22),
+      pid.status(),
       CheckDuration(o.report.batch_window, "--batch_window", absl::Milliseconds(1),
                     absl::Seconds(60)),
       CheckRange(o.growth_threshold_mb, "--growth_threshold_mb", 0.0, 1e6),
@@ -144,6 +147,7 @@ int InspectCommand(const Args& args) {
     checks.push_back(CheckDuration(o.watch, "--watch", absl::Milliseconds(100), absl::Hours(24)));
   }
   if (int rc = FirstFailure(checks, "inspect: "); rc != 0) return rc;
+  o.pid = *pid;
   if (args.size() != 2) {
     fprintf(stderr, "rsslab_ctl: inspect takes no arguments, only flags (--pid=PID)\n");
     return 2;

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/pid.h"
 #include "common/procfs/procfs.h"
 #include "control/inspect.h"
 #include "control/inspect_cli.h"
@@ -412,16 +413,26 @@ std::vector<std::string> Lines(const std::string& s) {
 }
 
 TEST(InspectCliTest, AbsentPidIsOneLineExit2) {
-  // pid_max is at most 2^22: above it no process can exist.
-  ServerProcess::Result r = ServerProcess::Run(Ctl(), {"inspect", "--pid=4194303"});
-  if (kill(4194303, 0) == 0) GTEST_SKIP();
+  // The highest pid the kernel can hand out: rarely in use.
+  const int last = PidMax() - 1;
+  ServerProcess::Result r = ServerProcess::Run(Ctl(), {"inspect", absl::StrCat("--pid=", last)});
+  if (kill(last, 0) == 0) GTEST_SKIP();
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
-  EXPECT_TRUE(absl::StrContains(r.err, "no process with pid 4194303")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, absl::StrCat("no process with pid ", last))) << r.err;
   EXPECT_TRUE(r.out.empty());
-  r = ServerProcess::Run(Ctl(), {"inspect", "--pid=-3"});
+  r = ServerProcess::Run(Ctl(), {"inspect", absl::StrCat("--pid=", PidMax())});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "pid_max")) << r.err;
+  // What the int flag's parser took as pids 5 and 16 (and -3): refused,
+  // one line naming the input, nothing inspected.
+  for (const char* bad : {"--pid=-3", "--pid= 5", "--pid=0x10", "--pid=+5", "--pid=5\n"}) {
+    r = ServerProcess::Run(Ctl(), {"inspect", bad});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out;
+    EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "--pid: ")) << r.err;
+    EXPECT_TRUE(r.out.empty()) << bad << ": " << r.out;
+  }
   r = ServerProcess::Run(Ctl(), {"inspect"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "--pid")) << r.err;
