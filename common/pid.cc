@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/ascii.h"
@@ -13,17 +12,16 @@
 namespace rsslab {
 namespace {
 
-// A pid of more digits than this cannot be below 2^22: counted before
-// accumulating, so no length of input can overflow.
-constexpr size_t kMaxPidDigits = 7;
-
-// Decimal digits only, at most kMaxPidDigits; -1 otherwise.
+// Decimal digits only: the value, saturated just above kPidLimit (so no
+// length of input can overflow, and leading zeros still count as decimal);
+// -1 for anything else (empty, sign, space, "0x", non-ASCII digits).
 int64_t Digits(absl::string_view s) {
-  if (s.empty() || s.size() > kMaxPidDigits) return -1;
+  if (s.empty()) return -1;
   int64_t v = 0;
   for (char c : s) {
     if (!absl::ascii_isdigit(c)) return -1;
     v = v * 10 + (c - '0');
+    if (v > kPidLimit) v = int64_t{kPidLimit} + 1;
   }
   return v;
 }
@@ -31,8 +29,7 @@ int64_t Digits(absl::string_view s) {
 }  // namespace
 
 int PidMax() {
-  // Read once per call: cheap (one small procfs file) and never cached
-  // across a sysctl change.
+  // Read on each call: one small procfs file, never stale after a sysctl.
   int fd = open("/proc/sys/kernel/pid_max", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return kPidLimit;
   char buf[32];
@@ -42,7 +39,7 @@ int PidMax() {
   absl::string_view v(buf, static_cast<size_t>(n));
   v = absl::StripTrailingAsciiWhitespace(v);
   const int64_t max = Digits(v);
-  return max > 0 && max <= kPidLimit ? static_cast<int>(max) : kPidLimit;
+  return max > 1 && max <= kPidLimit ? static_cast<int>(max) : kPidLimit;
 }
 
 absl::StatusOr<int> ParsePid(absl::string_view text, absl::string_view what) {
@@ -55,22 +52,14 @@ absl::StatusOr<int> ParsePid(absl::string_view text, absl::string_view what, int
   }
   const int64_t v = Digits(text);
   if (v < 0) {
-    // Seven digits or fewer that are all digits always parse; a longer
-    // all-digit string is simply too large.
-    const bool all_digits =
-        text.size() <= 64 &&
-        std::all_of(text.begin(), text.end(), [](char c) { return absl::ascii_isdigit(c); });
-    if (all_digits) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": '", Echo(text, 32),
-                                                     "' is not below the kernel's pid_max (", pid_max, "): no process can have it"));
-    }
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": '", Echo(text, 32), "' is not a process id (decimal digits only: no sign, spaces or 0x)"));
   }
   if (v == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": 0 is not a process id"));
   if (v >= pid_max) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", v, " is not below the kernel's pid_max (",
-                                                   pid_max, "): no process can have it"));
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", Echo(text, 32),
+                                                   " is not below the kernel's pid_max (", pid_max,
+                                                   "): no process can have it"));
   }
   return static_cast<int>(v);
 }

@@ -15,6 +15,7 @@ TEST(PidTest, DecimalDigitsWithinTheLimitAreAccepted) {
   EXPECT_EQ(*ParsePid("4242", "--pid", 4194304), 4242);
   EXPECT_EQ(*ParsePid("4194303", "--pid", 4194304), 4194303);
   EXPECT_EQ(*ParsePid("0005", "--pid", 100), 5);  // leading zeros are still decimal
+  EXPECT_EQ(*ParsePid("000000000042", "--pid", 100), 42);
 }
 
 TEST(PidTest, WhatLenientParsersTakeIsRefused) {
@@ -42,6 +43,7 @@ TEST(PidTest, AboveTheKernelsLimitIsRefused) {
   absl::StatusOr<int> huge = ParsePid(std::string(1 << 20, '9'), "--pid", 32768);
   ASSERT_FALSE(huge.ok());
   EXPECT_LT(huge.status().message().size(), 200u);
+  EXPECT_TRUE(absl::StrContains(huge.status().message(), "pid_max")) << huge.status();
 }
 
 TEST(PidTest, TheRunningKernelsLimitIsRead) {
