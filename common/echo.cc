@@ -82,6 +82,26 @@ bool IsValidUtf8(absl::string_view s) {
   return true;
 }
 
+std::string ValidUtf8(absl::string_view s) {
+  if (IsValidUtf8(s)) return std::string(s);
+  std::string out;
+  out.reserve(s.size() + 16);
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
+      out.push_back(s[i]);
+      continue;
+    }
+    const size_t len = Utf8SequenceAt(s, i, s.size());
+    if (len == 0) {
+      out.append("\xEF\xBF\xBD");  // U+FFFD REPLACEMENT CHARACTER
+    } else {
+      out.append(s.data() + i, len);
+      i += len - 1;
+    }
+  }
+  return out;
+}
+
 std::string Echo(absl::string_view s, size_t max_bytes) { return EchoImpl(s, max_bytes, false); }
 
 std::string EchoMultiline(absl::string_view s, size_t max_bytes) {

@@ -38,6 +38,11 @@ std::string EchoMultiline(absl::string_view s, size_t max_bytes);
 // protobuf's string fields want).
 bool IsValidUtf8(absl::string_view s);
 
+// `s` with every byte that is not part of valid UTF-8 replaced by U+FFFD
+// (for a protobuf string field, which must hold UTF-8; control bytes kept:
+// escape them with Echo where the text is printed).
+std::string ValidUtf8(absl::string_view s);
+
 }  // namespace rsslab
 
 #endif  // RSSLAB_COMMON_ECHO_H_

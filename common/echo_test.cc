@@ -42,6 +42,13 @@ TEST(Utf8, StrictAsCPythonAndProtobufWantIt) {
   EXPECT_FALSE(IsValidUtf8("ok \xe2\x82"));           // cut short
 }
 
+TEST(Utf8, InvalidBytesReplacedValidTextKept) {
+  EXPECT_EQ(ValidUtf8("abc \xc3\xa9"), "abc \xc3\xa9");
+  EXPECT_EQ(ValidUtf8("a\xff\xfe\n"), "a\xEF\xBF\xBD\xEF\xBF\xBD\n");
+  EXPECT_EQ(ValidUtf8("\xe2\x82"), "\xEF\xBF\xBD\xEF\xBF\xBD");  // a cut sequence
+  EXPECT_TRUE(IsValidUtf8(ValidUtf8("\xed\xa0\x80 \xc0\xaf \x80")));
+}
+
 TEST(Echo, MultilineKeepsLineFeedsOnly) {
   EXPECT_EQ(EchoMultiline("Traceback:\n  x\r\x1b]0;t\x07\n", 100),
             "Traceback:\n  x\\r\\x1b]0;t\\x07\n");
