@@ -23,7 +23,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/echo.h"
 #include "common/procfs/procfs.h"
+#include "control/inspect_parts.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 
 namespace rsslab {
 namespace {
@@ -166,6 +170,8 @@ void ReadThreads(int pid, const InspectOptions& o, InspectReport* r, uint64_t pr
   }
   r->set_threads_vanished(scan.vanished);
   r->set_threads(static_cast<int32_t>(recs.size()));
+  r->set_threads_running(static_cast<int32_t>(
+      std::count_if(recs.begin(), recs.end(), [](const ThreadRec& t) { return t.state == 'R'; })));
 
   std::vector<int> per_name(names.size(), 0);
   for (const ThreadRec& t : recs) ++per_name[t.name];
@@ -306,29 +312,27 @@ void RecognizePools(InspectReport* r) {
     }
   }
   for (const Pool& p : pools) {
-    auto* ps = r->add_pools();
-    ps->set_name(p.name);
-    ps->set_size(p.size);
-    ps->set_why(p.why);
+    int batches = 0;
     for (auto& b : *r->mutable_batches()) {
       // The main thread is never a pool's: it started the process.
       const int workers = b.count() - (b.has_main() ? 1 : 0);
       if (workers == p.size && b.pool().empty()) {
-        ps->set_batches(ps->batches() + 1);
+        ++batches;
         b.set_pool(p.name);
         if (p.once) break;
       }
     }
+    // Only a pool some batch matched is there: a size looked for and not
+    // found is no pool.
+    if (batches == 0) continue;
+    auto* ps = r->add_pools();
+    ps->set_name(p.name);
+    ps->set_size(p.size);
+    ps->set_why(p.why);
+    ps->set_batches(batches);
+    ps->set_threads(batches * p.size);
+    ps->set_matched_by("batch size");
   }
-}
-
-std::string Cmdline(int pid) {
-  absl::StatusOr<std::string> c = procfs::ReadProcFile(pid, "cmdline");
-  if (!c.ok()) return "";
-  std::string s = c->substr(0, 256);
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  std::replace(s.begin(), s.end(), '\0', ' ');
-  return s;
 }
 
 }  // namespace
@@ -494,6 +498,44 @@ void DetectPython(const std::string& maps, InspectReport* r) {
   }
 }
 
+// Every string the target controls (thread names, environment, command
+// line, paths) made valid UTF-8, as protobuf's string fields must be: the
+// JSON stays valid and the serializer logs nothing. Maps are rebuilt, their
+// keys being strings too.
+void MakeValidUtf8(google::protobuf::Message* m) {
+  using google::protobuf::FieldDescriptor;
+  const google::protobuf::Reflection* refl = m->GetReflection();
+  const google::protobuf::Descriptor* d = m->GetDescriptor();
+  for (int i = 0; i < d->field_count(); ++i) {
+    const FieldDescriptor* f = d->field(i);
+    if (f->is_map()) continue;
+    if (f->type() == FieldDescriptor::TYPE_STRING) {
+      if (f->is_repeated()) {
+        for (int k = 0; k < refl->FieldSize(*m, f); ++k) {
+          refl->SetRepeatedString(m, f, k, ValidUtf8(refl->GetRepeatedString(*m, f, k)));
+        }
+      } else if (!IsValidUtf8(refl->GetString(*m, f))) {
+        refl->SetString(m, f, ValidUtf8(refl->GetString(*m, f)));
+      }
+    } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
+      if (f->is_repeated()) {
+        for (int k = 0; k < refl->FieldSize(*m, f); ++k) {
+          MakeValidUtf8(refl->MutableRepeatedMessage(m, f, k));
+        }
+      } else if (refl->HasField(*m, f)) {
+        MakeValidUtf8(refl->MutableMessage(m, f));
+      }
+    }
+  }
+}
+
+void MakeReportValidUtf8(InspectReport* r) {
+  MakeValidUtf8(r);
+  google::protobuf::Map<std::string, std::string> env;
+  for (const auto& [k, v] : r->start_env()) env[ValidUtf8(k)] = ValidUtf8(v);
+  r->mutable_start_env()->swap(env);
+}
+
 }  // namespace
 
 absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& o) {
@@ -517,6 +559,12 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
   }
   ReadThreads(pid, o, &r, main.start_ticks);
   RecognizePools(&r);
+  RecognizeNamedPools(&r);
+  ReadChildren(pid, &r);
+  if (maps.has_value() && r.allocator() == "glibc") {
+    WalkBrkHeap(pid, *maps, r.mutable_heap_walk(), o.heap_walk_budget);
+  }
+  MakeReportValidUtf8(&r);
   if (!ProcessExists(pid)) AddPartial(&r, "the process exited while being read");
   r.set_inspect_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
   return r;

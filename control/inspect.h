@@ -35,6 +35,8 @@ struct InspectOptions {
   int max_batches = 1000;
   // Largest mappings kept from smaps.
   int top_mappings = 5;
+  // Longest walk of glibc's brk heap (inspect_parts.h WalkBrkHeap).
+  absl::Duration heap_walk_budget = absl::Seconds(2);
 };
 
 // Reads everything the report holds. Errors (one line each, meant for the

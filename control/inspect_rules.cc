@@ -135,6 +135,50 @@ void PoolIdle(InspectReport* r, const char* pool_name, const char* rule, const c
   }
 }
 
+// The overload of the user's grpcio service: RSS stayed up after the burst
+// because the freed memory sits inside glibc's brk heap (main thread), where
+// MALLOC_ARENA_MAX does nothing and only malloc_trim(0) gives it back.
+void RetainedHeap(InspectReport* r) {
+  if (r->allocator() != "glibc") return;
+  const auto& w = r->heap_walk();
+  const int64_t rss = r->status().rss_bytes();
+  if (!w.walked() || w.trimmable_bytes() < kRetainedBytes || rss <= 0 ||
+      w.trimmable_bytes() * 100 < rss * kRetainedPercent) {
+    return;
+  }
+  // A process still in its burst needs the memory: few threads running.
+  const int busy_limit = r->threads() / 4 > 2 ? r->threads() / 4 : 2;
+  if (r->threads_running() > busy_limit) return;
+  const auto& mm = r->memory_map();
+  Finding* f = Add(r, "retained_heap", "waste");
+  f->set_summary(absl::StrFormat(
+      "%s free in resident pages of glibc's brk heap: malloc_trim(0) would take RSS from %s to "
+      "about %s",
+      Mib(w.trimmable_bytes()), Mib(rss), Mib(rss - w.trimmable_bytes())));
+  f->add_evidence(absl::StrFormat(
+      "heap walk (/proc/%d/mem): %s brk heap, %d chunks, %d free holding %s (top chunk %s); "
+      "resident whole pages inside them %s",
+      r->pid(), Mib(w.heap_bytes()), w.chunks(), w.free_chunks(), Mib(w.free_bytes()),
+      Mib(w.top_bytes()), Mib(w.trimmable_bytes())));
+  f->add_evidence(absl::StrFormat(
+      "smaps: brk heap %s resident, %d thread-arena heaps %s (not walked); %d of %d threads "
+      "running; hwm %s",
+      Mib(mm.heap_rss_bytes()), mm.arena_count(), Mib(mm.arena_rss_bytes()),
+      r->threads_running(), r->threads(), Mib(r->status().hwm_bytes())));
+  std::string fix =
+      "trim after the burst: in a Python service, the rsslab package's rsslab.release() (or "
+      "auto_trim in rsslab.serve()) calls malloc_trim on the process's threads";
+  if (!r->rsslab_control().empty()) {
+    absl::StrAppend(&fix, "; this process serves Control: rsslab_ctl trim --control=",
+                    r->rsslab_control());
+  } else {
+    absl::StrAppend(&fix, "; where Control is served (rsslab_server, rsslab.serve()): "
+                          "rsslab_ctl trim --control=HOST:PORT");
+  }
+  absl::StrAppend(&fix, ". MALLOC_ARENA_MAX does not help here: this is the main heap");
+  f->set_fix(fix);
+}
+
 void JemallocBackground(InspectReport* r) {
   if (r->allocator() != "jemalloc") return;
   int bg = 0;
@@ -170,6 +214,7 @@ void Diagnose(InspectReport* r) {
   PoolIdle(r, "MKL/OpenMP", "openmp_idle", "libmkl",
            "MKL_NUM_THREADS=1 (and OMP_NUM_THREADS=1) before the library loads, if the process "
            "does not need the parallel team");
+  RetainedHeap(r);
   JemallocBackground(r);
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/echo.h"
 #include "control/inspect.h"
 #include "control/snapshot_text.h"
 
@@ -15,13 +16,19 @@ namespace {
 // Batches printed in full; the rest are summed up in one line.
 constexpr int kBatchesShown = 40;
 
+// Everything printed that the target controls (thread names, environment,
+// command line, paths), and every string built from them (findings'
+// evidence): escaped, so a process cannot forge a line of its own report
+// ("findings: x1") or drive the terminal (ESC).
+std::string E(absl::string_view s) { return Echo(s, 4096); }
+
 std::string NameList(const google::protobuf::RepeatedPtrField<rsslab::v1::ThreadName>& names,
                      int max) {
   std::vector<std::string> out;
   int shown = 0, rest = 0;
   for (const auto& n : names) {
     if (shown++ < max) {
-      out.push_back(absl::StrCat(n.comm(), " x", n.count()));
+      out.push_back(absl::StrCat(E(n.comm()), " x", n.count()));
     } else {
       rest += n.count();
     }
@@ -30,15 +37,37 @@ std::string NameList(const google::protobuf::RepeatedPtrField<rsslab::v1::Thread
   return absl::StrJoin(out, ", ");
 }
 
+// Children shown in the text (the JSON has every one kept).
+constexpr int kChildrenShown = 16;
+
+// The process model and its children: a pre-fork master names its workers.
+void AppendChildren(const rsslab::v1::InspectReport& r, std::string* out) {
+  if (r.children_total() == 0 && r.process_model().empty()) return;
+  absl::StrAppendFormat(out, "procs    %s%d child process%s\n",
+                        r.process_model().empty() ? "" : E(r.process_model()) + ", ",
+                        r.children_total(), r.children_total() == 1 ? "" : "es");
+  int shown = 0;
+  for (const auto& c : r.children()) {
+    if (shown++ >= kChildrenShown) break;
+    absl::StrAppendFormat(out, "  child    pid %d (%s)%s  %d thr  rss %s  %s\n", c.pid(), E(c.comm()),
+                          c.process_model().empty() ? "" : " " + E(c.process_model()), c.threads(),
+                          Mib(c.rss_bytes()), E(c.cmdline()));
+  }
+  if (r.children_total() > kChildrenShown) {
+    absl::StrAppendFormat(out, "  ... %d more children (--json lists up to %d)\n",
+                          r.children_total() - kChildrenShown, r.children_size());
+  }
+}
+
 }  // namespace
 
 std::string InspectText(const rsslab::v1::InspectReport& r) {
   std::string out;
-  absl::StrAppendFormat(&out, "pid %d (%s)  uid %d  up %.1fs  exe %s\n", r.pid(), r.comm(), r.uid(),
-                        r.age_s(), r.exe().empty() ? "?" : r.exe());
-  if (!r.cmdline().empty()) absl::StrAppend(&out, "cmdline  ", r.cmdline(), "\n");
+  absl::StrAppendFormat(&out, "pid %d (%s)  uid %d  up %.1fs  exe %s\n", r.pid(), E(r.comm()),
+                        r.uid(), r.age_s(), r.exe().empty() ? "?" : E(r.exe()));
+  if (!r.cmdline().empty()) absl::StrAppend(&out, "cmdline  ", E(r.cmdline()), "\n");
   if (r.partial()) {
-    absl::StrAppend(&out, "PARTIAL: ", absl::StrJoin(r.partial_reasons(), "; "), "\n");
+    absl::StrAppend(&out, "PARTIAL: ", E(absl::StrJoin(r.partial_reasons(), "; ")), "\n");
   }
   // The diagnosis first: it is what the user came for.
   if (r.findings_size() == 0) {
@@ -46,9 +75,9 @@ std::string InspectText(const rsslab::v1::InspectReport& r) {
   } else {
     absl::StrAppend(&out, "findings:\n");
     for (const auto& f : r.findings()) {
-      absl::StrAppendFormat(&out, "  [%s] %s: %s\n", f.severity(), f.rule(), f.summary());
-      for (const auto& e : f.evidence()) absl::StrAppend(&out, "      - ", e, "\n");
-      absl::StrAppend(&out, "      fix: ", f.fix(), "\n");
+      absl::StrAppendFormat(&out, "  [%s] %s: %s\n", f.severity(), f.rule(), E(f.summary()));
+      for (const auto& e : f.evidence()) absl::StrAppend(&out, "      - ", E(e), "\n");
+      absl::StrAppend(&out, "      fix: ", E(f.fix()), "\n");
     }
   }
   absl::StrAppendFormat(&out, "threads  %d  cpus allowed %d, online %d%s\n", r.threads(),
@@ -59,7 +88,7 @@ std::string InspectText(const rsslab::v1::InspectReport& r) {
   absl::StrAppend(&out, "  by name   ", NameList(r.by_comm(), 12), "\n");
   std::vector<std::string> waits;
   for (const auto& w : r.by_wait()) {
-    waits.push_back(absl::StrCat(w.state(), " ", w.wchan(), " x", w.count()));
+    waits.push_back(absl::StrCat(E(w.state()), " ", E(w.wchan()), " x", w.count()));
   }
   absl::StrAppend(&out, "  by wait   ", absl::StrJoin(waits, ", "), "\n");
   absl::StrAppendFormat(&out, "  batches   %d (threads started within %.0f ms of each other)\n",
@@ -69,7 +98,7 @@ std::string InspectText(const rsslab::v1::InspectReport& r) {
     if (shown++ >= kBatchesShown) break;
     absl::StrAppendFormat(&out, "    %4d  %5d thr  +%10.3f s  span %.3f s  idle %d  %s%s\n",
                           b.index(), b.count(), b.start_s(), b.span_s(), b.idle(),
-                          NameList(b.names(), 4), b.pool().empty() ? "" : "  <- " + b.pool());
+                          NameList(b.names(), 4), b.pool().empty() ? "" : "  <- " + E(b.pool()));
   }
   if (r.batches_size() > kBatchesShown || r.threads_in_dropped_batches() > 0) {
     int rest = r.threads_in_dropped_batches();
@@ -77,10 +106,16 @@ std::string InspectText(const rsslab::v1::InspectReport& r) {
     absl::StrAppendFormat(&out, "    ... %d more threads in later batches (--json lists them)\n", rest);
   }
   for (const auto& p : r.pools()) {
-    absl::StrAppendFormat(&out, "  pool      %s: %d thread%s (%s), %d batch%s of that size\n", p.name(),
-                          p.size(), p.size() == 1 ? "" : "s", p.why(), p.batches(),
+    if (p.matched_by() == "thread names") {
+      absl::StrAppendFormat(&out, "  pool      %s: %d thread%s by name (%s)\n", E(p.name()),
+                            p.threads(), p.threads() == 1 ? "" : "s", E(p.why()));
+      continue;
+    }
+    absl::StrAppendFormat(&out, "  pool      %s: %d thread%s (%s), %d batch%s of that size\n",
+                          E(p.name()), p.size(), p.size() == 1 ? "" : "s", E(p.why()), p.batches(),
                           p.batches() == 1 ? "" : "es");
   }
+  AppendChildren(r, &out);
   const auto& st = r.status();
   const auto& mm = r.memory_map();
   absl::StrAppendFormat(&out, "memory   rss %s  hwm %s  anon %s  file %s  swap %s\n",
@@ -91,20 +126,32 @@ std::string InspectText(const rsslab::v1::InspectReport& r) {
       Mib(mm.heap_rss_bytes()), mm.arena_count(), Mib(mm.arena_rss_bytes()), mm.stack_count(),
       Mib(mm.stack_rss_bytes()), Mib(mm.other_anon_rss_bytes()), Mib(mm.file_rss_bytes()),
       mm.anon_mappings());
-  absl::StrAppendFormat(&out, "alloc    %s%s\n", r.allocator(),
-                        r.allocator_library().empty() ? "" : " (" + r.allocator_library() + ")");
+  if (r.has_heap_walk()) {
+    const auto& w = r.heap_walk();
+    if (w.walked()) {
+      absl::StrAppendFormat(&out, "  brk heap walked: %d chunks, %d free (%s), %s resident in free pages (what malloc_trim(0) gives back)\n",
+                            w.chunks(), w.free_chunks(), Mib(w.free_bytes()), Mib(w.trimmable_bytes()));
+    } else {
+      absl::StrAppend(&out, "  brk heap not walked: ", E(w.note()), "\n");
+    }
+  }
+  absl::StrAppendFormat(&out, "alloc    %s%s\n", E(r.allocator()),
+                        r.allocator_library().empty() ? "" : " (" + E(r.allocator_library()) + ")");
   std::vector<std::string> env;
-  for (const auto& [k, v] : r.start_env()) env.push_back(absl::StrCat(k, "=", v));
+  for (const auto& [k, v] : r.start_env()) env.push_back(absl::StrCat(E(k), "=", E(v)));
   absl::StrAppend(&out, "env      ", env.empty() ? "(none of the allocator or pool variables)" : absl::StrJoin(env, " "),
                   "\n");
   absl::StrAppend(&out, "python   ",
-                  r.python_version().empty() ? "no" : r.python_version() + " (" + r.python_source() + ")",
+                  r.python_version().empty() ? "no"
+                                             : E(r.python_version()) + " (" + E(r.python_source()) + ")",
                   "\n");
-  if (r.libraries_size() > 0) absl::StrAppend(&out, "libs     ", absl::StrJoin(r.libraries(), " "), "\n");
+  if (r.libraries_size() > 0) {
+    absl::StrAppend(&out, "libs     ", E(absl::StrJoin(r.libraries(), " ")), "\n");
+  }
   if (r.rsslab_loaded()) {
-    absl::StrAppend(&out, "rsslab   loaded (", r.rsslab_module(), ")  control ",
-                    r.rsslab_control().empty() ? "-" : r.rsslab_control(), " (",
-                    r.rsslab_control_note(), ")\n");
+    absl::StrAppend(&out, "rsslab   loaded (", E(r.rsslab_module()), ")  control ",
+                    r.rsslab_control().empty() ? "-" : E(r.rsslab_control()), " (",
+                    E(r.rsslab_control_note()), ")\n");
   } else {
     absl::StrAppend(&out, "rsslab   not loaded\n");
   }

@@ -3,7 +3,9 @@
 // glibc arenas with and without MALLOC_ARENA_MAX at start, numpy on
 // OpenBLAS with and without OPENBLAS_NUM_THREADS=1, jemalloc with and
 // without background_thread, a clean sleeping python3, 10,000 threads, and
-// bad pids. Every rule fires in one test and stays quiet in another.
+// bad pids, hostile thread names and environment, pools by their threads'
+// names, a brk heap kept after a burst, a pre-fork master and gunicorn.
+// Every rule fires in one test and stays quiet in another.
 #include <malloc.h>
 #include <sys/stat.h>
 #include <signal.h>
@@ -20,10 +22,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "absl/strings/str_join.h"
+#include "common/echo.h"
 #include "common/pid.h"
 #include "common/procfs/procfs.h"
 #include "control/inspect.h"
 #include "control/inspect_cli.h"
+#include "control/inspect_parts.h"
 #include "control/inspect_rules.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
@@ -160,6 +165,165 @@ TEST(InspectTest, CleanSleepingPythonHasNoFindings) {
   EXPECT_FALSE(r.rsslab_loaded());
   EXPECT_GT(r.status().rss_bytes(), 0);
   EXPECT_EQ(r.memory_map().arena_count(), 0);
+  // No pool is there, so none is listed (no "0 batches" line), and the brk
+  // heap walked holds next to nothing a trim could give back.
+  EXPECT_EQ(r.pools_size(), 0) << InspectText(r);
+  EXPECT_FALSE(absl::StrContains(InspectText(r), "  pool      ")) << InspectText(r);
+  EXPECT_TRUE(r.heap_walk().walked()) << r.heap_walk().note();
+  EXPECT_LT(r.heap_walk().trimmable_bytes(), 4 << 20);
+  EXPECT_TRUE(r.process_model().empty()) << r.process_model();
+  EXPECT_EQ(r.children_total(), 0);
+}
+
+// --- hostile text, pools by name, retained heap, pre-fork workers -------
+
+std::string ServiceScript() { return ServerProcess::Runfile("tests/inspect/service_target.py"); }
+
+std::vector<std::string> Lines(const std::string& s) {
+  return absl::StrSplit(s, '\n', absl::SkipEmpty());
+}
+
+TEST(InspectCliTest, HostileNamesEnvironmentAndArgumentsCannotForgeLines) {
+  auto p = StartTarget({kPython, ServiceScript(), "hostile", "\nfake: line\x1b[0m"}, {},
+                       {{"MALLOC_ARENA_MAX", "2\nfindings: x1"},
+                        {"OPENBLAS_NUM_THREADS", "\x1b]0;pwn\x07\n  [leak] forged"},
+                        {"GLIBC_TUNABLES", "glibc.malloc.x=\xff\xfe\n"}});
+  ASSERT_NE(p, nullptr);
+  const std::string pid = absl::StrCat("--pid=", p->pid());
+  ServerProcess::Result text = ServerProcess::Run(Ctl(), {"inspect", pid});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_FALSE(absl::StrContains(text.out, "\x1b")) << text.out;
+  int findings_lines = 0;
+  for (const std::string& line : Lines(text.out)) {
+    EXPECT_FALSE(absl::StartsWith(line, "fake")) << line;
+    EXPECT_FALSE(absl::StrContains(line, "  [leak] forg") && absl::StartsWith(line, "  [")) << line;
+    if (absl::StartsWith(line, "findings")) ++findings_lines;
+  }
+  EXPECT_EQ(findings_lines, 1) << text.out;
+  // Still said, escaped: the names and values are evidence.
+  EXPECT_TRUE(absl::StrContains(text.out, "\\nfindings: x1 x1")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "MALLOC_ARENA_MAX=2\\nfindings: x1")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "\\x1b[2Jfake: lin")) << text.out;
+
+  ServerProcess::Result json = ServerProcess::Run(Ctl(), {"inspect", pid, "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.err, "") << "protobuf's log noise";
+  ASSERT_EQ(Lines(json.out).size(), 1u) << json.out;
+  EXPECT_TRUE(IsValidUtf8(json.out));
+  InspectReport r;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &r).ok()) << json.out;
+  bool carried = false;
+  for (const auto& n : r.by_comm()) carried |= n.comm() == "\nfindings: x1";
+  EXPECT_TRUE(carried) << json.out;
+  EXPECT_EQ(r.start_env().at("GLIBC_TUNABLES"), "glibc.malloc.x=\xEF\xBF\xBD\xEF\xBF\xBD\n");
+}
+
+TEST(InspectTest, PoolsByTheirThreadsNames) {
+  auto p = StartTarget({kPython, ServiceScript(), "pools"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  std::map<std::string, const v1::PoolSize*> pools;
+  for (const auto& pool : r.pools()) pools[pool.name()] = &pool;
+  ASSERT_EQ(pools.count("ThreadPoolExecutor"), 1u) << InspectText(r);
+  EXPECT_EQ(pools["ThreadPoolExecutor"]->threads(), 3);
+  ASSERT_EQ(pools.count("db_M"), 1u) << InspectText(r);
+  EXPECT_EQ(pools["db_M"]->threads(), 2);
+  EXPECT_EQ(pools["db_M"]->executors(), 1);
+  ASSERT_EQ(pools.count("asyncio default executor"), 1u) << InspectText(r);
+  EXPECT_EQ(pools["asyncio default executor"]->threads(), 3);
+  EXPECT_EQ(pools["asyncio default executor"]->executors(), 2);
+  EXPECT_EQ(pools.count("ThreadPoolExecutor default"), 0u) << InspectText(r);
+  const std::string text = InspectText(r);
+  EXPECT_TRUE(absl::StrContains(text, "pool      asyncio default executor: 3 threads by name"))
+      << text;
+  EXPECT_FALSE(absl::StrContains(text, "0 batches")) << text;
+
+  // Full names, where a program's names are not cut (one executor per N).
+  InspectReport named;
+  for (const char* n : {"ThreadPoolExecutor-0_0", "ThreadPoolExecutor-0_1", "ThreadPoolExecutor-3_0",
+                        "asyncio_0", "rsslab-w0", "census_a", "x_1"}) {
+    auto* c = named.add_by_comm();
+    c->set_comm(n);
+    c->set_count(1);
+  }
+  RecognizeNamedPools(&named);
+  std::vector<std::string> names;
+  for (const auto& pool : named.pools()) names.push_back(absl::StrCat(pool.name(), "=", pool.threads()));
+  EXPECT_EQ(absl::StrJoin(names, " "),
+            "ThreadPoolExecutor-0=2 ThreadPoolExecutor-3=1 asyncio default executor=1");
+}
+
+TEST(InspectTest, RetainedBrkHeapAfterABurstAndItsTrim) {
+  auto p = StartTarget({kPython, ServiceScript(), "burst"}, {"GLIBC_TUNABLES", "LD_PRELOAD"},
+                       {{"MALLOC_ARENA_MAX", "2"}});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  const v1::Finding* f = FindingOf(r, "retained_heap");
+  ASSERT_NE(f, nullptr) << InspectText(r);
+  EXPECT_EQ(FindingOf(r, "glibc_arenas"), nullptr) << InspectText(r);
+  ASSERT_TRUE(r.heap_walk().walked()) << r.heap_walk().note();
+  EXPECT_GT(r.heap_walk().trimmable_bytes(), 40 << 20);
+  EXPECT_TRUE(absl::StrContains(f->summary(), "malloc_trim(0) would take RSS from")) << f->summary();
+  EXPECT_TRUE(absl::StrContains(f->fix(), "rsslab.release()")) << f->fix();
+  EXPECT_TRUE(absl::StrContains(f->fix(), "rsslab_ctl trim")) << f->fix();
+  // The trim the finding predicts: RSS falls by about what it said, and the
+  // finding goes (the free chunks are still there, their pages are not).
+  const int64_t before = r.status().rss_bytes();
+  const int64_t predicted = r.heap_walk().trimmable_bytes();
+  kill(p->pid(), SIGUSR1);
+  InspectReport after;
+  for (int i = 0; i < 50; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    after = Inspect(p->pid());
+    if (FindingOf(after, "retained_heap") == nullptr) break;
+  }
+  EXPECT_EQ(FindingOf(after, "retained_heap"), nullptr) << InspectText(after);
+  const int64_t freed = before - after.status().rss_bytes();
+  EXPECT_GT(freed, predicted * 8 / 10) << InspectText(after);
+  EXPECT_LT(freed, predicted * 12 / 10 + (2 << 20)) << InspectText(after);
+}
+
+TEST(InspectTest, PreforkMasterNamesItsWorkers) {
+  auto p = StartTarget({kPython, ServiceScript(), "prefork", "3"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r = Inspect(p->pid());
+  EXPECT_EQ(r.children_total(), 3) << InspectText(r);
+  ASSERT_EQ(r.children_size(), 3) << InspectText(r);
+  EXPECT_EQ(r.process_model(), "pre-fork master");
+  const std::string text = InspectText(r);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(r.children(k).comm(), absl::StrCat("worker-", k));
+    EXPECT_TRUE(absl::StrContains(
+        text, absl::StrCat("child    pid ", r.children(k).pid(), " (worker-", k, ")")))
+        << text;
+  }
+}
+
+TEST(InspectTest, GunicornMasterAndItsGthreadWorkers) {
+  const std::string conf = ServerProcess::Runfile("tests/inspect/gunicorn_conf.py");
+  const std::string app = ServerProcess::Runfile("tests/inspect/wsgi_app.py");
+  auto p = StartTarget({"/usr/bin/gunicorn", "--config", conf, "--chdir",
+                        app.substr(0, app.rfind('/')), "wsgi_app:app"});
+  ASSERT_NE(p, nullptr);
+  InspectReport r;
+  // when_ready runs before the workers are forked.
+  for (int i = 0; i < 100 && r.children_total() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    r = Inspect(p->pid());
+  }
+  EXPECT_EQ(r.process_model(), "gunicorn master") << InspectText(r);
+  ASSERT_EQ(r.children_size(), 2) << InspectText(r);
+  for (const auto& c : r.children()) {
+    EXPECT_EQ(c.process_model(), "gunicorn worker") << c.cmdline();
+  }
+  InspectReport worker = Inspect(r.children(0).pid());
+  EXPECT_EQ(worker.process_model(), "gunicorn worker") << InspectText(worker);
+  EXPECT_EQ(ProcessModel("python3", "gunicorn: master [app:app]", "bash", 0), "gunicorn master");
+  EXPECT_EQ(ProcessModel("python3", "gunicorn: worker [app:app]", "python3", 0), "gunicorn worker");
+  EXPECT_EQ(ProcessModel("uvicorn", "/usr/bin/python3 /usr/bin/uvicorn app:app", "bash", 0), "uvicorn");
+  EXPECT_EQ(ProcessModel("python3", "/usr/bin/python3 -c from multiprocessing.spawn import spawn_main",
+                         "uvicorn", 0),
+            "uvicorn worker");
 }
 
 // --- glibc_arenas ------------------------------------------------------
@@ -407,10 +571,6 @@ TEST(InspectTest, TenThousandThreadsInBoundedTimeAndMemory) {
 }
 
 // --- bad input ---------------------------------------------------------
-
-std::vector<std::string> Lines(const std::string& s) {
-  return absl::StrSplit(s, '\n', absl::SkipEmpty());
-}
 
 TEST(InspectCliTest, AbsentPidIsOneLineExit2) {
   // The highest pid the kernel can hand out: rarely in use.
