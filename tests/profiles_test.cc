@@ -488,6 +488,15 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
                           "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown profile 'jemalloc-typo'"));
+
+  // --verify_pid is parsed strictly (common/pid.h): what a lenient parser
+  // reads as pid 5 or 16 is a usage error naming the input.
+  for (const char* bad_pid : {"--verify_pid= 5", "--verify_pid=+5", "--verify_pid=0x10"}) {
+    r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
+                           {"--profiles=" + ShippedProfiles(), bad_pid});
+    EXPECT_EQ(r.exit_code, 64) << bad_pid << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr("--verify_pid: '")) << bad_pid;
+  }
 }
 
 // Names up to the longest (glibc-tunables-arena2, 21 characters) line up:
