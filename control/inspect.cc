@@ -562,7 +562,7 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
   RecognizeNamedPools(&r);
   ReadChildren(pid, &r);
   if (maps.has_value() && r.allocator() == "glibc") {
-    WalkBrkHeap(pid, *maps, r.mutable_heap_walk(), o.heap_walk_budget);
+    WalkGlibcHeaps(pid, *maps, r.mutable_heap_walk(), o.heap_walk_budget);
   }
   MakeReportValidUtf8(&r);
   if (!ProcessExists(pid)) AddPartial(&r, "the process exited while being read");

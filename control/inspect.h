@@ -35,7 +35,7 @@ struct InspectOptions {
   int max_batches = 1000;
   // Largest mappings kept from smaps.
   int top_mappings = 5;
-  // Longest walk of glibc's brk heap (inspect_parts.h WalkBrkHeap).
+  // Longest walk of glibc's heaps (inspect_parts.h WalkGlibcHeaps).
   absl::Duration heap_walk_budget = absl::Seconds(2);
 };
 

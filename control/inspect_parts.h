@@ -7,7 +7,7 @@
 // Example (inside BuildInspectReport, after the threads are read):
 //   RecognizeNamedPools(&r);
 //   ReadChildren(pid, &r);
-//   WalkBrkHeap(pid, maps_text, r.mutable_heap_walk());
+//   WalkGlibcHeaps(pid, maps_text, r.mutable_heap_walk());
 #ifndef RSSLAB_CONTROL_INSPECT_PARTS_H_
 #define RSSLAB_CONTROL_INSPECT_PARTS_H_
 
@@ -48,14 +48,16 @@ int ParentPid(absl::string_view stat_line);
 // and process_model, scanning /proc/*/stat for parent `pid`.
 void ReadChildren(int pid, rsslab::v1::InspectReport* r);
 
-// Walks glibc's brk heap (the [heap] line of `maps`) chunk by chunk through
-// /proc/PID/mem, and counts the resident pages inside free chunks from
-// /proc/PID/pagemap: what malloc_trim(0) would give back. Needs ptrace
+// Walks glibc's heaps chunk by chunk through /proc/PID/mem: the brk heap
+// (the [heap] line of `maps`) and every thread-arena heap (64 MiB aligned,
+// its heap_info checked), and counts the resident pages inside free chunks
+// from /proc/PID/pagemap: what malloc_trim(0) would give back. Needs ptrace
 // access (root, or the same user where ptrace is allowed); without it, or
 // for a layout that is not glibc's, out->walked stays false and out->note
-// says why. Stops after `budget` (out->note says so).
-void WalkBrkHeap(int pid, absl::string_view maps, rsslab::v1::HeapWalk* out,
-                 absl::Duration budget = absl::Seconds(2));
+// says why (an arena heap that does not chain is left out of the arena
+// figures). Stops after `budget` (out->note says so).
+void WalkGlibcHeaps(int pid, absl::string_view maps, rsslab::v1::HeapWalk* out,
+                    absl::Duration budget = absl::Seconds(2));
 
 }  // namespace rsslab
 

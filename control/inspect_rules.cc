@@ -142,29 +142,34 @@ void RetainedHeap(InspectReport* r) {
   if (r->allocator() != "glibc") return;
   const auto& w = r->heap_walk();
   const int64_t rss = r->status().rss_bytes();
-  if (!w.walked() || w.trimmable_bytes() < kRetainedBytes || rss <= 0 ||
-      w.trimmable_bytes() * 100 < rss * kRetainedPercent) {
-    return;
-  }
+  const int64_t brk = w.walked() ? w.trimmable_bytes() : 0;
+  const int64_t trim = brk + w.arena_trimmable_bytes();
+  if (trim < kRetainedBytes || rss <= 0 || trim * 100 < rss * kRetainedPercent) return;
   // A process still in its burst needs the memory: few threads running.
   const int busy_limit = r->threads() / 4 > 2 ? r->threads() / 4 : 2;
   if (r->threads_running() > busy_limit) return;
   const auto& mm = r->memory_map();
   Finding* f = Add(r, "retained_heap", "waste");
   f->set_summary(absl::StrFormat(
-      "%s free in resident pages of glibc's brk heap: malloc_trim(0) would take RSS from %s to "
-      "about %s",
-      Mib(w.trimmable_bytes()), Mib(rss), Mib(rss - w.trimmable_bytes())));
+      "%s free in resident pages of glibc's heaps (brk heap %s, %d arena heap%s %s): "
+      "malloc_trim(0) would take RSS from %s to about %s",
+      Mib(trim), Mib(brk), w.arena_heaps_walked(), w.arena_heaps_walked() == 1 ? "" : "s",
+      Mib(w.arena_trimmable_bytes()), Mib(rss), Mib(rss - trim)));
+  if (w.walked()) {
+    f->add_evidence(absl::StrFormat(
+        "brk heap walk (/proc/%d/mem): %s, %d chunks, %d free holding %s (top chunk %s); "
+        "resident whole pages inside them %s",
+        r->pid(), Mib(w.heap_bytes()), w.chunks(), w.free_chunks(), Mib(w.free_bytes()),
+        Mib(w.top_bytes()), Mib(w.trimmable_bytes())));
+  }
   f->add_evidence(absl::StrFormat(
-      "heap walk (/proc/%d/mem): %s brk heap, %d chunks, %d free holding %s (top chunk %s); "
-      "resident whole pages inside them %s",
-      r->pid(), Mib(w.heap_bytes()), w.chunks(), w.free_chunks(), Mib(w.free_bytes()),
-      Mib(w.top_bytes()), Mib(w.trimmable_bytes())));
+      "arena heaps walked: %d of %d, %d chunks, free %s, resident whole pages inside them %s",
+      w.arena_heaps_walked(), mm.arena_count(), w.arena_chunks(), Mib(w.arena_free_bytes()),
+      Mib(w.arena_trimmable_bytes())));
   f->add_evidence(absl::StrFormat(
-      "smaps: brk heap %s resident, %d thread-arena heaps %s (not walked); %d of %d threads "
-      "running; hwm %s",
-      Mib(mm.heap_rss_bytes()), mm.arena_count(), Mib(mm.arena_rss_bytes()),
-      r->threads_running(), r->threads(), Mib(r->status().hwm_bytes())));
+      "smaps: brk heap %s resident, %d arena heaps %s; %d of %d threads running; hwm %s",
+      Mib(mm.heap_rss_bytes()), mm.arena_count(), Mib(mm.arena_rss_bytes()), r->threads_running(),
+      r->threads(), Mib(r->status().hwm_bytes())));
   std::string fix =
       "trim after the burst: in a Python service, the rsslab package's rsslab.release() (or "
       "auto_trim in rsslab.serve()) calls malloc_trim on the process's threads";
@@ -175,7 +180,14 @@ void RetainedHeap(InspectReport* r) {
     absl::StrAppend(&fix, "; where Control is served (rsslab_server, rsslab.serve()): "
                           "rsslab_ctl trim --control=HOST:PORT");
   }
-  absl::StrAppend(&fix, ". MALLOC_ARENA_MAX does not help here: this is the main heap");
+  const bool capped = EnvHas(*r, "MALLOC_ARENA_MAX") ||
+                      absl::StrContains(Env(*r, "GLIBC_TUNABLES"), "glibc.malloc.arena_max");
+  if (brk * 2 >= trim) {
+    absl::StrAppend(&fix, ". MALLOC_ARENA_MAX does not help here: this is the main heap");
+  } else if (!capped) {
+    absl::StrAppend(&fix, ". Fewer arenas (MALLOC_ARENA_MAX=2 at start) bound how many can hold "
+                          "free memory like this");
+  }
   f->set_fix(fix);
 }
 

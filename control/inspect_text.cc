@@ -59,6 +59,26 @@ void AppendChildren(const rsslab::v1::InspectReport& r, std::string* out) {
   }
 }
 
+// The heap walk: what malloc_trim(0) would give back, per kind of heap.
+void AppendHeapWalk(const rsslab::v1::InspectReport& r, std::string* out) {
+  if (!r.has_heap_walk()) return;
+  const auto& mm = r.memory_map();
+  const auto& w = r.heap_walk();
+  if (w.walked()) {
+    absl::StrAppendFormat(out, "  brk heap walked: %d chunks, %d free (%s), %s resident in free pages\n",
+                          w.chunks(), w.free_chunks(), Mib(w.free_bytes()), Mib(w.trimmable_bytes()));
+  } else {
+    absl::StrAppend(out, "  brk heap not walked: ", E(w.note()), "\n");
+  }
+  if (w.arena_heaps_walked() > 0 || mm.arena_count() > 0) {
+    absl::StrAppendFormat(
+        out, "  arena heaps walked: %d of %d, %d chunks, free %s, %s resident in free pages\n",
+        w.arena_heaps_walked(), mm.arena_count(), w.arena_chunks(), Mib(w.arena_free_bytes()),
+        Mib(w.arena_trimmable_bytes()));
+  }
+  absl::StrAppend(out, "  (resident in free pages: what malloc_trim(0) gives back)\n");
+}
+
 }  // namespace
 
 std::string InspectText(const rsslab::v1::InspectReport& r) {
@@ -126,15 +146,7 @@ std::string InspectText(const rsslab::v1::InspectReport& r) {
       Mib(mm.heap_rss_bytes()), mm.arena_count(), Mib(mm.arena_rss_bytes()), mm.stack_count(),
       Mib(mm.stack_rss_bytes()), Mib(mm.other_anon_rss_bytes()), Mib(mm.file_rss_bytes()),
       mm.anon_mappings());
-  if (r.has_heap_walk()) {
-    const auto& w = r.heap_walk();
-    if (w.walked()) {
-      absl::StrAppendFormat(&out, "  brk heap walked: %d chunks, %d free (%s), %s resident in free pages (what malloc_trim(0) gives back)\n",
-                            w.chunks(), w.free_chunks(), Mib(w.free_bytes()), Mib(w.trimmable_bytes()));
-    } else {
-      absl::StrAppend(&out, "  brk heap not walked: ", E(w.note()), "\n");
-    }
-  }
+  AppendHeapWalk(r, &out);
   absl::StrAppendFormat(&out, "alloc    %s%s\n", E(r.allocator()),
                         r.allocator_library().empty() ? "" : " (" + E(r.allocator_library()) + ")");
   std::vector<std::string> env;

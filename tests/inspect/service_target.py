@@ -11,10 +11,11 @@ memory and workers look like from outside.
                                  one with thread_name_prefix="db" (db_0, db_1),
                                  and two event loops' default executors
                                  (asyncio_0, asyncio_1; asyncio_0).
-  service_target.py burst        ~60 MiB in 60,000 objects over pymalloc's
-                                 512 bytes (glibc malloc on the main thread:
-                                 the brk heap), freed below a live object, so
-                                 RSS stays; SIGUSR1 calls malloc_trim(0).
+  service_target.py burst        ~60 MiB in 61,440 objects over pymalloc's
+                                 512 bytes (glibc malloc) on the main thread
+                                 (the brk heap), then the same on a thread
+                                 (its arena), each freed below a live object,
+                                 so RSS stays; SIGUSR1 calls malloc_trim(0).
   service_target.py prefork N    a pre-fork master: N forked children, each
                                  naming itself worker-K, dying with it.
 
@@ -84,11 +85,18 @@ def pools():
 KEEP = []
 
 
-def burst():
-    signal.signal(signal.SIGUSR1, lambda *_: LIBC.malloc_trim(0))
+def burst_here():
     big = [bytes(1000 + (i & 7)) for i in range(60 * 1024)]
     KEEP.append(bytes(2000))  # above the freed block: the heap's top cannot shrink past it
     del big
+
+
+def burst():
+    signal.signal(signal.SIGUSR1, lambda *_: LIBC.malloc_trim(0))
+    burst_here()
+    t = threading.Thread(target=burst_here)
+    t.start()
+    t.join()
 
 
 def prefork(n):
