@@ -362,6 +362,7 @@ bool WalkArenaHeap(RemoteWords* words, int pagemap, uint64_t page, uint64_t h, u
     firsts = {h + 48, h + 32};
   }
   for (uint64_t first : firsts) {
+    if (absl::Now() > deadline) return false;
     WalkTotals one;
     if (WalkChunks(words, pagemap, page, first, end, true, deadline, &one).empty() && one.chunks > 0) {
       t->chunks += one.chunks;
