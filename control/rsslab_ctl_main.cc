@@ -24,6 +24,7 @@
 #include "proto/control.grpc.pb.h"
 #include "common/flags_parse.h"
 #include "common/auth.h"
+#include "common/echo.h"
 #include "common/pid.h"
 #include "common/units.h"
 
@@ -188,6 +189,9 @@ int PhaseCommand(Stub& stub, const Args& args) {
     PrintJsonLine(resp);
   } else {
     printf("phase %s -> %s\n", resp.previous_phase().c_str(), req.phase().c_str());
+    if (!resp.no_callback().empty()) {
+      printf("no callback ran: %s\n", rsslab::Echo(resp.no_callback(), 1024).c_str());
+    }
     if (resp.has_trim()) printf("trim %s", TrimText(resp.trim()).c_str());
     printf("%s", SnapshotText(resp.snapshot()).c_str());
   }

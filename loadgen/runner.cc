@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
+#include "common/echo.h"
 #include "common/units.h"
 #include "loadgen/results/summary_render.h"
 
@@ -134,6 +135,12 @@ absl::Status Runner::AppendLocked(Event e) {
   // without the Control service (skip_control_) has none of.
   std::optional<rsslab::v1::FillCheck> fill =
       skip_control_ ? std::nullopt : fill_watch_.Add(e);
+  if (fill_watch_.off() && !fill_off_said_) {
+    fill_off_said_ = true;
+    fprintf(stderr, "%s%srsslab_loadgen: %s\n",
+            options_.progress == ProgressMode::kLive ? "\r\033[K" : "",
+            options_.line_prefix.c_str(), kFillCheckOff);
+  }
   const Event fill_record = fill ? FillCheckRecord(*fill, e) : Event();
   if (summary_ != nullptr) summary_->Add(e);
   absl::Status s = log_->Append(std::move(e));
@@ -367,6 +374,13 @@ Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
   StepDone done{Append(rec, ctx), ""};
   done.detail =
       absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
+  if (!resp.no_callback().empty()) {
+    // A service with no cache: the phase labelled the records, nothing ran.
+    // The service's sentence once per phase, a short mark after that.
+    done.detail += no_callback_said_.insert(req.phase()).second
+                       ? "; no callback ran: " + Echo(resp.no_callback(), 512)
+                       : "; no callback ran";
+  }
   if (resp.has_trim()) {
     absl::StrAppendFormat(&done.detail, " (before %.1f MiB, %s took %d us)",
                           resp.before().status().rss_bytes() / 1048576.0,

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -137,6 +138,9 @@ class Runner {
   std::string cur_phase_ ABSL_GUARDED_BY(mu_);
   int cur_cycle_ ABSL_GUARDED_BY(mu_) = 0;
   FillWatch fill_watch_ ABSL_GUARDED_BY(mu_);  // says once if the fill never filled
+  bool fill_off_said_ ABSL_GUARDED_BY(mu_) = false;
+  // Phases whose "no callback ran" answer was printed in full (step thread).
+  std::set<std::string> no_callback_said_;
   // Interval latencies taken during the running load step (its summary's
   // `intervals`); bounded by the step's length / the watch interval.
   std::vector<rsslab::v1::Latency> step_intervals_ ABSL_GUARDED_BY(mu_);

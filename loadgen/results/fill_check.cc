@@ -32,7 +32,7 @@ rsslab::v1::FillCheck CheckFill(const rsslab::v1::CacheStats& cache) {
 }
 
 std::string FillCell(const std::optional<rsslab::v1::FillCheck>& fill) {
-  if (!fill) return "-";
+  if (!fill) return "-";  // no fill phase, or the check was off
   return absl::StrFormat("%s(%.2fx)", fill->filled() ? "yes" : "NEVER", fill->churn());
 }
 
@@ -77,6 +77,7 @@ std::optional<rsslab::v1::FillCheck> FillWatch::Add(const rsslab::v1::Event& eve
   if (const rsslab::v1::Snapshot* s = FillSnapshotOf(event)) {
     saw_fill_ = true;
     last_ = s->cache();
+    saw_limit_ = saw_limit_ || last_.cache_limit_bytes() > 0;
     return std::nullopt;
   }
   // The first record of another phase: the fill is over. Setting the next
@@ -84,7 +85,7 @@ std::optional<rsslab::v1::FillCheck> FillWatch::Add(const rsslab::v1::Event& eve
   if (saw_fill_ && !event.loadgen_phase().empty() && event.loadgen_phase() != "fill") {
     done_ = true;
     if (event.has_phase() && event.phase().has_before()) last_ = event.phase().before().cache();
-    return CheckFill(last_);
+    return Check();
   }
   return std::nullopt;
 }
@@ -92,6 +93,14 @@ std::optional<rsslab::v1::FillCheck> FillWatch::Add(const rsslab::v1::Event& eve
 std::optional<rsslab::v1::FillCheck> FillWatch::Finish() {
   if (done_ || !saw_fill_) return std::nullopt;
   done_ = true;
+  return Check();
+}
+
+std::optional<rsslab::v1::FillCheck> FillWatch::Check() {
+  if (!saw_limit_ && last_.cache_limit_bytes() <= 0) {
+    off_ = true;
+    return std::nullopt;
+  }
   return CheckFill(last_);
 }
 

@@ -46,19 +46,30 @@ std::string FillMarkdown(const std::optional<rsslab::v1::FillCheck>& fill);
 rsslab::v1::Event FillCheckRecord(const rsslab::v1::FillCheck& fill,
                                   const rsslab::v1::Event& like);
 
+// What the loadgen prints, once, when the check is off.
+inline constexpr char kFillCheckOff[] =
+    "fill check off: no cache reports a limit (the service's snapshots carry no "
+    "cache_limit_bytes), so there is no seed-000 fill to check";
+
 // Follows one run's records as they are written. Add() returns the check
 // once, on the first record made after the fill phase (the loadgen set
 // another phase); later fills (soak cycles) add nothing: the first fill is
 // the one that starts from an empty cache. Finish() returns it if the run
-// ended while still in fill and it was not returned yet.
+// ended while still in fill and it was not returned yet. When no fill
+// snapshot carried a cache limit (a service with no cache, or one read from
+// /proc) the check is off: nothing is returned and off() turns true.
 class FillWatch {
  public:
   std::optional<rsslab::v1::FillCheck> Add(const rsslab::v1::Event& event);
   std::optional<rsslab::v1::FillCheck> Finish();
+  bool off() const { return off_; }
 
  private:
+  std::optional<rsslab::v1::FillCheck> Check();
   bool saw_fill_ = false;
+  bool saw_limit_ = false;
   bool done_ = false;
+  bool off_ = false;
   rsslab::v1::CacheStats last_;
 };
 

@@ -107,6 +107,29 @@ TEST(FillWatch, FinishWhenTheRunEndsInFill) {
   EXPECT_FALSE(w.Finish());
 }
 
+// A service with no cache (the package without cache_stats, or a process
+// read from /proc): its fill snapshots carry no limit, so the check is off
+// rather than "never filled".
+TEST(FillWatch, NoCacheLimitInAnyFillSnapshotTurnsTheCheckOff) {
+  FillWatch w;
+  EXPECT_FALSE(w.Add(PhaseEvent("fill", rsslab::v1::CacheStats())));
+  EXPECT_FALSE(w.Add(SnapshotEvent("fill", Cache(0, 0, 0, /*limit=*/0))));
+  EXPECT_FALSE(w.off());
+  EXPECT_FALSE(w.Add(PhaseEvent("shrink", rsslab::v1::CacheStats())));
+  EXPECT_TRUE(w.off());
+  EXPECT_FALSE(w.Finish());
+  FillWatch ends_in_fill;
+  EXPECT_FALSE(ends_in_fill.Add(SnapshotEvent("fill", rsslab::v1::CacheStats())));
+  EXPECT_FALSE(ends_in_fill.Finish());
+  EXPECT_TRUE(ends_in_fill.off());
+  // A limit seen in the fill: checked, even if the last snapshot lost it.
+  FillWatch limited;
+  EXPECT_FALSE(limited.Add(SnapshotEvent("fill", Cache(1 * kMiB, 0, 0))));
+  EXPECT_FALSE(limited.Add(SnapshotEvent("fill", rsslab::v1::CacheStats())));
+  EXPECT_TRUE(limited.Finish());
+  EXPECT_FALSE(limited.off());
+}
+
 TEST(FillWatch, RunsWithoutPhasesSayNothing) {
   FillWatch w;
   rsslab::v1::Event load;

@@ -225,6 +225,7 @@ void AddCellRecord(const Event& e, CellState& st) {
   if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
     st.c.fill = *fill;
   }
+  st.c.fill_off = st.fill_watch.off();
   auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
     if (after_phase && !e.loadgen_phase().empty()) {
       st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
@@ -348,6 +349,7 @@ SweepRow RowOf(const std::string& profile, int threads,
   for (const CellSummary* c : members) {
     row.ok_cells += c->ok ? 1 : 0;
     row.unfilled_cells += c->ok && c->fill && !c->fill->filled() ? 1 : 0;
+    row.fill_off_cells += c->ok && c->fill_off ? 1 : 0;
   }
   return row;
 }
@@ -537,9 +539,9 @@ std::string MarkdownMedians(const SweepSummary& s) {
     absl::StrAppendFormat(&md, "| %s | %s | %d | %d/%d | %s |", r.profile,
                           r.allocator.empty() ? "-" : r.allocator, r.threads,
                           r.ok_cells, r.cells,
-                          r.ok_cells == 0 ? "-"
-                          : r.unfilled_cells == 0
-                              ? "yes"
+                          r.ok_cells == 0                 ? "-"
+                          : r.fill_off_cells == r.ok_cells ? "off"
+                          : r.unfilled_cells == 0         ? "yes"
                               : absl::StrFormat("**NEVER FILLED** (%d/%d)", r.unfilled_cells,
                                                 r.ok_cells));
     for (int m = 0; m < kNumSweepMetrics; ++m) {
@@ -697,9 +699,10 @@ std::string SweepTable(const SweepSummary& s) {
     std::vector<std::string> row = {
         r.profile, r.allocator.empty() ? "-" : r.allocator, absl::StrCat(r.threads),
         absl::StrCat(r.ok_cells, "/", r.cells),
-        r.ok_cells == 0 ? "-"
-        : r.unfilled_cells == 0 ? "yes"
-                                : absl::StrCat("NEVER(", r.unfilled_cells, ")")};
+        r.ok_cells == 0               ? "-"
+        : r.fill_off_cells == r.ok_cells ? "off"
+        : r.unfilled_cells == 0       ? "yes"
+                                      : absl::StrCat("NEVER(", r.unfilled_cells, ")")};
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       row.push_back(r.metric[m].n ? absl::StrCat(FormatMetric(m, r.metric[m].median),
                                                  SpreadMark(r.metric[m], m))

@@ -96,6 +96,9 @@ struct CellSummary {
   std::string where;  // host, CPUs, memory, pinning (WhereText)
   // Did the cell's fill reach the cache limit (loadgen/results/fill_check.h)?
   std::optional<rsslab::v1::FillCheck> fill;
+  // It had a fill phase, but no snapshot of it carried a cache limit (a
+  // service with no cache, or read from /proc): the check is off.
+  bool fill_off = false;
   double value[kNumSweepMetrics];
   // RSS in the reply to the fill set_phase, before any load; -1: not seen.
   double base_rss = -1;
@@ -136,6 +139,8 @@ struct SweepRow {
   // Completed cells whose fill never reached the cache limit: the row does
   // not show seed 000's conditions.
   int unfilled_cells = 0;
+  // Completed cells whose fill check was off (CellSummary::fill_off).
+  int fill_off_cells = 0;
   Aggregate metric[kNumSweepMetrics];
   // Over the completed cells' base_rss and trim_goal.
   Aggregate base_rss;

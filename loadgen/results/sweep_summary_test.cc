@@ -219,6 +219,24 @@ TEST(SweepSummaryTest, CellWhoseFillNeverFilledIsFlagged) {
   EXPECT_THAT(SweepTable(s), HasSubstr("NEVER(1)"));
 }
 
+// A service with no cache (snapshots without cache figures): the fill check
+// is off, not NEVER FILLED, and the table says "off", not "yes".
+TEST(SweepSummaryTest, AServiceWithNoCacheHasTheFillCheckOff) {
+  std::vector<Event> ev;
+  AddCell(&ev, "glibc", 4, 1, 60, 60, 60, 30, 25, 1000, 2000);
+  for (Event& e : ev) {
+    if (e.has_snapshot()) e.mutable_snapshot()->clear_cache();
+  }
+  SweepSummary s = BuildSweepSummary(ev);
+  ASSERT_EQ(s.rows.size(), 1u);
+  EXPECT_EQ(s.rows[0].unfilled_cells, 0);
+  EXPECT_EQ(s.rows[0].fill_off_cells, 1);
+  const std::string md = SweepMarkdown(s, "d");
+  EXPECT_THAT(md, HasSubstr("| glibc | - | 4 | 1/1 | off |"));
+  EXPECT_THAT(md, Not(HasSubstr(kCacheNeverFilled)));
+  EXPECT_THAT(SweepTable(s), HasSubstr(" off "));
+}
+
 // Three repeats of two rows, after idle 90/100/115 MiB (25 % of the median)
 // and 95/100/110 (15 %); the trim column exactly at the limit (20 %).
 std::vector<Event> Spread() {

@@ -28,9 +28,9 @@ namespace {
 
 PyObject* g_phase_hook = nullptr;  // GIL held to touch
 
-// The Python exception as a status: LookupError (no callback registered) is
-// FAILED_PRECONDITION with the package's sentence; anything the service's
-// callback raised is FAILED_PRECONDITION naming it.
+// The Python exception as a status: LookupError is FAILED_PRECONDITION with
+// the package's sentence; anything the service's callback raised is
+// FAILED_PRECONDITION naming it.
 absl::Status StatusFromPython(const std::string& phase) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
@@ -66,6 +66,7 @@ class PackageBackend : public ControlBackend {
     const std::string name = PhaseName(phase);
     absl::Status status = absl::OkStatus();
     std::string previous;
+    std::string no_callback;
     const bool ran = WithGil([&] {
       if (g_phase_hook == nullptr) {
         status = absl::UnavailableError("the rsslab package is shutting down");
@@ -77,13 +78,20 @@ class PackageBackend : public ControlBackend {
         status = StatusFromPython(name);
         return;
       }
-      if (const char* c = PyUnicode_Check(r) ? PyUnicode_AsUTF8(r) : nullptr) previous = c;
+      // (previous phase, why no callback ran or "")
+      if (PyTuple_Check(r) && PyTuple_Size(r) == 2) {
+        PyObject* p = PyTuple_GetItem(r, 0);
+        PyObject* n = PyTuple_GetItem(r, 1);
+        if (const char* c = PyUnicode_Check(p) ? PyUnicode_AsUTF8(p) : nullptr) previous = c;
+        if (const char* c = PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : nullptr) no_callback = c;
+      }
       PyErr_Clear();
       Py_DECREF(r);
     });
     if (!ran) return absl::UnavailableError("the Python interpreter is shutting down");
     if (!status.ok()) return status;
     response->set_previous_phase(previous);
+    response->set_no_callback(no_callback);
     ControlSnapshotOptions snap{call->gc, request.detail()};
     if (phase == v1::PHASE_TRIM) {
       TakeSnapshot(snap, response->mutable_before());

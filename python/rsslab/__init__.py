@@ -426,19 +426,23 @@ def cache_stats(fn):
 
 
 def _set_phase(name, limit):
-    """SetPhase from the Control service (native side, GIL held)."""
+    """SetPhase from the Control service (native side, GIL held): (previous
+    phase, why no callback ran or "")."""
     global _phase
     with _lock:
         fn = _phase_callbacks.get(name)
         registered = sorted(_phase_callbacks)
-    if fn is None and name != "trim":
-        raise LookupError("no callback for phase '%s': this service registered %s "
-                          "(rsslab.on_phase(name, fn))"
-                          % (name, ", ".join(registered) if registered else "none"))
+    note = ""
     if fn is not None:
         fn(None if limit < 0 else limit)
+    elif name != "trim":
+        # A service with no cache: the phase still labels the loadgen's
+        # records, and the answer says nothing ran (trim releases anyway).
+        note = ("no callback for phase '%s': this service registered %s "
+                "(rsslab.on_phase(name, fn)); the phase only labels the records"
+                % (name, ", ".join(registered) if registered else "none"))
     previous, _phase = _phase, name
-    return previous
+    return previous, note
 
 
 def control_address():

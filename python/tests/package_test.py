@@ -621,6 +621,7 @@ def five_line_checks(py):
         control = p.stdout.readline().split()[-1:]
         port = p.stdout.readline().split()[-1:]
         ok = bool(control and port)
+        said = ""
         if ok:
             r = snippet(py, "import grpc\nc = grpc.insecure_channel('127.0.0.1:%s')"
                             ".unary_unary('/t.S/M')\nfor i in range(20): c(b'x', timeout=10)"
@@ -630,10 +631,18 @@ def five_line_checks(py):
             snap = run([CTL, "--control=" + control[0], "snapshot", "--json"], timeout=60)
             served = json.loads(snap.stdout).get("requests_served") if snap.returncode == 0 else None
             ok = ok and t.returncode == 0 and " on " in t.stdout and int(served or 0) == 20
+            # No cache, no on_phase: a phase labels the records and answers
+            # with a snapshot that says no callback ran.
+            ph = run([CTL, "--control=" + control[0], "phase", "fill"], timeout=60)
+            ok = ok and ph.returncode == 0 and (
+                "no callback ran: no callback for phase 'fill': this service registered none"
+                in ph.stdout) and "rss" in ph.stdout
+            said = (ph.stdout + ph.stderr)[-300:]
         out, err = p.communicate("", timeout=30)
         check(ok and p.returncode == 0,
               "%s: docs/PACKAGE.md's five lines in a grpcio service: 20 requests counted, "
-              "rsslab_ctl trim answered (%s) %s" % (allocator, ok, err.strip()[-300:]))
+              "rsslab_ctl trim answered, a phase with no callback answered (%s) %s %s"
+              % (allocator, ok, said, err.strip()[-300:]))
 
 
 # serve() in a process that has imported grpcio, over each transport: its

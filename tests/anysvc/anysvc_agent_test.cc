@@ -25,6 +25,7 @@ namespace testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr char kData[] = R"({"id": {{seq}}, "customer": "c{{rand_str 32}}", "tags": ["t{{seq}}"]})";
 
@@ -179,6 +180,10 @@ TEST_F(AgentWithShop, SweepOverTheServiceMergesIntoACompleteTable) {
   auto m = ServerProcess::Run(Loadgen(), {"merge", "--out=" + Tmp("merged"), out});
   EXPECT_EQ(m.exit_code, 0) << m.out << m.err;
   EXPECT_THAT(m.out, HasSubstr("2 of 2 cells ok"));
+  // Read from /proc, the service reports no cache: the fill check is off,
+  // not "never filled".
+  EXPECT_THAT(m.out, Not(HasSubstr("NEVER")));
+  EXPECT_THAT(m.out, HasSubstr(" off "));
   EXPECT_THAT(m.out, HasSubstr("glibc-arena2"));
   EXPECT_THAT(m.out, HasSubstr("jemalloc"));
 }
