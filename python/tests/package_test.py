@@ -3,8 +3,8 @@
 
 1. The wheel is packed from the Bazel-built extension (python/wheel/
    build_wheel.py) and `pip install --no-index` puts it into a fresh
-   `python3 -m venv --system-site-packages` venv, where Debian's grpc
-   stays importable.
+   `/usr/bin/python3 -m venv --system-site-packages` venv (docs/PACKAGE.md's
+   own line), where Debian's grpc stays importable.
 2. grpc_service.py (Debian's python3-grpcio, 16 ThreadPoolExecutor workers,
    Load/Handle in Python with the seed handler and a byte-bounded cache, the
    package added the documented way, its Control service in-process next to
@@ -31,6 +31,7 @@ fails the check it was in.
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -118,6 +119,15 @@ def base_env():
     return env
 
 
+def doc_venv_command():
+    """The venv line of docs/PACKAGE.md's Install block, as argv."""
+    block = open(PACKAGE_MD).read().split("## Install", 1)[1].split("```sh\n", 1)[1]
+    for line in block.split("```", 1)[0].splitlines():
+        if " -m venv " in line:
+            return shlex.split(line.split("#", 1)[0])
+    return []
+
+
 def install_wheel():
     dist = os.path.join(TMP, "dist")
     r = run([sys.executable, os.path.join(WS, "python/wheel/build_wheel.py"),
@@ -128,7 +138,13 @@ def install_wheel():
           "wheel name %s" % os.path.basename(wheel))
     venv = os.path.join(TMP, "venv")
     shutil.rmtree(venv, ignore_errors=True)
-    r = run(["/usr/bin/python3", "-m", "venv", "--system-site-packages", venv])
+    # The doc's own command: a bare `python3` may be another CPython first
+    # on PATH, without Debian's python3-grpcio.
+    cmd = doc_venv_command()
+    check(cmd[:1] == ["/usr/bin/python3"] and cmd[-1:] == ["venv"],
+          "docs/PACKAGE.md's venv line names /usr/bin/python3 (Debian's, with python3-grpcio) "
+          "and makes ./venv: %r" % cmd)
+    r = run(cmd[:-1] + [venv])
     check(r.returncode == 0, "venv created " + r.stderr.strip())
     py = os.path.join(venv, "bin/python")
     r = run([py, "-m", "pip", "install", "--no-index", "--no-cache-dir", wheel], env=base_env())
