@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/echo.h"
 #include "common/files.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -46,21 +47,6 @@ class ProtoCatalog::Errors : public google::protobuf::compiler::MultiFileErrorCo
 ProtoCatalog::ProtoCatalog() = default;
 ProtoCatalog::~ProtoCatalog() = default;
 
-namespace {
-
-bool IsDir(const std::string& p) {
-  struct stat st;
-  return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-std::string DirName(const std::string& p) {
-  const size_t slash = p.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : p.substr(0, slash);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<ProtoCatalog>> ProtoCatalog::Load(
     const std::vector<std::string>& files, const std::vector<std::string>& import_paths) {
   if (files.empty()) return absl::InvalidArgumentError("--proto: no file given");
@@ -69,42 +55,18 @@ absl::StatusOr<std::unique_ptr<ProtoCatalog>> ProtoCatalog::Load(
   }
   std::unique_ptr<ProtoCatalog> c(new ProtoCatalog);
   c->errors_ = std::make_unique<Errors>();
-  c->tree_ = std::make_unique<google::protobuf::compiler::DiskSourceTree>();
-  std::vector<std::string> roots = import_paths;
-  if (roots.empty()) {
-    for (const std::string& f : files) roots.push_back(DirName(f));
-  }
-  for (const std::string& r : roots) {
-    if (!IsDir(r)) {
-      return absl::InvalidArgumentError(absl::StrCat("--proto_path=", r, ": not a directory"));
-    }
-    c->tree_->MapPath("", r);
-  }
-  // Debian's libprotobuf-dev installs the well-known types here.
-  if (IsDir("/usr/include/google/protobuf")) c->tree_->MapPath("", "/usr/include");
+  // Found as protoc finds them, and bounded before the parser reads a byte
+  // (loadgen/proto_source.h).
+  absl::StatusOr<std::unique_ptr<ProtoSource>> tree = ProtoSource::Create(files, import_paths);
+  if (!tree.ok()) return tree.status();
+  c->tree_ = *std::move(tree);
   c->importer_ =
       std::make_unique<google::protobuf::compiler::Importer>(c->tree_.get(), c->errors_.get());
-  for (const std::string& f : files) {
-    if (absl::Status s = CheckRegularFile(f, kScenarioFileMaxBytes, "--proto"); !s.ok()) {
-      return absl::InvalidArgumentError(s.message());
-    }
-    std::string virtual_file, shadowing;
-    using Tree = google::protobuf::compiler::DiskSourceTree;
-    switch (c->tree_->DiskFileToVirtualFile(f, &virtual_file, &shadowing)) {
-      case Tree::SUCCESS:
-        break;
-      case Tree::SHADOWED:
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--proto=", f, ": shadowed by ", shadowing, " (an earlier --proto_path holds the same name)"));
-      case Tree::CANNOT_OPEN:
-        return absl::InvalidArgumentError(absl::StrCat("--proto=", f, ": cannot read it"));
-      case Tree::NO_MAPPING:
-        return absl::InvalidArgumentError(absl::StrCat(
-            "--proto=", f, ": not under any --proto_path (", absl::StrJoin(roots, ","), ")"));
-    }
-    const google::protobuf::FileDescriptor* fd = c->importer_->Import(virtual_file);
+  for (size_t i = 0; i < files.size(); ++i) {
+    const google::protobuf::FileDescriptor* fd = c->importer_->Import(c->tree_->virtual_files()[i]);
+    if (!c->tree_->bound_error().empty()) return absl::InvalidArgumentError(c->tree_->bound_error());
     if (fd == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("--proto=", f, ": ", c->errors_->Take()));
+      return absl::InvalidArgumentError(absl::StrCat("--proto=", Echo(files[i]), ": ", c->errors_->Take()));
     }
     c->files_.push_back(fd);
   }
@@ -117,7 +79,7 @@ absl::StatusOr<const MethodDescriptor*> ProtoCatalog::FindMethod(absl::string_vi
   const size_t slash = c.rfind('/');
   if (slash == absl::string_view::npos || slash == 0 || slash + 1 == c.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--call=", call, ": want package.Service/Method"));
+        absl::StrCat("--call=", Echo(call), ": want package.Service/Method"));
   }
   const std::string service(c.substr(0, slash));
   const std::string method(c.substr(slash + 1));
@@ -125,23 +87,34 @@ absl::StatusOr<const MethodDescriptor*> ProtoCatalog::FindMethod(absl::string_vi
   if (sd == nullptr) {
     std::vector<std::string> known;
     for (const auto* f : files_) {
-      for (int i = 0; i < f->service_count(); ++i) known.push_back(f->service(i)->full_name());
+      for (int i = 0; i < f->service_count(); ++i) {
+        const auto* svc = f->service(i);
+        std::vector<std::string> methods;
+        for (int j = 0; j < svc->method_count(); ++j) methods.push_back(svc->method(j)->name());
+        known.push_back(absl::StrCat(svc->full_name(), " (", absl::StrJoin(methods, ", "), ")"));
+      }
     }
     return absl::InvalidArgumentError(
-        absl::StrCat("--call=", call, ": no service ", service, " in the --proto files (services: ",
+        absl::StrCat("--call=", Echo(call), ": no service ", Echo(service), " in the --proto files (services: ",
                      known.empty() ? "none" : absl::StrJoin(known, ", "), ")"));
   }
   const MethodDescriptor* md = sd->FindMethodByName(method);
   if (md == nullptr) {
     std::vector<std::string> known;
     for (int i = 0; i < sd->method_count(); ++i) known.push_back(sd->method(i)->name());
-    return absl::InvalidArgumentError(absl::StrCat("--call=", call, ": ", service, " has no method ",
-                                                   method, " (methods: ", absl::StrJoin(known, ", "),
+    return absl::InvalidArgumentError(absl::StrCat("--call=", Echo(call), ": ", Echo(service), " has no method ",
+                                                   Echo(method), " (methods: ", absl::StrJoin(known, ", "),
                                                    ")"));
   }
   if (md->client_streaming() || md->server_streaming()) {
+    std::vector<std::string> unary;
+    for (int i = 0; i < sd->method_count(); ++i) {
+      const MethodDescriptor* m = sd->method(i);
+      if (!m->client_streaming() && !m->server_streaming()) unary.push_back(m->name());
+    }
     return absl::InvalidArgumentError(absl::StrCat(
-        "--call=", call, ": a streaming method; the loadgen sends unary calls only"));
+        "--call=", Echo(call), ": a streaming method; the loadgen sends unary calls only (unary methods of ",
+        service, ": ", unary.empty() ? "none" : absl::StrJoin(unary, ", "), ")"));
   }
   return md;
 }

@@ -42,6 +42,7 @@
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/dynamic_message.h"
 #include "google/protobuf/message.h"
+#include "loadgen/proto_source.h"
 #include "proto/scenario.pb.h"
 
 namespace rsslab {
@@ -57,9 +58,11 @@ inline constexpr int kDataFileMaxLines = 100000;
 class ProtoCatalog {
  public:
   // `files`: .proto paths; `import_paths`: directories imports resolve in
-  // (default: each file's own directory). /usr/include is searched last, so
+  // (default: each file's own directory), found and bounded as
+  // loadgen/proto_source.h says. /usr/include is searched last, so
   // google/protobuf/*.proto imports work. INVALID_ARGUMENT with the parser's
-  // own message (file:line:column) when a file does not parse.
+  // own message (file:line:column) when a file does not parse, or one line
+  // naming the file and the bound a file broke.
   static absl::StatusOr<std::unique_ptr<ProtoCatalog>> Load(
       const std::vector<std::string>& files, const std::vector<std::string>& import_paths);
   ~ProtoCatalog();
@@ -75,7 +78,7 @@ class ProtoCatalog {
   ProtoCatalog();
   class Errors;
   std::unique_ptr<Errors> errors_;
-  std::unique_ptr<google::protobuf::compiler::DiskSourceTree> tree_;
+  std::unique_ptr<ProtoSource> tree_;
   std::unique_ptr<google::protobuf::compiler::Importer> importer_;
   absl::Mutex mu_;
   google::protobuf::DynamicMessageFactory factory_ ABSL_GUARDED_BY(mu_);

@@ -386,6 +386,62 @@ TEST(Merge, MemoryIsBoundedByARecordNotTheInputs) {
 }
 
 
+// The loadgen run as python3's only child: its exit code, stderr and peak
+// RSS in bytes (RUSAGE_CHILDREN).
+struct Peak {
+  ServerProcess::Result r;
+  int64_t bytes = 0;
+};
+Peak LoadgenPeak(std::vector<std::string> loadgen_args) {
+  std::vector<std::string> args = {
+      "-c",
+      "import resource, subprocess, sys\n"
+      "p = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+      "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+      "sys.exit(p.returncode)\n",
+      ServerProcess::Runfile("loadgen/rsslab_loadgen"), "--progress=none"};
+  args.insert(args.end(), loadgen_args.begin(), loadgen_args.end());
+  Peak p;
+  p.r = ServerProcess::Run("/usr/bin/python3", args, {}, absl::Seconds(60));
+  p.bytes = std::strtoll(p.r.out.c_str(), nullptr, 10) << 10;  // kB -> bytes
+  return p;
+}
+
+// Third pass: a 5,000-deep .proto took the loadgen to 461 MB before it was
+// refused. Now a hostile tree (deep, many files, a huge file) is refused on
+// its raw text, in one line naming the file and the bound, with the
+// loadgen's peak RSS below 64 MiB, and nothing is sent.
+TEST(ProtoTree, HostileTreesAreRefusedBeforeTheyAreParsed) {
+  const std::string base = Tmp() + "/proto-tree";
+  mkdir(base.c_str(), 0755);
+  std::string deep = "syntax = \"proto3\";\n";
+  for (int i = 0; i < 5000; ++i) absl::StrAppend(&deep, "message M", i, " {\n");
+  for (int i = 0; i < 5000; ++i) deep += "}\n";
+  WriteFile(base + "/deep.proto", deep);
+  std::string many = "syntax = \"proto3\";\n";
+  for (int i = 0; i < 1000; ++i) {
+    absl::StrAppend(&many, "import \"m", i, ".proto\";\n");
+    WriteFile(absl::StrCat(base, "/m", i, ".proto"),
+              absl::StrCat("syntax = \"proto3\";\nmessage F", i, " { int32 x = 1; }\n"));
+  }
+  WriteFile(base + "/many.proto", many);
+  WriteFile(base + "/huge.proto", "syntax = \"proto3\";\n" + std::string(64 << 20, ' '));
+  for (const auto& [file, bound] : std::vector<std::pair<std::string, std::string>>{
+           {"deep.proto", "deep.proto:66: nested deeper than 64 levels"},
+           {"many.proto", "one file more than the 256 a load may open"},
+           {"huge.proto", "huge.proto is 67108883 bytes; at most 4194304"}}) {
+    Peak p = LoadgenPeak({"--proto=" + base + "/" + file, "--call=x.S/M", "--data={}", "--requests=1",
+                          "--target=127.0.0.1:1", "--out=" + base + "/run"});
+    EXPECT_EQ(p.r.exit_code, 2) << file << ": " << p.r.err;
+    EXPECT_TRUE(absl::StrContains(p.r.err, bound)) << p.r.err;
+    EXPECT_EQ(std::count(p.r.err.begin(), p.r.err.end(), '\n'), 1) << p.r.err;
+    EXPECT_GT(p.bytes, 0) << p.r.out;
+    EXPECT_LT(p.bytes, 64 << 20) << file << ": peak RSS " << (p.bytes >> 20) << " MiB";
+  }
+  struct stat st {};
+  EXPECT_NE(stat((base + "/run").c_str(), &st), 0) << "a run directory was written";
+}
+
 // Class 4: the agent refuses a `handler=` server flag, but the same flag in
 // a scenario's sweep server_flags run with --local was honoured and the
 // named Python file executed. Now every launch path takes the agent's
