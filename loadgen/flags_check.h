@@ -34,6 +34,8 @@ inline constexpr double kMinRate = 0.01;
 inline constexpr int64_t kMaxPayloadBytes = 16ll << 20;  // the server's default max message
 inline constexpr int64_t kMaxDeadlineMs = 3600000;       // 1 h
 inline constexpr int64_t kMaxRequests = int64_t{1} << 40;
+// A whole run's requests, every repeat multiplied out (CheckPlanBounds).
+inline constexpr int64_t kMaxPlanRequests = kMaxRequests;
 inline constexpr double kMaxDurationS = 30 * 86400.0;  // 30 days (a soak)
 // The longest a whole run may be planned to take, from every bound the
 // scenario gives (wait seconds, load durations, requests / rate, repeat

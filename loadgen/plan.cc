@@ -91,6 +91,9 @@ absl::StatusOr<Plan> BuildPlan(const rsslab::v1::Scenario& scenario,
       !s.ok()) {
     return s;
   }
+  // After every override (flags, --command, built-ins): what will run is
+  // bounded before anything is sent, closed loop and open loop alike.
+  if (absl::Status s = CheckPlanBounds(scenario, flags, ""); !s.ok()) return s;
   plan.needs_control = NeedsControl(scenario);
   plan.soak = scenario.has_soak();
   if (plan.soak) {

@@ -234,43 +234,93 @@ bool UsesControl(const Step& step) {
   }
 }
 
-// How long `steps` can take at most, in seconds, from what bounds them
-// (a closed loop with only a count adds nothing: its time is the server's).
-// Checked against kMaxRunTimeS before anything is sent.
-double PlannedSeconds(const google::protobuf::RepeatedPtrField<Step>& steps,
-                      const LoadSpec& defaults, const LoadSpec& flags) {
-  double total = 0;
-  for (const Step& step : steps) {
-    switch (step.kind_case()) {
-      case Step::kWait:
-        total += step.wait().seconds();
-        break;
-      case Step::kLoad: {
-        absl::StatusOr<LoadSpec> l = ResolveLoad(step.load(), defaults, flags);
-        if (!l.ok()) break;
-        if (l->duration_s() > 0) {
-          total += l->duration_s() + l->warmup_s();
-        } else if (l->rate() > 0) {
-          total += static_cast<double>(l->requests() + l->warmup_requests()) / l->rate();
-        }
-        break;
+uint64_t SatMul(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+
+uint64_t SatAdd(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? std::numeric_limits<uint64_t>::max() : r;
+}
+
+// What one pass over a list of steps sends and takes at most.
+struct StepTotals {
+  uint64_t requests = 0;  // from count-bound load steps, warm-up included (saturating)
+  double seconds = 0;     // from what bounds time (a closed loop's count adds none)
+};
+
+// Totals of `steps`, refusing (first error only, naming the step where the
+// bound is crossed, `where` its path) a list whose requests or time pass
+// the bounds, nested lists first. A repeat multiplies its list by `times`;
+// one with only duration_s stops after the iteration running at that time.
+absl::Status TotalsOf(const google::protobuf::RepeatedPtrField<Step>& steps,
+                      const LoadSpec& defaults, const LoadSpec& flags,
+                      const std::string& where, StepTotals* out) {
+  for (int i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    const std::string at = absl::StrCat(
+        where, step.name().empty() ? absl::StrFormat("step %d", i + 1)
+                                   : absl::StrFormat("step %d \"%s\"", i + 1, Echo(step.name(), 64)));
+    StepTotals t;
+    std::string how;
+    if (step.has_wait()) {
+      t.seconds = step.wait().seconds();
+    } else if (step.has_load()) {
+      absl::StatusOr<LoadSpec> l = ResolveLoad(step.load(), defaults, flags);
+      if (!l.ok()) continue;  // CheckSteps says why
+      if (l->duration_s() > 0) {
+        t.seconds = l->duration_s() + l->warmup_s();
+      } else {
+        t.requests = SatAdd(l->requests(), l->warmup_requests());
+        if (l->rate() > 0) t.seconds = static_cast<double>(t.requests) / l->rate();
       }
-      case Step::kRepeat: {
-        const rsslab::v1::RepeatStep& r = step.repeat();
-        const double once = PlannedSeconds(r.step(), defaults, flags);
-        double t = r.times() > 0 ? static_cast<double>(r.times()) * once
-                                 : std::numeric_limits<double>::infinity();
-        // duration_s stops it after the iteration running at that time.
-        if (r.duration_s() > 0) t = std::min(t, r.duration_s() + once);
-        total += t;
-        break;
+      how = absl::StrCat(at, ": load");
+    } else if (step.has_repeat()) {
+      const rsslab::v1::RepeatStep& r = step.repeat();
+      StepTotals once;
+      if (absl::Status s = TotalsOf(r.step(), defaults, flags, absl::StrCat(at, ": repeat: "), &once);
+          !s.ok()) {
+        return s;
       }
-      default:
-        break;
+      const uint64_t times = r.times() > 0 ? r.times() : 1;  // duration only: time bounds it
+      t.requests = SatMul(once.requests, times);
+      t.seconds = r.times() > 0 ? static_cast<double>(r.times()) * once.seconds
+                                : std::numeric_limits<double>::infinity();
+      if (r.duration_s() > 0) t.seconds = std::min(t.seconds, r.duration_s() + once.seconds);
+      how = absl::StrFormat("%s: repeat (%u x %u requests)", at, times, once.requests);
+    }
+    out->requests = SatAdd(out->requests, t.requests);
+    out->seconds += t.seconds;
+    if (out->requests > static_cast<uint64_t>(kMaxPlanRequests)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: the steps up to here would send %s requests (repeat counts x requests, "
+          "warm-up included); a run sends at most %d",
+          how.empty() ? at : how,
+          out->requests == std::numeric_limits<uint64_t>::max() ? std::string("over 1.8e19")
+                                                                : absl::StrFormat("%.4g", static_cast<double>(out->requests)),
+          kMaxPlanRequests));
+    }
+    if (!(out->seconds <= kMaxRunTimeS)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: the steps up to here would run for %.3g s (repeat counts x step durations, "
+          "requests / rate); the maximum run time is %.0f s (30 days)",
+          at, out->seconds, kMaxRunTimeS));
     }
   }
-  return total;
+  return absl::OkStatus();
 }
+
+}  // namespace
+
+absl::Status CheckPlanBounds(const rsslab::v1::Scenario& scenario, const LoadSpec& flags,
+                             absl::string_view origin) {
+  StepTotals totals;
+  return TotalsOf(scenario.step(), scenario.load_defaults(), flags,
+                  origin.empty() ? "" : absl::StrCat(origin, ": "), &totals);
+}
+
+namespace {
 
 // Every string of the scenario: no control characters (they would reach the
 // terminal, the summary and the logs as they are) and a sane length.
@@ -525,12 +575,8 @@ absl::StatusOr<Scenario> ParseAndCheck(absl::string_view text,
     CheckSteps(sc, sc.step(), top, sc.load_defaults(), flags, &errors);
   }
   if (errors.empty()) {
-    const double planned = PlannedSeconds(sc.step(), sc.load_defaults(), flags);
-    if (!(planned <= kMaxRunTimeS)) {
-      errors.push_back(absl::StrFormat(
-          "%s: the steps would run for %.3g s (repeat counts x step durations, requests / "
-          "rate); the maximum run time is %.0f s (30 days)",
-          origin, planned, kMaxRunTimeS));
+    if (absl::Status s = CheckPlanBounds(sc, flags, origin); !s.ok()) {
+      errors.push_back(std::string(s.message()));
     }
   }
   if (!errors.empty()) {

@@ -80,6 +80,15 @@ void ApplySoakDuration(rsslab::v1::Scenario* scenario, double seconds);
 
 // Whether the run needs the Control service: a step sets phases, takes
 // snapshots or trims, or the scenario is a soak (it watches snapshots).
+// The bounds of a whole run, after every repeat is multiplied out (counts
+// saturate, never wrap): at most kMaxPlanRequests requests from count-bound
+// load steps, warm-up included, and kMaxRunTimeS of what bounds time (waits,
+// durations, requests / rate). INVALID_ARGUMENT naming the step (its path
+// from the top, after `origin`) where a bound is crossed. A repeat with only
+// duration_s counts one iteration's requests: its time bounds the rest.
+absl::Status CheckPlanBounds(const rsslab::v1::Scenario& scenario,
+                             const rsslab::v1::LoadSpec& flags, absl::string_view origin);
+
 bool NeedsControl(const rsslab::v1::Scenario& scenario);
 
 }  // namespace rsslab
