@@ -4,8 +4,10 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/echo.h"
 #include "common/flags_parse.h"
 
 ABSL_FLAG(std::vector<std::string>, proto, {},
@@ -70,40 +72,74 @@ absl::Status ApplyCommandFlag(rsslab::v1::Scenario* scenario) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// Names HTTP/2 forbids in a request (connection-specific, RFC 9113 8.2.2) or
+// gRPC sets itself (its PROTOCOL-HTTP2 spec); sending them breaks the call
+// or is silently replaced.
+constexpr absl::string_view kReservedKeys[] = {
+    "te",         "host",      "content-type",     "content-length",    "user-agent",
+    "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"};
+
+// One key as gRPC's wire spec allows it: 0-9 a-z _ - . only (HTTP/2's token
+// characters, lower-case, minus those gRPC does not carry).
+absl::Status CheckMetadataKey(absl::string_view key, const std::string& shown) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("--metadata=", shown, ": ", why));
+  };
+  if (key[0] == ':') return bad("keys starting with ':' are HTTP/2 pseudo-headers, set by gRPC");
+  for (char c : key) {
+    if (absl::ascii_isupper(c)) {
+      return bad(absl::StrCat("HTTP/2 header names are lower-case (", Echo(absl::AsciiStrToLower(key), 100),
+                              ")"));
+    }
+    if (!absl::ascii_isdigit(c) && !absl::ascii_islower(c) && c != '-' && c != '_' && c != '.') {
+      return bad("keys are lower-case letters, digits, '-', '_' and '.'");
+    }
+  }
+  if (absl::StartsWith(key, "grpc-")) return bad("grpc-* keys are reserved by gRPC");
+  for (absl::string_view r : kReservedKeys) {
+    if (key == r) return bad(absl::StrCat("'", r, "' is reserved by HTTP/2 or set by gRPC"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseMetadata(
     const std::vector<std::string>& items) {
   std::vector<std::pair<std::string, std::string>> out;
   if (items.size() > 64) return absl::InvalidArgumentError("--metadata: more than 64 entries");
   for (const std::string& item : items) {
-    const size_t colon = item.find(':');
-    const std::string shown = item.substr(0, 100);
-    if (colon == std::string::npos || colon == 0) {
+    const size_t colon = item.find(':', 1);  // a leading ':' is the key's, and refused
+    const std::string shown = Echo(item, 100);
+    if (colon == std::string::npos || item.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("--metadata=", shown, ": want key:value"));
     }
-    std::string key = item.substr(0, colon);
-    const std::string value(absl::StripLeadingAsciiWhitespace(item.substr(colon + 1)));
+    const std::string key = item.substr(0, colon);
+    std::string value(absl::StripLeadingAsciiWhitespace(item.substr(colon + 1)));
     if (key.size() > 128 || value.size() > 8192) {
       return absl::InvalidArgumentError(
           absl::StrCat("--metadata=", shown, ": key over 128 or value over 8192 characters"));
     }
-    key = absl::AsciiStrToLower(key);
-    for (char c : key) {
-      if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') {
+    if (absl::Status s = CheckMetadataKey(key, shown); !s.ok()) return s;
+    if (absl::EndsWith(key, "-bin")) {
+      // Binary, given in base64 as grpcurl takes it; gRPC encodes it again.
+      std::string bytes;
+      if (!absl::Base64Unescape(value, &bytes)) {
         return absl::InvalidArgumentError(
-            absl::StrCat("--metadata=", shown, ": keys are letters, digits, '-', '_' and '.'"));
+            absl::StrCat("--metadata=", shown, ": a -bin key's value is binary, given in base64"));
+      }
+      value = std::move(bytes);
+    } else {
+      for (char c : value) {
+        if (!absl::ascii_isprint(c)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "--metadata=", shown, ": values are printable ASCII (binary: a key ending in -bin)"));
+        }
       }
     }
-    if (absl::StartsWith(key, "grpc-") || absl::EndsWith(key, "-bin")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--metadata=", shown, ": grpc-* keys are gRPC's own and -bin keys binary; not sent"));
-    }
-    for (char c : value) {
-      if (!absl::ascii_isprint(c)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--metadata=", shown, ": values are printable ASCII"));
-      }
-    }
-    out.emplace_back(std::move(key), value);
+    out.emplace_back(key, std::move(value));
   }
   return out;
 }

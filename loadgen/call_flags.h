@@ -46,9 +46,12 @@ absl::Status ApplyCommandFlag(rsslab::v1::Scenario* scenario);
 // field: a usage error, found before any request is sent.
 absl::StatusOr<CallFlags> LoadCallFlags(const Plan& plan, const std::vector<std::string>& argv);
 
-// --metadata=key:value, checked: keys as HTTP/2 wants them (lower-case
-// letters, digits, "-_."), not "grpc-..." (reserved) nor "-bin" (binary);
-// values printable ASCII.
+// --metadata=key:value, checked: keys as HTTP/2 and gRPC want them
+// (lower-case letters, digits, "-_."; no ':' pseudo-headers, no "grpc-...",
+// none of te, host, content-type, content-length, user-agent and HTTP/2's
+// connection-specific names); values printable ASCII, except that a key
+// ending in "-bin" takes base64, sent as the bytes it decodes to. One line
+// naming the entry and the rule.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParseMetadata(
     const std::vector<std::string>& items);
 
