@@ -2,6 +2,9 @@
 
 #include <string>
 
+#include "common/utf8_message.h"
+#include "google/protobuf/api.pb.h"
+#include "google/protobuf/wrappers.pb.h"
 #include "gtest/gtest.h"
 
 namespace rsslab {
@@ -56,4 +59,27 @@ TEST(Echo, MultilineKeepsLineFeedsOnly) {
 }
 
 }  // namespace
+// A message's strings made valid UTF-8 for JSON: nested, repeated and
+// singular string fields with bad bytes escaped, valid ones and bytes
+// fields untouched.
+TEST(Utf8Message, InvalidStringsEscapedEverywhereValidOnesKept) {
+  google::protobuf::Api api;
+  api.set_name("ok-\xc3\xa9");  // valid: é
+  api.set_version("v\xff" "1");
+  api.add_methods()->set_name("m\xc3");  // a cut sequence
+  api.add_methods()->set_name("fine");
+  api.add_mixins()->set_root("\xed\xa0\x80");  // a surrogate
+  EXPECT_EQ(ReplaceInvalidUtf8(&api), 3);
+  EXPECT_EQ(api.name(), "ok-\xc3\xa9");
+  EXPECT_EQ(api.version(), "v\\xff1");
+  EXPECT_EQ(api.methods(0).name(), "m\\xc3");
+  EXPECT_EQ(api.methods(1).name(), "fine");
+  EXPECT_EQ(api.mixins(0).root(), "\\xed\\xa0\\x80");
+  EXPECT_EQ(ReplaceInvalidUtf8(&api), 0);
+  google::protobuf::BytesValue raw;
+  raw.set_value("\xff\x00", 2);
+  EXPECT_EQ(ReplaceInvalidUtf8(&raw), 0);
+  EXPECT_EQ(raw.value(), std::string("\xff\x00", 2));
+}
+
 }  // namespace rsslab

@@ -58,8 +58,8 @@ int Fail(const std::string& what, const grpc::Status& s) {
   std::string addr = absl::GetFlag(FLAGS_control);
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    fprintf(stderr, "rsslab_ctl: %s: cannot reach server at %s (%s)\n", what.c_str(), addr.c_str(),
-            s.error_message().c_str());
+    fprintf(stderr, "rsslab_ctl: %s: cannot reach server at %s (%s)\n", Echo(what).c_str(),
+            Echo(addr).c_str(), Echo(s.error_message()).c_str());
   } else if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     // What answers there is a gRPC server without the Control service:
     // most likely the data port (or an agent).
@@ -67,11 +67,12 @@ int Fail(const std::string& what, const grpc::Status& s) {
             "rsslab_ctl: %s: %s does not serve rsslab's Control service (is it the server's data "
             "port, or another program?); --control takes the address after control= in the "
             "server's ready line\n",
-            what.c_str(), addr.c_str());
+            Echo(what).c_str(), Echo(addr).c_str());
   } else {
-    fprintf(stderr, "rsslab_ctl: %s: %s: %s\n", what.c_str(),
+    // The server's text, not ours: escaped and cut (a peer could forge lines).
+    fprintf(stderr, "rsslab_ctl: %s: %s: %s\n", Echo(what).c_str(),
             absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())).c_str(),
-            s.error_message().c_str());
+            Echo(s.error_message(), 1024).c_str());
   }
   return 1;
 }
@@ -188,7 +189,7 @@ int PhaseCommand(Stub& stub, const Args& args) {
   if (absl::GetFlag(FLAGS_json)) {
     PrintJsonLine(resp);
   } else {
-    printf("phase %s -> %s\n", resp.previous_phase().c_str(), req.phase().c_str());
+    printf("phase %s -> %s\n", Echo(resp.previous_phase()).c_str(), Echo(req.phase()).c_str());
     if (!resp.no_callback().empty()) {
       printf("no callback ran: %s\n", rsslab::Echo(resp.no_callback(), 1024).c_str());
     }
@@ -261,7 +262,7 @@ int Main(int argc, char** argv) {
   if (cmd == "inspect") return InspectCommand(args);
   if (cmd != "phase" && cmd != "snapshot" && cmd != "watch" && cmd != "trim") {
     fprintf(stderr, "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim, inspect)\n",
-            cmd.c_str());
+            Echo(cmd, 64).c_str());
     return 2;
   }
   absl::StatusOr<Security> security = Security::FromFlags();

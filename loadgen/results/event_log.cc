@@ -1,6 +1,7 @@
 #include "loadgen/results/event_log.h"
 
 #include "common/files.h"
+#include "common/utf8_message.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -158,8 +159,12 @@ std::string EventToJson(const Event& event) {
   o.preserve_proto_field_names = true;
   o.add_whitespace = false;
   std::string out;
-  // Printing a well-formed message cannot fail.
-  (void)google::protobuf::util::MessageToJsonString(event, &out, o);
+  // A peer's text (an error, a thread name) may hold bytes that are not
+  // UTF-8: escaped in a copy, so the line is valid JSON and protobuf logs
+  // nothing. Printing a well-formed message cannot fail.
+  Event copy = event;
+  ReplaceInvalidUtf8(&copy);
+  (void)google::protobuf::util::MessageToJsonString(copy, &out, o);
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
+#include "common/echo.h"
 #include "common/files.h"
 #include "common/phase.h"
 #include "loadgen/results/fill_check.h"
@@ -152,10 +153,10 @@ std::vector<std::string> SummaryColumns() {
 
 std::vector<std::string> SummaryRow(const RunSummary& s) {
   std::vector<std::string> row;
-  row.push_back(s.scenario.empty() ? "-" : s.scenario);
+  row.push_back(s.scenario.empty() ? "-" : Echo(s.scenario, 64));
   row.push_back(s.completed ? "yes" : "no");
   row.push_back(s.workers < 0 ? "-" : absl::StrCat(s.workers));
-  row.push_back(s.allocator.empty() ? "-" : s.allocator);
+  row.push_back(s.allocator.empty() ? "-" : Echo(s.allocator, 64));
   for (rsslab::v1::Phase phase : kCyclePhases) {
     auto it = s.after_phase.find(PhaseName(phase));
     row.push_back(it == s.after_phase.end() ? "-"
@@ -176,21 +177,21 @@ std::vector<std::string> SummaryRow(const RunSummary& s) {
 }
 
 std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
-  std::string md = absl::StrFormat("# rsslab run: %s\n\n", s.scenario);
-  absl::StrAppend(&md, "Run directory: `", run_dir, "`  \nTarget: `", s.target,
+  std::string md = absl::StrFormat("# rsslab run: %s\n\n", Echo(s.scenario));
+  absl::StrAppend(&md, "Run directory: `", Echo(run_dir, 1024), "`  \nTarget: `", Echo(s.target),
                   "`  \nHandler: `", HandlerLabel(s), "`  \n");
   if (s.completed) {
     absl::StrAppend(&md, "Status: **completed** (every step succeeded)\n\n");
   } else {
     absl::StrAppend(&md, "Status: **INCOMPLETE** — ",
-                    s.has_footer ? s.error
+                    s.has_footer ? Echo(s.error, 1024)
                                  : "no footer record (the loadgen stopped "
                                    "without finishing)",
                     "\n\n");
   }
   for (const auto& f : s.failed_steps) {
-    absl::StrAppend(&md, "- step `", f.step(), "` (", f.kind(), ") failed: ",
-                    f.error(), "\n");
+    absl::StrAppend(&md, "- step `", Echo(f.step()), "` (", Echo(f.kind()), ") failed: ",
+                    Echo(f.error(), 1024), "\n");
   }
   if (!s.failed_steps.empty()) md += "\n";
   md += FillMarkdown(s.fill);
@@ -272,9 +273,11 @@ absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s) {
 
 std::string HandlerLabel(const RunSummary& s) {
   if (s.handler.empty()) return "-";
-  std::string label = s.handler.substr(s.handler.find_last_of('/') + 1);
+  std::string label = Echo(s.handler.substr(s.handler.find_last_of('/') + 1));
   if (!s.handler_params_recorded) return label + " (knobs not recorded)";
-  for (const auto& kv : s.handler_params) absl::StrAppend(&label, " ", kv.first, "=", kv.second);
+  for (const auto& kv : s.handler_params) {
+    absl::StrAppend(&label, " ", Echo(kv.first, 64), "=", Echo(kv.second, 64));
+  }
   return label;
 }
 

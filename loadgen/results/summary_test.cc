@@ -111,6 +111,42 @@ TEST(SummaryTest, FinalStatusComesFromEveryStepNotTheLastFooter) {
   EXPECT_TRUE(interrupted.summary().completed);
 }
 
+// Third pass: a peer's text (a server's error, a handler's name and knobs,
+// an allocator string in a snapshot) reached summary.md and the terminal
+// table raw, so it could forge lines or drive the terminal; a byte that is
+// not UTF-8 made the events line log protobuf errors. Now each is escaped
+// where printed and the JSON carries valid UTF-8.
+TEST(SummaryTest, PeerTextIsEscapedWherePrintedAndJsonIsUtf8) {
+  SummaryBuilder b;
+  for (auto e : SeedLikeRun(true)) {
+    if (e.has_snapshot()) {
+      e.mutable_snapshot()->set_allocator("glibc\x1b[2J");
+      auto* cfg = e.mutable_snapshot()->mutable_config();
+      cfg->set_handler("/x/evil\r\n| forged | row |.py");
+      (*cfg->mutable_handler_params())["k\x1b"] = "v\n";
+    }
+    b.Add(e);
+  }
+  rsslab::v1::Event step;
+  step.mutable_step()->set_step("load\x1b]0;title\x07");
+  step.mutable_step()->set_ok(false);
+  step.mutable_step()->set_error("UNAVAILABLE: boom\n## forged heading\xff");
+  b.Add(step);
+  const std::string md = SummaryMarkdown(b.summary(), "d");
+  const std::string table = SummaryTable({b.summary()}, {"x"});
+  for (const std::string& out : {md, table}) {
+    EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+    EXPECT_EQ(out.find('\r'), std::string::npos) << out;
+    EXPECT_EQ(out.find("\n## forged"), std::string::npos) << out;
+  }
+  EXPECT_THAT(md, HasSubstr("boom\\n## forged heading\\xff"));
+  EXPECT_THAT(md, HasSubstr("evil\\r\\n| forged"));
+  EXPECT_THAT(table, HasSubstr("glibc\\x1b[2J"));
+  const std::string json = EventToJson(step);
+  EXPECT_THAT(json, HasSubstr("heading\\\\xff"));  // the escape, JSON-quoted
+  EXPECT_EQ(json.find('\xff'), std::string::npos) << json;
+}
+
 TEST(SummaryTest, WriteSummaryWritesBothFiles) {
   const std::string dir = TmpDir("run_sum");
   auto log = EventLog::Create(dir, true);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/echo.h"
 #include "common/files.h"
 #include "loadgen/results/fill_check.h"
 #include "memory/alloc/version.h"
@@ -596,11 +597,11 @@ std::string MarkdownCells(const SweepSummary& s) {
   md += "---|---|---|---|\n";
   for (const CellSummary& c : s.cells) {
     absl::StrAppendFormat(&md, "| %s | %s | %s | %s |",
-                          c.index < 0 ? "-" : absl::StrCat(c.index), c.cell,
+                          c.index < 0 ? "-" : absl::StrCat(c.index), Echo(c.cell),
                           c.ok ? "yes" : (c.has_result ? "FAILED" : "unfinished"),
-                          !c.allocator_version.empty() ? c.allocator_version
-                          : c.allocator.empty()        ? "-"
-                                                       : c.allocator);
+                          Echo(!c.allocator_version.empty() ? c.allocator_version
+                               : c.allocator.empty()        ? "-"
+                                                            : c.allocator));
     absl::StrAppend(&md, " ", FillCell(c.fill), " |");
     for (int m = 0; m < kNumSweepMetrics; ++m) {
       absl::StrAppend(&md, " ", FormatMetric(m, c.value[m]), " |");
@@ -608,9 +609,15 @@ std::string MarkdownCells(const SweepSummary& s) {
     absl::StrAppendFormat(&md, " %s | %s |", FormatMetric(kUnderLoad, c.base_rss),
                           c.trim_goal < 0 ? "-" : absl::StrCat(FormatGoalRatio(c.trim_goal), "x"));
     absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
-                          c.where.empty() ? "-" : c.where);
+                          c.where.empty() ? "-" : Echo(c.where));
   }
   return md;
+}
+
+// A peer's error text on one line: its line breaks as " / ", the rest of
+// its control bytes escaped.
+std::string OneLine(const std::string& error) {
+  return Echo(absl::StrReplaceAll(error, {{"\n", " / "}}), 1024);
 }
 
 // Attempts that do not count, and the failed cells with their log tails.
@@ -621,28 +628,27 @@ std::string MarkdownAttemptsAndFailures(const SweepSummary& s) {
           "its host failed it, or rerun by a batch system): the latest successful attempt "
           "counts.\n\n";
     for (const SupersededAttempt& a : s.superseded) {
-      absl::StrAppendFormat(&md, "- %s attempt %d: %s%s\n", a.cell, a.attempt,
+      absl::StrAppendFormat(&md, "- %s attempt %d: %s%s\n", Echo(a.cell), a.attempt,
                             a.ok ? "ok (a later one succeeded too)"
-                                 : absl::StrCat("failed: ", absl::StrReplaceAll(
-                                                                a.error, {{"\n", " / "}})),
-                            a.where.empty() ? "" : absl::StrCat(" (", a.where, ")"));
+                                 : absl::StrCat("failed: ", OneLine(a.error)),
+                            a.where.empty() ? "" : absl::StrCat(" (", Echo(a.where), ")"));
     }
   }
   if (s.failed_cells > 0) {
     md += "\n## Failed cells\n\n";
     for (const CellSummary& c : s.cells) {
       if (c.ok) continue;
-      absl::StrAppendFormat(&md, "- **%s** (%s): %s\n", c.cell,
-                            c.failed_at.empty() ? "did not finish" : c.failed_at,
-                            absl::StrReplaceAll(c.error, {{"\n", " / "}}));
-      if (!c.exit.empty()) absl::StrAppend(&md, "  - server: ", c.exit, "\n");
+      absl::StrAppendFormat(&md, "- **%s** (%s): %s\n", Echo(c.cell),
+                            c.failed_at.empty() ? "did not finish" : Echo(c.failed_at),
+                            OneLine(c.error));
+      if (!c.exit.empty()) absl::StrAppend(&md, "  - server: ", Echo(c.exit), "\n");
       if (!c.log_tail.empty()) {
         std::vector<std::string> lines = absl::StrSplit(
             absl::StripSuffix(c.log_tail, "\n"), '\n');
         const size_t from = lines.size() > 5 ? lines.size() - 5 : 0;
         md += "  - log tail:\n\n    ```\n";
         for (size_t i = from; i < lines.size(); ++i) {
-          absl::StrAppend(&md, "    ", lines[i], "\n");
+          absl::StrAppend(&md, "    ", Echo(lines[i], 512), "\n");
         }
         md += "    ```\n";
       }
