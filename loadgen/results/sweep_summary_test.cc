@@ -199,6 +199,25 @@ TEST(SweepSummaryTest, MarkdownAndCsvShowEveryColumnAndTheFailure) {
   EXPECT_THAT(md, HasSubstr("0 figure(s) marked"));
 }
 
+// Third pass: a failed cell's error, exit and log tail come from the cell's
+// host and server; they reached summary.md raw (ESC, CR, a line that
+// forges a heading). Now each is escaped where printed.
+TEST(SweepSummaryTest, FailedCellTextFromThePeerIsEscaped) {
+  std::vector<Event> ev = ThreeRepeats();
+  for (Event& e : ev) {
+    if (!e.has_cell_result() || e.cell_result().ok()) continue;
+    e.mutable_cell_result()->set_error("boom\x1b[2J\n## forged");
+    e.mutable_cell_result()->mutable_server()->set_exit("killed\r by SIGSEGV");
+    e.mutable_cell_result()->mutable_server()->set_log_tail("a\x1b]0;t\x07\nb\n");
+  }
+  const std::string md = SweepMarkdown(BuildSweepSummary(ev), "results/x");
+  EXPECT_EQ(md.find('\x1b'), std::string::npos) << md;
+  EXPECT_EQ(md.find('\r'), std::string::npos) << md;
+  EXPECT_THAT(md, HasSubstr("boom\\x1b[2J / ## forged"));
+  EXPECT_THAT(md, HasSubstr("server: killed\\r by SIGSEGV"));
+  EXPECT_THAT(md, HasSubstr("    a\\x1b]0;t\\x07\n    b\n"));
+}
+
 // A reduced sweep whose fill never reached the cache limit in one repeat:
 // the row, the cell and the paragraph under the table say so.
 TEST(SweepSummaryTest, CellWhoseFillNeverFilledIsFlagged) {
