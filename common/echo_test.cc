@@ -4,6 +4,7 @@
 
 #include "common/utf8_message.h"
 #include "google/protobuf/api.pb.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/wrappers.pb.h"
 #include "gtest/gtest.h"
 
@@ -80,6 +81,18 @@ TEST(Utf8Message, InvalidStringsEscapedEverywhereValidOnesKept) {
   raw.set_value("\xff\x00", 2);
   EXPECT_EQ(ReplaceInvalidUtf8(&raw), 0);
   EXPECT_EQ(raw.value(), std::string("\xff\x00", 2));
+}
+
+// inspect's report: U+FFFD (its text printer escapes what it prints), map
+// keys and values too (the start environment is a map).
+TEST(Utf8Message, ReplacementCharacterModeReachesMapKeysAndValues) {
+  google::protobuf::Struct st;
+  (*st.mutable_fields())["K\xff"].set_string_value("v\xfe\n");
+  (*st.mutable_fields())["ok"].set_string_value("line\n");
+  EXPECT_EQ(ReplaceInvalidUtf8(&st, Utf8Fix::kReplacement), 2);
+  ASSERT_EQ(st.fields().count("K\xEF\xBF\xBD"), 1u);
+  EXPECT_EQ(st.fields().at("K\xEF\xBF\xBD").string_value(), "v\xEF\xBF\xBD\n");
+  EXPECT_EQ(st.fields().at("ok").string_value(), "line\n");  // valid: kept, LF and all
 }
 
 }  // namespace rsslab

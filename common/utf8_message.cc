@@ -8,7 +8,7 @@
 
 namespace rsslab {
 
-int ReplaceInvalidUtf8(google::protobuf::Message* m) {
+int ReplaceInvalidUtf8(google::protobuf::Message* m, Utf8Fix fix) {
   using google::protobuf::FieldDescriptor;
   const google::protobuf::Reflection* r = m->GetReflection();
   std::vector<const FieldDescriptor*> fields;
@@ -17,11 +17,11 @@ int ReplaceInvalidUtf8(google::protobuf::Message* m) {
   for (const FieldDescriptor* f : fields) {
     if (f->cpp_type() == FieldDescriptor::CPPTYPE_MESSAGE) {
       if (!f->is_repeated()) {
-        changed += ReplaceInvalidUtf8(r->MutableMessage(m, f));
+        changed += ReplaceInvalidUtf8(r->MutableMessage(m, f), fix);
         continue;
       }
       for (int i = 0; i < r->FieldSize(*m, f); ++i) {
-        changed += ReplaceInvalidUtf8(r->MutableRepeatedMessage(m, f, i));
+        changed += ReplaceInvalidUtf8(r->MutableRepeatedMessage(m, f, i), fix);
       }
       continue;
     }
@@ -32,7 +32,7 @@ int ReplaceInvalidUtf8(google::protobuf::Message* m) {
       const std::string& v = f->is_repeated() ? r->GetRepeatedStringReference(*m, f, i, &scratch)
                                               : r->GetStringReference(*m, f, &scratch);
       if (IsValidUtf8(v)) continue;
-      std::string fixed = Echo(v, v.size());
+      std::string fixed = fix == Utf8Fix::kEscape ? Echo(v, v.size()) : ValidUtf8(v);
       if (f->is_repeated()) {
         r->SetRepeatedString(m, f, i, std::move(fixed));
       } else {

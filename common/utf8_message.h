@@ -9,6 +9,7 @@
 //
 //   rsslab::v1::Snapshot copy = snapshot;
 //   rsslab::ReplaceInvalidUtf8(&copy);   // then MessageToJsonString(copy, ...)
+//   rsslab::ReplaceInvalidUtf8(&report, rsslab::Utf8Fix::kReplacement);
 #ifndef RSSLAB_COMMON_UTF8_MESSAGE_H_
 #define RSSLAB_COMMON_UTF8_MESSAGE_H_
 
@@ -16,9 +17,16 @@
 
 namespace rsslab {
 
-// Returns how many string values were changed. Valid strings, and bytes
-// fields, are left as they are.
-int ReplaceInvalidUtf8(google::protobuf::Message* m);
+// How a string that is not valid UTF-8 is made valid.
+enum class Utf8Fix {
+  kEscape,       // bad bytes as \xNN, control bytes escaped (common/echo.h's Echo)
+  kReplacement,  // bad bytes as U+FFFD, the rest kept (ValidUtf8): for a report
+                 // whose text printer escapes what it prints anyway
+};
+
+// Returns how many string values were changed (map keys and values
+// included). Valid strings, and bytes fields, are left as they are.
+int ReplaceInvalidUtf8(google::protobuf::Message* m, Utf8Fix fix = Utf8Fix::kEscape);
 
 }  // namespace rsslab
 

@@ -25,6 +25,7 @@
 #include "absl/time/clock.h"
 #include "common/echo.h"
 #include "common/procfs/procfs.h"
+#include "common/utf8_message.h"
 #include "control/inspect_parts.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
@@ -498,44 +499,6 @@ void DetectPython(const std::string& maps, InspectReport* r) {
   }
 }
 
-// Every string the target controls (thread names, environment, command
-// line, paths) made valid UTF-8, as protobuf's string fields must be: the
-// JSON stays valid and the serializer logs nothing. Maps are rebuilt, their
-// keys being strings too.
-void MakeValidUtf8(google::protobuf::Message* m) {
-  using google::protobuf::FieldDescriptor;
-  const google::protobuf::Reflection* refl = m->GetReflection();
-  const google::protobuf::Descriptor* d = m->GetDescriptor();
-  for (int i = 0; i < d->field_count(); ++i) {
-    const FieldDescriptor* f = d->field(i);
-    if (f->is_map()) continue;
-    if (f->type() == FieldDescriptor::TYPE_STRING) {
-      if (f->is_repeated()) {
-        for (int k = 0; k < refl->FieldSize(*m, f); ++k) {
-          refl->SetRepeatedString(m, f, k, ValidUtf8(refl->GetRepeatedString(*m, f, k)));
-        }
-      } else if (!IsValidUtf8(refl->GetString(*m, f))) {
-        refl->SetString(m, f, ValidUtf8(refl->GetString(*m, f)));
-      }
-    } else if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
-      if (f->is_repeated()) {
-        for (int k = 0; k < refl->FieldSize(*m, f); ++k) {
-          MakeValidUtf8(refl->MutableRepeatedMessage(m, f, k));
-        }
-      } else if (refl->HasField(*m, f)) {
-        MakeValidUtf8(refl->MutableMessage(m, f));
-      }
-    }
-  }
-}
-
-void MakeReportValidUtf8(InspectReport* r) {
-  MakeValidUtf8(r);
-  google::protobuf::Map<std::string, std::string> env;
-  for (const auto& [k, v] : r->start_env()) env[ValidUtf8(k)] = ValidUtf8(v);
-  r->mutable_start_env()->swap(env);
-}
-
 }  // namespace
 
 absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& o) {
@@ -564,7 +527,11 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
   if (maps.has_value() && r.allocator() == "glibc") {
     WalkGlibcHeaps(pid, *maps, r.mutable_heap_walk(), o.heap_walk_budget);
   }
-  MakeReportValidUtf8(&r);
+  // Every string the target controls (thread names, environment, command
+  // line, paths) made valid UTF-8, as protobuf's string fields must be: the
+  // JSON stays valid and the serializer logs nothing; the text report
+  // escapes what it prints.
+  ReplaceInvalidUtf8(&r, Utf8Fix::kReplacement);
   if (!ProcessExists(pid)) AddPartial(&r, "the process exited while being read");
   r.set_inspect_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
   return r;
