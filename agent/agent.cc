@@ -244,12 +244,10 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   absl::StatusOr<launch::Started> started = launch::StartVerifiedServer(lo);
   std::string data, control;  // a command's
   if (started.ok() && command) {
-    absl::Status a = commands::Addresses(options_.commands.at(req->command()), ports,
-                                         started->ready_line, &data, &control);
-    if (!a.ok()) {
-      launch::StopStarted(*started, absl::Seconds(5));  // takes mu_ itself
-      return ToGrpc(a);
-    }
+    // Stops it on a refused address (StopStarted takes mu_ itself).
+    absl::Status a = commands::AddressesOrStop(options_.commands.at(req->command()), ports,
+                                               *started, &data, &control);
+    if (!a.ok()) return ToGrpc(a);
   }
   absl::MutexLock l(&mu_);
   if (!started.ok()) {

@@ -2,7 +2,8 @@
 // --local (the same allowlist and the same rules on every path that
 // launches a user's program): --allow_command=NAME=PATH,
 // --allow_command_args=NAME=TEMPLATE, --allow_command_ready=NAME=REGEX,
-// --allow_command_ready_port=NAME={port}|{control_port}. Each is
+// --allow_command_ready_port=NAME={port}|{control_port},
+// --allow_command_control=NAME=HOST[:PORT],... Each is
 // repeatable and each occurrence is read whole from argv (a template has
 // spaces and may have commas).
 //
@@ -21,10 +22,10 @@
 namespace rsslab {
 namespace commands {
 
-// Parse() of the four flags as given on the command line.
+// Parse() of the five flags as given on the command line.
 absl::StatusOr<std::map<std::string, Command>> FromFlags(int argc, char** argv);
 
-// True if any of the four flags was given.
+// True if any of the five flags was given.
 bool AnyFlagGiven(int argc, char** argv);
 
 }  // namespace commands

@@ -10,12 +10,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/echo.h"
 #include "common/listen.h"
 
@@ -58,12 +60,99 @@ absl::StatusOr<Command*> Named(absl::string_view flag, absl::string_view item,
   return &it->second;
 }
 
+bool IsIpOrLocalhost(const std::string& h) {
+  in6_addr a;
+  return h == "localhost" || inet_pton(AF_INET, h.c_str(), &a) == 1 ||
+         inet_pton(AF_INET6, h.c_str(), &a) == 1;
+}
+
+// HOST (port 0: any) or HOST:PORT, an IP literal or localhost.
+absl::StatusOr<HostPort> ControlAllowed(absl::string_view a) {
+  HostPort hp;
+  hp.host = std::string(absl::StripPrefix(absl::StripSuffix(a, "]"), "["));
+  if (IsIpOrLocalhost(hp.host)) return hp;
+  absl::StatusOr<HostPort> parsed = ParseHostPort(a);
+  if (parsed.ok() && IsIpOrLocalhost(parsed->host) && parsed->port > 0) return *parsed;
+  return absl::InvalidArgumentError(
+      absl::StrCat("'", Echo(a, 64), "' is not HOST or HOST:PORT with HOST an IP address"));
+}
+
+bool SameHost(absl::string_view a, absl::string_view b) {
+  in6_addr x, y;
+  for (int af : {AF_INET, AF_INET6}) {
+    if (inet_pton(af, std::string(a).c_str(), &x) == 1 &&
+        inet_pton(af, std::string(b).c_str(), &y) == 1) {
+      return memcmp(&x, &y, af == AF_INET ? 4 : 16) == 0;
+    }
+  }
+  return a == b;
+}
+
 }  // namespace
+
+absl::StatusOr<std::vector<TemplateWord>> SplitTemplate(absl::string_view text) {
+  std::vector<TemplateWord> words;
+  TemplateWord word;
+  bool in_word = false;  // a word has begun ('' begins an empty one)
+  auto piece = [&](std::string t, bool expand) {
+    in_word = true;
+    if (!word.parts.empty() && word.parts.back().expand == expand) {
+      word.parts.back().text += t;
+    } else {
+      word.parts.push_back({std::move(t), expand});
+    }
+  };
+  auto at = [](size_t i) { return absl::StrCat(" at character ", i + 1); };
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (ch != '\t' && absl::ascii_iscntrl(static_cast<unsigned char>(ch))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a control character (byte ", static_cast<int>(static_cast<unsigned char>(ch)), ")",
+          at(i), "; a template is one line"));
+    }
+    if (ch == ' ' || ch == '\t') {
+      if (in_word) words.push_back(std::move(word));
+      word = TemplateWord();
+      in_word = false;
+    } else if (ch == '\'') {
+      const size_t end = text.find('\'', i + 1);
+      if (end == absl::string_view::npos) {
+        return absl::InvalidArgumentError(absl::StrCat("a single quote", at(i), " is never closed"));
+      }
+      piece(std::string(text.substr(i + 1, end - i - 1)), /*expand=*/false);
+      i = end;
+    } else if (ch == '"') {
+      std::string t;
+      size_t j = i + 1;
+      for (; j < text.size() && text[j] != '"'; ++j) {
+        if (text[j] == '\\' && j + 1 < text.size() && (text[j + 1] == '"' || text[j + 1] == '\\')) {
+          ++j;
+        }
+        t += text[j];
+      }
+      if (j >= text.size()) {
+        return absl::InvalidArgumentError(absl::StrCat("a double quote", at(i), " is never closed"));
+      }
+      piece(std::move(t), /*expand=*/true);
+      i = j;
+    } else if (ch == '\\') {
+      if (i + 1 >= text.size()) {
+        return absl::InvalidArgumentError("a backslash at the end escapes nothing");
+      }
+      piece(std::string(1, text[++i]), /*expand=*/false);  // literal, braces too
+    } else {
+      piece(std::string(1, ch), /*expand=*/true);
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
 
 absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::string>& allow,
                                                      const std::vector<std::string>& args,
                                                      const std::vector<std::string>& ready,
-                                                     const std::vector<std::string>& ready_port) {
+                                                     const std::vector<std::string>& ready_port,
+                                                     const std::vector<std::string>& control) {
   std::map<std::string, Command> out;
   if (allow.size() > 64) return absl::InvalidArgumentError("--allow_command: more than 64");
   for (const std::string& item : allow) {
@@ -89,17 +178,30 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
     if (text.size() > 4096) {
       return absl::InvalidArgumentError("--allow_command_args: longer than 4096 characters");
     }
-    (*c)->args = absl::StrSplit(text, ' ', absl::SkipEmpty());
-    // Only the agent's own numbers go in: anything else in braces is a typo.
+    absl::StatusOr<std::vector<TemplateWord>> words = SplitTemplate(text);
+    if (!words.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--allow_command_args=", Echo(item, 200), ": ", words.status().message()));
+    }
+    (*c)->args = *std::move(words);
+    // Only the agent's own numbers go in: anything else in braces outside
+    // single quotes is a typo.
+    std::string expanded;
+    for (const TemplateWord& w : (*c)->args) {
+      for (const TemplateWord::Part& p : w.parts) {
+        if (p.expand) absl::StrAppend(&expanded, p.text, " ");
+      }
+    }
     std::string rest = absl::StrReplaceAll(
-        text, {{"{threads}", ""}, {"{port}", ""}, {"{control_port}", ""}, {"{host}", ""}});
+        expanded, {{"{threads}", ""}, {"{port}", ""}, {"{control_port}", ""}, {"{host}", ""}});
     if (rest.find('{') != std::string::npos || rest.find('}') != std::string::npos) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--allow_command_args=", item.substr(0, 200),
-          ": placeholders are {threads}, {port}, {control_port} and {host}"));
+          "--allow_command_args=", Echo(item, 200),
+          ": placeholders are {threads}, {port}, {control_port} and {host} (put literal braces "
+          "in single quotes)"));
     }
-    (*c)->uses_port = text.find("{port}") != std::string::npos;
-    (*c)->uses_control_port = text.find("{control_port}") != std::string::npos;
+    (*c)->uses_port = expanded.find("{port}") != std::string::npos;
+    (*c)->uses_control_port = expanded.find("{control_port}") != std::string::npos;
   }
   std::map<std::string, bool> port_given;
   for (const std::string& item : ready) {
@@ -130,6 +232,22 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
         which == "{port}" ? Command::ReadyPort::kPort : Command::ReadyPort::kControlPort;
     port_given[(*c)->name] = true;
   }
+  for (const std::string& item : control) {
+    std::string list;
+    absl::StatusOr<Command*> c = Named("allow_command_control", item, &out, &list);
+    if (!c.ok()) return c.status();
+    if (list.size() > 1024) {
+      return absl::InvalidArgumentError("--allow_command_control: longer than 1024 characters");
+    }
+    for (absl::string_view a : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+      if (absl::StatusOr<HostPort> hp = ControlAllowed(a); hp.ok()) {
+        (*c)->control_allowed.push_back(*hp);
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat("--allow_command_control=", Echo(item, 200),
+                                                       ": ", hp.status().message()));
+      }
+    }
+  }
   for (auto& [name, c] : out) {
     if (!c.uses_port) {
       // The loadgen needs the program's address, and the agent a way to
@@ -152,11 +270,19 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
 
 std::vector<std::string> Expand(const Command& c, const Values& v) {
   std::vector<std::string> out;
-  for (const std::string& a : c.args) {
-    out.push_back(absl::StrReplaceAll(a, {{"{threads}", absl::StrCat(v.threads)},
-                                          {"{port}", absl::StrCat(v.port)},
-                                          {"{control_port}", absl::StrCat(v.control_port)},
-                                          {"{host}", v.host}}));
+  for (const TemplateWord& w : c.args) {
+    std::string word;
+    for (const TemplateWord::Part& p : w.parts) {
+      if (!p.expand) {
+        word += p.text;
+        continue;
+      }
+      absl::StrAppend(&word, absl::StrReplaceAll(p.text, {{"{threads}", absl::StrCat(v.threads)},
+                                                          {"{port}", absl::StrCat(v.port)},
+                                                          {"{control_port}", absl::StrCat(v.control_port)},
+                                                          {"{host}", v.host}}));
+    }
+    out.push_back(std::move(word));
   }
   return out;
 }
@@ -224,8 +350,31 @@ absl::Status Addresses(const Command& c, const Values& v, const std::string& rea
         "command ", c.name, ": its ready line's control group is not HOST:PORT: '", Echo(got, 64),
         "'"));
   }
+  absl::StatusOr<HostPort> hp = ParseHostPort(got);
+  bool allowed = hp.ok() && IsLoopback(hp->host);
+  for (const HostPort& a : c.control_allowed) {
+    allowed |= hp.ok() && SameHost(a.host, hp->host) && (a.port == 0 || a.port == hp->port);
+  }
+  if (!allowed) {
+    std::vector<std::string> listed;
+    for (const HostPort& a : c.control_allowed) {
+      listed.push_back(a.port == 0 ? a.host : JoinHostPort(a.host, a.port));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        "command ", c.name, ": its ready line's Control address '", Echo(got, 64),
+        "' is neither on loopback nor one --allow_command_control=", c.name, "=... allows (",
+        listed.empty() ? "none given" : absl::StrJoin(listed, ","), ")"));
+  }
   *control = got;
   return absl::OkStatus();
+}
+
+absl::Status AddressesOrStop(const Command& c, const Values& v, launch::Started& started,
+                             std::string* data, std::string* control) {
+  absl::Status a = Addresses(c, v, started.ready_line, data, control);
+  if (a.ok()) return a;
+  launch::StopStarted(started, absl::Seconds(5));
+  return absl::Status(a.code(), absl::StrCat(a.message(), "; stopped it (pid ", started.pid, ")"));
 }
 
 absl::StatusOr<int> PickFreePort(const std::string& host) {

@@ -38,15 +38,41 @@
 #include "absl/strings/string_view.h"
 #include "agent/launch.h"
 #include "agent/readiness.h"
+#include "common/listen.h"
 
 namespace rsslab {
 namespace commands {
 
+// One word of an argument template, in pieces: text from single quotes is
+// literal (kept as is, braces included); unquoted and double-quoted text
+// has its {placeholders} replaced.
+struct TemplateWord {
+  struct Part {
+    std::string text;
+    bool expand = true;
+  };
+  std::vector<Part> parts;
+};
+
+// The template's one quoting rule (docs/AGENT.md, "Quoting"), shell-like
+// words with no shell ever run:
+//   - words are separated by unquoted spaces and tabs;
+//   - '...' is literal up to the next ' (no escapes, no placeholders);
+//   - "..." keeps everything but \" and \\, which give " and \;
+//   - outside quotes, \ makes the next character literal;
+//   - quoted and unquoted pieces next to each other make one word
+//     (--q='a b' is the one word --q=a b; '' is an empty word);
+//   - ; | & $ ` * ? < > ( ) ~ # and every other character are literal.
+// INVALID_ARGUMENT naming the problem and its position: an unterminated
+// quote, a trailing backslash, a control character (newline included).
+absl::StatusOr<std::vector<TemplateWord>> SplitTemplate(absl::string_view text);
+
 struct Command {
   std::string name;
   std::string path;  // absolute, resolved when the agent starts
-  // Words; each may hold {threads}, {port}, {control_port}, {host}.
-  std::vector<std::string> args;
+  // Words (SplitTemplate); each may hold {threads}, {port}, {control_port},
+  // {host} outside single quotes.
+  std::vector<TemplateWord> args;
   // --allow_command_ready: the program is ready once a line of its output
   // matches (empty: no line is awaited). A named group (?P<control>...)
   // gives its Control address.
@@ -58,18 +84,25 @@ struct Command {
   ReadyPort ready_port = ReadyPort::kNone;
   bool uses_port = false;
   bool uses_control_port = false;
+  // --allow_command_control=NAME=HOST[:PORT],...: where a ready line's
+  // `control` group may point besides loopback (a HOST allows any port on
+  // it). Anything else is refused and the program stopped.
+  std::vector<HostPort> control_allowed;
 };
 
 // --allow_command=NAME=PATH (each), --allow_command_args=NAME=TEMPLATE,
 // --allow_command_ready=NAME=REGEX, --allow_command_ready_port=NAME={port}
-// or NAME={control_port}. INVALID_ARGUMENT naming the flag: a name that is
-// not [A-Za-z0-9_.-]+, a path that is not an executable file, a value for
-// an unknown name, a template with an unknown {placeholder} or without
-// {port}, a regex RE2 refuses, a ready port the template does not pass.
+// or NAME={control_port}, --allow_command_control=NAME=HOST[:PORT],...
+// INVALID_ARGUMENT naming the flag: a name that is not [A-Za-z0-9_.-]+, a
+// path that is not an executable file, a value for an unknown name, a
+// template that does not split (SplitTemplate) or has an unknown
+// {placeholder} or no {port}, a regex RE2 refuses, a ready port the
+// template does not pass, a control address that is not HOST or HOST:PORT.
 absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::string>& allow,
                                                      const std::vector<std::string>& args,
                                                      const std::vector<std::string>& ready,
-                                                     const std::vector<std::string>& ready_port);
+                                                     const std::vector<std::string>& ready_port,
+                                                     const std::vector<std::string>& control = {});
 
 // The command `name` from `allowed`; NOT_FOUND listing the names `who`
 // ("this agent", "this loadgen") was started with otherwise.
@@ -93,9 +126,16 @@ absl::Status Configure(const Command& c, const std::string& host, int threads,
 
 // Once it is ready: where it serves (host:{port}) and its Control address
 // ({control_port}, or the ready line's `control` group; "" for none).
-// INVALID_ARGUMENT for a `control` group that is not HOST:PORT.
+// INVALID_ARGUMENT for a `control` group that is not HOST:PORT, or whose
+// host is neither loopback nor one of c.control_allowed: the program's own
+// word is never dialled unchecked.
 absl::Status Addresses(const Command& c, const Values& v, const std::string& ready_line,
                        std::string* data, std::string* control);
+
+// Addresses() for a started launch; on an error the program is stopped
+// (SIGTERM, SIGKILL after 5 s) and the one-line error says so.
+absl::Status AddressesOrStop(const Command& c, const Values& v, launch::Started& started,
+                             std::string* data, std::string* control);
 
 // A port on `host` the kernel says is free now (bound to port 0, then
 // closed: another process could take it before the program does, which

@@ -1,9 +1,12 @@
 #include "agent/commands.h"
 
+#include <signal.h>
+
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "agent/stop_outcome.h"
 
 namespace rsslab {
 namespace commands {
@@ -101,6 +104,91 @@ TEST(CommandsTest, ControlFromTheReadyLine) {
   EXPECT_THAT(bad.message(), HasSubstr("not HOST:PORT: 'nowhere'"));
 }
 
+std::vector<std::string> Words(const std::string& text) {
+  auto c = One(text);
+  EXPECT_TRUE(c.ok()) << c.status();
+  if (!c.ok()) return {};
+  Values v;
+  v.port = 7;
+  v.threads = 3;
+  return Expand(c->at("svc"), v);
+}
+
+TEST(CommandsTest, OneQuotingRuleForTheTemplate) {
+  EXPECT_THAT(Words("--port={port} --q='a b'"), ElementsAre("--port=7", "--q=a b"));
+  EXPECT_THAT(Words(R"(--port={port} "a \"b\" \\ \n" 'it''s' x\ y)"),
+              ElementsAre("--port=7", R"(a "b" \ \n)", "its", "x y"));
+  // Metacharacters are literal; single quotes keep braces (no placeholder).
+  EXPECT_THAT(Words("--port={port} a;b $(id) `id` 'c|d' * '{port}' \"{threads}\" ''"),
+              ElementsAre("--port=7", "a;b", "$(id)", "`id`", "c|d", "*", "{port}", "3", ""));
+  // Tabs and runs of spaces separate words.
+  EXPECT_THAT(Words("  --port={port}\t\tx   "), ElementsAre("--port=7", "x"));
+}
+
+TEST(CommandsTest, TemplatesThatDoNotSplitAreRefusedNamingWhy) {
+  struct Case {
+    std::string text, why;
+  } cases[] = {
+      {"--port={port} 'open", "a single quote at character 15 is never closed"},
+      {"--port={port} \"open", "a double quote at character 15 is never closed"},
+      {"--port={port} end\\", "a backslash at the end escapes nothing"},
+      {"--port={port}\n--x", "a control character (byte 10) at character 14"},
+      {"--port={port} \"{prot}\"", "placeholders are {threads}, {port}"},
+      {"--port={port} \\{port}", "placeholders are"},
+      {"'--port={port}'", "must pass {port}"},
+  };
+  for (const Case& c : cases) {
+    auto r = One(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.why)) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr("--allow_command_args=svc=")) << c.text;
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos) << r.status();
+  }
+}
+
+TEST(CommandsTest, ControlAddressOnLoopbackOrWhereTheOperatorAllows) {
+  const std::string re = R"(svc=^ready control=(?P<control>\S+))";
+  auto plain = One("--port={port}", {re});
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  auto allowed = Parse({"svc=/bin/true"}, {"svc=--port={port}"}, {re}, {},
+                       {"svc=10.1.2.3,192.168.7.7:4001,[fe80::1]"});
+  ASSERT_TRUE(allowed.ok()) << allowed.status();
+  Values v;
+  v.port = 4000;
+  struct Case {
+    std::string address;
+    bool plain_ok, allowed_ok;
+  } cases[] = {
+      {"127.0.0.1:4001", true, true},     {"127.9.9.9:4001", true, true},
+      {"localhost:4001", true, true},     {"[::1]:4001", true, true},
+      {"10.1.2.3:4001", false, true},     {"10.1.2.3:9", false, true},
+      {"192.168.7.7:4001", false, true},  {"192.168.7.7:4002", false, false},
+      {"[fe80::1]:5", false, true},       {"10.1.2.4:4001", false, false},
+      {"evil.example.com:443", false, false},
+  };
+  for (const Case& c : cases) {
+    std::string data, control;
+    absl::Status p = Addresses(plain->at("svc"), v, "ready control=" + c.address, &data, &control);
+    EXPECT_EQ(p.ok(), c.plain_ok) << c.address << " " << p;
+    if (p.ok()) {
+      EXPECT_EQ(control, c.address);
+    } else {
+      EXPECT_THAT(p.message(), HasSubstr("is neither on loopback nor one "
+                                         "--allow_command_control=svc=... allows (none given)"));
+    }
+    absl::Status a = Addresses(allowed->at("svc"), v, "ready control=" + c.address, &data, &control);
+    EXPECT_EQ(a.ok(), c.allowed_ok) << c.address << " " << a;
+    if (!a.ok()) {
+      EXPECT_THAT(a.message(), HasSubstr("(10.1.2.3,192.168.7.7:4001,fe80::1)"));
+    }
+  }
+  auto bad = Parse({"svc=/bin/true"}, {"svc=--port={port}"}, {re}, {}, {"svc=example.com"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("--allow_command_control=svc=example.com: 'example.com' is not HOST or "
+                        "HOST:PORT with HOST an IP address"));
+}
+
 TEST(CommandsTest, LookupNamesWhatWasGiven) {
   auto c = One("--port={port}");
   ASSERT_TRUE(c.ok());
@@ -110,6 +198,36 @@ TEST(CommandsTest, LookupNamesWhatWasGiven) {
   EXPECT_EQ(m.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(m.status().message(),
               HasSubstr("is not one this loadgen was started with (--allow_command: svc)"));
+}
+
+// The one rule for how a stopped program ended (the sweep, rsslab_run).
+TEST(StopOutcomeTest, SigtermDeathAndDeclaredCodesAreANormalStop) {
+  using launch::Ending;
+  using launch::JudgeStop;
+  auto ok = launch::ParseOkExitCodes("0,143");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  const std::vector<int> zero = {0};
+  EXPECT_EQ(JudgeStop({false, -1, SIGTERM}, zero).ending, Ending::kNormalStop);
+  EXPECT_EQ(JudgeStop({false, 0, 0}, zero).ending, Ending::kNormalStop);
+  EXPECT_EQ(JudgeStop({false, 143, 0}, *ok).ending, Ending::kNormalStop);
+  auto bad = JudgeStop({false, 143, 0}, zero);
+  EXPECT_EQ(bad.ending, Ending::kBadStop);
+  EXPECT_EQ(bad.why, "exited 143 after stop (not in --ok_exit_codes=0)");
+  auto killed = JudgeStop({false, -1, SIGKILL}, *ok);
+  EXPECT_EQ(killed.ending, Ending::kBadStop);
+  EXPECT_THAT(killed.why, HasSubstr("did not exit within the grace period"));
+  EXPECT_EQ(JudgeStop({false, -1, SIGSEGV}, zero).why, "killed by SIGSEGV after stop");
+  EXPECT_EQ(JudgeStop({false, -1, 0}, zero).ending, Ending::kBadStop);  // adopted: unknown
+  // Before stop, even a clean exit or SIGTERM from someone else is a death.
+  EXPECT_EQ(JudgeStop({true, 0, 0}, zero).ending, Ending::kDiedBeforeStop);
+  EXPECT_EQ(JudgeStop({true, -1, SIGTERM}, zero).ending, Ending::kDiedBeforeStop);
+  for (const char* bad_list : {"", "0,,1", "256", "-1", "0x10", " 1", "1,1", "a"}) {
+    auto p = launch::ParseOkExitCodes(bad_list);
+    EXPECT_FALSE(p.ok()) << bad_list;
+    if (!p.ok()) {
+      EXPECT_THAT(p.status().message(), HasSubstr("--ok_exit_codes")) << bad_list;
+    }
+  }
 }
 
 }  // namespace

@@ -245,11 +245,8 @@ class LocalHost : public CellHost {
     ServerProcess& info = s->info;
     if (cmd != nullptr) {
       std::string data, control;
-      absl::Status a = commands::Addresses(*cmd, values, s->started.ready_line, &data, &control);
-      if (!a.ok()) {
-        launch::StopStarted(s->started, absl::Seconds(5));
-        return a;
-      }
+      absl::Status a = commands::AddressesOrStop(*cmd, values, s->started, &data, &control);
+      if (!a.ok()) return a;
       info.set_command(cmd->name);
       info.set_data_address(data);
       info.set_control_address(control);

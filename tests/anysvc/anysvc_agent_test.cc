@@ -4,6 +4,7 @@
 // 2-profile x 1-thread-count sweep over it through the real loadgen that
 // merges into a complete table.
 #include <signal.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <memory>
@@ -11,7 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -47,8 +52,27 @@ class AgentWithShop : public ::testing::Test {
               "--allow_command_ready=shop=^shop ready ",
               "--allow_command=other=/bin/true",
               "--allow_command_args=other=--port={port}",
-              "--allow_command_ready=other=never printed"});
+              "--allow_command_ready=other=never printed",
+              // Quoting: one template word per intended argument.
+              "--allow_command=argv=" + Argv(), std::string("--allow_command_args=argv=") + kArgvTemplate,
+              "--allow_command_ready=argv=^argv ready ",
+              // A ready line's Control address: refused off loopback unless allowed.
+              "--allow_command=ctlbad=" + Argv(),
+              "--allow_command_args=ctlbad=--port={port} --control=10.9.9.9:1234",
+              "--allow_command_ready=ctlbad=" + std::string(kArgvControl),
+              "--allow_command=ctlok=" + Argv(),
+              "--allow_command_args=ctlok=--port={port} --control=10.9.9.9:1234",
+              "--allow_command_ready=ctlok=" + std::string(kArgvControl),
+              "--allow_command_control=ctlok=10.9.9.9"});
   }
+
+  static std::string Argv() { return ServerProcess::Runfile("tests/anysvc/argv_child.py"); }
+  // Spaces, both quotes and their escapes, shell metacharacters quoted and
+  // not, a placeholder kept literal in single quotes, an empty word.
+  static constexpr char kArgvTemplate[] =
+      R"(--port={port} --q='a b' "--dq=x \"y\" \\z \n" 'semi;colon' a;b '$(touch OUT)' )"
+      R"("`touch OUT`" 'a|b' c|d '*' e* --lit='{port}' \$HOME "" back\ slash	tab --t={threads})";
+  static constexpr char kArgvControl[] = R"(^argv ready control=(?P<control>\S+) )";
 
   // A real agent with `args`; its address and a stub to it.
   void StartAgent(const std::vector<std::string>& args) {
@@ -186,6 +210,62 @@ TEST_F(AgentWithShop, SweepOverTheServiceMergesIntoACompleteTable) {
   EXPECT_THAT(m.out, HasSubstr(" off "));
   EXPECT_THAT(m.out, HasSubstr("glibc-arena2"));
   EXPECT_THAT(m.out, HasSubstr("jemalloc"));
+}
+
+// JSON of a list of ASCII strings, as Python's json.dumps writes it.
+std::string JsonList(const std::vector<std::string>& v) {
+  std::vector<std::string> out;
+  for (const std::string& w : v) {
+    out.push_back(absl::StrCat("\"", absl::StrReplaceAll(w, {{"\\", "\\\\"}, {"\"", "\\\""}}), "\""));
+  }
+  return absl::StrCat("[", absl::StrJoin(out, ", "), "]");
+}
+
+TEST_F(AgentWithShop, TemplateWordsArriveAsExactlyTheIntendedArgv) {
+  v1::ServerProcess s;
+  grpc::Status st = Launch("glibc", "argv", &s);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  const std::string port = s.data_address().substr(s.data_address().rfind(':') + 1);
+  const std::vector<std::string> want = {
+      "--port=" + port, "--q=a b", R"(--dq=x "y" \z \n)", "semi;colon", "a;b", "$(touch OUT)",
+      "`touch OUT`", "a|b", "c|d", "*", "e*", "--lit={port}", "$HOME", "", "back slash", "tab",
+      "--t=2"};
+  std::string line;
+  for (absl::string_view l : absl::StrSplit(ReadFile(s.log_path()), '\n')) {
+    if (absl::StartsWith(l, "argv ready ")) line = std::string(l);
+  }
+  EXPECT_EQ(line, "argv ready control=- " + JsonList(want)) << ReadFile(s.log_path());
+  v1::ServerProcess stopped;
+  ASSERT_TRUE(Stop(s.id(), &stopped).ok());
+  EXPECT_EQ(stopped.term_signal(), SIGTERM);  // Python's default: no handler
+  // No shell ran: nothing made OUT in the directory the agent and its
+  // program run in (this test's).
+  EXPECT_NE(access("OUT", F_OK), 0);
+}
+
+TEST_F(AgentWithShop, ReadyLineControlAddressOnlyOnLoopbackOrWhereAllowed) {
+  v1::ServerProcess s;
+  grpc::Status st = Launch("glibc", "ctlbad", &s);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << st.error_message();
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("command ctlbad: its ready line's Control address '10.9.9.9:1234' is "
+                        "neither on loopback nor one --allow_command_control=ctlbad=... allows "
+                        "(none given); stopped it (pid "));
+  EXPECT_EQ(st.error_message().find('\n'), std::string::npos);
+  // Stopped: nothing of it runs.
+  v1::ListRequest lr;
+  v1::ListResponse listed;
+  grpc::ClientContext cc;
+  ASSERT_TRUE(stub_->List(&cc, lr, &listed).ok());
+  ASSERT_EQ(listed.servers_size(), 1);
+  EXPECT_FALSE(listed.servers(0).running());
+  EXPECT_NE(kill(listed.servers(0).pid(), 0), 0);
+  // The same line where the operator said to expect it.
+  st = Launch("glibc", "ctlok", &s);
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(s.control_address(), "10.9.9.9:1234");
+  v1::ServerProcess stopped;
+  ASSERT_TRUE(Stop(s.id(), &stopped).ok());
 }
 
 // Readiness as the operator sets it: by the port accepting connections
