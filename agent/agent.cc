@@ -356,6 +356,8 @@ grpc::Status AgentService::Stop(grpc::ServerContext* ctx, const rsslab::v1::Stop
       return run->stop_status;
     }
     run->stop_started = true;
+    // Already reaped (or, adopted, seen gone): it ended on its own.
+    if (run->exited) run->info.set_ended_before_stop(true);
   }
   Terminate(run, absl::Milliseconds(req->grace_ms() == 0 ? 5000 : req->grace_ms()));
   absl::MutexLock l(&mu_);

@@ -299,6 +299,7 @@ absl::Status Runner::RunSteps(const std::vector<PlanStep>& steps, Ctx& ctx,
         absl::StrFormat("%s%d/%d", prefix, i + 1, steps.size());
     absl::Status s = RunStep(steps[i], ctx, label);
     if (!s.ok()) return s;
+    if (prefix.empty()) ++steps_done_;  // the top level (a repeat's cycles have a prefix)
   }
   return absl::OkStatus();
 }

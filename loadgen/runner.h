@@ -77,6 +77,9 @@ class Runner {
   ~Runner();
 
   absl::Status Run(const Plan& plan);
+  // The plan's top-level steps that finished ok in Run (a sweep cell's
+  // "after N of M steps").
+  int steps_done() const { return steps_done_; }
 
  private:
   // The phase and cycle the main thread is in, stamped on its records.
@@ -127,6 +130,7 @@ class Runner {
   std::shared_ptr<grpc::Channel> control_channel_;
   std::unique_ptr<rsslab::v1::Control::Stub> control_;
   bool soak_ = false;  // the plan being run is a soak
+  int steps_done_ = 0;  // top-level steps finished ok
   // No Control service (--control empty, a service without the rsslab
   // package): set_phase, snapshot and trim steps are skipped, said once.
   bool skip_control_ = false;

@@ -77,6 +77,7 @@ v1::SweepTableCell CellOf(const CellSummary& c) {
   out.set_fill_p50_us(c.fill_p50_us);
   out.set_max_threads(c.max_threads);
   out.set_max_arenas(c.max_arenas);
+  out.set_lost(DiedMark(c));
   return out;
 }
 

@@ -274,6 +274,9 @@ void AddCellRecord(const Event& e, CellState& st) {
       st.c.error = r.error();
       st.c.exit = r.server().exit();
       st.c.log_tail = r.server().log_tail();
+      st.c.died_before_stop = r.died_before_stop();
+      st.c.steps_done = r.steps_done();
+      st.c.steps_total = r.steps_total();
       st.c.where = WhereText(r.host());
       if (st.c.allocator_version.empty()) {
         st.c.allocator_version = alloc::LibraryVersionText(st.c.allocator, r.server().mapped_library());
@@ -598,7 +601,10 @@ std::string MarkdownCells(const SweepSummary& s) {
   for (const CellSummary& c : s.cells) {
     absl::StrAppendFormat(&md, "| %s | %s | %s | %s |",
                           c.index < 0 ? "-" : absl::StrCat(c.index), Echo(c.cell),
-                          c.ok ? "yes" : (c.has_result ? "FAILED" : "unfinished"),
+                          c.ok                   ? "yes"
+                          : c.died_before_stop   ? absl::StrCat("**", DiedMark(c), "**")
+                          : c.has_result         ? "FAILED"
+                                                 : "unfinished",
                           Echo(!c.allocator_version.empty() ? c.allocator_version
                                : c.allocator.empty()        ? "-"
                                                             : c.allocator));
@@ -683,6 +689,11 @@ absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s
   return WriteFileAtomically(absl::StrCat(run_dir, "/cells.json"), SweepJson(s));
 }
 
+std::string DiedMark(const CellSummary& c) {
+  if (!c.died_before_stop) return "";
+  return absl::StrFormat("died before stop after %d of %d steps", c.steps_done, c.steps_total);
+}
+
 bool SweepComplete(const SweepSummary& s) {
   if (s.cells_total == 0) return s.failed_cells == 0;  // an old header: no matrix to check
   return s.ok_cells == s.cells_total;
@@ -740,6 +751,12 @@ std::string SweepTable(const SweepSummary& s) {
     if (!s.missing.empty()) absl::StrAppend(&out, "; no record of cell(s) ", FormatCellSelection(s.missing));
     if (s.failed_cells > 0) absl::StrAppend(&out, "; ", s.failed_cells, " failed");
     out += "\n";
+  }
+  for (const CellSummary& c : s.cells) {
+    // Its figures are in summary.md's cells table, marked; never in a row.
+    if (c.died_before_stop) {
+      absl::StrAppend(&out, Echo(c.cell), ": ", DiedMark(c), " (server ", Echo(c.exit), ")\n");
+    }
   }
   return out;
 }

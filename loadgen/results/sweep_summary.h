@@ -16,7 +16,8 @@
 //
 // Only cells that completed count towards the medians: a cell whose server
 // crashed measured a different process and is listed apart, with its exit
-// status and log tail.
+// status and log tail; one whose program died before the stop shows what
+// it measured, marked "died before stop after N of M steps" (DiedMark).
 #ifndef RSSLAB_LOADGEN_RESULTS_SWEEP_SUMMARY_H_
 #define RSSLAB_LOADGEN_RESULTS_SWEEP_SUMMARY_H_
 
@@ -85,6 +86,12 @@ struct CellSummary {
   std::string error;
   std::string exit;
   std::string log_tail;
+  // The program ended before the sweep stopped it, after steps_done of
+  // steps_total top-level steps: the cell is lost, its figures are those
+  // measured before (shown, marked, never in the medians).
+  bool died_before_stop = false;
+  int steps_done = 0;
+  int steps_total = 0;
   std::string allocator;
   // The allocator and its version as the cell's snapshots recorded them
   // ("mimalloc 3.0.1", "jemalloc 5.3.0"; memory/alloc/version.h), else as
@@ -221,6 +228,9 @@ absl::Status WriteSweepSummary(const std::string& run_dir, const SweepSummary& s
 // tables carry otherwise: "INCOMPLETE (n of N cells)".
 bool SweepComplete(const SweepSummary& s);
 std::string IncompleteLine(const SweepSummary& s);
+// "died before stop after 3 of 7 steps" for such a cell, else "".
+std::string DiedMark(const CellSummary& c);
+
 // The rows as a fixed-width terminal table.
 std::string SweepTable(const SweepSummary& s);
 

@@ -218,6 +218,34 @@ TEST(SweepSummaryTest, FailedCellTextFromThePeerIsEscaped) {
   EXPECT_THAT(md, HasSubstr("    a\\x1b]0;t\\x07\n    b\n"));
 }
 
+// A program that died before the stop: the cell keeps what it measured,
+// marked in the cells table, the terminal table and cells.json, and stays
+// out of the medians.
+TEST(SweepSummaryTest, CellThatDiedBeforeStopIsMarkedWithItsMeasuredSteps) {
+  std::vector<Event> ev = ThreeRepeats();
+  ev.pop_back();  // the footer, added again below
+  AddCell(&ev, "glibc", 1, 4, 777, 700, 700, 70, 66, 5, 5, /*ok=*/false);
+  auto* cr = ev.back().mutable_cell_result();
+  cr->set_failed_at("died");
+  cr->set_died_before_stop(true);
+  cr->set_steps_done(3);
+  cr->set_steps_total(7);
+  cr->set_error("died before stop after 3 of 7 steps (server killed by SIGTERM)");
+  cr->mutable_server()->set_exit("killed by SIGTERM");
+  Event f;
+  f.mutable_footer()->set_completed(true);
+  ev.push_back(f);
+  SweepSummary s = BuildSweepSummary(ev);
+  const std::string md = SweepMarkdown(s, "results/x");
+  EXPECT_THAT(md, HasSubstr("| glibc | - | 1 | 3/4 | yes | 125.0 (120.0-130.0) |"));
+  EXPECT_THAT(md, HasSubstr("| glibc/t1/r4 | **died before stop after 3 of 7 steps** |"));
+  EXPECT_THAT(md, HasSubstr("| 777.0 | 700.0 |"));  // its measured figures, in its own row
+  EXPECT_THAT(md, HasSubstr("**glibc/t1/r4** (died): died before stop after 3 of 7 steps"));
+  EXPECT_THAT(SweepTable(s), HasSubstr("glibc/t1/r4: died before stop after 3 of 7 steps (server "
+                                       "killed by SIGTERM)"));
+  EXPECT_THAT(SweepJson(s), HasSubstr(R"("lost": "died before stop after 3 of 7 steps")"));
+}
+
 // A reduced sweep whose fill never reached the cache limit in one repeat:
 // the row, the cell and the paragraph under the table say so.
 TEST(SweepSummaryTest, CellWhoseFillNeverFilledIsFlagged) {

@@ -81,6 +81,7 @@ Outcome Execute(const Invocation& inv, RunDir* dir, Metrics* metrics,
     so.cells = inv.cells;
     so.done_cells = dir->done_cells;
     so.max_attempts = absl::GetFlag(FLAGS_cell_attempts);
+    so.ok_exit_codes = inv.ok_exit_codes;
     absl::StatusOr<rsslab::SweepOutcome> r =
         rsslab::RunSweep(so, inv.scenario, inv.plan, dir->log.get(), stop);
     o.status = r.status();

@@ -12,6 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "agent/stop_outcome.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
 #include "loadgen/flags_check.h"
@@ -289,6 +290,10 @@ absl::Status SweepFlags(Invocation* inv) {
   if (attempts < 1 || attempts > 10) {
     return absl::InvalidArgumentError(absl::StrFormat("--cell_attempts=%d: use 1..10", attempts));
   }
+  absl::StatusOr<std::vector<int>> ok_codes =
+      rsslab::launch::ParseOkExitCodes(absl::GetFlag(FLAGS_ok_exit_codes));
+  if (!ok_codes.ok()) return ok_codes.status();
+  inv->ok_exit_codes = *std::move(ok_codes);
   inv->local = absl::GetFlag(FLAGS_local);
   if (absl::Status s = LocalCommands(inv); !s.ok()) return s;
   const bool cpu_flags =

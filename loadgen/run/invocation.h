@@ -40,6 +40,7 @@ struct Invocation {
   int cells_total = 0;
   std::vector<int> cells;         // --cells; empty: all
   std::vector<std::string> agents;  // --agent / --agents_file
+  std::vector<int> ok_exit_codes;   // --ok_exit_codes
   bool local = false;             // --local
   rsslab::CpuSplit cpus;          // --local: server / loadgen CPUs
   // --local: --allow_command and its templates (agent/command_flags.h).

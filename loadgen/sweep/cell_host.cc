@@ -284,6 +284,8 @@ class LocalHost : public CellHost {
     auto it = servers_.find(server.id());
     if (it == servers_.end()) return absl::NotFoundError(absl::StrCat("no server ", server.id()));
     LocalServer* s = it->second.get();
+    // Reaped already: it ended on its own, before this stop.
+    const bool ended_before = s->child->AwaitExit(absl::ZeroDuration());
     launch::StopStarted(s->started, absl::Milliseconds(grace_ms));
     const int st = s->child->wait_status();
     ServerProcess info = s->info;
@@ -292,6 +294,7 @@ class LocalHost : public CellHost {
     info.set_exit_code(WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     info.set_term_signal(WIFSIGNALED(st) ? WTERMSIG(st) : 0);
     info.set_ended_unix_nanos(absl::ToUnixNanos(absl::Now()));
+    info.set_ended_before_stop(ended_before);
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) info.set_log_tail(launch::LogTail(info.log_path()));
     servers_.erase(it);
     return info;

@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "agent/stop_outcome.h"
 
 namespace rsslab {
 namespace {
@@ -53,6 +54,51 @@ void NoteServerHost(const rsslab::v1::ServerProcess& server, rsslab::v1::HostInf
   h->set_cpus(server.host_cpus());
   h->set_mem_total_bytes(server.host_mem_total_bytes());
   h->set_server_cpus(server.cpus_allowed());
+}
+
+// How the attempt went, from the steps' status and how the program ended:
+// after Stop, SIGTERM's death or a declared exit code is a clean stop
+// (agent/stop_outcome.h); a program that ended before Stop died, and the
+// cell says after how many steps (their records are already in the log).
+void JudgeAttempt(const absl::Status& run_status,
+                  const absl::StatusOr<rsslab::v1::ServerProcess>& stopped, bool lost,
+                  const SweepOptions& options, rsslab::v1::CellResult* cr, AttemptResult* res) {
+  const auto& fin = cr->server();
+  launch::StopVerdict verdict;
+  if (stopped.ok()) {
+    verdict = launch::JudgeStop({fin.ended_before_stop(), fin.exit_code(), fin.term_signal()},
+                                options.ok_exit_codes);
+  }
+  const bool clean_exit = stopped.ok() && verdict.ending == launch::Ending::kNormalStop;
+  const bool died = stopped.ok() && verdict.ending == launch::Ending::kDiedBeforeStop;
+  if (run_status.ok() && clean_exit) {
+    cr->set_ok(true);
+    cr->set_failed_at("ok");
+    res->ok = true;
+    return;
+  }
+  cr->set_ok(false);
+  cr->set_died_before_stop(died);
+  std::vector<std::string> why;
+  if (!stopped.ok()) {
+    why.push_back(std::string(stopped.status().message()));
+  } else if (died) {
+    why.push_back(absl::StrFormat("died before stop after %d of %d steps (server %s)",
+                                  cr->steps_done(), cr->steps_total(), fin.exit()));
+  } else if (!clean_exit) {
+    why.push_back(absl::StrCat("server ", fin.exit(), ": ", verdict.why));
+  }
+  if (!run_status.ok()) why.push_back(std::string(run_status.message()));
+  cr->set_failed_at(died ? "died" : !clean_exit ? "exit" : "steps");
+  cr->set_error(absl::StrJoin(why, "; "));
+  // SIGKILL mid-run from nobody here: the kernel (OOM) or the machine's
+  // owner took the server. Stop's own SIGKILL comes after the steps.
+  const bool killed_by_host = !run_status.ok() && !res->interrupted && stopped.ok() &&
+                              fin.term_signal() == SIGKILL;
+  res->host_lost = lost;
+  res->host_fault = lost || killed_by_host;
+  if (lost) res->host_error = FirstLine(stopped.status().message());
+  cr->set_host_fault(res->host_fault);
 }
 
 // One attempt: launch on `host`, run the plan, stop, one cell_result.
@@ -109,45 +155,22 @@ AttemptResult RunAttempt(CellHost& host, const SweepCell& cell, int attempt,
   ro.tag = tag;
   ro.line_prefix = absl::StrCat(cell.id, " ");
   absl::Status run_status;
+  int steps_done = 0;
   {
     Runner runner(ro, log, stop, /*summary=*/nullptr);
     run_status = runner.Run(plan);
+    steps_done = runner.steps_done();
   }
   lost = false;
   absl::StatusOr<rsslab::v1::ServerProcess> stopped = host.Stop(server, options.stop_grace_ms, &lost);
   *cr->mutable_server() = stopped.ok() ? *stopped : server;
-  const auto& fin = cr->server();
-  // A server stopped by us exits 0 after draining; anything else (a crash
-  // before or during the steps) makes the cell's figures those of a broken
-  // process.
-  const bool clean_exit = stopped.ok() && fin.exit_code() == 0 && fin.term_signal() == 0;
+  cr->set_steps_done(steps_done);
+  cr->set_steps_total(static_cast<int>(plan.steps.size()));
   cr->set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
   res.interrupted = absl::IsCancelled(run_status);
-  if (run_status.ok() && clean_exit) {
-    cr->set_ok(true);
-    cr->set_failed_at("ok");
-    res.ok = true;
-  } else {
-    cr->set_ok(false);
-    std::vector<std::string> why;
-    if (!stopped.ok()) {
-      why.push_back(std::string(stopped.status().message()));
-    } else if (!clean_exit) {
-      why.push_back(absl::StrCat("server ", fin.exit()));
-    }
-    if (!run_status.ok()) why.push_back(std::string(run_status.message()));
-    cr->set_failed_at(!clean_exit ? "exit" : "steps");
-    cr->set_error(absl::StrJoin(why, "; "));
-    // SIGKILL mid-run from nobody here: the kernel (OOM) or the machine's
-    // owner took the server. Stop's own SIGKILL comes after the steps.
-    const bool killed_by_host = !run_status.ok() && !res.interrupted && stopped.ok() &&
-                                fin.term_signal() == SIGKILL;
-    res.host_lost = lost;
-    res.host_fault = lost || killed_by_host;
-    if (lost) res.host_error = FirstLine(stopped.status().message());
-    cr->set_host_fault(res.host_fault);
-  }
+  JudgeAttempt(run_status, stopped, lost, options, cr, &res);
   res.log_error = log->Append(result);
+  const auto& fin = cr->server();
   progress(absl::StrFormat("%s (server %s)%s", cr->ok() ? "ok" : "FAILED",
                            fin.exit().empty() ? "stopped" : fin.exit(),
                            cr->ok() ? "" : absl::StrCat(": ", FirstLine(cr->error()))));

@@ -14,7 +14,9 @@
 //
 // One cell per host at a time; the next cell goes to whichever host is free.
 // A cell whose server fails to launch, crashes, or exits uncleanly is
-// recorded as failed and the sweep goes on: one bad allocator setup must not
+// recorded as failed and the sweep goes on (after Stop, death by SIGTERM and
+// the --ok_exit_codes are clean; a program that died before Stop is marked
+// "died before stop after N of M steps", its measured steps kept): one bad allocator setup must not
 // cost the other cells. A cell lost to its host (the agent became
 // unreachable, or the server was killed by SIGKILL that nobody here sent:
 // the OOM killer, a preemption) is recorded as a failed attempt and queued
@@ -54,6 +56,9 @@ struct SweepOptions {
   std::set<std::string> done_cells;
   // Attempts per cell when its host fails it (1: never re-queued).
   int max_attempts = 3;
+  // --ok_exit_codes: besides SIGTERM's death, the exit codes after Stop
+  // that are a clean stop (agent/stop_outcome.h).
+  std::vector<int> ok_exit_codes = {0};
 };
 
 struct SweepOutcome {

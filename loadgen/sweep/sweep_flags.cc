@@ -15,6 +15,10 @@ ABSL_FLAG(std::string, agents_file, "",
 ABSL_FLAG(int, cell_attempts, 3,
           "Sweeps: attempts per cell when its host fails it (agent lost, server killed by "
           "SIGKILL from outside); the cell is queued again for another agent. 1..10.");
+ABSL_FLAG(std::string, ok_exit_codes, "0",
+          "Sweeps: the exit codes of a cell's program after the sweep stopped it that are a "
+          "clean stop, comma-separated (e.g. 0,143); death by SIGTERM always is (Python's "
+          "default). A program that ends before the stop fails its cell, its steps kept.");
 ABSL_FLAG(std::string, cells, "",
           "Sweeps: run only these cells of the matrix, e.g. 3,7-9 (indices as --print_cells "
           "numbers them, 0-based).");

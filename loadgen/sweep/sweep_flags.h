@@ -17,6 +17,7 @@
 ABSL_DECLARE_FLAG(std::string, agent);
 ABSL_DECLARE_FLAG(std::string, agents_file);
 ABSL_DECLARE_FLAG(int, cell_attempts);
+ABSL_DECLARE_FLAG(std::string, ok_exit_codes);
 ABSL_DECLARE_FLAG(std::string, cells);
 ABSL_DECLARE_FLAG(std::string, cell_index_env);
 ABSL_DECLARE_FLAG(bool, print_cells);

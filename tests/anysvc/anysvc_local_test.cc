@@ -5,6 +5,8 @@
 // (--cell_index_env, --results_dir), then `merge` into a complete table.
 // Real processes: the loadgen launches the service under real allocator
 // profiles (LD_PRELOAD, /proc checks) and drives it over gRPC.
+#include <signal.h>
+
 #include <string>
 #include <vector>
 
@@ -27,7 +29,9 @@ std::vector<std::string> SweepArgs(const std::string& results) {
   const std::string shop = ServerProcess::Runfile("tests/anysvc/shop_service.py");
   return {"--builtin=sweep", "--local", "--command=shop",
           "--allow_command=shop=" + shop,
-          "--allow_command_args=shop=--port={port} --threads={threads} --hold_kb=4",
+          // Python's default SIGTERM handling: the stop kills it, normally.
+          "--allow_command_args=shop=--port={port} --threads={threads} --hold_kb=4 "
+          "--sigterm=default",
           // No ready flag: ready when {port} accepts a connection.
           "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
           "--profiles=glibc-arena2,jemalloc", "--threads_list=2", "--repeats=1", "--scale=0.005",
@@ -57,7 +61,8 @@ TEST(LocalCommandSweep, TwoArrayTasksMergeIntoACompleteTable) {
       EXPECT_TRUE(e.cell_result().ok()) << e.cell_result().ShortDebugString();
       const auto& srv = e.cell_result().server();
       EXPECT_EQ(srv.command(), "shop");
-      EXPECT_EQ(srv.exit_code(), 0);  // stopped by SIGTERM, its own clean exit
+      EXPECT_EQ(srv.term_signal(), SIGTERM);  // stopped: SIGTERM's default action
+      EXPECT_FALSE(srv.ended_before_stop());
       if (srv.profile() == "jemalloc") {
         EXPECT_THAT(srv.mapped_library(), HasSubstr("libjemalloc"));
       }

@@ -8,6 +8,8 @@ and what it carried, and on SIGTERM writes the counts as JSON to
 
   shop_service.py --port=0 --threads=4 --stats_file=/tmp/stats.json
       [--hold_kb=N] (keeps N KiB per request) [--start_after_s=S] (listens only after S s)
+      [--sigterm=default] (no handler: SIGTERM kills it, Python's default)
+      [--exit_after_requests=N] (exits 3 at its Nth request: a service that dies)
 
 Prints `shop ready data=127.0.0.1:PORT pid=PID` once it serves.
 """
@@ -70,6 +72,8 @@ class Cart(shop_pb2_grpc.CartServicer):
                     self.metadata["%s=%s" % (k, v)] = self.metadata.get("%s=%s" % (k, v), 0) + 1
             if ARGS.hold_kb:
                 self.hold.append(bytearray(ARGS.hold_kb * 1024))
+            if ARGS.exit_after_requests and self.count >= ARGS.exit_after_requests:
+                os._exit(3)
         return shop_pb2.Receipt(id=request.id, note="ok")
 
     def stats(self):
@@ -89,7 +93,8 @@ def main():
     port = server.add_insecure_port("127.0.0.1:%d" % ARGS.port)
     server.start()
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    if ARGS.sigterm != "default":
+        signal.signal(signal.SIGTERM, lambda *_: done.set())
     print("shop ready data=127.0.0.1:%d pid=%d" % (port, os.getpid()), flush=True)
     done.wait()
     server.stop(grace=1).wait()
@@ -106,5 +111,7 @@ if __name__ == "__main__":
     p.add_argument("--stats_file", default="")
     p.add_argument("--hold_kb", type=int, default=0)
     p.add_argument("--start_after_s", type=float, default=0)
+    p.add_argument("--sigterm", choices=["handled", "default"], default="handled")
+    p.add_argument("--exit_after_requests", type=int, default=0)
     ARGS = p.parse_args()
     main()
