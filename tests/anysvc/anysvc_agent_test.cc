@@ -63,9 +63,21 @@ class AgentWithShop : public ::testing::Test {
               "--allow_command=ctlok=" + Argv(),
               "--allow_command_args=ctlok=--port={port} --control=10.9.9.9:1234",
               "--allow_command_ready=ctlok=" + std::string(kArgvControl),
-              "--allow_command_control=ctlok=10.9.9.9"});
+              "--allow_command_control=ctlok=10.9.9.9",
+              // A plain grpcio service keeping Python's default SIGTERM
+              // handling (no handler: SIGTERM kills it), and one that dies
+              // by itself mid-sweep.
+              "--allow_command=shopterm=" + ServerProcess::Runfile("tests/anysvc/shop_service.py"),
+              "--allow_command_args=shopterm=--port={port} --threads={threads} --sigterm=default",
+              "--allow_command_ready=shopterm=^shop ready ",
+              "--allow_command=shopdies=" + ServerProcess::Runfile("tests/anysvc/shop_service.py"),
+              "--allow_command_args=shopdies=--port={port} --sigterm=default "
+              "--exit_after_requests=" + std::to_string(kDiesAt),
+              "--allow_command_ready=shopdies=^shop ready "});
   }
 
+  // The sweep's fill at --scale=0.005 is 480 requests: it dies in the shrink.
+  static constexpr int kDiesAt = 500;
   static std::string Argv() { return ServerProcess::Runfile("tests/anysvc/argv_child.py"); }
   // Spaces, both quotes and their escapes, shell metacharacters quoted and
   // not, a placeholder kept literal in single quotes, an empty word.
@@ -164,7 +176,8 @@ TEST_F(AgentWithShop, RefusesWhatItWasNotGiven) {
   v1::ServerProcess s;
   grpc::Status st = Launch("jemalloc", "/usr/bin/python3", &s);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(st.error_message(), HasSubstr("--allow_command: other, shop"));
+  EXPECT_THAT(st.error_message(),
+              HasSubstr("--allow_command: argv, ctlbad, ctlok, other, shop, shopdies, shopterm"));
   st = Launch("jemalloc", "shop", &s, "web_worker");
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   // The allocator did not load: refused, naming the profile; killed.
@@ -176,11 +189,13 @@ TEST_F(AgentWithShop, RefusesWhatItWasNotGiven) {
   EXPECT_EQ(st.error_code(), grpc::StatusCode::ABORTED) << st.error_message();
 }
 
+// Swept under two profiles, a service that dies of the sweep's SIGTERM
+// (Python's default) is stopped normally: both cells count.
 TEST_F(AgentWithShop, SweepOverTheServiceMergesIntoACompleteTable) {
   const std::string out = Tmp("sweep");
   auto r = ServerProcess::Run(
       Loadgen(),
-      {"--builtin=sweep", "--command=shop", "--agent=" + address_,
+      {"--builtin=sweep", "--command=shopterm", "--agent=" + address_,
        "--profiles=glibc-arena2,jemalloc", "--threads_list=2", "--repeats=1", "--scale=0.005",
        "--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"), "--call=shop.v1.Cart/Add",
        std::string("--data=") + kData, "--concurrency=4", "--channels=2", "--out=" + out,
@@ -195,7 +210,9 @@ TEST_F(AgentWithShop, SweepOverTheServiceMergesIntoACompleteTable) {
     if (e.has_cell_result()) {
       ++cells;
       EXPECT_TRUE(e.cell_result().ok()) << e.cell_result().ShortDebugString();
-      EXPECT_EQ(e.cell_result().server().command(), "shop");
+      EXPECT_EQ(e.cell_result().server().command(), "shopterm");
+      EXPECT_EQ(e.cell_result().server().term_signal(), SIGTERM);
+      EXPECT_FALSE(e.cell_result().server().ended_before_stop());
     }
     if (e.has_snapshot() && e.snapshot().taken_from() == "proc") ++proc_snapshots;
   }
@@ -266,6 +283,101 @@ TEST_F(AgentWithShop, ReadyLineControlAddressOnlyOnLoopbackOrWhereAllowed) {
   EXPECT_EQ(s.control_address(), "10.9.9.9:1234");
   v1::ServerProcess stopped;
   ASSERT_TRUE(Stop(s.id(), &stopped).ok());
+}
+
+// A service that dies before the sweep stops it: the cell is lost, but the
+// steps it measured stay in the run directory and the table marks the cell.
+TEST_F(AgentWithShop, ServiceThatDiesBeforeStopKeepsItsMeasuredSteps) {
+  const std::string out = Tmp("sweep-dies");
+  auto r = ServerProcess::Run(
+      Loadgen(),
+      {"--builtin=sweep", "--command=shopdies", "--agent=" + address_, "--profiles=glibc",
+       "--threads_list=2", "--repeats=1", "--scale=0.005",
+       "--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"), "--call=shop.v1.Cart/Add",
+       std::string("--data=") + kData, "--concurrency=4", "--channels=2", "--out=" + out,
+       "--progress=lines"},
+      {}, absl::Seconds(300));
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  v1::CellResult cell;
+  int fill_loads = 0, proc_snapshots = 0;
+  for (const auto& e : Events(out)) {
+    if (e.has_cell_result()) cell = e.cell_result();
+    if (e.has_load() && e.loadgen_phase() == "fill") fill_loads += e.load().requests_ok() > 0;
+    if (e.has_snapshot() && e.snapshot().taken_from() == "proc") ++proc_snapshots;
+  }
+  EXPECT_FALSE(cell.ok());
+  EXPECT_TRUE(cell.died_before_stop()) << cell.ShortDebugString();
+  EXPECT_EQ(cell.failed_at(), "died");
+  EXPECT_TRUE(cell.server().ended_before_stop());
+  EXPECT_EQ(cell.server().exit_code(), 3);
+  EXPECT_GT(cell.steps_done(), 0);
+  EXPECT_LT(cell.steps_done(), cell.steps_total());
+  const std::string mark = absl::StrCat("died before stop after ", cell.steps_done(), " of ",
+                                        cell.steps_total(), " steps");
+  EXPECT_THAT(cell.error(), HasSubstr(mark + " (server exited 3)"));
+  // What was measured before it died: the fill's load and its snapshot.
+  EXPECT_EQ(fill_loads, 1);
+  EXPECT_GE(proc_snapshots, 1);
+  EXPECT_THAT(r.out + r.err, HasSubstr("glibc/t2/r1: " + mark));
+  EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("| glibc/t2/r1 | **" + mark + "** |"));
+}
+
+// rsslab_run --command: one's own program once under a profile, verified,
+// its PID and addresses printed, stopped by Ctrl-C (SIGINT to rsslab_run).
+TEST(RunCommand, LaunchesVerifiesPrintsItsPidAndStopsOnSigint) {
+  ServerProcess::Options o;
+  o.binary = ServerProcess::Runfile("agent/rsslab_run");
+  o.args = {"--profile=glibc-arena2", "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
+            "--command=argv", "--threads=3",
+            "--allow_command=argv=" + ServerProcess::Runfile("tests/anysvc/argv_child.py"),
+            "--allow_command_args=argv=--port={port} --q='a b' --t={threads}",
+            "--allow_command_ready=argv=^argv ready "};
+  o.ready_prefix = "rsslab_run ready ";
+  auto run = ServerProcess::Start(o);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ((*run)->Field("command"), "argv");
+  EXPECT_EQ((*run)->Field("profile"), "glibc-arena2");
+  EXPECT_THAT((*run)->Field("data"), HasSubstr("127.0.0.1:"));
+  const int pid = std::stoi((*run)->Field("pid"));
+  ASSERT_GT(pid, 0);
+  EXPECT_NE(pid, (*run)->pid());  // the program, not rsslab_run
+  // The profile reached it: /proc/PID/environ, and its argv as templated.
+  const std::string environ = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+  EXPECT_THAT(environ, HasSubstr(std::string("MALLOC_ARENA_MAX=2\0", 19)));
+  EXPECT_THAT(ReadFile(absl::StrCat("/proc/", pid, "/cmdline")),
+              HasSubstr(std::string("--q=a b\0--t=3", 14)));
+  EXPECT_THAT((*run)->Stderr(), HasSubstr("profile 'glibc-arena2' verified in pid " +
+                                          std::to_string(pid)));
+  // Ctrl-C: SIGTERM to the program (Python's default kills it), a normal stop.
+  EXPECT_EQ((*run)->Stop(SIGINT, absl::Seconds(30)), 0) << (*run)->Stderr();
+  EXPECT_THAT((*run)->Stderr(), HasSubstr(absl::StrCat("command argv (pid ", pid,
+                                                       ") stopped: killed by SIGTERM, a normal stop")));
+  EXPECT_NE(kill(pid, 0), 0);  // gone
+}
+
+TEST(RunCommand, BadArgumentsAreOneLineUsageErrors) {
+  const std::string run = ServerProcess::Runfile("agent/rsslab_run");
+  const std::string profiles = "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto");
+  const std::string allow = "--allow_command=argv=" + ServerProcess::Runfile("tests/anysvc/argv_child.py");
+  struct Case {
+    std::vector<std::string> args;
+    std::string why;
+  } cases[] = {
+      {{"--profile=glibc", profiles, "--command=nope", allow, "--allow_command_args=argv=--port={port}"},
+       "command 'nope' is not one rsslab_run was started with (--allow_command: argv)"},
+      {{"--profile=glibc", profiles, "--command=argv", allow, "--allow_command_args=argv=--port={port}",
+        "--port=1"},
+       "'--port=1' is not an rsslab_run flag"},
+      {{"--profile=glibc", profiles, allow}, "give --command"},
+      {{"--profile=glibc", profiles, "--command=argv", allow, "--allow_command_args=argv=--port={port}",
+        "--ok_exit_codes=0,x"},
+       "--ok_exit_codes=0,x: 'x' is not an exit code"},
+  };
+  for (const Case& c : cases) {
+    auto r = ServerProcess::Run(run, c.args);
+    EXPECT_EQ(r.exit_code, 64) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.why));
+  }
 }
 
 // Readiness as the operator sets it: by the port accepting connections
