@@ -148,6 +148,66 @@ absl::StatusOr<std::vector<TemplateWord>> SplitTemplate(absl::string_view text) 
   return words;
 }
 
+namespace {
+
+// --allow_command_args=NAME=TEMPLATE: the words of NAME's arguments.
+absl::Status AddTemplate(const std::string& item, std::map<std::string, Command>* out_map) {
+  std::map<std::string, Command>& out = *out_map;
+  std::string text;
+  absl::StatusOr<Command*> c = Named("allow_command_args", item, &out, &text);
+  if (!c.ok()) return c.status();
+  if (text.size() > 4096) {
+    return absl::InvalidArgumentError("--allow_command_args: longer than 4096 characters");
+  }
+  absl::StatusOr<std::vector<TemplateWord>> words = SplitTemplate(text);
+  if (!words.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--allow_command_args=", Echo(item, 200), ": ", words.status().message()));
+  }
+  (*c)->args = *std::move(words);
+  // Only the agent's own numbers go in: anything else in braces outside
+  // single quotes is a typo.
+  std::string expanded;
+  for (const TemplateWord& w : (*c)->args) {
+    for (const TemplateWord::Part& p : w.parts) {
+      if (p.expand) absl::StrAppend(&expanded, p.text, " ");
+    }
+  }
+  std::string rest = absl::StrReplaceAll(
+      expanded, {{"{threads}", ""}, {"{port}", ""}, {"{control_port}", ""}, {"{host}", ""}});
+  if (rest.find('{') != std::string::npos || rest.find('}') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--allow_command_args=", Echo(item, 200),
+        ": placeholders are {threads}, {port}, {control_port} and {host} (put literal braces "
+        "in single quotes)"));
+  }
+  (*c)->uses_port = expanded.find("{port}") != std::string::npos;
+  (*c)->uses_control_port = expanded.find("{control_port}") != std::string::npos;
+  return absl::OkStatus();
+}
+
+// --allow_command_control=NAME=HOST[:PORT],...
+absl::Status AddControl(const std::string& item, std::map<std::string, Command>* out_map) {
+  std::map<std::string, Command>& out = *out_map;
+  std::string list;
+  absl::StatusOr<Command*> c = Named("allow_command_control", item, &out, &list);
+  if (!c.ok()) return c.status();
+  if (list.size() > 1024) {
+    return absl::InvalidArgumentError("--allow_command_control: longer than 1024 characters");
+  }
+  for (absl::string_view a : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+    if (absl::StatusOr<HostPort> hp = ControlAllowed(a); hp.ok()) {
+      (*c)->control_allowed.push_back(*hp);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--allow_command_control=", Echo(item, 200),
+                                                     ": ", hp.status().message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::string>& allow,
                                                      const std::vector<std::string>& args,
                                                      const std::vector<std::string>& ready,
@@ -172,36 +232,7 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
     }
   }
   for (const std::string& item : args) {
-    std::string text;
-    absl::StatusOr<Command*> c = Named("allow_command_args", item, &out, &text);
-    if (!c.ok()) return c.status();
-    if (text.size() > 4096) {
-      return absl::InvalidArgumentError("--allow_command_args: longer than 4096 characters");
-    }
-    absl::StatusOr<std::vector<TemplateWord>> words = SplitTemplate(text);
-    if (!words.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--allow_command_args=", Echo(item, 200), ": ", words.status().message()));
-    }
-    (*c)->args = *std::move(words);
-    // Only the agent's own numbers go in: anything else in braces outside
-    // single quotes is a typo.
-    std::string expanded;
-    for (const TemplateWord& w : (*c)->args) {
-      for (const TemplateWord::Part& p : w.parts) {
-        if (p.expand) absl::StrAppend(&expanded, p.text, " ");
-      }
-    }
-    std::string rest = absl::StrReplaceAll(
-        expanded, {{"{threads}", ""}, {"{port}", ""}, {"{control_port}", ""}, {"{host}", ""}});
-    if (rest.find('{') != std::string::npos || rest.find('}') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--allow_command_args=", Echo(item, 200),
-          ": placeholders are {threads}, {port}, {control_port} and {host} (put literal braces "
-          "in single quotes)"));
-    }
-    (*c)->uses_port = expanded.find("{port}") != std::string::npos;
-    (*c)->uses_control_port = expanded.find("{control_port}") != std::string::npos;
+    if (absl::Status s = AddTemplate(item, &out); !s.ok()) return s;
   }
   std::map<std::string, bool> port_given;
   for (const std::string& item : ready) {
@@ -233,20 +264,7 @@ absl::StatusOr<std::map<std::string, Command>> Parse(const std::vector<std::stri
     port_given[(*c)->name] = true;
   }
   for (const std::string& item : control) {
-    std::string list;
-    absl::StatusOr<Command*> c = Named("allow_command_control", item, &out, &list);
-    if (!c.ok()) return c.status();
-    if (list.size() > 1024) {
-      return absl::InvalidArgumentError("--allow_command_control: longer than 1024 characters");
-    }
-    for (absl::string_view a : absl::StrSplit(list, ',', absl::SkipEmpty())) {
-      if (absl::StatusOr<HostPort> hp = ControlAllowed(a); hp.ok()) {
-        (*c)->control_allowed.push_back(*hp);
-      } else {
-        return absl::InvalidArgumentError(absl::StrCat("--allow_command_control=", Echo(item, 200),
-                                                       ": ", hp.status().message()));
-      }
-    }
+    if (absl::Status s = AddControl(item, &out); !s.ok()) return s;
   }
   for (auto& [name, c] : out) {
     if (!c.uses_port) {
