@@ -286,7 +286,7 @@ std::string AgentService::LogHeader(const std::string& id, const launch::LaunchO
     shown_env.push_back(kv.first + "=" + kv.second);
   }
   return absl::StrCat("# rsslab_agent ", id, ": ", lo.program, " ",
-                      absl::StrJoin(launch::LaunchArgs(lo), " "), "\n# profile ", profile.name(),
+                      commands::JoinQuoted(launch::LaunchArgs(lo)), "\n# profile ", profile.name(),
                       " env: ", absl::StrJoin(shown_env, " "), "\n");
 }
 

@@ -90,6 +90,17 @@ bool SameHost(absl::string_view a, absl::string_view b) {
 
 }  // namespace
 
+std::string JoinQuoted(const std::vector<std::string>& words) {
+  std::vector<std::string> out;
+  for (const std::string& w : words) {
+    const bool plain = !w.empty() && std::all_of(w.begin(), w.end(), [](char ch) {
+      return absl::ascii_isalnum(ch) || std::strchr("-_=.,:/+@%", ch) != nullptr;
+    });
+    out.push_back(plain ? w : absl::StrCat("'", absl::StrReplaceAll(w, {{"'", "'\\''"}}), "'"));
+  }
+  return absl::StrJoin(out, " ");
+}
+
 absl::StatusOr<std::vector<TemplateWord>> SplitTemplate(absl::string_view text) {
   std::vector<TemplateWord> words;
   TemplateWord word;

@@ -67,6 +67,11 @@ struct TemplateWord {
 // quote, a trailing backslash, a control character (newline included).
 absl::StatusOr<std::vector<TemplateWord>> SplitTemplate(absl::string_view text);
 
+// The words written back in the template's quoting, so that SplitTemplate
+// gives them again: plain words as they are, others in single quotes (a '
+// inside as '\''); for logs that show exactly what was run.
+std::string JoinQuoted(const std::vector<std::string>& words);
+
 struct Command {
   std::string name;
   std::string path;  // absolute, resolved when the agent starts

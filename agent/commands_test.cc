@@ -125,6 +125,22 @@ TEST(CommandsTest, OneQuotingRuleForTheTemplate) {
   EXPECT_THAT(Words("  --port={port}\t\tx   "), ElementsAre("--port=7", "x"));
 }
 
+TEST(CommandsTest, QuotedWordsSplitBackIntoTheSameWords) {
+  const std::vector<std::string> words = {"--port=7", "a b", "it's", "", "$(id)", "x\\\"y", "*",
+                                          "{port}"};
+  const std::string text = JoinQuoted(words);
+  EXPECT_EQ(text, R"(--port=7 'a b' 'it'\''s' '' '$(id)' 'x\"y' '*' '{port}')");
+  auto split = SplitTemplate(text);
+  ASSERT_TRUE(split.ok()) << split.status();
+  std::vector<std::string> back;
+  for (const TemplateWord& w : *split) {
+    std::string s;
+    for (const TemplateWord::Part& p : w.parts) s += p.text;
+    back.push_back(s);
+  }
+  EXPECT_EQ(back, words);
+}
+
 TEST(CommandsTest, TemplatesThatDoNotSplitAreRefusedNamingWhy) {
   struct Case {
     std::string text, why;

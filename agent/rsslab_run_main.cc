@@ -71,6 +71,8 @@ constexpr char kUsage[] =
     "not start or verify; 3: it ended by itself before any stop; 64: usage.\n";
 
 constexpr int kExitUsage = 64;
+// --command: SIGTERM, then SIGKILL this long after.
+constexpr int kDefaultStopGraceMs = 5000;
 
 [[noreturn]] void Fail(int code, const std::string& msg) {
   fprintf(stderr, "rsslab_run: %s\n", msg.c_str());
@@ -89,7 +91,7 @@ struct RunArgs {
   // --command: one's own program (the --allow_command flags, read from argv).
   std::string command;
   int threads = 4;
-  int stop_grace_ms = 5000;
+  int stop_grace_ms = kDefaultStopGraceMs;
   std::string ok_exit_codes = launch::kDefaultOkExitCodes;
 };
 
@@ -171,6 +173,11 @@ RunArgs ParseArgs(int argc, char** argv) {
     } else {
       r.server_args.push_back(a);
     }
+  }
+  if (r.command.empty() && (r.stop_grace_ms != kDefaultStopGraceMs ||
+                            r.ok_exit_codes != launch::kDefaultOkExitCodes)) {
+    Fail(kExitUsage, "--stop_grace_ms and --ok_exit_codes are --command's (a server is stopped by "
+                     "its own --shutdown_grace_ms)");
   }
   if (r.command.empty() && commands::AnyFlagGiven(argc, argv)) {
     Fail(kExitUsage, "the --allow_command* flags describe the program --command=NAME runs; "

@@ -288,13 +288,19 @@ TEST(SweepTest, CrashedCellIsRecordedAndTheOthersRun) {
   }
   ASSERT_EQ(results.size(), 2u);
   EXPECT_FALSE(results["jemalloc"].ok());
-  EXPECT_EQ(results["jemalloc"].failed_at(), "exit");
+  // It died during the steps, before the sweep stopped it: marked so.
+  EXPECT_EQ(results["jemalloc"].failed_at(), "died");
+  EXPECT_TRUE(results["jemalloc"].died_before_stop());
+  EXPECT_TRUE(results["jemalloc"].server().ended_before_stop());
   EXPECT_EQ(results["jemalloc"].server().exit(), "exited 3");
   EXPECT_EQ(results["jemalloc"].server().exit_code(), 3);
-  EXPECT_THAT(results["jemalloc"].error(), HasSubstr("server exited 3"));
+  EXPECT_THAT(results["jemalloc"].error(),
+              HasSubstr(absl::StrCat("died before stop after ", results["jemalloc"].steps_done(),
+                                     " of ", results["jemalloc"].steps_total(),
+                                     " steps (server exited 3)")));
   EXPECT_TRUE(results["glibc"].ok()) << results["glibc"].error();
   const std::string md = ReadFile(out + "/summary.md");
-  EXPECT_THAT(md, HasSubstr("**jemalloc/t1/r1** (exit)"));
+  EXPECT_THAT(md, HasSubstr("**jemalloc/t1/r1** (died)"));
   EXPECT_THAT(md, ::testing::ContainsRegex("\\| glibc \\| glibc 2\\.[0-9]+ \\| 1 \\| 1/1 \\|"));
   EXPECT_THAT(md, ::testing::ContainsRegex(
                       "\\| jemalloc \\| jemalloc [0-9.]+ \\| 1 \\| 0/1 \\| - \\| - \\|"));

@@ -323,7 +323,7 @@ class LocalHost : public CellHost {
     lo->output = launch::Output::kPipe;
     lo->log_path = absl::StrCat(o_.log_dir, "/", id, ".log");
     lo->log_header = absl::StrCat("# rsslab_loadgen --local ", id, ": ", lo->program, " ",
-                                  absl::StrJoin(launch::LaunchArgs(*lo), " "), "\n");
+                                  commands::JoinQuoted(launch::LaunchArgs(*lo)), "\n");
     lo->ready_timeout = o_.ready_timeout;
     lo->cpus = o_.server_cpus;
     // A loadgen killed outright (SIGKILL by a batch system) takes its

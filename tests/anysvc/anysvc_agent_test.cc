@@ -369,6 +369,7 @@ TEST(RunCommand, BadArgumentsAreOneLineUsageErrors) {
         "--port=1"},
        "'--port=1' is not an rsslab_run flag"},
       {{"--profile=glibc", profiles, allow}, "give --command"},
+      {{"--profile=glibc", profiles, "--stop_grace_ms=100"}, "--stop_grace_ms and --ok_exit_codes are --command's"},
       {{"--profile=glibc", profiles, "--command=argv", allow, "--allow_command_args=argv=--port={port}",
         "--ok_exit_codes=0,x"},
        "--ok_exit_codes=0,x: 'x' is not an exit code"},
