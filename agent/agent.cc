@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
+#include "agent/stop_outcome.h"
 #include "common/handler_params.h"
 #include "common/host_info.h"
 #include "common/listen.h"
@@ -356,8 +357,9 @@ grpc::Status AgentService::Stop(grpc::ServerContext* ctx, const rsslab::v1::Stop
       return run->stop_status;
     }
     run->stop_started = true;
-    // Already reaped (or, adopted, seen gone): it ended on its own.
-    if (run->exited) run->info.set_ended_before_stop(true);
+    // Already reaped, or ending before the reaper got to it (a sweep may
+    // have seen it die, and come to stop it, first): it ended on its own.
+    if (run->exited || launch::EndedOrEnding(run->pid)) run->info.set_ended_before_stop(true);
   }
   Terminate(run, absl::Milliseconds(req->grace_ms() == 0 ? 5000 : req->grace_ms()));
   absl::MutexLock l(&mu_);

@@ -1,6 +1,8 @@
 #include "agent/commands.h"
 
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -237,6 +239,14 @@ TEST(StopOutcomeTest, SigtermDeathAndDeclaredCodesAreANormalStop) {
   // Before stop, even a clean exit or SIGTERM from someone else is a death.
   EXPECT_EQ(JudgeStop({true, 0, 0}, zero).ending, Ending::kDiedBeforeStop);
   EXPECT_EQ(JudgeStop({true, -1, SIGTERM}, zero).ending, Ending::kDiedBeforeStop);
+  // A running process is not ending; a zombie (exited, not reaped) is.
+  EXPECT_FALSE(launch::EndedOrEnding(getpid()));
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  for (int i = 0; i < 200 && !launch::EndedOrEnding(child); ++i) usleep(10000);
+  EXPECT_TRUE(launch::EndedOrEnding(child));
+  waitpid(child, nullptr, 0);
+  EXPECT_TRUE(launch::EndedOrEnding(child));  // gone
   for (const char* bad_list : {"", "0,,1", "256", "-1", "0x10", " 1", "1,1", "a"}) {
     auto p = launch::ParseOkExitCodes(bad_list);
     EXPECT_FALSE(p.ok()) << bad_list;

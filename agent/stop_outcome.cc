@@ -1,6 +1,7 @@
 #include "agent/stop_outcome.h"
 
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <algorithm>
@@ -64,6 +65,26 @@ StopVerdict JudgeStop(const Ended& e, const std::vector<int>& ok) {
     v.why = "its exit status is unknown";
   }
   return v;
+}
+
+bool EndedOrEnding(int pid) {
+  std::string stat;
+  FILE* f = fopen(absl::StrCat("/proc/", pid, "/stat").c_str(), "re");
+  if (f == nullptr) return true;  // gone
+  char buf[1024];
+  const size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  stat.assign(buf, n);
+  // Fields after the command's closing parenthesis: state (3), ... flags (9).
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) return false;
+  std::vector<std::string> fields =
+      absl::StrSplit(absl::string_view(stat).substr(paren + 1), ' ', absl::SkipEmpty());
+  if (fields.size() < 7) return false;
+  if (fields[0] == "Z" || fields[0] == "X" || fields[0] == "x") return true;
+  constexpr uint64_t kPfExiting = 0x4;  // include/linux/sched.h
+  uint64_t flags = 0;
+  return absl::SimpleAtoi(fields[6], &flags) && (flags & kPfExiting) != 0;
 }
 
 }  // namespace launch

@@ -53,6 +53,12 @@ struct StopVerdict {
 
 StopVerdict JudgeStop(const Ended& e, const std::vector<int>& ok_exit_codes);
 
+// Whether `pid` has ended or is ending before anyone reaped it: gone, a
+// zombie, or past the start of its exit (PF_EXITING in /proc/PID/stat).
+// A stopper asks this before its SIGTERM: a program whose death the caller
+// already saw (its sockets closed) may not be reaped yet.
+bool EndedOrEnding(int pid);
+
 }  // namespace launch
 }  // namespace rsslab
 

@@ -23,6 +23,7 @@
 #include "agent/launch.h"
 #include "agent/profiles.h"
 #include "agent/spawn.h"
+#include "agent/stop_outcome.h"
 #include "common/server_flags.h"
 #include "common/shipped.h"
 #include "grpcpp/grpcpp.h"
@@ -284,8 +285,9 @@ class LocalHost : public CellHost {
     auto it = servers_.find(server.id());
     if (it == servers_.end()) return absl::NotFoundError(absl::StrCat("no server ", server.id()));
     LocalServer* s = it->second.get();
-    // Reaped already: it ended on its own, before this stop.
-    const bool ended_before = s->child->AwaitExit(absl::ZeroDuration());
+    // Reaped already, or ending: it ended on its own, before this stop.
+    const bool ended_before =
+        s->child->AwaitExit(absl::ZeroDuration()) || launch::EndedOrEnding(s->started.pid);
     launch::StopStarted(s->started, absl::Milliseconds(grace_ms));
     const int st = s->child->wait_status();
     ServerProcess info = s->info;
