@@ -1,5 +1,7 @@
 #include "python/native/control_server.h"
 
+#include <pthread.h>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -9,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/credentials.h"
+#include "common/echo.h"
 #include "common/listen.h"
 #include "common/metrics/exposition.h"
 #include "common/metrics/http_server.h"
@@ -28,9 +31,28 @@ namespace {
 
 PyObject* g_phase_hook = nullptr;  // GIL held to touch
 
-// The Python exception as a status: LookupError is FAILED_PRECONDITION with
-// the package's sentence; anything the service's callback raised is
-// FAILED_PRECONDITION naming it.
+// A callback's exception text goes back to a client that may print it:
+// escaped (common/echo.h) and at most this long, the prefix included.
+constexpr size_t kMaxCallbackMessageBytes = 1024;
+
+std::string BoundedCallbackMessage(absl::string_view prefix, absl::string_view text) {
+  const size_t budget = kMaxCallbackMessageBytes - prefix.size();
+  // An escaped byte takes up to 4 ("\xNN"): shrink the shown input until
+  // the escaped text, with Echo's "... (N bytes)" tail, fits.
+  size_t shown = budget;
+  std::string out = Echo(text, shown);
+  while (out.size() > budget && shown > 16) {
+    shown = shown * budget / out.size() - 8;
+    out = Echo(text, shown);
+  }
+  return absl::StrCat(prefix, out);
+}
+
+// The Python exception as a status: LookupError is
+// FAILED_PRECONDITION with the package's sentence; TimeoutError (the
+// callback did not return within the Python deadline: rsslab/__init__.py
+// runs it on a thread of its own) DEADLINE_EXCEEDED; anything else the
+// service's callback raised is FAILED_PRECONDITION naming it.
 absl::Status StatusFromPython(const std::string& phase) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
@@ -42,21 +64,23 @@ absl::Status StatusFromPython(const std::string& phase) {
   }
   PyErr_Clear();
   const bool lookup = type != nullptr && PyErr_GivenExceptionMatches(type, PyExc_LookupError);
+  const bool late = type != nullptr && PyErr_GivenExceptionMatches(type, PyExc_TimeoutError);
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(tb);
-  if (lookup) return absl::FailedPreconditionError(msg);
-  return absl::FailedPreconditionError(
-      absl::StrCat("the service's on_phase callback for '", phase, "' raised: ", msg));
+  if (lookup) return absl::FailedPreconditionError(BoundedCallbackMessage("", msg));
+  if (late) return absl::DeadlineExceededError(BoundedCallbackMessage("", msg));
+  return absl::FailedPreconditionError(BoundedCallbackMessage(
+      absl::StrCat("the service's on_phase callback for '", phase, "' raised: "), msg));
 }
 
 class PackageBackend : public ControlBackend {
  public:
-  // The on_phase callback is the service's own Python and runs in full:
-  // `python_deadline` is not used here.
+  // The on_phase callback is the service's own Python: waited for at most
+  // `python_deadline` (it goes on running past it, abandoned).
   absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
                         rsslab::v1::SetPhaseResponse* response,
-                        absl::Duration /*python_deadline*/) override {
+                        absl::Duration python_deadline) override {
     // The process's own MemTotal, as rsslab_server without --max_cache_limit_mb.
     static const CacheCeiling ceiling = MemTotalCeiling();
     absl::StatusOr<SetPhaseCall> call = CheckSetPhase(request, ceiling);
@@ -72,8 +96,10 @@ class PackageBackend : public ControlBackend {
         status = absl::UnavailableError("the rsslab package is shutting down");
         return;
       }
-      PyObject* r = PyObject_CallFunction(g_phase_hook, "sL", name.c_str(),
-                                          static_cast<long long>(limit));  // NOLINT(runtime/int)
+      // The hook waits for the callback at most python_deadline.
+      PyObject* r = PyObject_CallFunction(g_phase_hook, "sLd", name.c_str(),
+                                          static_cast<long long>(limit),  // NOLINT(runtime/int)
+                                          absl::ToDoubleSeconds(python_deadline));
       if (r == nullptr) {
         status = StatusFromPython(name);
         return;
@@ -136,6 +162,20 @@ absl::Mutex g_mu;
 std::unique_ptr<Running> g_running ABSL_GUARDED_BY(g_mu);
 std::unique_ptr<metrics::MetricsHttpServer> g_metrics ABSL_GUARDED_BY(g_mu);
 
+// fork(): the child has none of the parent's threads, so the Control rules
+// (watch streams) and the /metrics server are the parent's alone. The child
+// forgets them without running their destructors (they would join threads
+// it does not have, or shut sockets the parent still listens on). Prepare
+// holds the mutex so that no state is torn mid-update; the forking thread,
+// the child's only one, releases it on both sides.
+void PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
+void ParentAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Unlock(); }
+void ChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  g_running.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose
+  g_metrics.release();  // NOLINT(bugprone-unused-return-value)
+  g_mu.Unlock();
+}
+
 std::string RenderPackageMetrics() {
   // Totals first, as the server does: a trim finishing in between shows in
   // the gauges one scrape before the counters, never the reverse.
@@ -166,6 +206,11 @@ std::string RenderPackageMetrics() {
 }
 
 }  // namespace
+
+void RegisterControlForkHandlers() {
+  static const int once = pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
+  (void)once;
+}
 
 void SetPhaseHook(PyObject* hook) {
   Py_XINCREF(hook);
@@ -210,6 +255,14 @@ absl::Status OpenControlCalls(const std::string& address, const std::string& tok
       Backend(), kControlMaxWatchStreams, "the rsslab package's fixed limit");
   g_running = std::move(r);
   return absl::OkStatus();
+}
+
+absl::Status CheckControlListen(const std::string& address, const std::string& token_file) {
+  SecurityOptions so;
+  so.auth_token_file = token_file;
+  absl::StatusOr<Credentials> sec = Credentials::Load(so);
+  if (!sec.ok()) return sec.status();
+  return sec->CheckListen(address, "control");
 }
 
 absl::StatusOr<std::string> ControlCallsBound(int port) {

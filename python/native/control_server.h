@@ -30,10 +30,15 @@
 namespace rsslab {
 namespace py {
 
-// GIL held. hook(phase: str, limit_bytes: int) -> previous phase (str);
-// raises LookupError when nothing is registered for the phase.
+// GIL held. hook(phase: str, limit_bytes: int, timeout_s: float) -> previous
+// phase (str); raises LookupError when nothing is registered for the phase,
+// TimeoutError when the callback did not return within timeout_s.
 void SetPhaseHook(PyObject* hook);
 void ClearPhaseHook();
+
+// Once, at import: after fork() the child forgets the parent's Control rules
+// and /metrics server (it has none of their threads) and can open its own.
+void RegisterControlForkHandlers();
 
 // Idempotent: ends the watch streams and forgets the address (the
 // transport stops its own server).
@@ -50,6 +55,9 @@ void EndControlWatches();
 // port the transport bound and returns host:port.
 absl::Status OpenControlCalls(const std::string& address, const std::string& token_file);
 absl::StatusOr<std::string> ControlCallsBound(int port);
+// The listen rule alone for `address` (a token, or TLS, beyond loopback):
+// serve(server=) checks each address the service's server really listens on.
+absl::Status CheckControlListen(const std::string& address, const std::string& token_file);
 
 // The calls, token check first (python/native/control_hooks.h): what
 // either transport calls, _rsslab_grpc.so through a capsule, the grpcio one

@@ -14,12 +14,14 @@
 //   _rsslab_grpc.stop()
 
 #include <pybind11/pybind11.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>  // NOLINT(build/c++11)
 #include <condition_variable>  // NOLINT(build/c++11)
 #include <memory>
 #include <mutex>  // NOLINT(build/c++11)
+#include <new>
 #include <optional>
 #include <string>
 #include <thread>  // NOLINT(build/c++11)
@@ -204,6 +206,21 @@ std::mutex g_mu;
 std::unique_ptr<Service> g_service;       // guarded by g_mu
 std::unique_ptr<grpc::Server> g_server;   // guarded by g_mu
 
+// fork(): the server's threads stay in the parent. A child that destroyed
+// or shut down the inherited server would shut the listening socket the
+// parent shares (its Control stops accepting) and join threads it does not
+// have (it crashed at exit): it forgets the server instead, leaked, and can
+// start one of its own. The prepare handler holds g_mu so that no Start or
+// Stop is half done at the fork; the child gets a fresh mutex.
+void PrepareFork() { g_mu.lock(); }
+void ParentAfterFork() { g_mu.unlock(); }
+void ChildAfterFork() {
+  new (&g_mu) std::mutex();  // the parent's, held by PrepareFork, is abandoned
+  g_server.release();        // NOLINT(bugprone-unused-return-value): leaked on purpose
+  g_service.release();       // NOLINT(bugprone-unused-return-value)
+  g_calls.store(0);
+}
+
 int Start(const std::string& address, py11::capsule hooks) {
   const auto* h = static_cast<const ControlHooks*>(
       PyCapsule_GetPointer(hooks.ptr(), kControlHooksCapsule));
@@ -245,6 +262,7 @@ void Stop() {
 
 PYBIND11_MODULE(_rsslab_grpc, m) {
   m.doc() = "rsslab's native Control transport (gRPC C++); use rsslab.serve(transport='native').";
+  pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
   // -> the bound port, 0 when the address cannot be listened on.
   m.def("start", &Start);
   m.def("stop", &Stop);

@@ -28,6 +28,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/echo.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/procfs/procfs.h"
@@ -144,6 +146,45 @@ py11::dict Snapshot(bool gc, bool detail) {
   return MessageToDict(s);
 }
 
+// The arena variables of the start environment (/proc/self/environ, what
+// glibc read): MALLOC_ARENA_MAX and MALLOC_ARENA_TEST, or their
+// GLIBC_TUNABLES spellings glibc.malloc.arena_max / arena_test, which glibc
+// applies after the variables (so they win).
+struct StartArenaEnv {
+  int64_t arena_max = 0;
+  // Names the setting: "MALLOC_ARENA_MAX=2", "GLIBC_TUNABLES' glibc.malloc.arena_max=2".
+  std::string arena_max_from;
+  int64_t arena_test = 8;
+};
+
+StartArenaEnv ReadStartArenaEnv() {
+  StartArenaEnv out;
+  std::map<std::string, std::string> env;
+  if (auto e = procfs::ReadAllocatorEnv(0); e.ok()) env = *e;
+  int64_t v = 0;
+  if (auto it = env.find("MALLOC_ARENA_MAX");
+      it != env.end() && absl::SimpleAtoi(it->second, &v) && v > 0) {
+    out.arena_max = v;
+    out.arena_max_from = absl::StrCat("MALLOC_ARENA_MAX=", it->second);
+  }
+  if (auto it = env.find("MALLOC_ARENA_TEST"); it != env.end()) {
+    absl::SimpleAtoi(it->second, &out.arena_test);
+  }
+  if (auto it = env.find("GLIBC_TUNABLES"); it != env.end()) {
+    for (absl::string_view item : absl::StrSplit(it->second, ':')) {
+      std::pair<absl::string_view, absl::string_view> kv =
+          absl::StrSplit(item, absl::MaxSplits('=', 1));
+      if (kv.first == "glibc.malloc.arena_max" && absl::SimpleAtoi(kv.second, &v) && v > 0) {
+        out.arena_max = v;
+        out.arena_max_from = absl::StrCat("GLIBC_TUNABLES' glibc.malloc.arena_max=", kv.second);
+      } else if (kv.first == "glibc.malloc.arena_test") {
+        absl::SimpleAtoi(kv.second, &out.arena_test);
+      }
+    }
+  }
+  return out;
+}
+
 // mallopt(M_ARENA_MAX, n), applied only when it can still take effect.
 // glibc fixes its arena limit the first time a thread needs a new arena
 // and either a limit is set (MALLOC_ARENA_MAX at start, or an earlier cap)
@@ -163,20 +204,29 @@ py11::dict CapArenas(int n) {
   rsslab::v1::GlibcStats g;
   int arenas = -1;
   if (alloc::ReadMallocInfo(&g).ok()) arenas = g.malloc_info_arenas();
-  std::map<std::string, std::string> env;
-  if (auto e = procfs::ReadAllocatorEnv(0); e.ok()) env = *e;
-  int64_t start_cap = 0;
-  if (auto it = env.find("MALLOC_ARENA_MAX"); it != env.end()) {
-    absl::SimpleAtoi(it->second, &start_cap);
-  }
-  int64_t arena_test = 8;
-  if (auto it = env.find("MALLOC_ARENA_TEST"); it != env.end()) {
-    absl::SimpleAtoi(it->second, &arena_test);
-  }
+  const StartArenaEnv start = ReadStartArenaEnv();
+  const int64_t start_cap = start.arena_max;
+  const int64_t arena_test = start.arena_test;
   const int64_t earlier = State().arena_cap();
   py11::dict d;
   d["n"] = n;
   d["arenas"] = arenas;
+  if (start_cap > 0) {
+    // The start environment fixed the limit before any Python ran (glibc
+    // reads it at its first malloc): mallopt would still return 1, and a
+    // different n would silently do nothing.
+    if (start_cap == n) {
+      d["applied"] = false;
+      d["detail"] = absl::StrCat("no-op: ", start.arena_max_from,
+                                 " in the start environment already caps glibc at ", n,
+                                 " arenas");
+      return d;
+    }
+    throw py11::value_error(absl::StrCat(
+        "cap_arenas(", n, ") cannot take effect: ", start.arena_max_from,
+        " in the start environment already fixed glibc's arena limit at ", start_cap,
+        " and mallopt cannot change it; set ", n, " there instead"));
+  }
   if (arenas < 0) {
     throw py11::value_error("cap_arenas: glibc's malloc_info could not be read, so the effect "
                             "cannot be checked; " + fix_env);
@@ -187,17 +237,17 @@ py11::dict CapArenas(int n) {
         " glibc arenas exist already and glibc never removes one; ", fix_env,
         ", or call rsslab.cap_arenas() at import, before threads allocate"));
   }
-  const int64_t fixed_at = start_cap > 0 ? start_cap : earlier;
+  const int64_t fixed_at = earlier;
   if (fixed_at > 0 && arenas >= 2) {
     if (fixed_at == n) {
       d["applied"] = true;
       d["detail"] = absl::StrCat("already in effect: the limit was fixed at ", n,
-                                 start_cap > 0 ? " by MALLOC_ARENA_MAX at start" : " by an earlier cap");
+                                 " by an earlier cap");
       return d;
     }
     throw py11::value_error(absl::StrCat(
         "cap_arenas(", n, ") is too late: glibc already fixed its arena limit at ", fixed_at,
-        start_cap > 0 ? " (MALLOC_ARENA_MAX in the start environment)" : " (an earlier cap_arenas)",
+        " (an earlier cap_arenas)",
         " when a thread created an arena, and mallopt cannot change it; ", fix_env));
   }
   if (fixed_at == 0 && arenas > arena_test) {
@@ -281,6 +331,14 @@ void BindControl(py11::module_& m) {  // NOLINT(runtime/references)
     }
     if (!s.ok()) throw py11::value_error(std::string(s.message()));
   });
+  m.def("check_control_listen", [](const std::string& address, const std::string& token_file) {
+    absl::Status s;
+    {
+      py11::gil_scoped_release nogil;
+      s = CheckControlListen(address, token_file);
+    }
+    if (!s.ok()) throw py11::value_error(std::string(s.message()));
+  });
   m.def("end_control_watches", []() { EndControlWatches(); });
   m.def("control_hooks", []() {
     return py11::capsule(static_cast<const void*>(Hooks()), kControlHooksCapsule);
@@ -334,8 +392,13 @@ void BindControl(py11::module_& m) {  // NOLINT(runtime/references)
 
 PYBIND11_MODULE(_rsslab, m) {
   m.doc() = "rsslab's native half (memory/alloc, memory/trim, memory/snapshot); use rsslab.";
+  State().RegisterForkHandlers();
+  RegisterControlForkHandlers();
   m.def("allocator", &AllocatorInfo);
   m.def("is_allocator_variable", &IsAllocatorVariable);
+  // Text the package did not write (a callback's exception), escaped and cut
+  // as everything rsslab echoes (common/echo.h).
+  m.def("echo", [](const std::string& text, size_t max_bytes) { return Echo(text, max_bytes); });
   m.def("release", &Release);
   m.def("snapshot", &Snapshot);
   m.def("cap_arenas", &CapArenas);

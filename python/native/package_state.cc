@@ -1,6 +1,7 @@
 #include "python/native/package_state.h"
 
 #include <malloc.h>
+#include <pthread.h>
 #include <pybind11/stl.h>
 #include <time.h>
 
@@ -314,6 +315,32 @@ void PackageState::Shutdown() {
   threads_.Abort();
   StopAutoTrim();
   threads_.Refuse(true);
+}
+
+namespace {
+
+void PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { State().LockForFork(); }
+void ParentAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { State().UnlockAfterFork(false); }
+void ChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { State().UnlockAfterFork(true); }
+
+}  // namespace
+
+void PackageState::RegisterForkHandlers() {
+  static const int once = pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
+  (void)once;
+}
+
+void PackageState::LockForFork() { auto_mu_.Lock(); }
+
+void PackageState::UnlockAfterFork(bool child) {
+  if (child) {
+    auto_trim_.release();  // NOLINT(bugprone-unused-return-value): its thread is not here
+    // The GIL helper's thread is the parent's too: a fresh runner starts its
+    // own on first use (jobs would otherwise wait for a thread that is not
+    // in this process).
+    Gil().AfterForkInChild();
+  }
+  auto_mu_.Unlock();  // the forking thread holds it (LockForFork), in both
 }
 
 void PackageState::ClearHooks() {

@@ -76,6 +76,13 @@ class PackageState {
   void SetSnapshotHook(PyObject* hook);
   // Stops the native threads; GIL not held. Then ClearHooks() with the GIL.
   void Shutdown();
+  // fork(): in the child, which has none of the parent's threads, the
+  // automatic trim (its thread) is forgotten, never joined, and the GIL
+  // helper starts afresh when first needed. Registered once, at import.
+  void RegisterForkHandlers();
+  // The fork handlers' halves (public for pthread_atfork's plain functions).
+  void LockForFork() ABSL_EXCLUSIVE_LOCK_FUNCTION(auto_mu_);
+  void UnlockAfterFork(bool child) ABSL_UNLOCK_FUNCTION(auto_mu_);
   void ClearHooks();
 
  private:

@@ -51,6 +51,10 @@ _control_address = ""
 _metrics_address = ""
 _stopped = False
 
+# A snapshot's Python part has 2 s in all (the GIL wait included): the
+# service's cache_stats gets half.
+_CACHE_STATS_TIMEOUT_S = 1.0
+
 _MODES = {"default": 0, "global": 1, "global_only": 1, "per_thread": 2}
 _PHASES = ("start", "fill", "shrink", "idle", "trim")
 
@@ -208,6 +212,72 @@ def track_all():
         concurrent.futures.ThreadPoolExecutor.__init__ = __init__
 
 
+# --- the service's callbacks, bounded ------------------------------------------
+
+# on_phase and cache_stats callbacks are the service's own code: each runs on
+# a thread of its own and is waited for at most its deadline, so a callback
+# that blocks cannot hold a Control call, its call slot or stop(). One left
+# running past its deadline is abandoned; at most _MAX_ABANDONED at once
+# (later calls are refused until one returns).
+_MAX_ABANDONED = 4
+_callbacks_lock = threading.Lock()
+_abandoned = 0
+_waiting = set()  # each waiting call's wake-up event; stop() sets them
+
+
+def _bounded(what, fn, args, timeout):
+    """fn(*args) within timeout seconds, or TimeoutError; fn's own error re-raised."""
+    global _abandoned
+    box = {}
+    done = threading.Event()
+
+    def run():
+        global _abandoned
+        try:
+            box["value"] = fn(*args)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiting call
+            box["error"] = e
+        finally:
+            with _callbacks_lock:
+                done.set()
+                if box.get("abandoned"):
+                    _abandoned -= 1
+                wake.set()
+
+    wake = threading.Event()
+    with _callbacks_lock:
+        if _abandoned >= _MAX_ABANDONED:
+            raise TimeoutError("%s not run: %d earlier callbacks are still running past their "
+                               "deadlines" % (what, _abandoned))
+        _waiting.add(wake)
+    try:
+        try:
+            threading.Thread(target=run, name="rsslab-callback", daemon=True).start()
+        except RuntimeError:  # interpreter shutting down: no new thread
+            run()
+        wake.wait(timeout)
+    finally:
+        with _callbacks_lock:
+            _waiting.discard(wake)
+            late = not done.is_set()
+            if late:
+                box["abandoned"] = True
+                _abandoned += 1
+    if late:
+        raise TimeoutError("%s did not return within %.1f s; it goes on running, abandoned"
+                           % (what, timeout))
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _abandon_waits():
+    """stop(): every call waiting for a callback returns at once."""
+    with _callbacks_lock:
+        for wake in _waiting:
+            wake.set()
+
+
 # --- allocator, snapshot, release -----------------------------------------
 
 def allocator():
@@ -251,11 +321,13 @@ def _snapshot_part(run_gc):
         collected = gc.collect()
         gc_us = int((time.perf_counter() - t0) * 1e6)
     cache = None
-    if _cache_stats_fn is not None:
+    fn = _cache_stats_fn
+    if fn is not None:
         try:
-            cache = dict(_cache_stats_fn())
+            cache = dict(_bounded("the cache_stats callback", fn, (), _CACHE_STATS_TIMEOUT_S))
         except Exception as e:  # noqa: BLE001 - a snapshot never fails for it
-            print("rsslab: cache_stats callback raised: %r" % (e,), file=sys.stderr)
+            print("rsslab: cache_stats callback: %s" % _native.echo(repr(e), 256),
+                  file=sys.stderr)
     threads = sum(getattr(ex, "_max_workers", 0) for ex in list(_executors))
     return {
         "phase": _phase,
@@ -392,8 +464,19 @@ def count_request(n=1):
 def grpc_interceptor():
     """A grpcio server interceptor: counts requests for auto_trim and runs a
     pending per-thread release on the worker right after its request."""
+    _require_grpc("rsslab.grpc_interceptor()")
     from ._grpc import Interceptor  # grpc is imported only when asked for
     return Interceptor()
+
+
+def _require_grpc(what):
+    """One line naming the package to install when grpcio is missing."""
+    try:
+        import grpc  # noqa: F401
+    except ImportError as e:
+        raise ImportError("%s needs grpcio, which this Python cannot import (%s): install "
+                          "python3-grpcio (Debian; a venv then needs --system-site-packages) "
+                          "or grpcio (pip)" % (what, e)) from None
 
 
 # --- phases, cache, Control service ----------------------------------------
@@ -425,16 +508,18 @@ def cache_stats(fn):
     _cache_stats_fn = fn
 
 
-def _set_phase(name, limit):
+def _set_phase(name, limit, timeout=None):
     """SetPhase from the Control service (native side, GIL held): (previous
-    phase, why no callback ran or "")."""
+    phase, why no callback ran or ""). The callback is waited for at most
+    `timeout` s (TimeoutError past it)."""
     global _phase
     with _lock:
         fn = _phase_callbacks.get(name)
         registered = sorted(_phase_callbacks)
     note = ""
     if fn is not None:
-        fn(None if limit < 0 else limit)
+        _bounded("the on_phase callback for '%s'" % name, fn, (None if limit < 0 else limit,),
+                 2.0 if timeout is None else timeout)
     elif name != "trim":
         # A service with no cache: the phase still labels the loadgen's
         # records, and the answer says nothing ran (trim releases anyway).
@@ -485,19 +570,45 @@ def control_transport():
 # --- shutdown --------------------------------------------------------------
 
 def stop():
-    """Stops the Control service and the automatic trim (also run at exit)."""
+    """Stops the Control service, /metrics and the automatic trim.
+
+    Idempotent; serve() may start them again. Calls in flight get at most a
+    second; callbacks still running are abandoned, not waited for.
+    """
+    _abandon_waits()
+    from . import _serve
+    _serve.stop()
+    _native.stop_auto_trim()
+
+
+def _at_exit():
     global _stopped
     if _stopped:
         return
     _stopped = True
     try:
-        from . import _serve
-        _serve.stop()
+        stop()
     finally:
         _native.shutdown()
+
+
+def _after_fork_in_child():
+    # The parent's Control service, address file, threads and locks stay
+    # the parent's (the native side forgets its own in pthread_atfork
+    # handlers): this process starts with none and may serve() its own.
+    # Registrations the service made (on_phase, cache_stats, tracked
+    # executors) are its code's, and stay.
+    global _lock, _owed_lock, _callbacks_lock, _abandoned, _waiting
+    global _control_address, _metrics_address
+    _lock, _owed_lock, _callbacks_lock = threading.Lock(), threading.Lock(), threading.Lock()
+    _abandoned, _waiting = 0, set()
+    _control_address = _metrics_address = ""
+    from . import _serve
+    _serve.after_fork_in_child()
 
 
 _native.set_thread_hooks(_target_tids, _submit_visits)
 _native.set_snapshot_hook(_snapshot_part)
 _native.set_phase_hook(_set_phase)
-atexit.register(stop)
+atexit.register(_at_exit)
+os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -162,6 +162,13 @@ def attach(server):
         _attached.append(server)
 
 
+def after_fork_in_child():
+    # The server and its threads are the parent's: forgotten, never stopped
+    # here (a stop would end the parent's calls on the shared socket).
+    global _server, _attached, _calls_lock, _calls
+    _server, _attached, _calls_lock, _calls = None, [], threading.Lock(), 0
+
+
 def stop():
     """Stops the server (calls in flight get a second)."""
     global _server

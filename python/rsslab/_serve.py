@@ -20,8 +20,13 @@ import sys
 from . import _rsslab as _native
 
 _addr_file = None
+_addr_pid = 0  # the process that wrote _addr_file: only it removes it
 _address = None
 _transport = ""
+# gRPC's threads do not survive fork(): once a transport has started gRPC
+# here, a forked child cannot serve with it (its calls would never be read).
+_grpc_started = False
+_forked_after_grpc = False
 _TRANSPORTS = ("auto", "grpcio", "native")
 
 
@@ -40,7 +45,7 @@ def _addr_dir():
 
 
 def _publish(address):
-    global _addr_file
+    global _addr_file, _addr_pid
     d = _addr_dir()
     final = os.path.join(d, "rsslab-control-%d.addr" % os.getpid())
     tmp = os.path.join(d, ".rsslab-control-%d.addr.tmp" % os.getpid())
@@ -50,6 +55,7 @@ def _publish(address):
             f.write(address + "\n")
         os.replace(tmp, final)
         _addr_file = final
+        _addr_pid = os.getpid()
     except OSError as e:
         print("rsslab: could not write the Control address file %s: %s" % (final, e),
               file=sys.stderr)
@@ -62,12 +68,8 @@ def _pick(transport):
     if transport == "auto":
         return "grpcio" if "grpc" in sys.modules else "native"
     if transport == "grpcio":
-        try:
-            import grpc  # noqa: F401
-        except ImportError as e:
-            raise ValueError("serve(transport='grpcio') needs grpcio importable (Debian: "
-                             "python3-grpcio; a venv made with --system-site-packages): %s"
-                             % e) from None
+        import rsslab
+        rsslab._require_grpc("serve(transport='grpcio')")
     return transport
 
 
@@ -105,16 +107,16 @@ def _listen(transport, control, token, server, server_port):
     except BaseException:
         _unbind(transport)
         raise
+    global _grpc_started
+    _grpc_started = True
     return _native.control_calls_bound(port)
 
 
 def _check_server(server, control, transport):
     """serve(server=): the service's own grpc.server, and the port it listens on."""
-    try:
-        import grpc
-    except ImportError as e:
-        raise ValueError("serve(server=) takes a grpc.Server, and grpcio is not importable: %s"
-                         % e) from None
+    import rsslab
+    rsslab._require_grpc("serve(server=)")
+    import grpc
     if not isinstance(server, grpc.Server):
         raise TypeError("serve(server=) must be a grpc.Server (the service's own), got %s"
                         % type(server).__name__)
@@ -126,6 +128,64 @@ def _check_server(server, control, transport):
         raise ValueError("serve(server=) needs control='HOST:PORT' naming where that server "
                          "listens (the port add_insecure_port returned), got %r" % (control,))
     return int(port)
+
+
+def _listening_addresses(port):
+    """HOST:PORT of every TCP socket of this process listening on `port`
+    (/proc/self/fd's sockets, found in /proc/self/net/tcp and tcp6)."""
+    inodes = set()
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                target = os.readlink("/proc/self/fd/" + fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        return None
+    found = []
+    for name, width in (("tcp", 8), ("tcp6", 32)):
+        try:
+            with open("/proc/self/net/" + name) as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            host_hex, port_hex = fields[1].split(":")
+            if int(port_hex, 16) != port or len(host_hex) != width:
+                continue
+            found.append(_host_from_hex(host_hex) + ":%d" % port)
+    return found
+
+
+def _host_from_hex(h):
+    # /proc/net/tcp{,6}: the address in the kernel's byte order, 32-bit words.
+    import ipaddress
+    raw = b"".join(bytes.fromhex(h[i:i + 8])[::-1] for i in range(0, len(h), 8))
+    ip = ipaddress.ip_address(raw)
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return str(ip) if ip.version == 4 else "[%s]" % ip
+
+
+def _check_server_addresses(server_port, token):
+    """The listen rule for every address the service's server really listens
+    on: a token (or TLS) whenever any is beyond loopback."""
+    addresses = _listening_addresses(server_port)
+    if not addresses:
+        raise ValueError("serve(server=): no socket of this process listens on port %d, so "
+                         "where Control would be reachable cannot be known (call serve() after "
+                         "server.add_insecure_port(...) returned that port)" % server_port)
+    for a in addresses:
+        try:
+            _native.check_control_listen(a, token)
+        except ValueError as e:
+            raise ValueError("serve(server=): that server listens on %s: %s" % (a, e)) from None
+    return addresses
 
 
 def serve(control, metrics, token_file, transport="auto", server=None):
@@ -145,9 +205,16 @@ def serve(control, metrics, token_file, transport="auto", server=None):
     if _address is not None:
         raise RuntimeError("the Control service already listens on %s (one per process; "
                            "rsslab.stop() ends it)" % _address)
+    if _forked_after_grpc:
+        raise RuntimeError("serve() in a child forked after its parent served Control: gRPC "
+                           "cannot serve in a process forked after it started; call "
+                           "rsslab.serve() in each worker, not before the fork "
+                           "(docs/PACKAGE.md, \"Pre-fork servers\")")
     server_port = _check_server(server, control, transport) if server is not None else 0
     chosen = _pick(transport)
     token = os.fspath(token_file) if token_file is not None else ""
+    if server is not None:
+        _check_server_addresses(server_port, token)
     address = _listen(chosen, control, token, server, server_port)
     _address, _transport = address, chosen
     if metrics is not None:
@@ -166,12 +233,22 @@ def transport():
     return _transport
 
 
+def after_fork_in_child():
+    """The parent's Control and address file are the parent's alone."""
+    global _address, _addr_file, _addr_pid, _transport, _forked_after_grpc
+    _address, _addr_file, _addr_pid, _transport = None, None, 0, ""
+    _forked_after_grpc = _forked_after_grpc or _grpc_started
+    module = sys.modules.get(_MODULES["grpcio"])
+    if module is not None:
+        module.after_fork_in_child()
+
+
 def stop():
     global _address, _addr_file, _transport
     if _address is None:
         return
     _unbind(_transport)
-    if _addr_file is not None:
+    if _addr_file is not None and _addr_pid == os.getpid():
         try:
             with open(_addr_file) as f:
                 mine = f.read().strip() == _address
