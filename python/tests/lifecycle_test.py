@@ -230,7 +230,7 @@ print("stop", "%.2f" % (time.monotonic() - t0))
 
 def blocked_checks():
     for tr in ("grpcio", "native"):
-        r = snippet(BLOCKED, tr, timeout=120)
+        r = snippet(BLOCKED, tr, timeout=60)
         out = {l.split(" ", 1)[0]: l.split()[1:] for l in r.stdout.splitlines() if " " in l}
         first = out.get("first", ["?", "99"])
         check(first[0] != "0" and float(first[1]) < 4.0,
@@ -372,7 +372,10 @@ def main():
     for part in (fork_checks, reserve_checks, blocked_checks, raises_checks, token_checks,
                  arena_checks, no_grpc_checks):
         t = time.monotonic()
-        part()
+        try:
+            part()
+        except subprocess.TimeoutExpired as e:  # a process that hung: the case failed
+            check(False, "%s: a process did not end within %d s" % (part.__name__, e.timeout))
         print("      %s: %.1f s" % (part.__name__, time.monotonic() - t), flush=True)
     print("lifecycle_test: %.1f s, %d failure(s)" % (time.monotonic() - t0, len(failures)))
     if failures:
