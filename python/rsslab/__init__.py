@@ -461,12 +461,17 @@ def count_request(n=1):
     _native.count_request(_check_int("count_request(n)", n, 1, 1 << 40))
 
 
-def grpc_interceptor():
+def grpc_interceptor(aio=False):
     """A grpcio server interceptor: counts requests for auto_trim and runs a
-    pending per-thread release on the worker right after its request."""
+    pending per-thread release on the worker right after its request.
+
+    aio=True: one for grpc.aio.server() (counted and timed the same way).
+    """
+    if not isinstance(aio, bool):
+        raise TypeError("grpc_interceptor(aio=) takes a boolean")
     _require_grpc("rsslab.grpc_interceptor()")
-    from ._grpc import Interceptor  # grpc is imported only when asked for
-    return Interceptor()
+    from . import _grpc  # grpc is imported only when asked for
+    return _grpc.AioInterceptor() if aio else _grpc.Interceptor()
 
 
 def _require_grpc(what):

@@ -59,3 +59,56 @@ class Interceptor(grpc.ServerInterceptor):
         if handler.stream_stream is not None:
             return handler._replace(stream_stream=_streaming(handler.stream_stream))
         return handler
+
+
+def _aio_unary(behavior):
+    async def wrapped(request_or_iterator, context):
+        t0 = _clock()
+        error = True
+        try:
+            r = await behavior(request_or_iterator, context)
+            error = False
+            return r
+        finally:
+            # Counted and timed as the sync interceptor's; the per-thread
+            # release is for pool workers, which an event loop's thread is not.
+            _native.after_request(_clock() - t0, error)
+    return wrapped
+
+
+def _aio_streaming(behavior):
+    async def wrapped(request_or_iterator, context):
+        t0 = _clock()
+        error = True
+        try:
+            async for r in behavior(request_or_iterator, context):
+                yield r
+            error = False
+        finally:
+            _native.after_request(_clock() - t0, error)
+    return wrapped
+
+
+def _aio_wrap(handler, name, wrap):
+    import inspect
+    fn = getattr(handler, name)
+    # grpc.aio also accepts plain (sync) handlers: those keep the sync wrapper.
+    if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+        return handler._replace(**{name: wrap(fn)})
+    return handler._replace(**{name: (_unary if wrap is _aio_unary else _streaming)(fn)})
+
+
+class AioInterceptor(grpc.aio.ServerInterceptor):
+    """rsslab.grpc_interceptor(aio=True): the same counts for grpc.aio.server()."""
+
+    async def intercept_service(self, continuation, handler_call_details):
+        handler = await continuation(handler_call_details)
+        if (handler_call_details.method or "").startswith(_CONTROL):
+            return handler
+        if handler is None or not hasattr(handler, "_replace"):
+            return handler
+        for name, wrap in (("unary_unary", _aio_unary), ("stream_unary", _aio_unary),
+                           ("unary_stream", _aio_streaming), ("stream_stream", _aio_streaming)):
+            if getattr(handler, name) is not None:
+                return _aio_wrap(handler, name, wrap)
+        return handler

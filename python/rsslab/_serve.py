@@ -117,6 +117,11 @@ def _check_server(server, control, transport):
     import rsslab
     rsslab._require_grpc("serve(server=)")
     import grpc
+    import grpc.aio
+    if isinstance(server, grpc.aio.Server):
+        raise TypeError("serve(server=) cannot share a grpc.aio server (its handlers run on "
+                        "an event loop, Control's block): leave server= out and Control gets "
+                        "a port of its own")
     if not isinstance(server, grpc.Server):
         raise TypeError("serve(server=) must be a grpc.Server (the service's own), got %s"
                         % type(server).__name__)

@@ -1,0 +1,413 @@
+#!/usr/bin/python3
+"""//python:process_models_test: the package where Python services run.
+
+Each model is a real service on loopback, with the package added as
+docs/PACKAGE.md shows, driven by real requests; then every worker process's
+own Control service (found by its address file, rsslab-control-<pid>.addr)
+answers a snapshot and `rsslab_ctl trim` reaches every thread it tracks:
+
+- gunicorn `gthread` (Debian's gunicorn and python3-flask): 2 workers x 8
+  threads, `track_all()` and `serve()` in `post_fork`;
+- gRPC's multiprocessing pattern: grpc imported, 2 workers forked, each its
+  own `grpc.server` on one `SO_REUSEPORT` port and its own Control;
+- asyncio: nested `asyncio.run()` inside `asyncio.to_thread` workers, the
+  outer loop's default executor tracked by `track_all()`;
+- `grpc.aio`: `grpc_interceptor(aio=True)` counts the requests and
+  `serve(server=aio_server)` is refused in one line.
+"""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
+TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
+CTL = os.path.join(WS, "control/rsslab_ctl")
+PY = "/usr/bin/python3"
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def package_dir():
+    root = os.path.join(TMP, "pkg")
+    pkg = os.path.join(root, "rsslab")
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(pkg)
+    src = os.path.join(WS, "python/rsslab")
+    for name in os.listdir(src):
+        if name.endswith(".py"):
+            shutil.copy(os.path.join(src, name), pkg)
+    for so in ("_rsslab", "_rsslab_grpc"):
+        shutil.copy(os.path.join(WS, "python", so + ".so"),
+                    os.path.join(pkg, so + ".cpython-311-x86_64-linux-gnu.so"))
+    return root
+
+
+PKG = package_dir()
+RUN = os.path.join(TMP, "run")  # XDG_RUNTIME_DIR: where the address files go
+os.makedirs(RUN, exist_ok=True)
+
+
+def env():
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD"))}
+    e.update({"PYTHONPATH": PKG, "XDG_RUNTIME_DIR": RUN})
+    return e
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def addresses(pids, want, timeout=20):
+    """{pid: HOST:PORT} from each worker's address file, waited for."""
+    deadline = time.monotonic() + timeout
+    found = {}
+    while time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                with open(os.path.join(RUN, "rsslab-control-%d.addr" % pid)) as f:
+                    found[pid] = f.read().strip()
+            except OSError:
+                pass
+        if len(found) >= want:
+            break
+        time.sleep(0.1)
+    return found
+
+
+def ctl(addr, *args):
+    r = subprocess.run([CTL, "--control=" + addr, "--timeout=20s"] + list(args),
+                       capture_output=True, text=True, timeout=60)
+    return r.returncode, (r.stdout + r.stderr).strip()
+
+
+def reach_every_worker(label, found, min_threads):
+    """A snapshot, then a release that reaches every tracked thread, per worker."""
+    for pid, addr in sorted(found.items()):
+        code, out = ctl(addr, "snapshot", "--json")
+        snap = json.loads(out) if code == 0 else {}
+        alive = int(snap.get("workers", {}).get("alive", 0))
+        check(code == 0 and int(snap.get("pid", pid)) == pid and alive >= min_threads,
+              "%s: worker %d answers a snapshot on its own Control (%s), %d tracked threads "
+              "alive (>= %d)" % (label, pid, addr, alive, min_threads))
+        code, out = ctl(addr, "trim")
+        reached = ""
+        for word in out.split():
+            if "/" in word and word.replace("/", "").isdigit():
+                reached = word
+        n, _, of = reached.partition("/")
+        check(code == 0 and n and n == of and int(of) >= min_threads,
+              "%s: worker %d: the release reached %s tracked threads: %s"
+              % (label, pid, reached or "?", out.splitlines()[0][:160] if out else ""))
+
+
+GUNICORN_CONF = r'''
+workers = 2
+threads = 8
+worker_class = "gthread"
+bind = "127.0.0.1:%(port)d"
+def post_fork(server, worker):
+    import rsslab
+    rsslab.track_all()          # gthread's pool is created after this hook
+    rsslab.serve("127.0.0.1:0")
+'''
+
+FLASK_APP = r'''
+import os, time
+from flask import Flask
+app = Flask(__name__)
+@app.route("/work")
+def work():
+    keep = [bytearray(4096) for _ in range(64)]
+    time.sleep(0.005)
+    return "%d %d" % (os.getpid(), len(keep))
+'''
+
+
+def drive_http(port, workers, concurrency=16, most=4000):
+    """Requests from 16 threads until every worker has answered some (the
+    kernel hands connections to whichever worker accepts first)."""
+    answered = {}
+    lock = threading.Lock()
+    sent = [0]
+
+    def one():
+        while True:
+            with lock:
+                if sent[0] >= most or (len(answered) >= workers and sent[0] >= 400):
+                    return
+                sent[0] += 1
+            try:
+                with urllib.request.urlopen("http://127.0.0.1:%d/work" % port, timeout=10) as r:
+                    pid = int(r.read().split()[0])
+            except OSError:
+                pid = 0
+            with lock:
+                answered[pid] = answered.get(pid, 0) + 1
+    ts = [threading.Thread(target=one) for _ in range(concurrency)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+    return answered
+
+
+def wait_port(port, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def stop(p):
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+
+
+def gunicorn_checks():
+    if not shutil.which("gunicorn"):
+        check(False, "gunicorn: Debian's gunicorn is installed (./rsslab setup)")
+        return
+    port = free_port()
+    d = os.path.join(TMP, "gunicorn")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "gconf.py"), "w") as f:
+        f.write(GUNICORN_CONF % {"port": port})
+    with open(os.path.join(d, "app.py"), "w") as f:
+        f.write(FLASK_APP)
+    log = open(os.path.join(d, "gunicorn.log"), "w+")
+    p = subprocess.Popen([PY, "-m", "gunicorn", "-c", "gconf.py", "app:app"], cwd=d, env=env(),
+                         stdout=log, stderr=subprocess.STDOUT)
+    try:
+        check(wait_port(port), "gunicorn: 2 gthread workers listen on 127.0.0.1:%d" % port)
+        answered = drive_http(port, 2)
+        workers = children(p.pid)
+        check(sorted(answered) == sorted(workers),
+              "gunicorn: requests answered by each worker %s, none failed: %s"
+              % (workers, answered))
+        found = addresses(workers, 2)
+        check(len(workers) == 2 and sorted(found) == sorted(workers),
+              "gunicorn: each of the 2 workers %s has its own Control (%s); the master none: %s"
+              % (workers, found, not os.path.exists(
+                  os.path.join(RUN, "rsslab-control-%d.addr" % p.pid))))
+        reach_every_worker("gunicorn", found, 1)
+    finally:
+        stop(p)
+        log.seek(0)
+        text = log.read()
+        check("Traceback" not in text, "gunicorn: its log is clean: %s" % text.strip()[-300:])
+
+
+GRPC_MP = r'''
+import concurrent.futures as cf, os, signal, sys, time
+import grpc                      # imported before the fork, as gRPC's example does
+import rsslab
+port = int(sys.argv[1])
+def handle(request, context):
+    keep = [bytearray(4096) for _ in range(64)]
+    return bytes([len(keep) % 256])
+def worker():
+    pool = rsslab.track(cf.ThreadPoolExecutor(max_workers=4))
+    server = grpc.server(pool, interceptors=[rsslab.grpc_interceptor()],
+                         options=[("grpc.so_reuseport", 1)])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "mp.Work", {"Do": grpc.unary_unary_rpc_method_handler(handle)}),))
+    server.add_insecure_port("127.0.0.1:%d" % port)
+    server.start()
+    rsslab.serve("127.0.0.1:0")  # each worker's own Control port
+    signal.sigwait({signal.SIGTERM})
+    rsslab.stop()
+    server.stop(1).wait()
+    os._exit(0)
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # for sigwait, here and in workers
+pids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        worker()
+    pids.append(pid)
+print(" ".join(map(str, pids)), flush=True)
+signal.sigwait({signal.SIGTERM})
+for pid in pids:
+    os.kill(pid, signal.SIGTERM)
+for pid in pids:
+    os.waitpid(pid, 0)
+'''
+
+GRPC_CLIENT = r'''
+import sys, threading, grpc
+port, n = int(sys.argv[1]), int(sys.argv[2])
+ok = []
+def one():
+    # New connections (no shared subchannel): SO_REUSEPORT spreads connections.
+    for _ in range(n // 8 // 5):
+        ch = grpc.insecure_channel("127.0.0.1:%d" % port,
+                                   options=[("grpc.use_local_subchannel_pool", 1)])
+        call = ch.unary_unary("/mp.Work/Do")
+        for _ in range(5):
+            ok.append(call(b"x", timeout=10) is not None)
+        ch.close()
+ts = [threading.Thread(target=one) for _ in range(8)]
+[t.start() for t in ts]; [t.join() for t in ts]
+print(sum(ok), len(ok))
+'''
+
+
+def grpc_multiprocessing_checks():
+    port = free_port()
+    p = subprocess.Popen([PY, "-c", GRPC_MP, str(port)], env=env(), cwd=TMP,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        pids = [int(x) for x in p.stdout.readline().split()]
+        found = addresses(pids, 2)
+        check(len(pids) == 2 and len(found) == 2,
+              "gRPC multiprocessing: 2 forked workers on one SO_REUSEPORT port, each with its "
+              "own Control: %s" % found)
+        r = subprocess.run([PY, "-c", GRPC_CLIENT, str(port), "400"], env=env(), cwd=TMP,
+                           capture_output=True, text=True, timeout=120)
+        check(r.returncode == 0 and r.stdout.split()[:1] == r.stdout.split()[1:2],
+              "gRPC multiprocessing: requests answered: %s %s"
+              % (r.stdout.strip(), r.stderr.strip()[-200:]))
+        served = {}
+        for pid, addr in found.items():
+            code, out = ctl(addr, "snapshot", "--json")
+            served[pid] = int(json.loads(out).get("requests_served", 0)) if code == 0 else -1
+        check(len(served) == 2 and all(v > 0 for v in served.values()),
+              "gRPC multiprocessing: both workers served requests, counted by their "
+              "interceptors: %s" % served)
+        reach_every_worker("gRPC multiprocessing", found, 1)
+    finally:
+        stop(p)
+        err = p.stderr.read()
+        check("Traceback" not in err, "gRPC multiprocessing: stderr clean: %s" % err[-300:])
+
+
+ASYNCIO = r'''
+import asyncio, os, signal, sys, threading
+import rsslab
+rsslab.track_all()       # before any loop creates its default executor
+def alloc():
+    return len([bytearray(4096) for _ in range(64)])
+async def inner():
+    return sum(await asyncio.gather(*[asyncio.to_thread(alloc) for _ in range(4)]))
+def nested():
+    return asyncio.run(inner())   # seed 002's shape: a loop inside a worker thread
+async def main():
+    for _ in range(5):
+        await asyncio.gather(*[asyncio.to_thread(nested) for _ in range(12)])
+    done = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, done.set)
+    print("ready", rsslab.serve("127.0.0.1:0"), flush=True)
+    await done.wait()                              # no executor thread kept busy
+asyncio.run(main())
+rsslab.stop()
+'''
+
+
+def asyncio_checks():
+    p = subprocess.Popen([PY, "-c", ASYNCIO], env=env(), cwd=TMP,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline().split()
+        addr = line[1] if len(line) == 2 else ""
+        check(bool(addr), "asyncio: nested asyncio.run() in to_thread workers ran; Control at %s"
+              % addr)
+        # The outer loop's default executor: min(32, cpus + 4) threads.
+        want = min(32, (os.cpu_count() or 1) + 4)
+        if addr:
+            reach_every_worker("asyncio", {p.pid: addr}, want)
+    finally:
+        stop(p)
+        err = p.stderr.read()
+        check(p.returncode == 0 and "Traceback" not in err,
+              "asyncio: the service exits 0 with a clean stderr: %s" % err[-300:])
+
+
+AIO = r'''
+import asyncio, sys
+import grpc, grpc.aio, rsslab
+async def handle(request, context):
+    return b"ok"
+async def main():
+    server = grpc.aio.server(interceptors=[rsslab.grpc_interceptor(aio=True)])
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+        "aio.Work", {"Do": grpc.unary_unary_rpc_method_handler(handle)}),))
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    try:
+        rsslab.serve("127.0.0.1:%d" % port, server=server)
+        print("shared: accepted")
+    except (TypeError, ValueError) as e:
+        print("shared:", type(e).__name__, e)
+    async with grpc.aio.insecure_channel("127.0.0.1:%d" % port) as ch:
+        call = ch.unary_unary("/aio.Work/Do")
+        for _ in range(20):
+            await call(b"x", timeout=10)
+    print("counted", rsslab.snapshot()["requestsServed"])
+    await server.stop(1)
+asyncio.run(main())
+'''
+
+
+def aio_checks():
+    r = subprocess.run([PY, "-c", AIO], env=env(), cwd=TMP, capture_output=True, text=True,
+                       timeout=60)
+    lines = r.stdout.splitlines()
+    shared = next((l for l in lines if l.startswith("shared:")), "")
+    check(shared.startswith("shared: TypeError serve(server=) cannot share a grpc.aio server")
+          and len(shared.splitlines()) == 1,
+          "grpc.aio: serve(server=aio_server) refused in one line: %s %s"
+          % (shared, r.stderr.strip()[-300:]))
+    check("counted 20" in lines, "grpc.aio: grpc_interceptor(aio=True) counted 20 of 20 "
+          "requests: %s" % lines[-1:])
+
+
+def main():
+    t0 = time.monotonic()
+    for part in (gunicorn_checks, grpc_multiprocessing_checks, asyncio_checks, aio_checks):
+        t = time.monotonic()
+        try:
+            part()
+        except subprocess.TimeoutExpired as e:
+            check(False, "%s: a process did not end within %d s" % (part.__name__, e.timeout))
+        print("      %s: %.1f s" % (part.__name__, time.monotonic() - t), flush=True)
+    print("process_models_test: %.1f s, %d failure(s)" % (time.monotonic() - t0, len(failures)))
+    if failures:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
