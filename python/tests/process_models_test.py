@@ -30,6 +30,8 @@ import urllib.request
 
 WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
 TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
+sys.path.insert(0, os.path.join(WS, "python/tests"))
+import package_tree  # noqa: E402
 CTL = os.path.join(WS, "control/rsslab_ctl")
 PY = "/usr/bin/python3"
 
@@ -42,22 +44,7 @@ def check(cond, what):
         failures.append(what)
 
 
-def package_dir():
-    root = os.path.join(TMP, "pkg")
-    pkg = os.path.join(root, "rsslab")
-    shutil.rmtree(root, ignore_errors=True)
-    os.makedirs(pkg)
-    src = os.path.join(WS, "python/rsslab")
-    for name in os.listdir(src):
-        if name.endswith(".py"):
-            shutil.copy(os.path.join(src, name), pkg)
-    for so in ("_rsslab", "_rsslab_grpc"):
-        shutil.copy(os.path.join(WS, "python", so + ".so"),
-                    os.path.join(pkg, so + ".cpython-311-x86_64-linux-gnu.so"))
-    return root
-
-
-PKG = package_dir()
+PKG = package_tree.make(WS, TMP)
 RUN = os.path.join(TMP, "run")  # XDG_RUNTIME_DIR: where the address files go
 os.makedirs(RUN, exist_ok=True)
 
