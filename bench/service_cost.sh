@@ -12,7 +12,8 @@
 #   serve_native the same with serve(transport="native") (the package's gRPC C++)
 #   serve_shared the same with serve(server=) (Control on the service's own server)
 #   second_server auto_trim's, plus a grpc.server that serves nothing (no Control)
-#   package      the whole of it: serve(metrics=) too (the default pair is "bare package")
+#   package      the whole of it as docs/PACKAGE.md's five lines have it: serve(server=)
+#                with /metrics too (the default pair is "bare package")
 # Each run is a fresh service: 2,000 warm-up requests, then RSSLAB_COST_
 # REQUESTS (20,000) closed loop with 16 in flight from rsslab_loadgen; the
 # service's CPU (/proc/PID/stat utime+stime) is read around the measured
@@ -73,7 +74,7 @@ FLAGS = {"bare": ["--bare"], "imported": ["--no_package", "--no_serve"],
          "serve_native": ["--auto_trim=after_burst", "--serve_transport=native"],
          "serve_shared": ["--auto_trim=after_burst", "--serve_on_server"],
          "second_server": ["--no_serve", "--auto_trim=after_burst", "--empty_second_server"],
-         "package": ["--auto_trim=after_burst", "--metrics"]}
+         "package": ["--auto_trim=after_burst", "--metrics", "--serve_on_server"]}
 names = list(dict.fromkeys(variants.split()))
 VARIANTS = [(n, FLAGS[n]) for n in names]
 

@@ -557,10 +557,11 @@ def serve(control="127.0.0.1:0", metrics=None, token_file=None, transport="auto"
     if the process has imported it already, else native.
     server: the service's own grpc.Server, to serve Control on it (its port,
     its workers) instead of on a server of the package's: a second
-    grpc.server in the process slows every request of the first. control=
-    then names where that server listens ("HOST:PORT", the port
-    add_insecure_port returned); the same address rules apply (a token for
-    an address beyond loopback).
+    grpc.server in the process slows every request of the first. Call it
+    after add_insecure_port and before server.start(); control= may name
+    where that server listens ("HOST:PORT"), else its port is the one TCP
+    port the process listens on. A token is needed when any address that
+    server listens on is beyond loopback.
     """
     from . import _serve
     return _serve.serve(control, metrics, token_file, transport, server)

@@ -129,14 +129,33 @@ def _check_server(server, control, transport):
         raise ValueError("serve(server=) shares that grpcio server; transport=%r needs a port "
                          "of its own (leave server= out)" % (transport,))
     port = control.rsplit(":", 1)[1] if isinstance(control, str) and ":" in control else ""
-    if not port.isdigit() or not 0 < int(port) < 65536:
+    if not port.isdigit() or not 0 <= int(port) < 65536:
         raise ValueError("serve(server=) needs control='HOST:PORT' naming where that server "
                          "listens (the port add_insecure_port returned), got %r" % (control,))
-    return int(port)
+    return int(port) or _only_listening_port()
+
+
+def _only_listening_port():
+    """serve(server=) without a port: the one TCP port this process listens on."""
+    sockets = _listening_sockets()
+    ports = sorted({p for _, p in sockets or ()})
+    if len(ports) == 1:
+        return ports[0]
+    if not ports:
+        raise ValueError("serve(server=): this process listens on no TCP port yet; call it "
+                         "after server.add_insecure_port(...)")
+    raise ValueError("serve(server=): this process listens on ports %s; name the server's "
+                     "with control='127.0.0.1:PORT' (the port add_insecure_port returned)"
+                     % ", ".join(map(str, ports[:16])))
 
 
 def _listening_addresses(port):
-    """HOST:PORT of every TCP socket of this process listening on `port`
+    """HOST:PORT of every TCP socket of this process listening on `port`."""
+    return ["%s:%d" % (h, p) for h, p in _listening_sockets() or () if p == port]
+
+
+def _listening_sockets():
+    """(host, port) of every listening TCP socket of this process
     (/proc/self/fd's sockets, found in /proc/self/net/tcp and tcp6)."""
     inodes = set()
     try:
@@ -161,9 +180,8 @@ def _listening_addresses(port):
             if len(fields) < 10 or fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
                 continue
             host_hex, port_hex = fields[1].split(":")
-            if int(port_hex, 16) != port or len(host_hex) != width:
-                continue
-            found.append(_host_from_hex(host_hex) + ":%d" % port)
+            if len(host_hex) == width:
+                found.append((_host_from_hex(host_hex), int(port_hex, 16)))
     return found
 
 
@@ -216,6 +234,8 @@ def serve(control, metrics, token_file, transport="auto", server=None):
                            "rsslab.serve() in each worker, not before the fork "
                            "(docs/PACKAGE.md, \"Pre-fork servers\")")
     server_port = _check_server(server, control, transport) if server is not None else 0
+    if server_port:
+        control = "%s:%d" % (control.rsplit(":", 1)[0], server_port)
     chosen = _pick(transport)
     token = os.fspath(token_file) if token_file is not None else ""
     if server is not None:

@@ -271,8 +271,10 @@ host = sys.argv[1]
 s = grpc.server(cf.ThreadPoolExecutor(2))
 port = s.add_insecure_port(host + ":0")
 try:
-    rsslab.serve("127.0.0.1:%d" % port, server=s)
-    print("accepted")
+    # No control=: the one port the process listens on (the five lines' form).
+    got = rsslab.serve(server=s) if len(sys.argv) > 2 else rsslab.serve("127.0.0.1:%d" % port,
+                                                                          server=s)
+    print("accepted", got == "127.0.0.1:%d" % port)
 except ValueError as e:
     print("refused", e)
 tok = os.path.join(os.environ["XDG_RUNTIME_DIR"], "token")
@@ -300,10 +302,10 @@ def token_checks():
               % (r.stdout.strip()[:300], r.stderr.strip()[-200:]))
         check("with_token 127.0.0.1:" in r.stdout,
               "... and accepted with token_file=: %s" % r.stdout.strip()[-100:])
-    r = snippet(TOKEN, "127.0.0.1")
-    check(r.stdout.startswith("accepted"),
-          "serve(server=s) with s on 127.0.0.1 only needs no token: %s %s"
-          % (r.stdout.strip()[:200], r.stderr.strip()[-200:]))
+    r = snippet(TOKEN, "127.0.0.1", "discover")
+    check(r.stdout.startswith("accepted True"),
+          "serve(server=s) with s on 127.0.0.1 only needs no token, and without control= "
+          "serves on s's port: %s %s" % (r.stdout.strip()[:200], r.stderr.strip()[-200:]))
 
 
 ARENAS = r"""

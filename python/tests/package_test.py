@@ -601,7 +601,8 @@ def five_lines():
 
 
 # A grpcio service as its author has it (imports, a handler, a port), with
-# docs/PACKAGE.md's five lines pasted in where the server is made.
+# docs/PACKAGE.md's five lines pasted in where the doc says: lines 1-4 where
+# the server is made, line 5 after add_insecure_port.
 SERVICE_AROUND = r"""
 import concurrent.futures as futures
 import grpc
@@ -612,6 +613,7 @@ def handle(request, context):
 server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
     "t.S", {"M": grpc.unary_unary_rpc_method_handler(handle)})])
 port = server.add_insecure_port("127.0.0.1:0")
+%s
 server.start()
 print("port", port, flush=True)
 sys.stdin.read()  # until the test closes it
@@ -631,7 +633,8 @@ def five_line_checks(py):
         env = base_env()
         if PRELOAD[allocator]:
             env["LD_PRELOAD"] = PRELOAD[allocator]
-        p = subprocess.Popen([py, "-c", SERVICE_AROUND % "\n".join(code)], env=env, cwd=TMP,
+        p = subprocess.Popen([py, "-c", SERVICE_AROUND % ("\n".join(code[:4]), code[4])],
+                             env=env, cwd=TMP,
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
         control = p.stdout.readline().split()[-1:]
@@ -727,7 +730,7 @@ if transport == "shared":
         except (TypeError, ValueError) as e:
             return "%s: %s" % (type(e).__name__, e)
     print("not a server:", refused(control=addr, server=object()))
-    print("port 0:", refused(control="127.0.0.1:0", server=own))
+    print("bad port:", refused(control="127.0.0.1:http", server=own))
     print("native:", refused(control=addr, server=own, transport="native"))
     print("beyond loopback:", refused(control="0.0.0.0:%d" % own_port, server=own))
     rsslab.stop()
@@ -810,7 +813,7 @@ def transport_checks(py, transport):
             "no server of its own": r"^True$",
             "not counted": r"^3$",
             "not a server": r"^TypeError: serve\(server=\) must be a grpc.Server",
-            "port 0": r"^ValueError: serve\(server=\) needs control='HOST:PORT' naming where",
+            "bad port": r"^ValueError: serve\(server=\) needs control='HOST:PORT' naming where",
             "native": r"^ValueError: serve\(server=\) shares that grpcio server; transport='native'",
             "beyond loopback": r"^ValueError: .*token",
             "stopped": r"^UNAVAILABLE ",
