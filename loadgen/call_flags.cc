@@ -1,5 +1,7 @@
 #include "loadgen/call_flags.h"
 
+#include <limits>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
@@ -26,6 +28,12 @@ ABSL_FLAG(std::string, data, "",
           "{{rand_int MIN MAX}}, {{rand_str N}} in any value (docs/LOADGEN.md).");
 ABSL_FLAG(std::string, data_file, "",
           "With --call, instead of --data: a file of JSON templates, one per line, used in turn.");
+ABSL_FLAG(uint32_t, stream_messages, 0,
+          "With a client- or bidi-streaming --call: request messages per stream (default 10; "
+          "a server-streaming call sends one). Message k uses --data_file line k in turn and "
+          "{{msg}} = k.");
+ABSL_FLAG(absl::Duration, stream_interval, absl::ZeroDuration(),
+          "With a streaming --call: pause between two request messages of a stream, e.g. 10ms.");
 ABSL_FLAG(std::string, command, "",
           "Sweeps: launch the user's program the agent allows under this name "
           "(rsslab_agent --allow_command=NAME=PATH) in every cell instead of rsslab_server.");
@@ -48,6 +56,12 @@ void ApplyCallFlags(rsslab::v1::LoadSpec* flags) {
   flags->set_call(absl::GetFlag(FLAGS_call));
   flags->set_data(absl::GetFlag(FLAGS_data));
   flags->set_data_file(absl::GetFlag(FLAGS_data_file));
+  flags->set_stream_messages(absl::GetFlag(FLAGS_stream_messages));
+  // Negative or infinite: kept as such, for the bounds check to name.
+  const absl::Duration interval = absl::GetFlag(FLAGS_stream_interval);
+  flags->set_stream_interval_ms(interval == absl::InfiniteDuration()
+                                    ? std::numeric_limits<double>::infinity()
+                                    : absl::ToDoubleMilliseconds(interval));
 }
 
 absl::Status ApplyCommandFlag(rsslab::v1::Scenario* scenario) {

@@ -1,5 +1,6 @@
 // The loadgen's flags for calling the user's own service: --proto,
-// --proto_path, --call, --data, --data_file, --metadata. Kept apart from the
+// --proto_path, --call, --data, --data_file, --stream_messages,
+// --stream_interval, --metadata. Kept apart from the
 // main so every subcommand that runs load steps shares them.
 //
 //   rsslab::v1::LoadSpec flags = ...;            // the command line's load layer
@@ -32,7 +33,8 @@ struct CallFlags {
   bool control_given = false;             // --control on the command line
 };
 
-// --call / --data / --data_file into the flags layer of load specs.
+// --call / --data / --data_file / --stream_messages / --stream_interval
+// into the flags layer of load specs.
 void ApplyCallFlags(rsslab::v1::LoadSpec* flags);
 
 // --command=NAME into a sweep (Sweep.command: the user's program, by the

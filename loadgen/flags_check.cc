@@ -36,6 +36,18 @@ void CheckLoadBounds(const rsslab::v1::LoadSpec& s, const AddError& add) {
   need("payload_bytes",
        CheckRange(s.payload_bytes(), "payload_bytes", 0, kMaxPayloadBytes, " bytes"));
   if (s.scale() != 0) need("scale", CheckRange(s.scale(), "scale", 0.0, kMaxScale));
+  need("stream_messages",
+       CheckRange(s.stream_messages(), "stream_messages", 0, kMaxStreamMessages));
+  if (s.stream_interval_ms() != 0) {
+    need("stream_interval_ms", CheckRange(s.stream_interval_ms(), "stream_interval_ms", 0.0,
+                                          kMaxStreamIntervalMs, " ms"));
+  }
+  const double streams = s.concurrency() > 0 ? s.concurrency() : s.max_outstanding();
+  if (streams * s.stream_messages() > kMaxStreamMessagesInFlight) {
+    add("stream_messages",
+        absl::StrFormat("%u messages per stream x %g streams in flight is more than %g messages",
+                        s.stream_messages(), streams, kMaxStreamMessagesInFlight));
+  }
 }
 
 absl::Status CheckProcessFlags(const ProcessFlags& f) {

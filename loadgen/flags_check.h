@@ -45,6 +45,12 @@ inline constexpr double kMaxRunTimeS = kMaxDurationS;
 // before the stack could: a 5,000-deep scenario once crashed the loadgen).
 inline constexpr int kMaxRepeatDepth = 16;
 inline constexpr double kMaxScale = 1e6;
+// A streaming call's request messages per stream, the pause between two,
+// and the messages all streams in flight may hold (a bidi stream keeps each
+// message's send time until its reply: 8 bytes each).
+inline constexpr int64_t kMaxStreamMessages = 1000000;
+inline constexpr double kMaxStreamIntervalMs = 60000;
+inline constexpr double kMaxStreamMessagesInFlight = 1e8;
 inline constexpr int64_t kMaxCacheLimitMb = int64_t{1} << 30;  // common/units kMaxMiB
 
 using AddError = std::function<void(absl::string_view field, const std::string& what)>;

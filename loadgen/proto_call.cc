@@ -106,16 +106,6 @@ absl::StatusOr<const MethodDescriptor*> ProtoCatalog::FindMethod(absl::string_vi
                                                    Echo(method), " (methods: ", absl::StrJoin(known, ", "),
                                                    ")"));
   }
-  if (md->client_streaming() || md->server_streaming()) {
-    std::vector<std::string> unary;
-    for (int i = 0; i < sd->method_count(); ++i) {
-      const MethodDescriptor* m = sd->method(i);
-      if (!m->client_streaming() && !m->server_streaming()) unary.push_back(m->name());
-    }
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--call=", Echo(call), ": a streaming method; the loadgen sends unary calls only (unary methods of ",
-        service, ": ", unary.empty() ? "none" : absl::StrJoin(unary, ", "), ")"));
-  }
   return md;
 }
 
@@ -148,6 +138,10 @@ absl::StatusOr<RequestTemplate::Placeholder> ParsePlaceholder(absl::string_view 
     return absl::InvalidArgumentError(absl::StrCat(origin, ": {{", body, "}}: ", why));
   };
   if (w.size() == 1 && w[0] == "seq") return p;
+  if (w.size() == 1 && w[0] == "msg") {
+    p.gen = RequestTemplate::Gen::kMsg;
+    return p;
+  }
   if (!w.empty() && w[0] == "rand_int") {
     p.gen = RequestTemplate::Gen::kRandInt;
     if (w.size() != 3 || !absl::SimpleAtoi(w[1], &p.lo) || !absl::SimpleAtoi(w[2], &p.hi) ||
@@ -163,21 +157,25 @@ absl::StatusOr<RequestTemplate::Placeholder> ParsePlaceholder(absl::string_view 
     }
     return p;
   }
-  return bad("unknown placeholder (use {{seq}}, {{rand_int MIN MAX}} or {{rand_str N}})");
+  return bad(
+      "unknown placeholder (use {{seq}}, {{msg}}, {{rand_int MIN MAX}} or {{rand_str N}})");
 }
 
-// The value placeholder `k` takes for request (seq, seed): numbers.
-int64_t IntValue(const RequestTemplate::Placeholder& p, uint64_t seq, uint64_t rnd) {
+// The value placeholder `k` takes for message `msg` of request (seq, seed):
+// numbers.
+int64_t IntValue(const RequestTemplate::Placeholder& p, uint64_t seq, uint64_t msg,
+                 uint64_t rnd) {
   if (p.gen == RequestTemplate::Gen::kSeq) return static_cast<int64_t>(seq);
+  if (p.gen == RequestTemplate::Gen::kMsg) return static_cast<int64_t>(msg);
   const uint64_t span = static_cast<uint64_t>(p.hi) - static_cast<uint64_t>(p.lo) + 1;
   const uint64_t off = span == 0 ? rnd : rnd % span;  // span 0: the full 64-bit range
   return static_cast<int64_t>(static_cast<uint64_t>(p.lo) + off);
 }
 
-void AppendValue(const RequestTemplate::Placeholder& p, uint64_t seq, uint64_t rnd,
+void AppendValue(const RequestTemplate::Placeholder& p, uint64_t seq, uint64_t msg, uint64_t rnd,
                  std::string* out) {
   if (p.gen != RequestTemplate::Gen::kRandStr) {
-    absl::StrAppend(out, IntValue(p, seq, rnd));
+    absl::StrAppend(out, IntValue(p, seq, msg, rnd));
     return;
   }
   static constexpr char kAlphabet[] =
@@ -198,7 +196,7 @@ void AppendSample(const RequestTemplate::Placeholder& p, std::string* out) {
   if (p.gen == RequestTemplate::Gen::kRandStr) {
     out->append(static_cast<size_t>(p.lo), 'a');
   } else {
-    absl::StrAppend(out, p.gen == RequestTemplate::Gen::kSeq ? 0 : p.lo);
+    absl::StrAppend(out, p.gen == RequestTemplate::Gen::kRandInt ? p.lo : 0);
   }
 }
 
@@ -357,7 +355,7 @@ class Locator {
 
   absl::Status CheckRange(const RequestTemplate::Placeholder& p, FieldDescriptor::CppType t,
                           const std::string& name) {
-    if (p.gen != RequestTemplate::Gen::kRandInt) return absl::OkStatus();  // seq wraps
+    if (p.gen != RequestTemplate::Gen::kRandInt) return absl::OkStatus();  // seq, msg wrap
     int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
     switch (t) {
       case FieldDescriptor::CPPTYPE_INT32:
@@ -487,8 +485,11 @@ absl::StatusOr<std::unique_ptr<RequestTemplate>> RequestTemplate::Compile(
   return t;
 }
 
-void RequestTemplate::Fill(uint64_t seq, uint64_t seed, Message* msg) const {
-  const uint64_t base = Mix(seed ^ Mix(seq));
+void RequestTemplate::Fill(uint64_t seq, uint64_t index, uint64_t seed, Message* msg) const {
+  uint64_t base = Mix(seed ^ Mix(seq));
+  // A stream's later messages draw their own random values (message 0 draws
+  // what a unary request `seq` does).
+  if (index > 0) base = Mix(base + index);
   std::string text;
   for (const Slot& slot : slots_) {
     Message* m = msg;
@@ -501,7 +502,7 @@ void RequestTemplate::Fill(uint64_t seq, uint64_t seed, Message* msg) const {
     const auto& [f, i] = slot.path.back();
     if (slot.numeric) {
       const int k = slot.parts[0].second;
-      const int64_t v = IntValue(placeholders_[k], seq, Mix(base + k));
+      const int64_t v = IntValue(placeholders_[k], seq, index, Mix(base + k));
       switch (f->cpp_type()) {
         case FieldDescriptor::CPPTYPE_INT32:
           i < 0 ? r->SetInt32(m, f, static_cast<int32_t>(v))
@@ -540,7 +541,7 @@ void RequestTemplate::Fill(uint64_t seq, uint64_t seed, Message* msg) const {
       if (k < 0) {
         text += lit;
       } else {
-        AppendValue(placeholders_[k], seq, Mix(base + k), &text);
+        AppendValue(placeholders_[k], seq, index, Mix(base + k), &text);
       }
     }
     i < 0 ? r->SetString(m, f, text) : r->SetRepeatedString(m, f, i, text);
@@ -554,20 +555,58 @@ std::unique_ptr<Message> RequestSource::NewMessage() const {
 }
 
 void RequestSource::Build(uint64_t seq, uint64_t seed, Message* msg) const {
-  const RequestTemplate& t = *templates_[templates_.size() == 1 ? 0 : seq % templates_.size()];
+  BuildMessage(seq, 0, seed, msg);
+}
+
+void RequestSource::BuildMessage(uint64_t seq, uint64_t index, uint64_t seed, Message* msg) const {
+  // Unary calls take the templates in turn by request, streams by message.
+  const uint64_t turn = kind_ == Kind::kUnary ? seq : index;
+  const RequestTemplate& t = *templates_[templates_.size() == 1 ? 0 : turn % templates_.size()];
   // One template: the message already holds its literal fields (and the
   // templated ones are all overwritten), so only those are set.
   if (templates_.size() > 1) msg->CopyFrom(t.prototype());
-  t.Fill(seq, seed, msg);
+  t.Fill(seq, index, seed, msg);
 }
 
 std::string CallSet::Key(const rsslab::v1::LoadSpec& spec) {
   return absl::StrCat(spec.call(), std::string(1, '\0'), spec.data(), std::string(1, '\0'),
-                      spec.data_file());
+                      spec.data_file(), std::string(1, '\0'), spec.stream_messages());
 }
+
+namespace {
+
+RequestSource::Kind KindOf(const MethodDescriptor& md) {
+  using Kind = RequestSource::Kind;
+  if (md.client_streaming()) return md.server_streaming() ? Kind::kBidi : Kind::kClientStreaming;
+  return md.server_streaming() ? Kind::kServerStreaming : Kind::kUnary;
+}
+
+// --stream_messages / --stream_interval fit the method's kind.
+absl::Status CheckStreamKnobs(const rsslab::v1::LoadSpec& spec, RequestSource::Kind kind) {
+  using Kind = RequestSource::Kind;
+  const bool knobs = spec.stream_messages() > 0 || spec.stream_interval_ms() > 0;
+  if (kind == Kind::kUnary && knobs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--call=", spec.call(),
+        ": a unary method; --stream_messages and --stream_interval apply to streaming methods"));
+  }
+  if (kind == Kind::kServerStreaming && spec.stream_messages() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--call=", spec.call(),
+        ": a server-streaming method takes one request message (--stream_messages=1 or unset)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status CallSet::Add(const rsslab::v1::LoadSpec& spec) {
   if (spec.call().empty()) {
+    if (spec.stream_messages() > 0 || spec.stream_interval_ms() > 0) {
+      return absl::InvalidArgumentError(
+          "--stream_messages / --stream_interval without --call: name a streaming method "
+          "(the built-in one: --proto=load.proto --call=rsslab.v1.Load/HandleStream)");
+    }
     if (!spec.data().empty() || !spec.data_file().empty()) {
       return absl::InvalidArgumentError(
           "--data / --data_file (or a step's data) without --call: the built-in "
@@ -587,6 +626,13 @@ absl::Status CallSet::Add(const rsslab::v1::LoadSpec& spec) {
   auto src = std::make_shared<RequestSource>();
   src->call_ = spec.call();
   src->method_path_ = absl::StrCat("/", (*md)->service()->full_name(), "/", (*md)->name());
+  src->kind_ = KindOf(**md);
+  if (absl::Status s = CheckStreamKnobs(spec, src->kind_); !s.ok()) return s;
+  src->messages_ = src->kind_ == RequestSource::Kind::kUnary ||
+                           src->kind_ == RequestSource::Kind::kServerStreaming
+                       ? 1
+                       : (spec.stream_messages() > 0 ? spec.stream_messages()
+                                                     : kDefaultStreamMessages);
   const Descriptor* type = (*md)->input_type();
   if (!spec.data_file().empty()) {
     absl::StatusOr<std::string> text =

@@ -1,4 +1,4 @@
-// Calls to any unary method of the user's own gRPC service: its .proto files
+// Calls to any method (unary or streaming) of the user's own gRPC service: its .proto files
 // parsed at run time (protobuf's compiler::Importer, no code generation),
 // requests built from a JSON template into dynamic messages.
 //
@@ -13,7 +13,9 @@
 //
 // Template syntax (docs/LOADGEN.md, "Calls from a .proto"): protobuf's JSON
 // mapping of the request, where a value may hold placeholders:
-//   {{seq}}             the request's sequence number (0, 1, 2, ...)
+//   {{seq}}             the request's sequence number (0, 1, 2, ...); for a
+//                       streaming call, the stream's
+//   {{msg}}             the message's index within its stream (0 for unary)
 //   {{rand_int A B}}    an integer drawn uniformly from [A, B]
 //   {{rand_str N}}      N characters from [A-Za-z0-9_-]
 // A placeholder stands alone as a number ("qty": {{rand_int 1 9}}) or sits
@@ -53,6 +55,9 @@ inline constexpr int kMaxPlaceholders = 256;
 inline constexpr int kMaxRandStr = 1 << 16;
 inline constexpr int64_t kDataFileMaxBytes = 64 << 20;
 inline constexpr int kDataFileMaxLines = 100000;
+// A client- or bidi-streaming call's messages per stream when
+// --stream_messages is unset (flags_check.h bounds it).
+inline constexpr uint32_t kDefaultStreamMessages = 10;
 
 // The descriptors of the user's .proto files.
 class ProtoCatalog {
@@ -67,8 +72,9 @@ class ProtoCatalog {
       const std::vector<std::string>& files, const std::vector<std::string>& import_paths);
   ~ProtoCatalog();
 
-  // "package.Service/Method" (or "/package.Service/Method"): a unary method,
-  // else INVALID_ARGUMENT saying what is there instead.
+  // "package.Service/Method" (or "/package.Service/Method"): a method of any
+  // kind (unary or streaming), else INVALID_ARGUMENT saying what is there
+  // instead.
   absl::StatusOr<const google::protobuf::MethodDescriptor*> FindMethod(
       absl::string_view call) const;
   // A new, empty message of `type` (thread-safe).
@@ -88,7 +94,7 @@ class ProtoCatalog {
 // One JSON template compiled against a message type.
 class RequestTemplate {
  public:
-  enum class Gen { kSeq, kRandInt, kRandStr };
+  enum class Gen { kSeq, kRandInt, kRandStr, kMsg };
   struct Placeholder {
     Gen gen = Gen::kSeq;
     int64_t lo = 0, hi = 0;  // kRandInt: [lo, hi]; kRandStr: length in lo
@@ -109,9 +115,10 @@ class RequestTemplate {
       absl::string_view origin);
 
   const google::protobuf::Message& prototype() const { return *prototype_; }
-  // Sets every templated field of `msg` (a copy of prototype()) for request
-  // `seq`. Thread-safe (const); cheap: no JSON, no allocation for numbers.
-  void Fill(uint64_t seq, uint64_t seed, google::protobuf::Message* msg) const;
+  // Sets every templated field of `msg` (a copy of prototype()) for message
+  // `index` of request (stream) `seq`. Thread-safe (const); cheap: no JSON,
+  // no allocation for numbers.
+  void Fill(uint64_t seq, uint64_t index, uint64_t seed, google::protobuf::Message* msg) const;
   size_t slots() const { return slots_.size(); }
 
  private:
@@ -123,6 +130,12 @@ class RequestTemplate {
 // What a load step sends: the method and its request template(s).
 class RequestSource {
  public:
+  // The method's kind: a streaming call sends messages() request messages
+  // per stream (one for server streaming).
+  enum class Kind { kUnary, kServerStreaming, kClientStreaming, kBidi };
+  Kind kind() const { return kind_; }
+  bool streaming() const { return kind_ != Kind::kUnary; }
+  uint32_t messages() const { return messages_; }
   // "/package.Service/Method", as gRPC's generic stub wants it.
   const std::string& method_path() const { return method_path_; }
   const std::string& call() const { return call_; }
@@ -130,9 +143,15 @@ class RequestSource {
   std::unique_ptr<google::protobuf::Message> NewMessage() const;
   // Request `seq` into `msg` (from NewMessage): --data_file lines in turn.
   void Build(uint64_t seq, uint64_t seed, google::protobuf::Message* msg) const;
+  // Message `index` of stream `seq`: --data_file lines in turn by message,
+  // {{msg}} = index.
+  void BuildMessage(uint64_t seq, uint64_t index, uint64_t seed,
+                    google::protobuf::Message* msg) const;
 
  private:
   friend class CallSet;
+  Kind kind_ = Kind::kUnary;
+  uint32_t messages_ = 1;
   std::string call_;
   std::string method_path_;
   std::vector<std::unique_ptr<RequestTemplate>> templates_;

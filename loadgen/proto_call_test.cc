@@ -40,6 +40,8 @@ message Receipt { uint64 id = 1; }
 service Cart {
   rpc Add(Order) returns (Receipt);
   rpc Watch(Order) returns (stream Receipt);
+  rpc Bulk(stream Order) returns (Receipt);
+  rpc Chat(stream Order) returns (stream Receipt);
 }
 )";
 
@@ -72,15 +74,16 @@ class ProtoCallTest : public ::testing::Test {
   std::unique_ptr<ProtoCatalog> catalog_;
 };
 
-TEST_F(ProtoCallTest, FindsUnaryMethodsOnly) {
+TEST_F(ProtoCallTest, FindsMethodsOfEveryKind) {
   EXPECT_TRUE(catalog_->FindMethod("shop.v1.Cart/Add").ok());
   EXPECT_TRUE(catalog_->FindMethod("/shop.v1.Cart/Add").ok());
   EXPECT_THAT(catalog_->FindMethod("shop.v1.Cart/Nope").status().message(),
-              HasSubstr("has no method Nope (methods: Add, Watch)"));
+              HasSubstr("has no method Nope (methods: Add, Watch, Bulk, Chat)"));
   EXPECT_THAT(catalog_->FindMethod("shop.v1.Till/Add").status().message(),
               HasSubstr("services: shop.v1.Cart"));
-  EXPECT_THAT(catalog_->FindMethod("shop.v1.Cart/Watch").status().message(),
-              HasSubstr("streaming"));
+  // Streaming methods are found like unary ones (the engine streams them).
+  EXPECT_TRUE(catalog_->FindMethod("shop.v1.Cart/Watch").ok());
+  EXPECT_TRUE(catalog_->FindMethod("shop.v1.Cart/Chat").ok());
   EXPECT_THAT(catalog_->FindMethod("Add").status().message(), HasSubstr("package.Service/Method"));
 }
 
@@ -104,7 +107,7 @@ TEST_F(ProtoCallTest, FillsEveryTemplatedField) {
   m->CopyFrom((*t)->prototype());
   std::set<std::string> customers;
   for (uint64_t seq = 1; seq <= 50; ++seq) {  // 0 is proto3's unprinted default
-    (*t)->Fill(seq, 1, m.get());
+    (*t)->Fill(seq, 0, 1, m.get());
     const std::string j = Json(*m);
     EXPECT_THAT(j, HasSubstr(absl::StrCat("\"id\":\"", seq, "\""))) << j;
     EXPECT_THAT(j, HasSubstr(absl::StrCat("\"customer\":\"user-", seq, "-"))) << j;
@@ -131,10 +134,10 @@ TEST_F(ProtoCallTest, FillsEveryTemplatedField) {
   std::unique_ptr<google::protobuf::Message> a((*t)->prototype().New()), b((*t)->prototype().New());
   a->CopyFrom((*t)->prototype());
   b->CopyFrom((*t)->prototype());
-  (*t)->Fill(7, 3, a.get());
-  (*t)->Fill(7, 3, b.get());
+  (*t)->Fill(7, 0, 3, a.get());
+  (*t)->Fill(7, 0, 3, b.get());
   EXPECT_EQ(Json(*a), Json(*b));
-  (*t)->Fill(7, 4, b.get());
+  (*t)->Fill(7, 0, 4, b.get());
   EXPECT_NE(Json(*a), Json(*b));
 }
 
@@ -185,6 +188,52 @@ TEST_F(ProtoCallTest, CallSetCompilesOnceAndCyclesDataFile) {
   EXPECT_THAT(no_proto.Add(spec).message(), HasSubstr("needs --proto"));
   spec.set_data_file(dir_ + "/missing.jsonl");
   EXPECT_FALSE(set.Add(spec).ok());
+}
+
+// A streaming call's messages: {{msg}} is the message's index in its
+// stream, {{seq}} the stream's, --data_file lines go in turn by message; the
+// stream knobs fit the method's kind.
+TEST_F(ProtoCallTest, StreamingCallBuildsEachMessageFromItsTemplate) {
+  CallSet set(catalog_.get());
+  rsslab::v1::LoadSpec spec;
+  spec.set_call("shop.v1.Cart/Chat");
+  std::ofstream(dir_ + "/chat.jsonl")
+      << "{\"id\": {{seq}}, \"customer\": \"a{{msg}}\"}\n"
+      << "{\"id\": {{seq}}, \"customer\": \"b{{msg}}\", \"item\": {\"qty\": {{msg}}}}\n";
+  spec.set_data_file(dir_ + "/chat.jsonl");
+  spec.set_stream_messages(3);
+  ASSERT_TRUE(set.Add(spec).ok());
+  auto src = set.Find(spec);
+  ASSERT_NE(src, nullptr);
+  EXPECT_EQ(src->kind(), RequestSource::Kind::kBidi);
+  EXPECT_EQ(src->messages(), 3u);
+  auto m = src->NewMessage();
+  src->BuildMessage(7, 0, 1, m.get());
+  EXPECT_EQ(Json(*m), R"({"id":"7","customer":"a0"})");
+  src->BuildMessage(7, 1, 1, m.get());
+  EXPECT_EQ(Json(*m), R"({"id":"7","customer":"b1","item":{"qty":1}})");
+  src->BuildMessage(7, 2, 1, m.get());
+  EXPECT_EQ(Json(*m), R"({"id":"7","customer":"a2"})");
+
+  rsslab::v1::LoadSpec bulk;
+  bulk.set_call("shop.v1.Cart/Bulk");
+  ASSERT_TRUE(set.Add(bulk).ok());
+  EXPECT_EQ(set.Find(bulk)->kind(), RequestSource::Kind::kClientStreaming);
+  EXPECT_EQ(set.Find(bulk)->messages(), kDefaultStreamMessages);
+  rsslab::v1::LoadSpec watch;
+  watch.set_call("shop.v1.Cart/Watch");
+  ASSERT_TRUE(set.Add(watch).ok());
+  EXPECT_EQ(set.Find(watch)->kind(), RequestSource::Kind::kServerStreaming);
+  EXPECT_EQ(set.Find(watch)->messages(), 1u);
+  watch.set_stream_messages(2);
+  EXPECT_THAT(set.Add(watch).message(), HasSubstr("takes one request message"));
+  rsslab::v1::LoadSpec unary;
+  unary.set_call("shop.v1.Cart/Add");
+  unary.set_stream_interval_ms(5);
+  EXPECT_THAT(set.Add(unary).message(), HasSubstr("a unary method"));
+  rsslab::v1::LoadSpec builtin;
+  builtin.set_stream_messages(2);
+  EXPECT_THAT(set.Add(builtin).message(), HasSubstr("without --call"));
 }
 
 }  // namespace

@@ -693,6 +693,10 @@ absl::StatusOr<LoadSpec> ResolveLoad(const LoadSpec& step,
       break;
     }
   }
+  out.set_stream_messages(First<uint32_t>(
+      layers, [](const LoadSpec& l) { return l.stream_messages(); }, 0));
+  out.set_stream_interval_ms(First<double>(
+      layers, [](const LoadSpec& l) { return l.stream_interval_ms(); }, 0));
   // Params merge: the step's override the defaults', which override flags'.
   for (int i = 2; i >= 0; --i) {
     for (const auto& [k, v] : layers[i]->params()) (*out.mutable_params())[k] = v;
