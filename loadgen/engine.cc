@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/load.grpc.pb.h"
@@ -118,6 +119,11 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     std::array<uint64_t, kCodes> codes ABSL_GUARDED_BY(mu) = {};
     uint64_t req_bytes ABSL_GUARDED_BY(mu) = 0;
     uint64_t resp_bytes ABSL_GUARDED_BY(mu) = 0;
+    // Streaming calls: `hist` and `codes` count whole streams, these their
+    // messages (measured streams only).
+    Histogram messages ABSL_GUARDED_BY(mu);
+    uint64_t messages_sent ABSL_GUARDED_BY(mu) = 0;
+    uint64_t messages_received ABSL_GUARDED_BY(mu) = 0;
   };
 
   LoadSpec spec;
@@ -133,6 +139,12 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
   std::vector<std::unique_ptr<Shard>> shards;
   bool open_loop = false;
   bool callback_api = false;
+  // The user's call streams (source->streaming()): each request is a
+  // StreamCall on the callback API, closed and open loop alike.
+  bool streaming = false;
+  int64_t stream_interval_ns = 0;
+  // Set when a stop request is seen: streams write no more messages.
+  std::atomic<bool> stop_streams{false};
 
   int64_t warmup_end_ns = 0;   // sends intended before this are warm-up
   int64_t measure_end_ns = std::numeric_limits<int64_t>::max();
@@ -179,6 +191,7 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
   // `intended_ns`, in `call` (a slot to reuse, or null for a fresh one);
   // false when the step wants no more requests (then `call` is freed).
   bool Issue(Call* call, int channel, int64_t intended_ns) {
+    if (streaming) return IssueStream(channel, intended_ns);
     if (!Admit(intended_ns, &call)) return false;
     const uint64_t idx = call->req.id();
     call->intended_ns = intended_ns;
@@ -241,32 +254,43 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     call->greader->Finish(&call->gresp, &call->status, call);
   }
 
-  // Takes the next request index if the step wants another request, into
-  // *call (allocating a slot when null); otherwise frees *call.
-  bool Admit(int64_t intended_ns, Call** call) {
-    auto refuse = [&] {
-      delete *call;
-      *call = nullptr;
-      return false;
-    };
-    if (stopping.load(std::memory_order_relaxed)) return refuse();
+  // A stream of the streaming call (StreamCall, below), request (stream)
+  // number next_index; false when the step wants no more.
+  bool IssueStream(int channel, int64_t intended_ns);
+
+  // Takes the next request index if the step wants another request (and
+  // counts it in flight); false otherwise.
+  bool Take(int64_t intended_ns, uint64_t* idx, bool* warm) {
+    if (stopping.load(std::memory_order_relaxed)) return false;
     if (intended_ns >= measure_end_ns) {
       stopping = true;
-      return refuse();
+      return false;
     }
-    const uint64_t idx = next_index.fetch_add(1);
-    const bool warm =
-        idx < spec.warmup_requests() || intended_ns < warmup_end_ns;
-    if (!warm) {
+    *idx = next_index.fetch_add(1);
+    *warm = *idx < spec.warmup_requests() || intended_ns < warmup_end_ns;
+    if (!*warm) {
       if (spec.requests() > 0 &&
           measured_issued.fetch_add(1) >= spec.requests()) {
         stopping = true;
-        return refuse();
+        return false;
       }
       AtomicMin(measure_start_ns, intended_ns);
     }
     in_flight.fetch_add(1);
     if (metrics != nullptr) metrics->OnSend();
+    return true;
+  }
+
+  // Takes the next request index, as Take, into *call (allocating a slot
+  // when null); otherwise frees *call.
+  bool Admit(int64_t intended_ns, Call** call) {
+    uint64_t idx = 0;
+    bool warm = false;
+    if (!Take(intended_ns, &idx, &warm)) {
+      delete *call;
+      *call = nullptr;
+      return false;
+    }
     if (*call == nullptr) {
       *call = new Call;
       if (source != nullptr) {
@@ -280,31 +304,37 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     return true;
   }
 
-  void OnDone(Call* call) {
+  // What one finished RPC (a unary call, or a whole stream) carried, for
+  // Record.
+  struct Finished {
+    int channel = 0;
+    bool warm = false;
+    int64_t intended_ns = 0;
+    uint64_t req_bytes = 0, resp_bytes = 0;
+  };
+
+  // Records one finished RPC: its latency from the intended send, its
+  // status (a failure counted once, against --max_errors) and its bytes
+  // (user's calls); returns its end time.
+  int64_t Record(const Finished& f, const grpc::Status& s) {
     const int64_t end = MonoNs();
-    const grpc::Status& s = call->status;
     const int code = static_cast<int>(s.error_code());
-    if (!call->warm) {
-      Shard& shard = *shards[call->channel];
+    if (!f.warm) {
+      Shard& shard = *shards[f.channel];
       absl::MutexLock l(&shard.mu);
-      const uint64_t lat =
-          static_cast<uint64_t>(std::max<int64_t>(0, end - call->intended_ns));
+      const uint64_t lat = static_cast<uint64_t>(std::max<int64_t>(0, end - f.intended_ns));
       shard.hist.Record(lat);
       shard.interval.Record(lat);
       shard.codes[code >= 0 && code < kCodes ? code : 2]++;
-      if (source != nullptr) {
-        shard.req_bytes += call->req_bytes;
-        shard.resp_bytes += call->gresp.Length();
-      }
+      shard.req_bytes += f.req_bytes;
+      shard.resp_bytes += f.resp_bytes;
     }
-    if (source != nullptr) call->gresp.Clear();  // content not looked at
     if (!s.ok()) {
       const uint64_t n = failed_all.fetch_add(1) + 1;
-      if (!call->warm) failed.fetch_add(1);
+      if (!f.warm) failed.fetch_add(1);
       absl::MutexLock l(&mu);
       if (first_error.empty()) {
-        first_error = absl::StrFormat("%s: %s", StatusCodeName(code),
-                                      s.error_message());
+        first_error = absl::StrFormat("%s: %s", StatusCodeName(code), s.error_message());
       }
       if (n > max_errors) {
         too_many_errors = true;
@@ -312,15 +342,32 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
       }
     }
     if (metrics != nullptr) {
-      metrics->OnDone(code, absl::Nanoseconds(std::max<int64_t>(0, end - call->intended_ns)),
-                      call->warm);
+      metrics->OnDone(code, absl::Nanoseconds(std::max<int64_t>(0, end - f.intended_ns)), f.warm);
     }
-    if (call->warm) {
+    if (f.warm) {
       warm_done.fetch_add(1);
     } else {
       done.fetch_add(1);
       AtomicMax(last_done_ns, end);
     }
+    return end;
+  }
+
+  // An RPC is over (after its successor, if any, was issued).
+  void Retire() {
+    if (in_flight.fetch_sub(1) == 1) {
+      absl::MutexLock l(&mu);  // wakes WaitDrained
+    }
+  }
+
+  void OnDone(Call* call) {
+    Finished f{call->channel, call->warm, call->intended_ns, 0, 0};
+    if (source != nullptr) {
+      f.req_bytes = call->req_bytes;
+      f.resp_bytes = call->gresp.Length();
+      call->gresp.Clear();  // content not looked at
+    }
+    const int64_t end = Record(f, call->status);
     call->reader.reset();  // lives in the call's arena: releases nothing
     call->greader.reset();
     if (!callback_api) call->ctxs[call->cur].reset();  // ends the RPC's call object
@@ -330,9 +377,7 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
       // Closed loop: the slot goes straight back out (or is freed).
       Issue(call, call->channel, end);
     }
-    if (in_flight.fetch_sub(1) == 1) {
-      absl::MutexLock l(&mu);  // wakes WaitDrained
-    }
+    Retire();
   }
 
   // Until nothing is in flight, polling `stop` (and the duration) meanwhile.
@@ -355,6 +400,7 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
         stop_seen = true;
         *interrupted = true;
         stopping = true;
+        stop_streams = true;
         // Every RPC has a deadline, so this bound is only a safety net.
         give_up = MonoNs() + int64_t{spec.deadline_ms()} * 1000000 +
                   2000000000;
@@ -372,6 +418,172 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     return h;
   }
 };
+
+namespace {
+
+// One stream of a streaming call, on gRPC's callback API through the generic
+// stub: its request messages written in turn (each after the pause
+// --stream_interval asks for), the last with WriteLast; replies read as they
+// come; the server's status ends it. A stream is one request of the step
+// (its latency, its one status); its messages go to the message histogram:
+//   bidi: a reply from the send of the request message it answers (the k-th
+//         reply answers the k-th message, or the last one sent so far);
+//   server streaming: a reply from the previous one (the first from the
+//         request);
+//   client streaming: a request message from its write to the write's end.
+// Freed in OnDone (the callback API's own pattern), after the closed loop
+// has started the next stream.
+class StreamCall final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
+ public:
+  using RunState = LoadEngine::RunState;
+  using Kind = RequestSource::Kind;
+
+  StreamCall(std::shared_ptr<RunState> st, uint64_t idx, bool warm, int channel,
+             int64_t intended_ns)
+      : st_(std::move(st)),
+        kind_(st_->source->kind()),
+        n_(st_->source->messages()),
+        idx_(idx),
+        fin_{channel, warm, intended_ns, 0, 0} {}
+
+  void Start() {
+    ctx_.set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::milliseconds(st_->spec.deadline_ms()));
+    for (const auto& [k, v] : *st_->metadata) ctx_.AddMetadata(k, v);
+    if (kind_ == Kind::kBidi) send_ns_.resize(n_);
+    msg_ = st_->source->NewMessage();
+    st_->gstubs[fin_.channel]->PrepareBidiStreamingCall(&ctx_, st_->source->method_path(),
+                                                       grpc::StubOptions(), this);
+    // The writer's hold: OnDone waits until the last message has been
+    // written (or writing failed), so no pause's alarm outlives the stream.
+    AddHold();
+    last_read_ns_ = MonoNs();
+    StartRead(&in_);
+    WriteNext();
+    StartCall();
+  }
+
+  void OnWriteDone(bool ok) override {
+    const int64_t now = MonoNs();
+    if (!ok) {  // the stream is over; its status says why
+      RemoveHold();
+      return;
+    }
+    if (kind_ == Kind::kClientStreaming) Message(now - write_ns_);
+    if (++sent_ == n_) {
+      RemoveHold();
+      return;
+    }
+    if (st_->stream_interval_ns > 0) {
+      alarm_.Set(std::chrono::system_clock::now() +
+                     std::chrono::nanoseconds(st_->stream_interval_ns),
+                 [this](bool) { Next(); });
+      return;
+    }
+    Next();
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // the server's end: its status comes to OnDone
+    const int64_t now = MonoNs();
+    fin_.resp_bytes += in_.Length();
+    in_.Clear();  // content not looked at
+    int64_t from = last_read_ns_;
+    if (kind_ == Kind::kBidi) {
+      const uint32_t started = started_.load(std::memory_order_acquire);
+      if (started > 0) from = send_ns_[std::min<uint64_t>(received_, started - 1)];
+    }
+    last_read_ns_ = now;
+    ++received_;
+    if (kind_ != Kind::kClientStreaming) Message(now - from);
+    StartRead(&in_);
+  }
+
+  void OnDone(const grpc::Status& s) override {
+    std::shared_ptr<RunState> st = std::move(st_);
+    const int64_t end = st->Record(fin_, s);
+    if (!fin_.warm) {
+      RunState::Shard& shard = *st->shards[fin_.channel];
+      absl::MutexLock l(&shard.mu);
+      shard.messages_sent += sent_;
+      shard.messages_received += received_;
+    }
+    const int channel = fin_.channel;
+    delete this;
+    if (!st->open_loop) st->IssueStream(channel, end);
+    st->Retire();
+  }
+
+ private:
+  // The next message, or after a stop request the end of writing (the
+  // service then ends the stream as it would have after the last one).
+  void Next() {
+    if (st_->stop_streams.load(std::memory_order_relaxed)) {
+      StartWritesDone();
+      RemoveHold();
+      return;
+    }
+    WriteNext();
+  }
+
+  // Message sent_ of this stream, built and written (the last one as
+  // WriteLast: no separate WritesDone).
+  void WriteNext() {
+    st_->source->BuildMessage(idx_, sent_, st_->spec.seed(), msg_.get());
+    const size_t n = msg_->ByteSizeLong();
+    grpc::Slice slice(n);
+    msg_->SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
+    grpc::ByteBuffer wire(&slice, 1);
+    out_.Swap(&wire);
+    fin_.req_bytes += n;
+    write_ns_ = MonoNs();
+    if (kind_ == Kind::kBidi) {
+      send_ns_[sent_] = write_ns_;
+      started_.store(sent_ + 1, std::memory_order_release);
+    }
+    if (sent_ + 1 == n_) {
+      StartWriteLast(&out_, grpc::WriteOptions());
+    } else {
+      StartWrite(&out_);
+    }
+  }
+
+  void Message(int64_t ns) {
+    if (fin_.warm) return;
+    RunState::Shard& shard = *st_->shards[fin_.channel];
+    absl::MutexLock l(&shard.mu);
+    shard.messages.Record(static_cast<uint64_t>(std::max<int64_t>(0, ns)));
+  }
+
+  std::shared_ptr<RunState> st_;
+  const Kind kind_;
+  const uint32_t n_;
+  const uint64_t idx_;
+  RunState::Finished fin_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<google::protobuf::Message> msg_;
+  grpc::ByteBuffer out_, in_;
+  grpc::Alarm alarm_;
+  // Writer side (OnWriteDone, the alarm): one write at a time.
+  uint32_t sent_ = 0;
+  int64_t write_ns_ = 0;
+  // Bidi: each message's send time, published to the reader by started_.
+  std::vector<int64_t> send_ns_;
+  std::atomic<uint32_t> started_{0};
+  // Reader side (OnReadDone): one read at a time.
+  uint64_t received_ = 0;
+  int64_t last_read_ns_ = 0;
+};
+
+}  // namespace
+
+bool LoadEngine::RunState::IssueStream(int channel, int64_t intended_ns) {
+  uint64_t idx = 0;
+  bool warm = false;
+  if (!Take(intended_ns, &idx, &warm)) return false;
+  (new StreamCall(shared_from_this(), idx, warm, channel, intended_ns))->Start();
+  return true;
+}
 
 LoadEngine::LoadEngine(Options options) : options_(std::move(options)) {
   // gRPC 1.51's callback API runs completions on a process-wide "nexting"
@@ -458,6 +670,8 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
   st->metadata = &options.metadata;
   if (options.calls != nullptr) st->source = options.calls->Find(spec);
   st->open_loop = spec.rate() > 0;
+  st->streaming = st->source != nullptr && st->source->streaming();
+  st->stream_interval_ns = static_cast<int64_t>(spec.stream_interval_ms() * 1e6);
   // Closed loop only: an open-loop completion frees its slot, and freeing a
   // call's context from inside its own callback is not something gRPC 1.51
   // promises to survive.
@@ -501,7 +715,8 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
     npoll = std::max(4, 2 * cpus);
   }
   npoll = std::max(1, std::min(nch, npoll));
-  if (st->callback_api) npoll = 0;  // gRPC's threads run the completions
+  // gRPC's threads run the completions.
+  if (st->callback_api || st->streaming) npoll = 0;
   for (int i = 0; i < npoll; ++i) {
     st->cqs.push_back(std::make_unique<grpc::CompletionQueue>());
   }
@@ -571,6 +786,30 @@ void SendOpenLoop(RunState* st, int64_t t0, absl::Duration late_tolerance,
   }
 }
 
+// A streaming call's message counts, latency and rate, over the same
+// measured span as the streams' own rate.
+void SummarizeMessages(RunState* st, rsslab::v1::LoadSummary* sum) {
+  Histogram h;
+  uint64_t sent = 0, received = 0;
+  for (auto& s : st->shards) {
+    absl::MutexLock l(&s->mu);
+    h.Merge(s->messages);
+    sent += s->messages_sent;
+    received += s->messages_received;
+  }
+  sum->set_streaming(true);
+  sum->set_messages_sent(sent);
+  sum->set_messages_received(received);
+  *sum->mutable_message_latency() = h.LatencyMicros();
+  *sum->mutable_message_histogram() = h.ToProto();
+  const int64_t ms = st->measure_start_ns.load();
+  const int64_t me = st->last_done_ns.load();
+  const double elapsed = me > ms ? (me - ms) / 1e9 : 0;
+  // The busier direction: replies (server streaming, bidi) or requests
+  // (client streaming).
+  sum->set_messages_per_s(elapsed > 0 ? std::max(sent, received) / elapsed : 0);
+}
+
 // The step's figures, from a drained run, into result->summary; the
 // status when the step failed (too many errors, interrupted, short).
 void Summarize(RunState* st, double cpu, const Sends& sends, LoadResult* result) {
@@ -598,6 +837,7 @@ void Summarize(RunState* st, double cpu, const Sends& sends, LoadResult* result)
     sum.set_request_bytes(req_bytes);
     sum.set_response_bytes(resp_bytes);
   }
+  if (st->streaming) SummarizeMessages(st, &sum);
   for (int c = 0; c < kCodes; ++c) {
     if (codes[c] > 0) (*sum.mutable_status_counts())[StatusCodeName(c)] = codes[c];
   }
