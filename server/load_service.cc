@@ -17,16 +17,26 @@ namespace rsslab {
 // gone out (finish) and gRPC is done with it (done); only then is it
 // deleted, whichever comes first. Its request and response are what the
 // core's worker reads and writes.
+//
+// A HandleStream call (`streaming`) reads one request at a time: each goes
+// through Serve's path to the core like a Handle call's, its response is
+// written, and only then is the next one read; the client's end of writing
+// finishes the stream OK, a refusal or handler error finishes it with that
+// status. Its events all come to the io thread's queue.
 struct LoadService::Call {
-  enum Kind { kRequest, kRead, kFinish, kDone };
+  enum Kind { kRequest, kRead, kWrite, kFinish, kDone };
   struct Tag {
     Call* call;
     Kind kind;
   };
-  explicit Call(bool g) : generic(g) {}
+  Call(bool g, bool s) : generic(g), streaming(s) {}
   const bool generic;
+  // Set before any operation starts: by Accept (raw HandleStream) or on the
+  // request (generic, by method name).
+  bool streaming;
   Tag request_tag{this, kRequest};
   Tag read_tag{this, kRead};
+  Tag write_tag{this, kWrite};
   Tag finish_tag{this, kFinish};
   Tag done_tag{this, kDone};
   // A GenericServerContext is a ServerContext: the raw method takes it too.
@@ -48,6 +58,8 @@ struct LoadService::Call {
   std::atomic<bool> cancelled{false};
   // Whoever reaps (under reap_mu_).
   bool finished = false;
+  // A stream that ended without a Finish (broken, or the queue shut down).
+  bool finished_early = false;
   bool done = false;
 };
 
@@ -58,7 +70,7 @@ LoadService::~LoadService() {
   calls_free_.clear();
 }
 
-LoadService::Call* LoadService::NewCall() {
+LoadService::Call* LoadService::NewCall(bool streaming) {
   void* block = nullptr;
   {
     absl::MutexLock lock(&calls_mu_);
@@ -68,7 +80,7 @@ LoadService::Call* LoadService::NewCall() {
     }
   }
   if (block == nullptr) block = ::operator new(sizeof(Call));
-  return new (block) Call(generic_mode_);
+  return new (block) Call(generic_mode_, streaming);
 }
 
 void LoadService::FreeCall(Call* c) {
@@ -81,7 +93,11 @@ void LoadService::Start(std::unique_ptr<grpc::ServerCompletionQueue> cq) {
   cq_ = std::move(cq);
   // A few slots, so calls that arrive together are all matched at once
   // rather than one per loop turn.
-  for (int i = 0; i < 8; ++i) Accept();
+  for (int i = 0; i < 8; ++i) Accept(/*streaming=*/false);
+  // Raw HandleStream calls are primed apart (generic ones arrive as any).
+  if (!generic_mode_) {
+    for (int i = 0; i < 4; ++i) Accept(/*streaming=*/true);
+  }
   io_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "rsslab-io");
     // SCHED_BATCH: a request that arrives does not preempt a worker in the
@@ -97,12 +113,16 @@ void LoadService::Start(std::unique_ptr<grpc::ServerCompletionQueue> cq) {
   });
 }
 
-void LoadService::Accept() {
+void LoadService::Accept(bool streaming) {
   absl::MutexLock lock(&accept_mu_);
   // Once Stop() has shut the queue down, nothing may be added to it.
   if (stopping_) return;
-  Call* c = NewCall();
+  Call* c = NewCall(streaming);
   c->ctx.AsyncNotifyWhenDone(&c->done_tag);
+  if (streaming) {
+    service_.RequestHandleStream(&c->ctx, &c->stream, cq_.get(), cq_.get(), &c->request_tag);
+    return;
+  }
   if (generic_mode_) {
     // The call's own events (read, finish, done) come to the io thread.
     generic_.RequestCall(&c->ctx, &c->stream, cq_.get(), cq_.get(), &c->request_tag);
@@ -121,11 +141,33 @@ void LoadService::Register(grpc::ServerBuilder* builder) {
 }
 
 void LoadService::FinishWithError(Call* c, const grpc::Status& status) {
-  if (c->generic) {
+  if (c->streaming) {
+    FinishStream(c, status);
+  } else if (c->generic) {
     c->stream.Finish(status, &c->finish_tag);
   } else {
     c->writer.FinishWithError(status, &c->finish_tag);
   }
+}
+
+bool LoadService::StartStreamOp(Call* c, const std::function<void()>& start) {
+  absl::MutexLock lock(&accept_mu_);
+  if (stopping_) {
+    // The queue is shut down: the call is over for us (its done tag, if
+    // not yet drained, still comes).
+    c->finished_early = true;
+    return false;
+  }
+  start();
+  return true;
+}
+
+void LoadService::FinishStream(Call* c, const grpc::Status& status) {
+  StartStreamOp(c, [&] { c->stream.Finish(status, &c->finish_tag); });
+}
+
+void LoadService::ReadStream(Call* c) {
+  StartStreamOp(c, [&] { c->stream.Read(&c->raw_request, &c->read_tag); });
 }
 
 void LoadService::Serve(Call* c) {
@@ -140,6 +182,12 @@ void LoadService::Serve(Call* c) {
     }
     c->raw_request.Clear();
   }
+  if (c->streaming) {
+    // The previous message's (its write has completed: the next message is
+    // read only then); the writer wants an empty buffer.
+    c->response.Clear();
+    c->raw_response.Clear();
+  }
   core_->Submit(
       &c->request, &c->response, [c] { return c->cancelled.load(std::memory_order_relaxed); },
       [this, c](const absl::Status& s) {
@@ -153,6 +201,10 @@ void LoadService::Serve(Call* c) {
         }
         if (!status.ok()) {
           FinishWithError(c, status);
+        } else if (c->streaming) {
+          StartStreamOp(c, [&] {
+            c->stream.Write(c->raw_response, grpc::WriteOptions(), &c->write_tag);
+          });
         } else if (c->generic) {
           c->stream.WriteAndFinish(c->raw_response, grpc::WriteOptions(), grpc::Status::OK,
                                    &c->finish_tag);
@@ -183,7 +235,7 @@ void LoadService::ReapOne(void* tag) {
     if (c->ctx.IsCancelled()) c->cancelled.store(true, std::memory_order_relaxed);
     c->done = true;
   }
-  if (c->finished && c->done) FreeCall(c);
+  if ((c->finished || c->finished_early) && c->done) FreeCall(c);
 }
 
 void LoadService::Loop() {
@@ -201,16 +253,22 @@ void LoadService::Loop() {
           FreeCall(c);
           break;
         }
-        Accept();
-        if (c->generic && c->ctx.method() != "/rsslab.v1.Load/Handle") {
+        Accept(/*streaming=*/c->streaming && !c->generic);
+        if (c->generic) c->streaming = c->ctx.method() == "/rsslab.v1.Load/HandleStream";
+        if (c->generic && !c->streaming && c->ctx.method() != "/rsslab.v1.Load/Handle") {
           FinishWithError(c, grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                          "the data port serves rsslab.v1.Load/Handle only"));
+                                          "the data port serves rsslab.v1.Load/Handle and "
+                                          "HandleStream only"));
           break;
         }
         grpc::Status auth = security_->Authorize(c->ctx);
         if (!auth.ok()) {
           // Generic: the request was never read, and is not now.
           FinishWithError(c, auth);
+          break;
+        }
+        if (c->streaming) {
+          ReadStream(c);
           break;
         }
         if (c->generic) {
@@ -221,12 +279,28 @@ void LoadService::Loop() {
         break;
       }
       case Call::kRead:
+        if (!ok && c->streaming) {
+          // The client's end of writing (or the call's end): answered, done.
+          FinishStream(c, grpc::Status::OK);
+          break;
+        }
         if (!ok) {
           FinishWithError(c, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                           "the call carried no request message"));
           break;
         }
         Serve(c);
+        break;
+      case Call::kWrite:
+        if (!ok) {
+          // The stream is broken (cancelled, reset): nothing to finish; the
+          // done tag frees the call.
+          absl::MutexLock lock(&reap_mu_);
+          c->finished_early = true;
+          if (c->done) FreeCall(c);
+          break;
+        }
+        ReadStream(c);
         break;
       case Call::kFinish:
       case Call::kDone:

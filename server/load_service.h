@@ -1,4 +1,4 @@
-// The data plane (rsslab.v1.Load) over gRPC's completion-queue API, driven
+// The data plane (rsslab.v1.Load: Handle, HandleStream) over gRPC's completion-queue API, driven
 // by one thread of ours, `rsslab-io`: it takes each call off the queue,
 // hands it to the core (which runs the handler on a worker), and cleans up
 // when the answer has gone out. gRPC's threads never run Python.
@@ -24,6 +24,7 @@
 #ifndef RSSLAB_SERVER_LOAD_SERVICE_H_
 #define RSSLAB_SERVER_LOAD_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -61,21 +62,29 @@ class LoadService {
 
  private:
   struct Call;
-  void Accept();  // primes one call slot
+  void Accept(bool streaming);  // primes one call slot (HandleStream: raw mode only)
   void Loop();
   // The call's request bytes are in raw_request: parse, run, answer.
   void Serve(Call* c);
   void FinishWithError(Call* c, const grpc::Status& status);
+  // A HandleStream call's operations, started only while the queue is up
+  // (false, and the call marked over, once Stop() has shut it down).
+  bool StartStreamOp(Call* c, const std::function<void()>& start);
+  void FinishStream(Call* c, const grpc::Status& status);
+  void ReadStream(Call* c);
   void ReapOne(void* tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reap_mu_);
   // A call's state lives in storage that is recycled, never freed while
   // serving (see calls_free_).
-  Call* NewCall();
+  Call* NewCall(bool streaming);
   void FreeCall(Call* c);
 
   ServerCore* const core_;
   const Security* const security_;
-  // Raw Handle: LoadService parses the request itself (see Call).
-  rsslab::v1::Load::WithRawMethod_Handle<rsslab::v1::Load::AsyncService> service_;
+  // Raw Handle and HandleStream: LoadService parses the requests itself
+  // (see Call).
+  rsslab::v1::Load::WithRawMethod_HandleStream<
+      rsslab::v1::Load::WithRawMethod_Handle<rsslab::v1::Load::AsyncService>>
+      service_;
   // With a token: calls arrive after their metadata only, and the request
   // is read once the token has been checked. gRPC 1.51 buffers a whole
   // message before its size limit applies, so with the raw method an
