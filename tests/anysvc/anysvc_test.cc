@@ -154,7 +154,7 @@ TEST(AnyServiceTest, WrongFieldIsAUsageErrorBeforeAnythingIsSent) {
   auto r = ServerProcess::Run(Loadgen(), CallArgs(shop.address(), out,
                                                   {"--call=shop.v1.Cart/Remove", "--requests=10"}));
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("has no method Remove (methods: Add, Refund)"));
+  EXPECT_THAT(r.err, HasSubstr("has no method Remove (methods: Add, Refund, Track, Bulk, Chat)"));
   EXPECT_EQ(Num(shop.Stats(), "count"), 0);  // nothing reached the service
   EXPECT_NE(access(out.c_str(), F_OK), 0);     // nor was a run directory made
 }
@@ -243,6 +243,159 @@ step { name: "after_fill" snapshot {} }
     EXPECT_EQ(e.snapshot().pid(), (*server)->pid());
   }
   EXPECT_EQ(snapshots, 1);
+}
+
+// A streamed method's counts (shop_service.py's "streams" object).
+double StreamNum(const google::protobuf::Struct& s, const std::string& k) {
+  auto it = s.fields().find("streams");
+  return it == s.fields().end() ? -1 : Num(it->second.struct_value(), k);
+}
+
+// Server-, client- and bidi-streaming methods of the user's service, each
+// through the generic stub with a template per message: every stream and
+// every message counted exactly, on both sides, and each message carries its
+// own index ({{msg}}) and --data_file line.
+TEST(AnyServiceTest, StreamingCallsCountEveryStreamAndMessage) {
+  Shop shop("streams");
+  ASSERT_FALSE(shop.address().empty());
+  const std::string file = Tmp("chat.jsonl");
+  std::ofstream(file) << "{\"id\": {{seq}}, \"item\": {\"qty\": {{msg}}}, \"customer\": \"a\"}\n"
+                      << "{\"id\": {{seq}}, \"item\": {\"qty\": {{msg}}}, \"customer\": \"b\"}\n";
+  struct Case {
+    std::string name;
+    std::vector<std::string> args;
+    uint64_t sent, received, message_latencies;
+  };
+  const std::vector<Case> cases = {
+      {"track", {"--call=shop.v1.Cart/Track", R"(--data={"id": {{seq}}, "item": {"qty": 3}})"},
+       200, 600, 600},
+      {"bulk",
+       {"--call=shop.v1.Cart/Bulk", "--stream_messages=5",
+        R"(--data={"id": {{seq}}, "item": {"qty": {{msg}}}})"},
+       1000, 200, 1000},
+      {"chat", {"--call=shop.v1.Cart/Chat", "--stream_messages=4", "--data_file=" + file},
+       800, 800, 800},
+  };
+  for (const Case& c : cases) {
+    const std::string out = Tmp(c.name + "-run");
+    std::vector<std::string> args = c.args;
+    for (const char* a : {"--requests=200", "--concurrency=8", "--channels=2"}) args.push_back(a);
+    auto r = ServerProcess::Run(Loadgen(), CallArgs(shop.address(), out, args));
+    ASSERT_EQ(r.exit_code, 0) << c.name << ": " << r.err;
+    const auto load = LoadOf(Events(out));
+    ASSERT_TRUE(load.has_value()) << c.name;
+    EXPECT_TRUE(load->streaming()) << c.name;
+    EXPECT_EQ(load->requests_ok(), 200u) << c.name;
+    EXPECT_EQ(load->status_counts().at("OK"), 200u) << c.name;
+    EXPECT_EQ(load->latency().count(), 200u) << c.name;  // one per stream
+    EXPECT_EQ(load->messages_sent(), c.sent) << c.name;
+    EXPECT_EQ(load->messages_received(), c.received) << c.name;
+    EXPECT_EQ(load->message_latency().count(), c.message_latencies) << c.name;
+    EXPECT_GT(load->messages_per_s(), 0) << c.name;
+  }
+  const google::protobuf::Struct st = shop.Stats();
+  EXPECT_EQ(StreamNum(st, "track_calls"), 200);
+  EXPECT_EQ(StreamNum(st, "track_pairs"), 200);  // one order per stream, each its own id
+  EXPECT_EQ(StreamNum(st, "bulk_calls"), 200);
+  EXPECT_EQ(StreamNum(st, "bulk_messages"), 1000);
+  EXPECT_EQ(StreamNum(st, "bulk_pairs"), 1000);  // (stream, message index) all distinct
+  EXPECT_EQ(StreamNum(st, "chat_calls"), 200);
+  EXPECT_EQ(StreamNum(st, "chat_messages"), 800);
+  EXPECT_EQ(StreamNum(st, "chat_pairs"), 800);
+  EXPECT_EQ(StreamNum(st, "chat_in_turn"), 800);  // line k % 2 for message k
+}
+
+// A bidi stream the service aborts midway counts once, under its code (not
+// once per message), the replies before the abort still counted; an open
+// loop in streams per second, and the pause between messages, hold too.
+TEST(AnyServiceTest, AbortedStreamCountsOnceAndOpenLoopInStreams) {
+  Shop shop("abort");
+  ASSERT_FALSE(shop.address().empty());
+  const std::string out = Tmp("abort-run");
+  auto r = ServerProcess::Run(
+      Loadgen(),
+      CallArgs(shop.address(), out,
+               {"--call=shop.v1.Cart/Chat", "--stream_messages=4", "--requests=100",
+                "--concurrency=4", "--channels=2", "--max_errors=1000",
+                R"(--data={"id": {{seq}}, "item": {"qty": {{msg}}}, "tags": ["abort"]})"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto load = LoadOf(Events(out));
+  ASSERT_TRUE(load.has_value());
+  // Streams 0, 5, 10, ...: aborted at their third message.
+  EXPECT_EQ(load->requests_failed(), 20u);
+  EXPECT_EQ(load->status_counts().at("RESOURCE_EXHAUSTED"), 20u);
+  EXPECT_EQ(load->status_counts().at("OK"), 80u);
+  EXPECT_EQ(load->messages_received(), 80u * 4 + 20u * 2);
+  EXPECT_THAT(load->first_error(), HasSubstr("out of stock"));
+
+  const std::string open = Tmp("open-streams-run");
+  auto o = ServerProcess::Run(
+      Loadgen(), CallArgs(shop.address(), open,
+                          {"--call=shop.v1.Cart/Chat", "--stream_messages=3",
+                           "--stream_interval=20ms", "--rate=50", "--duration=1s",
+                           R"(--data={"id": {{seq}}, "item": {"qty": {{msg}}}})"}));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto ol = LoadOf(Events(open));
+  ASSERT_TRUE(ol.has_value());
+  EXPECT_EQ(ol->mode(), "open");
+  EXPECT_EQ(ol->requests_ok() + ol->not_sent(), 50u);  // 50 streams per second for 1 s
+  EXPECT_EQ(ol->messages_sent(), 3 * ol->requests_ok());
+  // Two 20 ms pauses in every stream.
+  EXPECT_GE(ol->latency().p50_us(), 40000);
+  const google::protobuf::Struct st = shop.Stats();
+  EXPECT_EQ(StreamNum(st, "chat_aborted"), 20);
+  EXPECT_EQ(StreamNum(st, "chat_calls"), 100 + ol->requests_ok());
+}
+
+// The built-in server's HandleStream, called from its own load.proto as a
+// user's method: every message runs the handler as a Handle call does (the
+// server's own counters see each one, in its phase), and the idle phase's
+// refusal ends each stream once, after one message.
+TEST(AnyServiceTest, BuiltinHandleStreamRunsEachMessageThroughTheHandler) {
+  auto server = ServerProcess::Start(ServerProcess::TestServer({}));
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string scenario = Tmp("stream.txtpb");
+  std::ofstream(scenario) << R"(
+name: "stream"
+load_defaults { concurrency: 4 channels: 2 stream_messages: 5 }
+step { set_phase { phase: "fill" } }
+step { name: "streams" load { requests: 30 } }
+step { name: "after_streams" snapshot {} }
+step { set_phase { phase: "idle" } }
+step { name: "refused" load { requests: 10 } }
+step { name: "after_refused" snapshot {} }
+)";
+  const std::string out = Tmp("stream-run");
+  auto r = ServerProcess::Run(
+      Loadgen(), {"--proto=" + ServerProcess::Runfile("proto/load.proto"),
+                  "--call=rsslab.v1.Load/HandleStream",
+                  R"(--data={"id": {{seq}}, "seed": {{msg}}, "params": {"median": "64"}})",
+                  "--target=" + (*server)->data_address(),
+                  "--control=" + (*server)->control_address(), "--max_errors=100",
+                  "--scenario=" + scenario, "--out=" + out, "--progress=lines"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::map<std::string, rsslab::v1::LoadSummary> loads;
+  std::map<std::string, rsslab::v1::Snapshot> snaps;
+  for (const auto& e : Events(out)) {
+    if (e.has_load()) loads[e.load().step()] = e.load();
+    if (e.has_snapshot()) snaps[e.label()] = e.snapshot();
+  }
+  ASSERT_EQ(loads.count("streams"), 1u);
+  ASSERT_EQ(loads.count("refused"), 1u);
+  const auto& ok = loads["streams"];
+  EXPECT_EQ(ok.requests_ok(), 30u);
+  EXPECT_EQ(ok.messages_sent(), 150u);
+  EXPECT_EQ(ok.messages_received(), 150u);
+  EXPECT_EQ(ok.message_latency().count(), 150u);
+  const auto& refused = loads["refused"];
+  EXPECT_EQ(refused.requests_failed(), 10u);
+  EXPECT_EQ(refused.status_counts().at("FAILED_PRECONDITION"), 10u);
+  EXPECT_EQ(refused.messages_received(), 0u);
+  ASSERT_EQ(snaps.count("after_streams"), 1u) << r.err;
+  ASSERT_EQ(snaps.count("after_refused"), 1u);
+  EXPECT_EQ(snaps["after_streams"].requests_in_phase(), 150u);
+  EXPECT_EQ(snaps["after_refused"].requests_refused() - snaps["after_streams"].requests_refused(),
+            10u);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """A user's own grpcio service for //tests/anysvc (nothing of rsslab in it).
 
-Serves shop.v1.Cart/Add from tests/anysvc/shop.proto (stubs generated at
-start with /usr/bin/protoc and grpc_python_plugin), counts every request
-and what it carried, and on SIGTERM writes the counts as JSON to
+Serves shop.v1.Cart/Add and the streaming Track, Bulk and Chat from
+tests/anysvc/shop.proto (stubs generated at start with /usr/bin/protoc and
+grpc_python_plugin), counts every request, stream and message and what it
+carried, and on SIGTERM writes the counts as JSON to
 --stats_file, then exits 0.
 
   shop_service.py --port=0 --threads=4 --stats_file=/tmp/stats.json
@@ -53,6 +54,7 @@ class Cart(shop_pb2_grpc.CartServicer):
         self.well_formed = 0  # nested item, enum, repeated fields as sent
         self.metadata = {}
         self.hold = []  # --hold_kb: memory the service keeps per request
+        self.streams = {}  # streaming methods' counts (see _message)
 
     def Add(self, request, context):
         ok = (request.item.kind == shop_pb2.TOY and request.item.sku.startswith("S")
@@ -76,9 +78,49 @@ class Cart(shop_pb2_grpc.CartServicer):
                 os._exit(3)
         return shop_pb2.Receipt(id=request.id, note="ok")
 
+    def _message(self, method, request):
+        """Counts one streamed order: (id, its message index in item.qty)."""
+        with self.lock:
+            key = method + "_pairs"
+            self.streams.setdefault(key, set()).add((request.id, request.item.qty))
+            self.streams[method + "_messages"] = self.streams.get(method + "_messages", 0) + 1
+            # --data_file lines in turn by message: even ones say "a", odd "b".
+            if request.customer and request.customer == "ab"[request.item.qty % 2]:
+                self.streams[method + "_in_turn"] = self.streams.get(method + "_in_turn", 0) + 1
+
+    def _stream(self, method):
+        with self.lock:
+            self.streams[method + "_calls"] = self.streams.get(method + "_calls", 0) + 1
+
+    def Track(self, request, context):
+        self._stream("track")
+        self._message("track", request)
+        for i in range(request.item.qty):
+            yield shop_pb2.Receipt(id=request.id, note="t%d" % i)
+
+    def Bulk(self, request_iterator, context):
+        self._stream("bulk")
+        n = 0
+        for request in request_iterator:
+            self._message("bulk", request)
+            n += 1
+        return shop_pb2.Receipt(note=str(n))
+
+    def Chat(self, request_iterator, context):
+        self._stream("chat")
+        for request in request_iterator:
+            self._message("chat", request)
+            if "abort" in request.tags and request.item.qty == 2 and request.id % 5 == 0:
+                with self.lock:
+                    self.streams["chat_aborted"] = self.streams.get("chat_aborted", 0) + 1
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "out of stock")
+            yield shop_pb2.Receipt(id=request.id, note="c%d" % request.item.qty)
+
     def stats(self):
         with self.lock:
-            return {"count": self.count, "distinct": len(self.ids), "duplicates": self.duplicates,
+            streams = {k: (len(v) if isinstance(v, set) else v) for k, v in self.streams.items()}
+            return {"streams": streams, "count": self.count, "distinct": len(self.ids),
+                    "duplicates": self.duplicates,
                     "min_id": min(self.ids) if self.ids else -1,
                     "max_id": max(self.ids) if self.ids else -1,
                     "well_formed": self.well_formed, "metadata": self.metadata}
