@@ -206,6 +206,8 @@ TEST(HostileInputTest, EveryNumericFlagRefusesEdgeValuesWithExit2AndCreatesNothi
       {"loadgen", "control_timeout", {"0s", "25h"}},
       {"loadgen", "repeats", {"-1", "1001"}},
       {"loadgen", "metrics_hold", {"-1s", "25h"}},
+      {"loadgen", "stream_messages", {"-1", "1000001"}},
+      {"loadgen", "stream_interval", {"-1s", "61s", "inf"}},
   };
   // A few random out-of-range values per flag too: fixed seed, so a failure
   // is reproducible.

@@ -3,6 +3,7 @@
 // enum), through --proto/--call/--data templates. Real parts: the service
 // is a real Python process on a loopback port, the loadgen the real binary.
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <map>
@@ -396,6 +397,36 @@ step { name: "after_refused" snapshot {} }
   EXPECT_EQ(snaps["after_streams"].requests_in_phase(), 150u);
   EXPECT_EQ(snaps["after_refused"].requests_refused() - snaps["after_streams"].requests_refused(),
             10u);
+}
+
+// With a token, HandleStream arrives on the generic service: the token is
+// checked once per stream (a wrong one: UNAUTHENTICATED, once per stream),
+// and the right one's streams are served in full.
+TEST(AnyServiceTest, BuiltinHandleStreamChecksTheTokenPerStream) {
+  const std::string token = Tmp("stream-token");
+  std::ofstream(token) << "0123456789abcdef-stream-token\n";
+  chmod(token.c_str(), 0600);
+  auto server = ServerProcess::Start(ServerProcess::TestServer({"--auth_token_file=" + token}));
+  ASSERT_TRUE(server.ok()) << server.status();
+  for (const std::string bearer : {"0123456789abcdef-stream-token", "wrong-token"}) {
+    const std::string out = Tmp("token-run-" + bearer);
+    auto r = ServerProcess::Run(
+        Loadgen(), {"--proto=" + ServerProcess::Runfile("proto/load.proto"),
+                    "--call=rsslab.v1.Load/HandleStream", R"(--data={"id": {{seq}}})",
+                    "--stream_messages=5", "--requests=40", "--concurrency=4", "--channels=2",
+                    "--metadata=authorization:Bearer " + bearer, "--max_errors=100",
+                    "--target=" + (*server)->data_address(), "--out=" + out, "--progress=none"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto load = LoadOf(Events(out));
+    ASSERT_TRUE(load.has_value());
+    if (bearer == "wrong-token") {
+      EXPECT_EQ(load->status_counts().at("UNAUTHENTICATED"), 40u);
+      EXPECT_EQ(load->messages_received(), 0u);
+    } else {
+      EXPECT_EQ(load->status_counts().at("OK"), 40u);
+      EXPECT_EQ(load->messages_received(), 200u);
+    }
+  }
 }
 
 }  // namespace
