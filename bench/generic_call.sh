@@ -23,13 +23,7 @@ ROOT=$PWD
 . "$ROOT/bench/lib.sh"
 N=${N:-40000}; C=${C:-64}; CH=${CH:-4}; THREADS=${THREADS:-4}; ROUNDS=${ROUNDS:-5}
 WARM=${WARM:-1000}
-if [ -z "${PIN:-}" ]; then
-  out="${TMPDIR:-/tmp}/rsslab-generic-$$"
-  PIN=1 "$0" | tee /dev/stderr | sed -n 's/^median: /pinned (server CPU 0, loadgen CPU 1): /p' >"$out"
-  PIN=0 "$0" | tee /dev/stderr | sed -n 's/^median: /shared (nothing pinned):              /p' >>"$out"
-  echo; cat "$out"; rm -f "$out"
-  exit 0
-fi
+both_shapes median "pinned (server CPU 0, loadgen CPU 1): " "shared (nothing pinned):              "
 pin_shape
 SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
 LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1

@@ -38,6 +38,19 @@ wait_ready() {
   CTLADDR=$(sed -n 's/.*control=\([^ ]*\).*/\1/p' "$out" | head -1)
 }
 
+# both_shapes TAG PINNED SHARED: with PIN unset, runs this script again
+# pinned (PIN=1) and then shared (PIN=0), showing each run, and ends with
+# their "TAG: " lines relabelled PINNED and SHARED; then exits. With PIN
+# set it returns: the script measures that one shape.
+both_shapes() {
+  [ -z "${PIN:-}" ] || return 0
+  local out="${TMPDIR:-/tmp}/rsslab-shapes-$$"
+  PIN=1 "$0" | tee /dev/stderr | sed -n "s/^$1: /$2/p" >"$out"
+  PIN=0 "$0" | tee /dev/stderr | sed -n "s/^$1: /$3/p" >>"$out"
+  echo; cat "$out"; rm -f "$out"
+  exit 0
+}
+
 # pin_shape: from PIN (1: server on CPU 0, client on CPU 1; else nothing
 # pinned) sets the SRV_PIN and CLI_PIN command prefixes.
 pin_shape() {

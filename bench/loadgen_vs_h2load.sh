@@ -34,12 +34,7 @@ ROOT=$PWD
 . "$ROOT/bench/lib.sh"
 N=${N:-40000}; C=${C:-64}; CH=${CH:-4}; THREADS=${THREADS:-4}; ROUNDS=${ROUNDS:-3}
 WARM=${WARM:-1000}
-if [ -z "${PIN:-}" ]; then
-  PIN=1 "$0" | tee /dev/stderr | sed -n 's/^best: /pinned (server CPU 0, client CPU 1): /p' >"${TMPDIR:-/tmp}/rsslab-h2-$$"
-  PIN=0 "$0" | tee /dev/stderr | sed -n 's/^best: /shared (nothing pinned):             /p' >>"${TMPDIR:-/tmp}/rsslab-h2-$$"
-  echo; cat "${TMPDIR:-/tmp}/rsslab-h2-$$"; rm -f "${TMPDIR:-/tmp}/rsslab-h2-$$"
-  exit 0
-fi
+both_shapes best "pinned (server CPU 0, client CPU 1): " "shared (nothing pinned):             "
 pin_shape
 SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
 LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1

@@ -36,16 +36,9 @@ WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
 TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
 sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
+from package_tree import check, failures  # noqa: E402
 CTL = os.path.join(WS, "control/rsslab_ctl")
 PY = "/usr/bin/python3"
-
-failures = []
-
-
-def check(cond, what):
-    print(("ok    " if cond else "FAIL  ") + what, flush=True)
-    if not cond:
-        failures.append(what)
 
 
 PKG = package_tree.make(WS, TMP)

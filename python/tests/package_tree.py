@@ -1,6 +1,8 @@
-"""The package as Python imports it, from a test's runfiles, without a wheel.
+"""The package as Python imports it, from a test's runfiles, without a wheel,
+and the check() the package's tests report with.
 
   root = package_tree.make(WS, TMP)   # then PYTHONPATH=root: import rsslab
+  check(cond, "what was checked")      # a failed one is kept in failures
 
 rsslab/*.py and the two Bazel-built extensions under their CPython names
 (the wheel's layout, python/wheel/build_wheel.py), copied into TMP/pkg.
@@ -8,6 +10,14 @@ rsslab/*.py and the two Bazel-built extensions under their CPython names
 
 import os
 import shutil
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok    " if cond else "FAIL  ") + what, flush=True)
+    if not cond:
+        failures.append(what)
 
 
 def make(ws, tmp):
