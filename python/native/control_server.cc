@@ -48,11 +48,11 @@ std::string BoundedCallbackMessage(absl::string_view prefix, absl::string_view t
   return absl::StrCat(prefix, out);
 }
 
-// The Python exception as a status: LookupError is
-// FAILED_PRECONDITION with the package's sentence; TimeoutError (the
-// callback did not return within the Python deadline: rsslab/__init__.py
-// runs it on a thread of its own) DEADLINE_EXCEEDED; anything else the
-// service's callback raised is FAILED_PRECONDITION naming it.
+// The Python exception as a status: TimeoutError (the callback did not
+// return within the Python deadline: rsslab/__init__.py runs it on a thread
+// of its own) DEADLINE_EXCEEDED; anything else the service's callback
+// raised is FAILED_PRECONDITION naming it. (A phase with no callback is not
+// an error: the answer's no_callback says so.)
 absl::Status StatusFromPython(const std::string& phase) {
   PyObject *type, *value, *tb;
   PyErr_Fetch(&type, &value, &tb);
@@ -63,12 +63,10 @@ absl::Status StatusFromPython(const std::string& phase) {
     Py_DECREF(s);
   }
   PyErr_Clear();
-  const bool lookup = type != nullptr && PyErr_GivenExceptionMatches(type, PyExc_LookupError);
   const bool late = type != nullptr && PyErr_GivenExceptionMatches(type, PyExc_TimeoutError);
   Py_XDECREF(type);
   Py_XDECREF(value);
   Py_XDECREF(tb);
-  if (lookup) return absl::FailedPreconditionError(BoundedCallbackMessage("", msg));
   if (late) return absl::DeadlineExceededError(BoundedCallbackMessage("", msg));
   return absl::FailedPreconditionError(BoundedCallbackMessage(
       absl::StrCat("the service's on_phase callback for '", phase, "' raised: "), msg));
