@@ -3,9 +3,11 @@
 costs per request in the interpreter a Python service would run
 (Debian's /usr/bin/python3), for bench/seed_overhead.sh.
 
-The request dicts are built the way the server builds them (id, seed from
-1 upwards as rsslab_loadgen sends them, empty payload, params, return_body
-False, worker 0). The cache is the Python stand-in of the server's cache
+The request dicts have the fields the server builds (id, seed, empty
+payload, params, return_body False, worker 0); the seed is the id, from 1
+upwards, where rsslab_loadgen sends SplitMix64(--seed + index). The seed
+handlers only seed random.Random with it and key the cache by it, so any
+distinct seeds give the same size distribution and the same cache puts. The cache is the Python stand-in of the server's cache
 (bench/peer/py_lru.py, same API and limits): the real one, rsslab.cache, is
 a C++ module that exists only inside rsslab_server.
 
