@@ -1,8 +1,9 @@
 """An /opt/rsslab tree like the image's, built from this test's runfiles.
 
 deploy/k8s/Dockerfile installs bin/rsslab_loadgen, bin/rsslab_server,
-agent/profiles.textproto, server/handlers and tools/report.py under
-/opt/rsslab. The batch tests lay out the same tree under a temporary root and
+agent/profiles.textproto, server/handlers, tools/report.py,
+tools/setup/mimalloc3.env and .deps/mimalloc3 under /opt/rsslab (DEST_DIRS:
+k8s_sim_test checks them against the Dockerfile's cp lines). The batch tests lay out the same tree under a temporary root and
 run the shipped commands with their absolute paths moved under that root
 (reroot), so the command that runs is the one in the manifest or script.
 """
@@ -16,6 +17,10 @@ WORKSPACE = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
 
 def runfile(rel):
     return os.path.join(WORKSPACE, rel)
+
+
+# Every directory the Dockerfile copies into, relative to /opt/rsslab.
+DEST_DIRS = ["bin", "agent", "server", "tools", "tools/setup", ".deps"]
 
 
 def make(root):
@@ -32,6 +37,16 @@ def make(root):
     shutil.copy(runfile("tools/report.py"), os.path.join(opt, "tools"))
     handlers = os.path.dirname(os.path.realpath(runfile("server/handlers/web_worker.py")))
     shutil.copytree(handlers, os.path.join(opt, "server", "handlers"), dirs_exist_ok=True)
+    # mimalloc 3 as ./rsslab setup unpacked it, and the file that names it.
+    os.makedirs(os.path.join(opt, "tools", "setup"), exist_ok=True)
+    shutil.copy(runfile("tools/setup/mimalloc3.env"), os.path.join(opt, "tools", "setup"))
+    env = dict(line.strip().split("=", 1) for line in open(runfile("tools/setup/mimalloc3.env"))
+               if "=" in line and not line.startswith("#"))
+    lib = runfile(env["MIMALLOC3_LIB"])
+    if os.path.exists(lib):
+        dest = os.path.join(opt, env["MIMALLOC3_LIB"])
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        shutil.copy(os.path.realpath(lib), dest)
     return os.path.join(opt, "bin")
 
 

@@ -15,6 +15,7 @@ merged table is complete.
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -176,7 +177,30 @@ def main():
     assert "its records stop after step" in cell0[0]["cell_result"]["error"], cell0[0]
     md = open(root + "/results/merged/summary.md").read()
     assert "glibc/t1/r1 attempt 1: failed: no result in" in md, md
+    check_mimalloc3_in_image(root, cell_cmd)
     print("PASS")
+
+
+def check_mimalloc3_in_image(root, cell_cmd):
+    """The image carries what the mimalloc3 profiles preload: the
+    Dockerfile copies into exactly the directories image_root lays out, and
+    a mimalloc3 cell runs there with the library mapped."""
+    dockerfile = open(image_root.runfile("deploy/k8s/Dockerfile")).read()
+    dests = set()
+    for m in re.finditer(r"\bcp (?:-r )?\S+ /opt/rsslab/(\S*?)/?(?:;|\s|$)", dockerfile):
+        dests.add(m.group(1))
+    assert dests == set(image_root.DEST_DIRS), (sorted(dests), image_root.DEST_DIRS)
+    if not os.path.exists(os.path.join(root, "opt/rsslab/.deps")) or not glob.glob(
+            os.path.join(root, "opt/rsslab/.deps/**/libmimalloc.so.3"), recursive=True):
+        raise AssertionError("no mimalloc 3 in the image tree (./rsslab setup fetches it)")
+    cmd = [a if not a.startswith("--results_dir=") else "--results_dir=" + root + "/m3"
+           for a in cell_cmd] + ["--profiles=mimalloc3", "--threads_list=1"]
+    code, out, err = image_root.run(cmd, env=dict(os.environ, JOB_COMPLETION_INDEX="0"))
+    assert code == 0, "the mimalloc3 cell in the image tree: exit %d\n%s" % (code, err[-3000:])
+    events = glob.glob(root + "/m3/*/events.jsonl")
+    assert len(events) == 1, events
+    text = open(events[0]).read()
+    assert '"cell_result"' in text and "libmimalloc.so.3" in text, text[-2000:]
 
 
 if __name__ == "__main__":
