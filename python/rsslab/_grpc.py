@@ -41,24 +41,45 @@ def _streaming(behavior):
 _CONTROL = "/rsslab.v1.Control/"
 
 
+# Wrapped handlers kept per interceptor: grpcio's generic handlers return
+# the same method handler for every call of a method, so each is wrapped
+# once, not on every call (the interceptor runs for each request of a busy
+# service). A service that makes a new handler per call is wrapped per call
+# once this many are kept.
+_MAX_WRAPPED = 256
+
+
 class Interceptor(grpc.ServerInterceptor):
+    def __init__(self):
+        self._wrapped = {}  # id(handler) -> (handler, what to return)
+
     def intercept_service(self, continuation, handler_call_details):
         handler = continuation(handler_call_details)
+        known = self._wrapped.get(id(handler))
+        if known is not None and known[0] is handler:  # the pair holds it: its id is not reused
+            return known[1]
         # Control on the service's own server (serve(server=)) is not the
         # service's load: not counted for the policy, not timed.
         if (handler_call_details.method or "").startswith(_CONTROL):
-            return handler
-        if handler is None or not hasattr(handler, "_replace"):
-            return handler
-        if handler.unary_unary is not None:
-            return handler._replace(unary_unary=_unary(handler.unary_unary))
-        if handler.stream_unary is not None:
-            return handler._replace(stream_unary=_unary(handler.stream_unary))
-        if handler.unary_stream is not None:
-            return handler._replace(unary_stream=_streaming(handler.unary_stream))
-        if handler.stream_stream is not None:
-            return handler._replace(stream_stream=_streaming(handler.stream_stream))
+            return handler  # not kept: a catch-all handler may serve the service too
+        wrapped = _wrap(handler)
+        if handler is not None and len(self._wrapped) < _MAX_WRAPPED:
+            self._wrapped[id(handler)] = (handler, wrapped)
+        return wrapped
+
+
+def _wrap(handler):
+    if handler is None or not hasattr(handler, "_replace"):
         return handler
+    if handler.unary_unary is not None:
+        return handler._replace(unary_unary=_unary(handler.unary_unary))
+    if handler.stream_unary is not None:
+        return handler._replace(stream_unary=_unary(handler.stream_unary))
+    if handler.unary_stream is not None:
+        return handler._replace(unary_stream=_streaming(handler.unary_stream))
+    if handler.stream_stream is not None:
+        return handler._replace(stream_stream=_streaming(handler.stream_stream))
+    return handler
 
 
 def _aio_unary(behavior):

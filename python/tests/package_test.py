@@ -447,10 +447,16 @@ def handle(req, ctx):
     if req == b"raise":
         raise RuntimeError("handler failed")
     return req
-server = grpc.server(rsslab.track(cf.ThreadPoolExecutor(max_workers=2)),
-                     interceptors=[rsslab.grpc_interceptor()])
-server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(
-    "t.S", {"M": grpc.unary_unary_rpc_method_handler(handle)})])
+ic = rsslab.grpc_interceptor()
+server = grpc.server(rsslab.track(cf.ThreadPoolExecutor(max_workers=2)), interceptors=[ic])
+h = grpc.unary_unary_rpc_method_handler(handle)
+server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler("t.S", {"M": h})])
+# A method's handler is wrapped once, not on every call; another is wrapped anew.
+class Details: method = "/t.S/M"
+first = ic.intercept_service(lambda d: h, Details)
+other = grpc.unary_unary_rpc_method_handler(handle)
+print("wrapped_once", first is ic.intercept_service(lambda d: h, Details) and first is not h
+      and ic.intercept_service(lambda d: other, Details) is not first)
 port = server.add_insecure_port("127.0.0.1:0")
 server.start()
 call = grpc.insecure_channel("127.0.0.1:%d" % port).unary_unary("/t.S/M")
@@ -851,9 +857,10 @@ def small_checks(py):
           "SetPhase above MemTotal refused as rsslab_server refuses it: "
           + (r.stdout + r.stderr).strip()[-400:])
     r = snippet(py, METRICS)
-    check(r.returncode == 0 and r.stdout.count(" True") == 8,
+    check(r.returncode == 0 and r.stdout.count(" True") == 9 and "wrapped_once True" in r.stdout,
           "serve(metrics=) answers GET /metrics with the server's names, the handler latency "
-          "histogram and errors from the interceptor: " + (r.stdout + r.stderr).strip()[-400:])
+          "histogram and errors from the interceptor (each call counted, a method's handler "
+          "wrapped once): " + (r.stdout + r.stderr).strip()[-400:])
     p = subprocess.Popen([py, "-c", GIL_HELD], env=base_env(), cwd=TMP, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     addr = p.stdout.readline().strip()
