@@ -49,23 +49,34 @@ _CONTROL = "/rsslab.v1.Control/"
 _MAX_WRAPPED = 256
 
 
-class Interceptor(grpc.ServerInterceptor):
-    def __init__(self):
-        self._wrapped = {}  # id(handler) -> (handler, what to return)
+class _Kept:
+    """id(handler) -> (handler, what to return for it); the pair holds the
+    handler, so its id cannot be reused while it is kept."""
 
-    def intercept_service(self, continuation, handler_call_details):
-        handler = continuation(handler_call_details)
-        known = self._wrapped.get(id(handler))
-        if known is not None and known[0] is handler:  # the pair holds it: its id is not reused
+    def __init__(self, wrap):
+        self._wrap = wrap
+        self._kept = {}
+
+    def __call__(self, handler, handler_call_details):
+        known = self._kept.get(id(handler))
+        if known is not None and known[0] is handler:
             return known[1]
         # Control on the service's own server (serve(server=)) is not the
         # service's load: not counted for the policy, not timed.
         if (handler_call_details.method or "").startswith(_CONTROL):
             return handler  # not kept: a catch-all handler may serve the service too
-        wrapped = _wrap(handler)
-        if handler is not None and len(self._wrapped) < _MAX_WRAPPED:
-            self._wrapped[id(handler)] = (handler, wrapped)
+        wrapped = self._wrap(handler)
+        if handler is not None and len(self._kept) < _MAX_WRAPPED:
+            self._kept[id(handler)] = (handler, wrapped)
         return wrapped
+
+
+class Interceptor(grpc.ServerInterceptor):
+    def __init__(self):
+        self._wrapped = _Kept(_wrap)
+
+    def intercept_service(self, continuation, handler_call_details):
+        return self._wrapped(continuation(handler_call_details), handler_call_details)
 
 
 def _wrap(handler):
@@ -122,14 +133,18 @@ def _aio_wrap(handler, name, wrap):
 class AioInterceptor(grpc.aio.ServerInterceptor):
     """rsslab.grpc_interceptor(aio=True): the same counts for grpc.aio.server()."""
 
+    def __init__(self):
+        self._wrapped = _Kept(_aio_wrap_any)
+
     async def intercept_service(self, continuation, handler_call_details):
-        handler = await continuation(handler_call_details)
-        if (handler_call_details.method or "").startswith(_CONTROL):
-            return handler
-        if handler is None or not hasattr(handler, "_replace"):
-            return handler
-        for name, wrap in (("unary_unary", _aio_unary), ("stream_unary", _aio_unary),
-                           ("unary_stream", _aio_streaming), ("stream_stream", _aio_streaming)):
-            if getattr(handler, name) is not None:
-                return _aio_wrap(handler, name, wrap)
+        return self._wrapped(await continuation(handler_call_details), handler_call_details)
+
+
+def _aio_wrap_any(handler):
+    if handler is None or not hasattr(handler, "_replace"):
         return handler
+    for name, wrap in (("unary_unary", _aio_unary), ("stream_unary", _aio_unary),
+                       ("unary_stream", _aio_streaming), ("stream_stream", _aio_streaming)):
+        if getattr(handler, name) is not None:
+            return _aio_wrap(handler, name, wrap)
+    return handler
