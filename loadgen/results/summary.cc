@@ -56,6 +56,12 @@ void SummaryBuilder::Add(const Event& e) {
       s_.requests += e.load().requests_ok() + e.load().requests_failed();
       s_.failed += e.load().requests_failed();
       s_.load_seconds += e.load().elapsed_s();
+      if (e.load().streaming()) {
+        StreamMessages& m = s_.stream_messages[e.load().call()];
+        m.streams += e.load().requests_ok() + e.load().requests_failed();
+        m.sent += e.load().messages_sent();
+        m.received += e.load().messages_received();
+      }
       break;
     }
     case Event::kStep:

@@ -21,6 +21,14 @@
 
 namespace rsslab {
 
+// A streaming method's totals over a run's load steps (LoadSummary's
+// streams, messages_sent and messages_received).
+struct StreamMessages {
+  uint64_t streams = 0;  // measured, ok + failed
+  uint64_t sent = 0;
+  uint64_t received = 0;
+};
+
 // What the summary shows for one run.
 struct RunSummary {
   std::string scenario;
@@ -50,6 +58,9 @@ struct RunSummary {
   uint64_t requests = 0;   // measured, ok + failed
   uint64_t failed = 0;
   double load_seconds = 0;
+  // Streaming load steps by method ("package.Service/Method"); unary steps
+  // are not in it.
+  std::map<std::string, StreamMessages> stream_messages;
   std::vector<rsslab::v1::StepRecord> failed_steps;
   // The last trim's result (phase trim or trim step), when one ran: RSS
   // after the global release (rss_between) and after the per-thread pass.

@@ -82,6 +82,42 @@ std::string SoakMarkdown(const SoakSummary& k) {
   return md;
 }
 
+// The load steps, one row each (a streaming step's ok and failed count
+// streams, its messages beside them), then each streaming method's totals.
+std::string LoadStepsMarkdown(const RunSummary& s) {
+  std::string md =
+      "\n## Load steps\n\n| step | mode | ok | failed | qps | p50 ms | p90 ms "
+      "| p99 ms | p99.9 ms | max ms | client cpu s | req/cpu-s | late sends "
+      "| statuses | messages sent | messages received |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& l : s.loads) {
+    std::vector<std::string> codes;
+    for (const auto& [k, v] : l.status_counts()) codes.push_back(absl::StrCat(k, "=", v));
+    std::sort(codes.begin(), codes.end());
+    absl::StrAppendFormat(
+        &md,
+        "| %s%s | %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %.2f | %.0f | %d | %s | %s | "
+        "%s |\n",
+        l.step(), l.interrupted() ? " (interrupted)" : "",
+        l.mode() == "open" ? absl::StrFormat("open %.0f/s", l.target_rate())
+                           : absl::StrFormat("closed %d/%dch", l.concurrency(), l.channels()),
+        l.requests_ok(), l.requests_failed(), l.qps(), Ms(l.latency().p50_us()),
+        Ms(l.latency().p90_us()), Ms(l.latency().p99_us()),
+        Ms(l.latency().p999_us()), Ms(l.latency().max_us()), l.client_cpu_s(),
+        l.requests_per_client_cpu_s(), l.behind_schedule(),
+        absl::StrJoin(codes, " "), l.streaming() ? absl::StrCat(l.messages_sent()) : "-",
+        l.streaming() ? absl::StrCat(l.messages_received()) : "-");
+  }
+  if (s.stream_messages.empty()) return md;
+  md += "\n## Streaming messages by method\n\n| call | streams | messages sent | "
+        "messages received |\n|---|---|---|---|\n";
+  for (const auto& [call, m] : s.stream_messages) {
+    absl::StrAppendFormat(&md, "| %s | %d | %d | %d |\n", Echo(call, 256), m.streams, m.sent,
+                          m.received);
+  }
+  return md;
+}
+
 }  // namespace
 
 std::string SoakCycleLine(const SoakCycle& c) {
@@ -221,24 +257,7 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
         sn.memory_map().arena_count(), Mib(sn.memory_map().arena_rss_bytes()),
         Mib(sn.cache().cache_bytes()), sn.cache().cache_entries());
   }
-  md += "\n## Load steps\n\n| step | mode | ok | failed | qps | p50 ms | p90 ms "
-        "| p99 ms | p99.9 ms | max ms | client cpu s | req/cpu-s | late sends "
-        "| statuses |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-  for (const auto& l : s.loads) {
-    std::vector<std::string> codes;
-    for (const auto& [k, v] : l.status_counts()) codes.push_back(absl::StrCat(k, "=", v));
-    std::sort(codes.begin(), codes.end());
-    absl::StrAppendFormat(
-        &md, "| %s%s | %s | %d | %d | %.0f | %s | %s | %s | %s | %s | %.2f | %.0f | %d | %s |\n",
-        l.step(), l.interrupted() ? " (interrupted)" : "",
-        l.mode() == "open" ? absl::StrFormat("open %.0f/s", l.target_rate())
-                           : absl::StrFormat("closed %d/%dch", l.concurrency(), l.channels()),
-        l.requests_ok(), l.requests_failed(), l.qps(), Ms(l.latency().p50_us()),
-        Ms(l.latency().p90_us()), Ms(l.latency().p99_us()),
-        Ms(l.latency().p999_us()), Ms(l.latency().max_us()), l.client_cpu_s(),
-        l.requests_per_client_cpu_s(), l.behind_schedule(),
-        absl::StrJoin(codes, " "));
-  }
+  md += LoadStepsMarkdown(s);
   return md;
 }
 
@@ -247,6 +266,15 @@ std::string SummaryCsv(const RunSummary& s, const std::string& run_dir) {
   cols.insert(cols.begin(), "run_dir");
   std::vector<std::string> row = SummaryRow(s);
   row.insert(row.begin(), run_dir);
+  // Streaming messages over every streaming step (0 for a run of unary
+  // calls); summary.md has them by step and by method.
+  uint64_t sent = 0, received = 0;
+  for (const auto& [call, m] : s.stream_messages) {
+    sent += m.sent;
+    received += m.received;
+  }
+  cols.insert(cols.end(), {"messages_sent", "messages_received"});
+  row.insert(row.end(), {absl::StrCat(sent), absl::StrCat(received)});
   for (auto& v : row) {
     if (v.find_first_of(",\"") != std::string::npos) {
       v = absl::StrCat("\"", absl::StrReplaceAll(v, {{"\"", "\"\""}}), "\"");

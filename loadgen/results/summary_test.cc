@@ -2,6 +2,10 @@
 
 #include <unistd.h>
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "loadgen/results/event_log.h"
@@ -188,6 +192,54 @@ TEST(SummaryTest, HandlerKnobsShownAndDifferencesFlagged) {
   EXPECT_THAT(mixed, HasSubstr("WARNING: these runs used different handlers"));
   EXPECT_THAT(mixed, HasSubstr("b: web_worker.py dict_items=200 dict_shape=nested"));
   EXPECT_THAT(SummaryTable({flat, old}, {"a", "b"}), HasSubstr("WARNING"));
+}
+
+// A streaming step's messages (what events.jsonl has) in summary.md, by step
+// and by method, and in summary.csv as the run's totals; a run of unary
+// calls has 0 there and no per-method table.
+TEST(SummaryTest, StreamingMessagesByStepAndMethodInBothFiles) {
+  auto stream_step = [](const std::string& step, const std::string& call, uint64_t streams,
+                        uint64_t sent, uint64_t received) {
+    rsslab::v1::Event e;
+    e.set_loadgen_phase("shrink");
+    auto* l = e.mutable_load();
+    l->set_step(step);
+    l->set_call(call);
+    l->set_streaming(true);
+    l->set_requests_ok(streams - 1);
+    l->set_requests_failed(1);
+    l->set_elapsed_s(1);
+    l->set_messages_sent(sent);
+    l->set_messages_received(received);
+    return e;
+  };
+  std::vector<rsslab::v1::Event> ev = SeedLikeRun(true);
+  const rsslab::v1::Event footer = ev.back();
+  ev.pop_back();
+  ev.push_back(stream_step("chat-1", "shop.v1.Cart/Chat", 10, 200, 190));
+  ev.push_back(stream_step("chat-2", "shop.v1.Cart/Chat", 5, 100, 100));
+  ev.push_back(stream_step("track", "shop.v1.Cart/Track", 4, 4, 36));
+  ev.push_back(footer);
+  SummaryBuilder b;
+  for (const auto& e : ev) b.Add(e);
+  const std::string md = SummaryMarkdown(b.summary(), "d");
+  EXPECT_THAT(md, HasSubstr("| statuses | messages sent | messages received |"));
+  EXPECT_THAT(md, HasSubstr("| OK=1000 | - | - |"));  // the unary fill step
+  EXPECT_THAT(md, HasSubstr("|  | 200 | 190 |"));      // chat-1's row
+  EXPECT_THAT(md, HasSubstr("## Streaming messages by method"));
+  EXPECT_THAT(md, HasSubstr("| shop.v1.Cart/Chat | 15 | 300 | 290 |"));
+  EXPECT_THAT(md, HasSubstr("| shop.v1.Cart/Track | 4 | 4 | 36 |"));
+  std::vector<std::string> csv = absl::StrSplit(SummaryCsv(b.summary(), "d"), '\n');
+  ASSERT_GE(csv.size(), 2u);
+  EXPECT_THAT(csv[0], ::testing::EndsWith(",fill,messages_sent,messages_received"));
+  EXPECT_THAT(csv[1], ::testing::EndsWith(",304,326"));
+
+  SummaryBuilder unary;
+  for (const auto& e : SeedLikeRun(true)) unary.Add(e);
+  csv = absl::StrSplit(SummaryCsv(unary.summary(), "d"), '\n');
+  EXPECT_THAT(csv[1], ::testing::EndsWith(",0,0"));
+  EXPECT_THAT(SummaryMarkdown(unary.summary(), "d"),
+              Not(HasSubstr("Streaming messages by method")));
 }
 
 }  // namespace
