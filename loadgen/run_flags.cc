@@ -21,6 +21,9 @@ ABSL_FLAG(std::string, arrival, "", "Open loop arrivals: constant (default) or p
 ABSL_FLAG(uint32_t, max_outstanding, 0, "Open loop: cap on RPCs in flight (default 10000); sends held back count as late.");
 ABSL_FLAG(uint64_t, requests, 0, "Measured requests per load step (excludes --duration).");
 ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(), "Measured time per load step, e.g. 30s (excludes --requests); for a soak, the soak's length, e.g. 4h.");
+ABSL_FLAG(absl::Duration, wait, absl::ZeroDuration(),
+          "Every wait step of the scenario (the built-ins' idle 12 s) lasts this long instead, "
+          "e.g. 2s for a quick look (at most 24h; 0: as the scenario says).");
 ABSL_FLAG(absl::Duration, warmup, absl::ZeroDuration(), "Warm-up time per load step, excluded from the statistics.");
 ABSL_FLAG(uint64_t, warmup_requests, 0, "Warm-up requests per load step, excluded from the statistics.");
 ABSL_FLAG(uint32_t, deadline_ms, 0, "Per-RPC deadline in ms (default 10000).");

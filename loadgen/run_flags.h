@@ -27,6 +27,7 @@ ABSL_DECLARE_FLAG(std::string, arrival);
 ABSL_DECLARE_FLAG(uint32_t, max_outstanding);
 ABSL_DECLARE_FLAG(uint64_t, requests);
 ABSL_DECLARE_FLAG(absl::Duration, duration);
+ABSL_DECLARE_FLAG(absl::Duration, wait);
 ABSL_DECLARE_FLAG(absl::Duration, warmup);
 ABSL_DECLARE_FLAG(uint64_t, warmup_requests);
 ABSL_DECLARE_FLAG(uint32_t, deadline_ms);

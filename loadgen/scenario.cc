@@ -758,6 +758,21 @@ void ApplySoakDuration(Scenario* scenario, double seconds) {
   }
 }
 
+namespace {
+
+void SetWaits(google::protobuf::RepeatedPtrField<Step>* steps, double seconds) {
+  for (Step& s : *steps) {
+    if (s.has_wait()) s.mutable_wait()->set_seconds(seconds);
+    if (s.has_repeat()) SetWaits(s.mutable_repeat()->mutable_step(), seconds);
+  }
+}
+
+}  // namespace
+
+void ApplyWaitSeconds(Scenario* scenario, double seconds) {
+  SetWaits(scenario->mutable_step(), seconds);
+}
+
 bool NeedsControl(const Scenario& scenario) {
   if (scenario.has_soak()) return true;  // the watch stream
   for (const Step& s : scenario.step()) {

@@ -91,6 +91,9 @@ absl::Status CheckPlanBounds(const rsslab::v1::Scenario& scenario,
 
 bool NeedsControl(const rsslab::v1::Scenario& scenario);
 
+// --wait: every wait step, inside repeats too, lasts `seconds` instead.
+void ApplyWaitSeconds(rsslab::v1::Scenario* scenario, double seconds);
+
 }  // namespace rsslab
 
 #endif  // RSSLAB_LOADGEN_SCENARIO_H_

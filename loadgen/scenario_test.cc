@@ -235,6 +235,32 @@ TEST(SoakScenario, BuiltinCyclesUntilDurationAndDurationFlagSetsTheLength) {
   EXPECT_EQ(sc->step(0).repeat().times(), 0u);
 }
 
+TEST(ScenarioTest, WaitSecondsReachEveryWaitStepInsideRepeatsToo) {
+  absl::StatusOr<Scenario> sc = BuiltinScenario("soak", LoadSpec());
+  ASSERT_TRUE(sc.ok()) << sc.status();
+  int before = 0;
+  for (const rsslab::v1::Step& s : sc->step(0).repeat().step()) before += s.has_wait() && s.wait().seconds() > 2;
+  ASSERT_GT(before, 0) << "the soak's cycle has an idle wait";
+  ApplyWaitSeconds(&*sc, 2);
+  int waits = 0;
+  for (const rsslab::v1::Step& s : sc->step(0).repeat().step()) {
+    if (!s.has_wait()) continue;
+    ++waits;
+    EXPECT_EQ(s.wait().seconds(), 2) << s.name();
+  }
+  EXPECT_EQ(waits, before);
+  absl::StatusOr<Scenario> seed = BuiltinScenario("seed", LoadSpec());
+  ASSERT_TRUE(seed.ok());
+  ApplyWaitSeconds(&*seed, 0.5);
+  int top = 0;
+  for (const rsslab::v1::Step& s : seed->step()) {
+    if (!s.has_wait()) continue;
+    EXPECT_EQ(s.wait().seconds(), 0.5) << s.name();
+    ++top;
+  }
+  EXPECT_GT(top, 0) << "seed 000 has its idle wait at the top level";
+}
+
 TEST(SoakScenario, BadSoakSettingsNameTheirLine) {
   auto sc = ParseScenario(
       "name: \"s\"\nsoak {\n  watch_interval_s: -1\n}\n"

@@ -124,6 +124,15 @@ absl::StatusOr<rsslab::v1::Scenario> SelectScenario(rsslab::v1::LoadSpec* flags)
         "--requests / --duration for a single load step (see --help)");
   }
   if (!scenario.ok()) return scenario.status();
+  if (const absl::Duration wait = absl::GetFlag(FLAGS_wait); wait != absl::ZeroDuration()) {
+    // Checked as a Duration, before it becomes seconds.
+    if (wait < absl::Milliseconds(1) || wait > absl::Hours(24)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--wait=", absl::FormatDuration(wait), ": a wait step lasts 1ms to 24h (0: as the "
+          "scenario says)"));
+    }
+    rsslab::ApplyWaitSeconds(&*scenario, absl::ToDoubleSeconds(wait));
+  }
   if (scenario->has_soak() && flags->duration_s() > 0) {
     // A soak's --duration is its length (hours), not each step's.
     rsslab::ApplySoakDuration(&*scenario, flags->duration_s());

@@ -256,6 +256,8 @@ TEST(LoadgenE2E, BadInputIsRejectedBeforeAnyTraffic) {
        "--rate (open loop: requests leave on a schedule) and --concurrency"},
       {{"--builtin=seed", "--scenario=" + bad}, "alternatives"},
       {{"--requests=5", "--duration=2s"}, "--requests and --duration are alternatives"},
+      {{"--builtin=quick", "--wait=-1s"}, "--wait=-1s: a wait step lasts 1ms to 24h"},
+      {{"--builtin=quick", "--wait=25h"}, "--wait=25h: a wait step lasts 1ms to 24h"},
   };
   for (const auto& c : cases) {
     auto args = Addr(*server);
