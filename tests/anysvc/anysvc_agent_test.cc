@@ -197,7 +197,7 @@ TEST_F(AgentWithShop, SweepOverTheServiceMergesIntoACompleteTable) {
       Loadgen(),
       {"--builtin=sweep", "--command=shopterm", "--agent=" + address_,
        "--profiles=glibc-arena2,jemalloc", "--threads_list=2", "--repeats=1", "--scale=0.005",
-       "--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"), "--call=shop.v1.Cart/Add",
+       "--wait=1s", "--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"), "--call=shop.v1.Cart/Add",
        std::string("--data=") + kData, "--concurrency=4", "--channels=2", "--out=" + out,
        "--progress=lines"},
       {}, absl::Seconds(300));
@@ -292,7 +292,7 @@ TEST_F(AgentWithShop, ServiceThatDiesBeforeStopKeepsItsMeasuredSteps) {
   auto r = ServerProcess::Run(
       Loadgen(),
       {"--builtin=sweep", "--command=shopdies", "--agent=" + address_, "--profiles=glibc",
-       "--threads_list=2", "--repeats=1", "--scale=0.005",
+       "--threads_list=2", "--repeats=1", "--scale=0.005", "--wait=1s",
        "--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"), "--call=shop.v1.Cart/Add",
        std::string("--data=") + kData, "--concurrency=4", "--channels=2", "--out=" + out,
        "--progress=lines"},

@@ -35,6 +35,7 @@ std::vector<std::string> SweepArgs(const std::string& results) {
           // No ready flag: ready when {port} accepts a connection.
           "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
           "--profiles=glibc-arena2,jemalloc", "--threads_list=2", "--repeats=1", "--scale=0.005",
+          "--wait=1s",  // the idle wait: the cells' table, not its figures, is tested
           "--proto=" + ServerProcess::Runfile("tests/anysvc/shop.proto"), "--call=shop.v1.Cart/Add",
           std::string("--data=") + kData, "--concurrency=4", "--channels=2",
           "--cell_index_env=TASK_INDEX", "--results_dir=" + results, "--progress=lines"};
