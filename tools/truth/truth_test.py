@@ -10,14 +10,15 @@ The shape: 256 warm-up requests at cache limit 0 before the start record
 (the server's gRPC threads and connection buffers, and the reference's
 threads, have taken their first memory: without it the host's start
 missed 2-5 MiB that both 1-thread sides' fill then differed by), fill
-19,200 requests at a 12 MiB cache (the fill stores about 7x the limit; the
-churn is what made the host's mimalloc 3 excess show), shrink to 1 MiB and
-6,400 requests, 3 s of idle (longer than mimalloc 3's 2.5 s purge delay).
+28,800 requests at a 20 MiB cache (the fill stores about 5x the limit; the
+churn is what made the host's mimalloc 3 excess show), shrink to 2 MiB and
+9,600 requests, 3 s of idle (longer than mimalloc 3's 2.5 s purge delay).
+At a 12 MiB cache the after-idle figures were 3-15 MiB and moved by up to
+2x between runs of one build.
 Both sides free the shrink's evicted bodies on a long-lived control
 thread, oldest first, and read RSS after gc.collect() on that thread.
 Each cell fails when the host's fill or after-idle RSS above its start
-differs from the reference's by more than BOUND of the reference's
-(docs/TESTING.md, "The server against a plain Python process", has the
+differs from the reference's beyond BOUND (below; docs/TESTING.md, "The server against a plain Python process", has the
 runs behind it); the table of every cell, with both sides' allocator
 statistics, is printed either way, and written (truth.md, and cells.jsonl
 with every phase's figures) to the test's undeclared outputs. The mimalloc
@@ -35,16 +36,20 @@ sys.path.insert(0, os.path.join(WS, "tools", "truth"))
 import truth  # noqa: E402
 
 PROFILES = "glibc,glibc-arena2,jemalloc,mimalloc,mimalloc3,mimalloc3-purge0,tcmalloc"
-BOUND = "0.25"
-SHAPE = ["--warm_requests=256", "--fill_requests=19200", "--shrink_requests=6400",
-         "--fill_limit_mb=12", "--shrink_limit_mb=1", "--idle_s=3", "--parallel=2"]
+# Under load within 40 %, after idle within 80 %, either passing when the
+# two sides differ by at most 5 MiB: the lowest that held in three
+# consecutive runs (docs/TESTING.md, "The server against a plain Python
+# process", has each run's worst cell and why after idle is looser).
+BOUND = ["--bound=0.4", "--idle_bound=0.8", "--floor_mib=5"]
+SHAPE = ["--warm_requests=256", "--fill_requests=28800", "--shrink_requests=9600",
+         "--fill_limit_mb=20", "--shrink_limit_mb=2", "--idle_s=3", "--parallel=2"]
 
 
 def main():
     outputs = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or os.environ["TEST_TMPDIR"]
     t0 = time.monotonic()
     work = os.path.join(os.environ["TEST_TMPDIR"], "truth")
-    argv = ["--profiles=" + PROFILES, "--threads=16,1", "--bound=" + BOUND,
+    argv = ["--profiles=" + PROFILES, "--threads=16,1"] + BOUND + [
             "--rsslab_run=" + os.path.join(WS, "agent/rsslab_run"),
             "--rsslab_server=" + os.path.join(WS, "server/rsslab_server"),
             "--rsslab_loadgen=" + os.path.join(WS, "loadgen/rsslab_loadgen"),
