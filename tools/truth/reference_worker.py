@@ -14,15 +14,22 @@ the queue, at most --in_flight requests ahead (the loadgen's --concurrency,
 64 by default).
 
 Phases, as the seed scenario runs them in the server:
-  start   after import, threads started, before any request
+  warm    --warm_requests requests at cache limit 0 (every put refused): the
+          threads and the allocator have taken their first memory, as the
+          server's gRPC threads and buffers have in its start record
+  start   after import, threads started, warmed
   fill    cache limit --fill_limit_mb, --fill_requests requests
   shrink  cache limit --shrink_limit_mb (evicts at once), then
           --shrink_requests requests (default half the fill's)
   idle    --idle_s seconds with nothing to do
-After each, gc.collect() and VmRSS from /proc/self/status: one JSON line on
-stdout per phase ({"phase", "rss_bytes", "cache", ...}), after a first
-"config" line. With --wait_go it waits after the start line for one line on
-stdin before the fill, so a launcher can check /proc/PID first.
+After each, on the control thread (one long-lived thread for the phase-end
+jobs, as the server's Python control thread; it also does the shrink's
+resize), gc.collect(), VmRSS from /proc/self/status and the allocator's own
+statistics (alloc_stats.py): one JSON line on stdout per phase ({"phase",
+"rss_bytes", "allocator_stats", "cache", ...}), after a first "config" line.
+With --wait_go it prints {"ready": PID} once its threads run and waits for
+one line on stdin before the first request, so a launcher can check
+/proc/PID first.
 
   reference_worker.py --threads=16 --fill_requests=96000 --idle_s=12
 """
@@ -40,6 +47,8 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "peer"))
 from py_lru import Cache  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import alloc_stats  # noqa: E402
 
 MIB = 1 << 20
 MASK = (1 << 64) - 1
@@ -107,6 +116,36 @@ class Workers:
             raise RuntimeError("%d requests failed, first: %s" % (len(self.errors), self.errors[0]))
 
 
+class Control:
+    """One long-lived thread that runs the phase-end jobs, as the server's
+    Python control thread does: the shrink's resize (so the evicted bodies
+    are freed by that thread, oldest first, as the server releases what its
+    C++ cache evicted) and each record's gc.collect() and readings. Without
+    it the main thread, which also feeds the queue, freed them."""
+
+    def __init__(self):
+        self.jobs = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name="ref-control", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while True:
+            fn, done, box = self.jobs.get()
+            try:
+                box.append(fn())
+            except Exception as e:  # noqa: BLE001 -- handed back to the caller
+                box.append(e)
+            done.set()
+
+    def run(self, fn):
+        done, box = threading.Event(), []
+        self.jobs.put((fn, done, box))
+        done.wait()
+        if isinstance(box[0], Exception):
+            raise box[0]
+        return box[0]
+
+
 class Args(argparse.ArgumentParser):
     def error(self, message):
         print("reference_worker.py: %s" % message, file=sys.stderr)
@@ -125,6 +164,7 @@ def parse(argv):
     ap.add_argument("--shrink_limit_mb", type=float, default=10.0)
     ap.add_argument("--idle_s", type=float, default=12.0)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--warm_requests", type=int, default=0)
     ap.add_argument("--in_flight", type=int, default=64)
     ap.add_argument("--handler", default=os.path.join(ROOT, "server/handlers/web_worker.py"))
     ap.add_argument("--wait_go", action="store_true")
@@ -140,6 +180,7 @@ def parse(argv):
          "--fill_limit_mb must be in (0, 2^20] and --shrink_limit_mb in [0, 2^20]"),
         (0 <= a.idle_s <= 86400, "--idle_s must be 0..86400"),
         (0 <= a.seed <= MASK, "--seed must be 0..2^64-1"),
+        (0 <= a.warm_requests <= 10**5, "--warm_requests must be 0..10^5"),
         (1 <= a.in_flight <= 100000, "--in_flight must be 1..100000"),
         (os.path.isfile(a.handler), "--handler %s: no such file" % a.handler),
     ]
@@ -160,14 +201,19 @@ def main(argv):
     except Exception as e:
         sys.exit("reference_worker.py: %s: %s" % (type(e).__name__, e))
     t0 = time.monotonic()
-    cache = Cache(int(a.fill_limit_mb * MIB))
+    cache = Cache(0 if a.warm_requests else int(a.fill_limit_mb * MIB))
     workers = Workers(handle, cache, a.threads, a.in_flight)
+    control = Control()
+    allocator = alloc_stats.loaded_allocator()
 
-    def emit(phase, **extra):
+    def reading():
         gc.collect()
-        rec = {"phase": phase, "rss_bytes": vm_rss(), "t_s": round(time.monotonic() - t0, 3),
-               "cache": cache.stats()}
-        rec.update(extra)
+        return {"rss_bytes": vm_rss(), "allocator_stats": alloc_stats.read(allocator),
+                "cache": cache.stats()}
+
+    def emit(phase):
+        rec = {"phase": phase, "t_s": round(time.monotonic() - t0, 3)}
+        rec.update(control.run(reading))
         print(json.dumps(rec), flush=True)
 
     print(json.dumps({"config": {
@@ -176,14 +222,18 @@ def main(argv):
         "fill_requests": a.fill_requests, "shrink_requests": a.shrink_requests,
         "fill_limit_bytes": int(a.fill_limit_mb * MIB),
         "shrink_limit_bytes": int(a.shrink_limit_mb * MIB), "idle_s": a.idle_s,
-        "seed": a.seed, "in_flight": a.in_flight}}), flush=True)
-    emit("start")
+        "seed": a.seed, "in_flight": a.in_flight, "warm_requests": a.warm_requests}}), flush=True)
     if a.wait_go:
+        print(json.dumps({"ready": os.getpid()}), flush=True)
         sys.stdin.readline()
     try:
+        if a.warm_requests:
+            workers.load(a.warm_requests, a.seed)
+            control.run(lambda: cache.resize(int(a.fill_limit_mb * MIB)))
+        emit("start")
         workers.load(a.fill_requests, a.seed)
         emit("fill")
-        cache.resize(int(a.shrink_limit_mb * MIB))
+        control.run(lambda: cache.resize(int(a.shrink_limit_mb * MIB)))
         workers.load(a.shrink_requests, a.seed)
         emit("shrink")
     except RuntimeError as e:
