@@ -104,17 +104,16 @@ def check_elves(root, problems):
         dyn = tool(["readelf", "-d", path])
         needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", dyn)
         rpath = re.findall(r"\((?:RPATH|RUNPATH)\)\s+Library r(?:un)?path: \[([^\]]+)\]", dyn)
-        for name in needed:
-            if C_RUNTIME.match(name):
-                continue
-            outside.add(name)
-            if name not in carried:
-                problems.append("%s needs %s: neither the C/C++ runtime nor in %s/"
-                                % (rel, name, LIBS_DIR))
-            elif not rel.startswith(LIBS_DIR + "/") and \
-                    "$ORIGIN/../%s" % LIBS_DIR not in ":".join(rpath).split(":"):
-                problems.append("%s needs %s but its RPATH %r does not name $ORIGIN/../%s"
-                                % (rel, name, rpath, LIBS_DIR))
+        others = [n for n in needed if not C_RUNTIME.match(n)]
+        outside.update(others)
+        missing = [n for n in others if n not in carried]
+        if missing:
+            problems.append("%s needs %d libraries neither the C/C++ runtime nor in %s/: %s"
+                            % (rel, len(missing), LIBS_DIR, " ".join(missing)))
+        if others and not rel.startswith(LIBS_DIR + "/") and \
+                "$ORIGIN/../%s" % LIBS_DIR not in ":".join(rpath).split(":"):
+            problems.append("%s needs %s but its RPATH %r does not name $ORIGIN/../%s"
+                            % (rel, others[0], rpath, LIBS_DIR))
         symbols.append(tool(["objdump", "-T", path]))
     return "\n".join(symbols), sorted(outside)
 
