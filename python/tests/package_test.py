@@ -28,6 +28,7 @@ the checks run on glibc only, less those about glibc's arenas
 fails the check it was in.
 """
 
+import fnmatch
 import json
 import os
 import re
@@ -160,8 +161,25 @@ def install_wheel():
     return py
 
 
+def doc_dockerfile_checks(wheel):
+    """docs/PACKAGE.md's Dockerfile: its image's Python is the wheel's, its COPY takes it.
+
+    No container runtime here: the image is not built; the wheel it
+    installs is checked below and in a namespace without Debian's libraries.
+    """
+    block = open(PACKAGE_MD).read().split("```dockerfile\n", 1)[-1].split("```", 1)[0]
+    image = re.search(r"^FROM python:3\.([0-9]+)-slim$", block, re.M)
+    copy = re.search(r"^COPY dist/(\S+) /tmp/$", block, re.M)
+    name = os.path.basename(wheel)
+    check(image is not None and "-cp3%s-" % image.group(1) in name and copy is not None
+          and fnmatch.fnmatch(name, copy.group(1)),
+          "docs/PACKAGE.md's Dockerfile: FROM python:3.X-slim with X the wheel's, COPY's "
+          "pattern matches %s: %r" % (name, block))
+
+
 def wheel_file_checks(wheel):
     """python/wheel/check_wheel.py on the packed wheel: NEEDED, tags, Requires-Python."""
+    doc_dockerfile_checks(wheel)
     if ASAN:
         print("skip  check_wheel.py: an ASan build needs libasan, which no wheel ships")
         return

@@ -18,20 +18,9 @@ with STATIC_LINKOPTS: each PIC library as `-l:libX.a`, in one
 order). The C runtime (libc, libm, libpthread, libdl, librt) stays shared.
 """
 
-_MODULES = [
-    "grpc++",
-    "protobuf",
-    "absl_flags_parse",
-    "absl_flags_usage",
-    "absl_flags",
-    "absl_status",
-    "absl_statusor",
-    "absl_synchronization",
-    "absl_strings",
-    "absl_str_format",
-    "absl_time",
-    "absl_random_random",
-]
+load(":absl_modules.bzl", "ABSL_MODULES")
+
+_MODULES = ["grpc++", "protobuf"] + ABSL_MODULES
 
 # Part of glibc on every Linux: stays a run-time dependency.
 _C_RUNTIME = ("c", "m", "dl", "pthread", "rt")
