@@ -71,7 +71,10 @@ def split(pid):
         f = line.split()
         if len(f) >= 3 and f[2] == "kB":
             kb[f[0].rstrip(":")] = int(f[1])
-    grpcpp = "libgrpc++" in open("/proc/%d/maps" % pid).read()
+    # gRPC C++ is linked into the package's _rsslab_grpc extension (a
+    # Debian-linked build maps libgrpc++ instead).
+    maps = open("/proc/%d/maps" % pid).read()
+    grpcpp = "libgrpc++" in maps or "/_rsslab_grpc." in maps
     threads = len(os.listdir("/proc/%d/task" % pid))
     return (kb.get("Anonymous", 0) * 1024, (kb.get("Rss", 0) - kb.get("Anonymous", 0)) * 1024,
             grpcpp, threads)

@@ -342,6 +342,8 @@ OTHER_TOOLS_FLAGS = {
     "protoc": {"grpc_out", "plugin", "python_out"},
     "systemctl": {"no"},  # --no-block
     "valgrind": {"tool"},
+    "ld, in the extensions' link (docs/PACKAGE.md)": {"as", "exclude"},  # --as-needed ...
+    "pkg-config": {"static"},
     "debootstrap": {"variant"},  # docs/TESTING.md's fresh machine
     "unshare": {"mount", "propagation"},
     "mount": {"make"},  # --make-rslave

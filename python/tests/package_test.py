@@ -28,6 +28,7 @@ the checks run on glibc only, less those about glibc's arenas
 fails the check it was in.
 """
 
+import fnmatch
 import json
 import os
 import re
@@ -71,6 +72,8 @@ MIMALLOC3 = os.path.join(WS, MIMALLOC3_ENV["MIMALLOC3_LIB"])
 PRELOAD = {"glibc": "", "jemalloc": LIBS + "libjemalloc.so.2", "mimalloc": LIBS + "libmimalloc.so.2",
            "mimalloc3": MIMALLOC3}
 NATIVE = os.path.join(WS, "python/_rsslab.so")
+CHECK_WHEEL = os.path.join(WS, "python/wheel/check_wheel.py")
+HIDE_LIBS = os.path.join(WS, "python/tests/hide_libs.py")
 
 
 def asan_runtime():
@@ -134,8 +137,10 @@ def install_wheel():
              "--native=" + NATIVE, "--out=" + dist])
     check(r.returncode == 0, "wheel packed: " + (r.stdout.strip() or r.stderr.strip()))
     wheel = r.stdout.strip()
-    check(os.path.basename(wheel) == "rsslab-0.1.0-cp311-cp311-linux_x86_64.whl",
+    check(re.fullmatch(r"rsslab-0\.1\.0-cp311-cp311-manylinux_2_[0-9]+_x86_64\.whl",
+                       os.path.basename(wheel)) is not None,
           "wheel name %s" % os.path.basename(wheel))
+    wheel_file_checks(wheel)
     venv = os.path.join(TMP, "venv")
     shutil.rmtree(venv, ignore_errors=True)
     # The doc's own command: a bare `python3` may be another CPython first
@@ -154,6 +159,89 @@ def install_wheel():
           "rsslab (from the venv) and Debian's grpc import together: " + r.stdout.strip()
           + r.stderr.strip()[-300:])
     return py
+
+
+def doc_dockerfile_checks(wheel):
+    """docs/PACKAGE.md's Dockerfile: its image's Python is the wheel's, its COPY takes it.
+
+    No container runtime here: the image is not built; the wheel it
+    installs is checked below and in a namespace without Debian's libraries.
+    """
+    block = open(PACKAGE_MD).read().split("```dockerfile\n", 1)[-1].split("```", 1)[0]
+    image = re.search(r"^FROM python:3\.([0-9]+)-slim$", block, re.M)
+    copy = re.search(r"^COPY dist/(\S+) /tmp/$", block, re.M)
+    name = os.path.basename(wheel)
+    check(image is not None and "-cp3%s-" % image.group(1) in name and copy is not None
+          and fnmatch.fnmatch(name, copy.group(1)),
+          "docs/PACKAGE.md's Dockerfile: FROM python:3.X-slim with X the wheel's, COPY's "
+          "pattern matches %s: %r" % (name, block))
+
+
+def wheel_file_checks(wheel):
+    """python/wheel/check_wheel.py on the packed wheel: NEEDED, tags, Requires-Python."""
+    doc_dockerfile_checks(wheel)
+    if ASAN:
+        print("skip  check_wheel.py: an ASan build needs libasan, which no wheel ships")
+        return
+    r = run([sys.executable, CHECK_WHEEL, wheel])
+    check(r.returncode == 0, "check_wheel.py: only the C/C++ runtime or rsslab.libs/ needed, "
+          "the platform tag the symbol versions call for, Requires-Python = the ABI: "
+          + (r.stdout + r.stderr).strip())
+
+
+# In a namespace where Debian's libprotobuf, libabsl_* and libgrpc* are not
+# findable (python/tests/hide_libs.py): the installed wheel alone.
+WITHOUT_LIBS = r"""
+import json, os, sys
+import rsslab
+lib = "/usr/lib/x86_64-linux-gnu/"
+hidden = [n for n in ("libprotobuf.so.32", "libabsl_base.so.20220623", "libgrpc.so.29")
+          if os.path.exists(lib + n)]
+a = rsslab.allocator()
+snap = rsslab.snapshot()
+rel = rsslab.release()
+addr = rsslab.serve(transport="native")
+maps = open("/proc/self/maps").read()
+print(json.dumps({"visible": hidden, "allocator": a["name"], "snapshot_keys": len(snap),
+                  "release": rel.get("allocator"), "control": addr,
+                  "own_protobuf": "rsslab.libs/libprotobuf.so.32" in maps,
+                  "debian_protobuf": lib + "libprotobuf" in maps}), flush=True)
+sys.stdin.readline()
+rsslab.stop()
+"""
+
+
+def hidden_libs_checks(py):
+    """The wheel works on a machine without Debian's gRPC, Protobuf and Abseil."""
+    if ASAN or os.geteuid() != 0:
+        print("skip  without Debian's libprotobuf/libabsl/libgrpc: needs root (a mount "
+              "namespace) and a build without ASan")
+        return
+    for allocator in ("glibc", "jemalloc"):
+        keep = tempfile.mkdtemp(dir=TMP)
+        env = base_env()
+        if PRELOAD[allocator]:
+            env["LD_PRELOAD"] = PRELOAD[allocator]
+        p = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "/usr/bin/python3",
+                              HIDE_LIBS, keep, "--", py, "-c", WITHOUT_LIBS], env=env, cwd=TMP,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        line = p.stdout.readline()
+        got = json.loads(line) if line.startswith("{") else {}
+        snap = run([CTL, "--control=" + got.get("control", "127.0.0.1:1"), "snapshot", "--json"],
+                   timeout=30) if got else None
+        out, err = p.communicate("\n", timeout=30)
+        check(got.get("visible") == [] and got.get("allocator") == allocator
+              and got.get("snapshot_keys", 0) > 0 and got.get("release") == allocator,
+              "without Debian's libprotobuf/libabsl/libgrpc (%s): import, allocator, snapshot, "
+              "release: %s%s" % (allocator, line.strip(), err.strip()[-300:]))
+        check(got.get("own_protobuf") and not got.get("debian_protobuf"),
+              "without Debian's libraries (%s): the wheel's rsslab.libs/libprotobuf.so.32 "
+              "mapped, not Debian's" % allocator)
+        check(snap is not None and snap.returncode == 0 and '"allocator"' in snap.stdout,
+              "without Debian's libraries (%s): serve(transport=\"native\") answers rsslab_ctl "
+              "snapshot: %s" % (allocator, (snap.stdout[:80] + snap.stderr) if snap else "no address"))
+        check(p.returncode == 0, "without Debian's libraries (%s): exit 0" % allocator)
 
 
 class Service:
@@ -760,11 +848,12 @@ print("again:", rsslab.serve("127.0.0.1:0", transport=transport) != "", rsslab.c
 
 
 # The package maps no gRPC C++ until the native transport is asked for (it
-# costs several MiB of RSS; docs/PACKAGE.md, "Idle overhead").
+# costs several MiB of RSS; docs/PACKAGE.md, "Idle overhead"): gRPC C++ is
+# linked into _rsslab_grpc.so, and only there.
 LAZY_GRPC = r"""
 import grpc, rsslab
 def mapped():
-    return "libgrpc++" in open("/proc/self/maps").read()
+    return "/_rsslab_grpc." in open("/proc/self/maps").read()
 print(mapped())
 rsslab.serve("127.0.0.1:0", transport="grpcio")
 print(mapped())
@@ -950,6 +1039,7 @@ def main():
     py = install_wheel()
     if failures:
         sys.exit(1)
+    hidden_libs_checks(py)
     small_checks(py)
     five_line_checks(py)
     if not ASAN and "mimalloc3" not in SERVICE_ALLOCATORS:

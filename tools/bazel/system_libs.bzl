@@ -21,6 +21,8 @@ accelerators that loaded (python.accelerators), and
 among them.
 """
 
+load(":absl_modules.bzl", "ABSL_MODULES")
+
 _DEFAULT_PYTHON_PC = "python3-embed"
 
 def _pkg_config(rctx, modules):
@@ -132,18 +134,7 @@ def _system_libs_impl(rctx):
     # Headers only, for extension modules (python/): the interpreter that
     # imports them provides the C API, so they must not link libpython.
     build.append(_lib(rctx, "python_headers", ["python3"], drop_linkopts = ["-l", "-L"]))
-    build.append(_lib(rctx, "absl", [
-        "absl_flags_parse",
-        "absl_flags_usage",
-        "absl_flags",
-        "absl_status",
-        "absl_statusor",
-        "absl_synchronization",
-        "absl_strings",
-        "absl_str_format",
-        "absl_time",
-        "absl_random_random",
-    ]))
+    build.append(_lib(rctx, "absl", ABSL_MODULES))
     build.append("""
 cc_library(
     name = "gtest",
