@@ -94,6 +94,11 @@ absl::StatusOr<FileRead> ReadSmallFile(const std::string& path, int uid) {
   return r;
 }
 
+bool ProcessRuns(int pid) {
+  struct stat st;
+  return stat(absl::StrCat("/proc/", pid).c_str(), &st) == 0;
+}
+
 // Removes a stale entry only if the file is still the one read (a process
 // that reused the pid may have written a new one since).
 bool RemoveIfSame(const std::string& path, ino_t inode) {
@@ -252,9 +257,15 @@ Listing ListService(absl::string_view service, const std::vector<std::string>& d
         if (parsed.service == service) out.ignored.push_back({path, std::string(e.status().message()), removed});
         continue;
       }
+      if (absl::IsInvalidArgument(e.status()) && !ProcessRuns(file_pid)) {
+        // Malformed and its process gone (an older package's, a torn
+        // write): stale whoever's it was, so cleaned and not said.
+        if (clean) RemoveIfSame(path, inode);
+        continue;
+      }
       if (!e.ok()) {
         // Another user's files are theirs, unless they claim this service;
-        // a malformed one cannot say whose it is, so it is always said.
+        // a malformed one of a live process cannot say whose it is: said.
         const bool foreign = absl::IsPermissionDenied(e.status());
         if ((!foreign && parsed.service.empty()) || parsed.service == service) {
           out.ignored.push_back({path, std::string(e.status().message()), false});

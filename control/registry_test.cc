@@ -124,6 +124,14 @@ TEST_F(RegistryTest, ADeadPidIsStaleAndCleaned) {
   EXPECT_TRUE(l.ignored[0].removed);
   EXPECT_NE(stat(path.c_str(), &st), 0) << "removed with clean";
   EXPECT_THAT(std::string(FindPid(child, {dir_}).status().message()), HasSubstr("no live Control entry"));
+  // A malformed entry (an older package's one line) of a gone pid is stale
+  // too: cleaned, not said; of a live pid it is named.
+  const std::string old_format = Write(child, "127.0.0.1:5\n");
+  const std::string live_old = Write(getpid(), "127.0.0.1:5\n");
+  l = ListService("shop", {dir_}, true);
+  EXPECT_EQ(Why(l, old_format), "");
+  EXPECT_NE(stat(old_format.c_str(), &st), 0);
+  EXPECT_THAT(Why(l, live_old), HasSubstr("written by an older rsslab package"));
 }
 
 TEST_F(RegistryTest, AnotherStartTimeIsAReusedPid) {

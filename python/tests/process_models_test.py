@@ -80,7 +80,9 @@ def addresses(pids, want, timeout=20):
         for pid in pids:
             try:
                 with open(os.path.join(RUN, "rsslab-control-%d.addr" % pid)) as f:
-                    found[pid] = f.read().strip()
+                    lines = f.read().splitlines()  # HOST:PORT, service=, pid=, start=
+                if len(lines) == 4:
+                    found[pid] = lines[0]
             except OSError:
                 pass
         if len(found) >= want:
@@ -113,6 +115,7 @@ def service_checks(label, name, found, served=None):
     snapshot and a trim reaching each one's own process. `served`: each
     worker's request count seen on its own address (at most what all: sees)."""
     service = "all:" + name
+    t0 = time.monotonic()
     code, out = ctl(service, "workers")
     check(code == 0 and listed_pids(out) == sorted(found),
           "%s: rsslab_ctl --control=%s workers lists both workers %s: %s"
@@ -144,12 +147,14 @@ def service_checks(label, name, found, served=None):
           and all(reached.values()),
           "%s: a trim of %s reached each worker, one line each: %s %s"
           % (label, service, lines, err[:200]))
+    print("      %s: the service by its name: %.1f s" % (label, time.monotonic() - t0))
 
 
 def stale_checks(label, name, found, victim):
     """SIGKILL one worker: its entry stays behind (no exit handler ran); the
     registry finds it stale, removes it and lists only the live worker."""
     service = "all:" + name
+    t0 = time.monotonic()
     os.kill(victim, signal.SIGKILL)
     entry = os.path.join(RUN, "rsslab-control-%d.addr" % victim)
     deadline = time.monotonic() + 5
@@ -176,6 +181,7 @@ def stale_checks(label, name, found, victim):
     check(code == 0 and victim not in pids and all(p in pids for p in live),
           "%s: after the kill, a snapshot of %s reaches only the live worker %s: %s %s"
           % (label, service, live, pids, err[:200]))
+    print("      %s: a SIGKILLed worker: %.1f s" % (label, time.monotonic() - t0))
 
 
 def reach_every_worker(label, found, min_threads):
@@ -393,10 +399,9 @@ def loadgen_checks(found):
         pass
     want = {pid: addr for pid, addr in found.items()}
     check(r.returncode == 0 and all(by_step.get(k) == want for k in ("phase", "snapshot", "trim")),
-          "gRPC multiprocessing: rsslab_loadgen --control=all:grpc-mp: its phase, snapshot and "
-          "trim steps reached each worker %s: %s | %s"
-          % (sorted(want), {k: sorted(v) for k, v in by_step.items()},
-             (r.stdout + r.stderr).strip()[-400:]))
+          "gRPC multiprocessing: rsslab_loadgen --control=all:grpc-mp (exit %d): its phase, "
+          "snapshot and trim steps reached each worker %s, one record each with its pid and "
+          "address: %s | %s" % (r.returncode, want, by_step, (r.stdout + r.stderr).strip()[-400:]))
 
 
 def stopped_worker_checks(found):
