@@ -16,6 +16,13 @@ answers a snapshot and `rsslab_ctl trim` reaches every thread it tracks:
   stale, removed and not used; for gRPC also a stopped worker failing the
   call by name, and the loadgen's phase, snapshot and trim steps reaching
   each worker;
+- uWSGI (Debian's uwsgi-core and its python3 plugin): a master and 2
+  workers x 4 threads, `serve(name=)` in `uwsgi.post_fork_hook`;
+- Celery's prefork pool (Debian's python3-celery, the filesystem:// broker,
+  offline): 2 pool processes, `serve(name=)` in `worker_process_init`,
+  each counting the tasks it ran;
+  for both, every worker by the service's name, its own requests counted,
+  a snapshot and a trim reaching each;
 - asyncio: nested `asyncio.run()` inside `asyncio.to_thread` workers, the
   outer loop's default executor tracked by `track_all()`;
 - `grpc.aio`: `grpc_interceptor(aio=True)` counts the requests and
@@ -110,10 +117,12 @@ def listed_pids(out):
     return sorted(pids)
 
 
-def service_checks(label, name, found, served=None):
+def service_checks(label, name, found, served=None, threads=True):
     """The workers `found` ({pid: addr}) by their service's name: listed, a
     snapshot and a trim reaching each one's own process. `served`: each
-    worker's request count seen on its own address (at most what all: sees)."""
+    worker's request count seen on its own address (at most what all: sees).
+    `threads`: the workers track a pool the trim must reach (uWSGI's and
+    Celery's are not ThreadPoolExecutors: 0/0, the global part only)."""
     service = "all:" + name
     t0 = time.monotonic()
     code, out = ctl(service, "workers")
@@ -142,7 +151,7 @@ def service_checks(label, name, found, served=None):
         for word in w:
             if "/" in word and word.replace("/", "").isdigit() and w[:1] == ["pid"]:
                 n, _, of = word.partition("/")
-                reached[int(w[1])] = n == of and int(of) >= 1
+                reached[int(w[1])] = n == of and (int(of) >= 1 or not threads)
     check(code == 0 and len(lines) == len(found) and sorted(reached) == sorted(found)
           and all(reached.values()),
           "%s: a trim of %s reached each worker, one line each: %s %s"
@@ -455,6 +464,119 @@ def grpc_multiprocessing_checks():
         check("Traceback" not in err, "gRPC multiprocessing: stderr clean: %s" % err[-300:])
 
 
+UWSGI_APP = r'''
+import os
+import rsslab
+import uwsgi                            # uWSGI's own module, in its workers only
+def _serve():                           # in each worker, after the fork
+    # grpcio: uWSGI's SIGTERM exits a worker from its signal handler, and the
+    # native transport's stop at that exit crashed it (docs/PACKAGE.md).
+    rsslab.serve("127.0.0.1:0", name="uwsgi-app", transport="grpcio")
+uwsgi.post_fork_hook = _serve
+def application(env, start_response):
+    rsslab.count_request()
+    keep = [bytearray(4096) for _ in range(64)]
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"%d %d" % (os.getpid(), len(keep))]
+'''
+
+
+def uwsgi_checks():
+    if not shutil.which("uwsgi"):
+        check(False, "uWSGI: Debian's uwsgi-core is installed (./rsslab setup)")
+        return
+    port = free_port()
+    d = os.path.join(TMP, "uwsgi")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "app.py"), "w") as f:
+        f.write(UWSGI_APP)
+    log = open(os.path.join(d, "uwsgi.log"), "w+")
+    p = subprocess.Popen(["uwsgi", "--plugin", "python3", "--master", "--processes", "2",
+                          "--threads", "4", "--http-socket", "127.0.0.1:%d" % port,
+                          "--wsgi-file", "app.py", "--die-on-term"],
+                         cwd=d, env=env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        check(wait_port(port), "uWSGI: a master and 2 workers listen on 127.0.0.1:%d" % port)
+        answered = drive_http(port, 2, most=2000)
+        workers = children(p.pid)
+        found = addresses(workers, 2)
+        check(len(workers) == 2 and sorted(found) == sorted(workers)
+              and sorted(answered) == sorted(workers),
+              "uWSGI: each of the 2 workers %s answered (%s) and has its own Control: %s"
+              % (workers, answered, found))
+        served = {pid: 1 for pid in answered}
+        service_checks("uWSGI", "uwsgi-app", found, served, threads=False)
+    finally:
+        stop(p)
+        log.seek(0)
+        text = log.read()
+        check("Traceback" not in text and "Segmentation" not in text,
+              "uWSGI: its log is clean (no traceback, no crash at exit): %s"
+              % text.strip()[-300:])
+
+
+CELERY_APP = r'''
+import os
+from celery import Celery
+from celery.signals import worker_process_init
+app = Celery("tasks", broker="filesystem://")
+app.conf.broker_transport_options = {"data_folder_in": "queue", "data_folder_out": "queue"}
+@worker_process_init.connect
+def _serve(**kwargs):                   # in each pool process, after the fork
+    import rsslab
+    rsslab.serve("127.0.0.1:0", name="celery-app")
+@app.task
+def work(n):
+    import rsslab
+    rsslab.count_request()
+    keep = [bytearray(4096) for _ in range(64)]
+    return os.getpid()
+'''
+
+
+def celery_checks():
+    d = os.path.join(TMP, "celery")
+    os.makedirs(os.path.join(d, "queue"), exist_ok=True)
+    with open(os.path.join(d, "tasks.py"), "w") as f:
+        f.write(CELERY_APP)
+    e = env()
+    e["PYTHONPATH"] = PKG + ":" + d
+    log = open(os.path.join(d, "celery.log"), "w+")
+    p = subprocess.Popen([PY, "-m", "celery", "-A", "tasks", "worker", "--pool=prefork",
+                          "--concurrency=2", "--loglevel=warning", "--without-heartbeat",
+                          "--without-mingle", "--without-gossip"],
+                         cwd=d, env=e, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        pool = []
+        while time.monotonic() < deadline and len(pool) < 2:
+            pool = children(p.pid)
+            time.sleep(0.1)
+        found = addresses(pool, 2)
+        check(len(found) == 2, "Celery: 2 prefork pool processes %s, each with its own Control: %s"
+              % (pool, found))
+        r = subprocess.run([PY, "-c", "from tasks import work\nfor i in range(200): work.delay(i)"],
+                           cwd=d, env=e, capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "Celery: 200 tasks sent: %s" % r.stderr.strip()[-200:])
+        counts = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sum(counts.values()) < 200:
+            code, out, _ = ctl("all:celery-app", "snapshot", "--json", split=True)
+            counts = {int(json.loads(l)["pid"]): int(json.loads(l).get("requests_served", 0))
+                      for l in out.splitlines()}
+            time.sleep(0.2)
+        check(sum(counts.values()) == 200 and all(v > 0 for v in counts.values()),
+              "Celery: the 200 tasks ran in both pool processes, each counting its own: %s"
+              % counts)
+        service_checks("Celery", "celery-app", found, counts, threads=False)
+    finally:
+        stop(p)
+        log.seek(0)
+        text = log.read()
+        check("Traceback" not in text and "Segmentation" not in text and "exitcode" not in text,
+              "Celery: its log is clean (no traceback, no crash): %s" % text.strip()[-300:])
+
+
 ASYNCIO = r'''
 import asyncio, os, signal, sys, threading
 import rsslab
@@ -537,7 +659,8 @@ def aio_checks():
 
 def main():
     t0 = time.monotonic()
-    for part in (gunicorn_checks, grpc_multiprocessing_checks, asyncio_checks, aio_checks):
+    for part in (gunicorn_checks, grpc_multiprocessing_checks, uwsgi_checks, celery_checks,
+                 asyncio_checks, aio_checks):
         t = time.monotonic()
         try:
             part()
