@@ -27,6 +27,7 @@
 #include "common/procfs/procfs.h"
 #include "common/utf8_message.h"
 #include "control/inspect_parts.h"
+#include "control/registry.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
@@ -36,7 +37,6 @@ namespace {
 using ::rsslab::v1::InspectReport;
 
 constexpr uint32_t kPfKthread = 0x00200000;  // include/linux/sched.h
-constexpr size_t kMaxAddressFileBytes = 255;
 
 // Variables that size thread pools or pick an allocator, kept from the start
 // environment (procfs::AllocatorEnv keeps the allocator ones).
@@ -97,52 +97,25 @@ void AddPartial(InspectReport* r, std::string why) {
   r->add_partial_reasons(std::move(why));
 }
 
-// Reads the Control address file of the rsslab package, trusting it only
-// when it is a small regular file of the target's user, written since the
-// target started, holding one HOST:PORT line (the contract in docs/INSPECT.md).
-void ReadControlAddress(int pid, int uid, int64_t start_unix, InspectReport* r) {
+// Reads the Control entry of the rsslab package through the registry
+// (control/registry.h): trusted only when it is a small regular file of the
+// target's user, in the entry format, naming this pid and its start time.
+void ReadControlAddress(int pid, int uid, InspectReport* r) {
   std::vector<std::string> dirs;
   auto it = r->start_env().find("XDG_RUNTIME_DIR");
   if (it != r->start_env().end() && !it->second.empty()) dirs.push_back(it->second);
   dirs.push_back("/tmp");
   std::string notes;
   for (const std::string& dir : dirs) {
-    const std::string path = ControlAddressFile(dir, pid);
-    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) continue;
-    struct stat st;
-    std::string why;
-    char buf[kMaxAddressFileBytes + 1];
-    ssize_t n = -1;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      why = "not a regular file";
-    } else if (uid >= 0 && static_cast<int>(st.st_uid) != uid) {
-      why = absl::StrCat("owned by uid ", st.st_uid, ", not the target's ", uid);
-    } else if (st.st_size > static_cast<off_t>(kMaxAddressFileBytes)) {
-      why = "larger than 255 bytes";
-    } else if (start_unix > 0 && st.st_mtime + 1 < start_unix) {
-      why = "older than the process (a reused pid)";
-    } else {
-      n = read(fd, buf, kMaxAddressFileBytes);
+    const std::string path = registry::EntryPath(dir, pid);
+    absl::StatusOr<registry::Entry> e = registry::ReadEntry(path, pid, uid);
+    if (absl::IsNotFound(e.status())) continue;
+    if (e.ok()) {
+      r->set_rsslab_control(e->address);
+      r->set_rsslab_control_note(absl::StrCat("from ", path, ", service ", e->service));
+      return;
     }
-    close(fd);
-    if (why.empty()) {
-      absl::string_view v(buf, n > 0 ? static_cast<size_t>(n) : 0);
-      absl::ConsumeSuffix(&v, "\n");
-      size_t colon = v.rfind(':');
-      int port = 0;
-      if (n <= 0 || colon == absl::string_view::npos || colon == 0 ||
-          !absl::SimpleAtoi(v.substr(colon + 1), &port) || port < 1 || port > 65535 ||
-          absl::StrContains(v, "\n") ||
-          !std::all_of(v.begin(), v.end(), [](char c) { return absl::ascii_isgraph(c); })) {
-        why = "not one HOST:PORT line";
-      } else {
-        r->set_rsslab_control(std::string(v));
-        r->set_rsslab_control_note(absl::StrCat("from ", path));
-        return;
-      }
-    }
-    absl::StrAppend(&notes, notes.empty() ? "" : "; ", path, " ignored: ", why);
+    absl::StrAppend(&notes, notes.empty() ? "" : "; ", path, " ignored: ", e.status().message());
   }
   r->set_rsslab_control_note(notes.empty() ? "not registered" : notes);
 }
@@ -339,9 +312,7 @@ void RecognizePools(InspectReport* r) {
 }  // namespace
 
 std::string ControlAddressFile(absl::string_view dir, int pid) {
-  std::string d(dir);
-  while (d.size() > 1 && d.back() == '/') d.pop_back();
-  return absl::StrCat(d, "/rsslab-control-", pid, ".addr");
+  return registry::EntryPath(dir, pid);
 }
 
 std::string PythonVersionFromPath(absl::string_view path) {
@@ -451,7 +422,7 @@ void ReadEnvSection(int pid, InspectReport* r) {
 }
 
 // The allocator and the libraries that matter, from maps.
-void ReadLibraries(int pid, const std::string& maps, int64_t start_unix, InspectReport* r) {
+void ReadLibraries(int pid, const std::string& maps, InspectReport* r) {
   procfs::MappedAllocator a = procfs::DetectAllocator(maps);
   r->set_allocator(a.name);
   r->set_allocator_library(a.library);
@@ -474,7 +445,7 @@ void ReadLibraries(int pid, const std::string& maps, int64_t start_unix, Inspect
   if (!mod.empty()) {
     r->set_rsslab_loaded(true);
     r->set_rsslab_module(mod);
-    ReadControlAddress(pid, r->uid(), start_unix, r);
+    ReadControlAddress(pid, r->uid(), r);
   }
 }
 
@@ -517,7 +488,7 @@ absl::StatusOr<InspectReport> BuildInspectReport(int pid, const InspectOptions& 
   absl::Status ss = procfs::ReadSmaps(pid, o.top_mappings, r.mutable_memory_map());
   if (!ss.ok()) AddPartial(&r, absl::StrCat("smaps: ", ss.message()));
   if (maps.has_value()) {
-    ReadLibraries(pid, *maps, start_unix, &r);
+    ReadLibraries(pid, *maps, &r);
     DetectPython(*maps, &r);
   }
   ReadThreads(pid, o, &r, main.start_ticks);

@@ -5,6 +5,8 @@
 //   rsslab_ctl watch --interval=1s [--json] [--count=N]
 //   rsslab_ctl trim [--mode=default|global|per_thread|purge] [--json]
 //   rsslab_ctl inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]
+//   rsslab_ctl --control=all:NAME workers|snapshot|trim|phase ...   every worker of a service
+//   rsslab_ctl --control=pid:PID snapshot ...                        one registered worker
 
 #include <cstdio>
 #include <iostream>
@@ -17,8 +19,10 @@
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "control/inspect_cli.h"
+#include "control/registry.h"
 #include "control/snapshot_text.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
@@ -28,7 +32,9 @@
 #include "common/pid.h"
 #include "common/units.h"
 
-ABSL_FLAG(std::string, control, "127.0.0.1:50052", "Server's control address HOST:PORT.");
+ABSL_FLAG(std::string, control, "127.0.0.1:50052",
+          "Server's control address HOST:PORT; all:NAME every live worker of the package's service "
+          "NAME (its registry entries), pid:PID one registered worker.");
 ABSL_FLAG(int64_t, cache_limit_mb, -1, "phase: cache limit in MiB (default: fill 100, shrink 10, others unchanged).");
 ABSL_FLAG(bool, json, false, "Print protobuf JSON (proto field names), one object per line.");
 ABSL_FLAG(bool, gc, false, "snapshot/watch/trim: run gc.collect() first (phase always does unless --nophase_gc).");
@@ -54,12 +60,29 @@ ABSL_FLAG(double, growth_threshold_mb, 8,
 namespace rsslab {
 namespace {
 
-int Fail(const std::string& what, const grpc::Status& s) {
-  std::string addr = absl::GetFlag(FLAGS_control);
+// Whom a command is sent to: the --control address, or one worker of a
+// service (`many`: print one line per worker).
+struct Target {
+  registry::Entry worker;
+  bool many = false;
+};
+
+std::string Who(const Target& t) {
+  return t.worker.pid == 0 ? absl::StrCat("server at ", t.worker.address)
+                           : absl::StrCat("worker ", registry::WorkerName(t.worker));
+}
+
+// The prefix of a worker's line ("pid 12 at 127.0.0.1:5: ").
+std::string LinePrefix(const Target& t) {
+  return t.many ? absl::StrCat(registry::WorkerName(t.worker), ": ") : "";
+}
+
+int Fail(const Target& t, const std::string& what, const grpc::Status& s) {
+  const std::string who = Who(t);
   if (s.error_code() == grpc::StatusCode::UNAVAILABLE ||
       s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    fprintf(stderr, "rsslab_ctl: %s: cannot reach server at %s (%s)\n", Echo(what).c_str(),
-            Echo(addr).c_str(), Echo(s.error_message()).c_str());
+    fprintf(stderr, "rsslab_ctl: %s: cannot reach %s (%s)\n", Echo(what).c_str(),
+            Echo(who).c_str(), Echo(s.error_message()).c_str());
   } else if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
     // What answers there is a gRPC server without the Control service:
     // most likely the data port (or an agent).
@@ -67,10 +90,11 @@ int Fail(const std::string& what, const grpc::Status& s) {
             "rsslab_ctl: %s: %s does not serve rsslab's Control service (is it the server's data "
             "port, or another program?); --control takes the address after control= in the "
             "server's ready line\n",
-            Echo(what).c_str(), Echo(addr).c_str());
+            Echo(what).c_str(), Echo(who).c_str());
   } else {
     // The server's text, not ours: escaped and cut (a peer could forge lines).
-    fprintf(stderr, "rsslab_ctl: %s: %s: %s\n", Echo(what).c_str(),
+    const std::string whose = t.worker.pid == 0 ? "" : absl::StrCat(Echo(who), ": ");
+    fprintf(stderr, "rsslab_ctl: %s: %s%s: %s\n", Echo(what).c_str(), whose.c_str(),
             absl::StatusCodeToString(static_cast<absl::StatusCode>(s.error_code())).c_str(),
             Echo(s.error_message(), 1024).c_str());
   }
@@ -91,11 +115,12 @@ bool ParseMode(const std::string& m, rsslab::v1::TrimMode* out) {
 }
 
 constexpr char kUsage[] =
-    "rsslab_ctl [--control=HOST:PORT] COMMAND\n"
+    "rsslab_ctl [--control=HOST:PORT|all:NAME|pid:PID] COMMAND\n"
     "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
     "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
     "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
     "  trim [--mode=default|global|per_thread|purge]    release free memory now\n"
+    "  workers                                          --control=all:NAME: the service's live workers\n"
     "  inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]\n"
     "                                                   any process from outside: threads, memory,\n"
     "                                                   allocator, environment, diagnosis";
@@ -167,7 +192,7 @@ bool ModeFromFlag(rsslab::v1::TrimMode* mode) {
   return false;
 }
 
-int PhaseCommand(Stub& stub, const Args& args) {
+int PhaseCommand(Stub& stub, const Args& args, const Target& t) {
   if (args.size() != 3) {
     fprintf(stderr, "rsslab_ctl: usage: phase fill|shrink|idle|trim [--cache_limit_mb=N]\n");
     return 2;
@@ -185,9 +210,12 @@ int PhaseCommand(Stub& stub, const Args& args) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   grpc::Status s = stub.SetPhase(&ctx, req, &resp);
-  if (!s.ok()) return Fail("phase " + req.phase(), s);
+  if (!s.ok()) return Fail(t, "phase " + req.phase(), s);
   if (absl::GetFlag(FLAGS_json)) {
     PrintJsonLine(resp);
+  } else if (t.many) {
+    printf("%sphase %s -> %s  %s", LinePrefix(t).c_str(), Echo(resp.previous_phase()).c_str(),
+           Echo(req.phase()).c_str(), SnapshotLine(resp.snapshot()).c_str());
   } else {
     printf("phase %s -> %s\n", Echo(resp.previous_phase()).c_str(), Echo(req.phase()).c_str());
     if (!resp.no_callback().empty()) {
@@ -199,7 +227,7 @@ int PhaseCommand(Stub& stub, const Args& args) {
   return 0;
 }
 
-int SnapshotCommand(Stub& stub) {
+int SnapshotCommand(Stub& stub, const Target& t) {
   rsslab::v1::SnapshotRequest req;
   req.set_gc(absl::GetFlag(FLAGS_gc));
   req.set_detail(absl::GetFlag(FLAGS_detail));
@@ -207,12 +235,18 @@ int SnapshotCommand(Stub& stub) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   grpc::Status s = stub.GetSnapshot(&ctx, req, &snap);
-  if (!s.ok()) return Fail("snapshot", s);
-  if (absl::GetFlag(FLAGS_json)) PrintJsonLine(snap); else printf("%s", SnapshotText(snap).c_str());
+  if (!s.ok()) return Fail(t, "snapshot", s);
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJsonLine(snap);
+  } else if (t.many) {
+    printf("%s%s", LinePrefix(t).c_str(), SnapshotLine(snap).c_str());
+  } else {
+    printf("%s", SnapshotText(snap).c_str());
+  }
   return 0;
 }
 
-int WatchCommand(Stub& stub) {
+int WatchCommand(Stub& stub, const Target& t) {
   rsslab::v1::WatchRequest req;
   req.set_interval_ms(absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_interval)));
   req.set_gc(absl::GetFlag(FLAGS_gc));
@@ -231,11 +265,11 @@ int WatchCommand(Stub& stub) {
     }
   }
   grpc::Status s = reader->Finish();
-  if (!s.ok()) return Fail("watch", s);
+  if (!s.ok()) return Fail(t, "watch", s);
   return 0;
 }
 
-int TrimCommand(Stub& stub) {
+int TrimCommand(Stub& stub, const Target& t) {
   rsslab::v1::TrimRequest req;
   rsslab::v1::TrimMode mode;
   if (!ModeFromFlag(&mode)) return 2;
@@ -245,9 +279,65 @@ int TrimCommand(Stub& stub) {
   grpc::ClientContext ctx;
   SetDeadline(&ctx);
   grpc::Status s = stub.Trim(&ctx, req, &resp);
-  if (!s.ok()) return Fail("trim", s);
-  if (absl::GetFlag(FLAGS_json)) PrintJsonLine(resp); else printf("trim %s", TrimText(resp.trim()).c_str());
+  if (!s.ok()) return Fail(t, "trim", s);
+  if (absl::GetFlag(FLAGS_json)) {
+    PrintJsonLine(resp);
+  } else if (t.many) {
+    // TrimText's first line holds the figures; the rest is per thread.
+    const std::string text = TrimText(resp.trim());
+    printf("%strim %s\n", LinePrefix(t).c_str(), text.substr(0, text.find('\n')).c_str());
+  } else {
+    printf("trim %s", TrimText(resp.trim()).c_str());
+  }
   return 0;
+}
+
+// Says what the registry ignored, one line each (stale entries it removed
+// say so).
+void PrintIgnored(const std::vector<registry::Ignored>& ignored) {
+  for (const registry::Ignored& i : ignored) {
+    fprintf(stderr, "rsslab_ctl: ignored %s: %s%s\n", Echo(i.path).c_str(), Echo(i.why).c_str(),
+            i.removed ? " (removed)" : "");
+  }
+}
+
+int WorkersCommand(const std::vector<registry::Entry>& workers) {
+  for (const registry::Entry& w : workers) {
+    printf("%s service %s start %llu\n", registry::WorkerName(w).c_str(), w.service.c_str(),
+           static_cast<unsigned long long>(w.start_ticks));
+  }
+  return 0;
+}
+
+// Every worker the spec names gets the command; one failing does not stop
+// the others, and the exit status says whether any failed, naming them.
+int ControlCommands(const std::string& cmd, const Args& args, const registry::ControlSpec& spec,
+                    const Security& security) {
+  std::vector<registry::Ignored> ignored;
+  absl::StatusOr<std::vector<registry::Entry>> workers = registry::Resolve(spec, &ignored);
+  PrintIgnored(ignored);
+  if (!workers.ok()) {
+    fprintf(stderr, "rsslab_ctl: %s\n", std::string(workers.status().message()).c_str());
+    return 1;
+  }
+  if (cmd == "workers") return WorkersCommand(*workers);
+  std::vector<std::string> failed;
+  for (const registry::Entry& w : *workers) {
+    Target t{w, spec.kind == registry::ControlSpec::Kind::kService};
+    auto stub = rsslab::v1::Control::NewStub(security.Channel(w.address));
+    int rc = cmd == "phase"      ? PhaseCommand(*stub, args, t)
+             : cmd == "snapshot" ? SnapshotCommand(*stub, t)
+             : cmd == "watch"    ? WatchCommand(*stub, t)
+                                 : TrimCommand(*stub, t);
+    if (rc == 2) return rc;  // a usage error: found before anything was sent
+    if (rc != 0) failed.push_back(registry::WorkerName(w));
+    fflush(stdout);
+  }
+  if (!failed.empty() && workers->size() > 1) {
+    fprintf(stderr, "rsslab_ctl: %s failed on %zu of %zu workers: %s\n", cmd.c_str(),
+            failed.size(), workers->size(), absl::StrJoin(failed, ", ").c_str());
+  }
+  return failed.empty() ? 0 : 1;
 }
 
 int Main(int argc, char** argv) {
@@ -260,9 +350,26 @@ int Main(int argc, char** argv) {
   const std::string cmd = args[1];
   if (int rc = CheckCommonFlags(); rc != 0) return rc;
   if (cmd == "inspect") return InspectCommand(args);
-  if (cmd != "phase" && cmd != "snapshot" && cmd != "watch" && cmd != "trim") {
-    fprintf(stderr, "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim, inspect)\n",
+  if (cmd != "phase" && cmd != "snapshot" && cmd != "watch" && cmd != "trim" && cmd != "workers") {
+    fprintf(stderr,
+            "rsslab_ctl: unknown command '%s' (phase, snapshot, watch, trim, workers, inspect)\n",
             Echo(cmd, 64).c_str());
+    return 2;
+  }
+  absl::StatusOr<registry::ControlSpec> spec =
+      registry::ParseControlSpec(absl::GetFlag(FLAGS_control));
+  if (!spec.ok()) {
+    fprintf(stderr, "rsslab_ctl: %s\n", std::string(spec.status().message()).c_str());
+    return 2;
+  }
+  const auto kind = spec->kind;
+  if (cmd == "workers" && kind != registry::ControlSpec::Kind::kService) {
+    fprintf(stderr, "rsslab_ctl: workers lists a service's workers: --control=all:NAME\n");
+    return 2;
+  }
+  if (cmd == "watch" && kind == registry::ControlSpec::Kind::kService) {
+    fprintf(stderr, "rsslab_ctl: watch follows one process: --control=pid:PID or HOST:PORT "
+                    "(rsslab_ctl --control=all:NAME workers lists them)\n");
     return 2;
   }
   absl::StatusOr<Security> security = Security::FromFlags();
@@ -270,11 +377,7 @@ int Main(int argc, char** argv) {
     fprintf(stderr, "rsslab_ctl: %s\n", std::string(security.status().message()).c_str());
     return 2;
   }
-  auto stub = rsslab::v1::Control::NewStub(security->Channel(absl::GetFlag(FLAGS_control)));
-  if (cmd == "phase") return PhaseCommand(*stub, args);
-  if (cmd == "snapshot") return SnapshotCommand(*stub);
-  if (cmd == "watch") return WatchCommand(*stub);
-  return TrimCommand(*stub);
+  return ControlCommands(cmd, args, *spec, *security);
 }
 
 }  // namespace

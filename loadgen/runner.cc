@@ -95,10 +95,69 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
 
 Runner::~Runner() = default;
 
-std::shared_ptr<grpc::Channel> Runner::ControlChannel() const {
+std::shared_ptr<grpc::Channel> Runner::ControlChannel(const std::string& address) const {
   return options_.security != nullptr
-             ? options_.security->Channel(options_.control)
-             : grpc::CreateChannel(options_.control, grpc::InsecureChannelCredentials());
+             ? options_.security->Channel(address)
+             : grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+}
+
+absl::Status Runner::ConnectControl(bool wait) {
+  absl::StatusOr<registry::ControlSpec> spec = registry::ParseControlSpec(options_.control);
+  if (!spec.ok()) return spec.status();
+  std::vector<registry::Ignored> ignored;
+  absl::StatusOr<std::vector<registry::Entry>> found = registry::Resolve(*spec, &ignored);
+  for (const registry::Ignored& i : ignored) {
+    Line(absl::StrCat("--control=", options_.control, ": ignored ", Echo(i.path), ": ",
+                      Echo(i.why), i.removed ? " (removed)" : ""));
+  }
+  if (!found.ok()) return absl::UnavailableError(found.status().message());
+  many_workers_ = spec->kind == registry::ControlSpec::Kind::kService;
+  if (many_workers_) {
+    std::vector<std::string> names;
+    for (const registry::Entry& e : *found) names.push_back(registry::WorkerName(e));
+    Line(absl::StrFormat("--control=%s: %d worker%s: %s", options_.control, found->size(),
+                         found->size() == 1 ? "" : "s", absl::StrJoin(names, ", ")));
+  }
+  for (registry::Entry& e : *found) {
+    std::shared_ptr<grpc::Channel> ch = ControlChannel(e.address);
+    if (wait && !ch->WaitForConnected(Deadline(options_.connect_timeout))) {
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot reach the server's control service at %s within %s", registry::WorkerName(e),
+          absl::FormatDuration(options_.connect_timeout)));
+    }
+    if (workers_.empty()) control_channel_ = ch;
+    workers_.push_back({std::move(e), rsslab::v1::Control::NewStub(ch)});
+  }
+  control_ = rsslab::v1::Control::NewStub(control_channel_);
+  first_worker_pid_ = many_workers_ ? workers_[0].entry.pid : 0;
+  return absl::OkStatus();
+}
+
+void Runner::Stamp(const ControlWorker& w, Event* e) const {
+  if (!many_workers_) return;
+  e->set_worker_pid(w.entry.pid);
+  e->set_worker_control(w.entry.address);
+}
+
+Runner::StepDone Runner::EachWorker(const std::function<StepDone(const ControlWorker&)>& one) {
+  if (workers_.size() == 1 && !many_workers_) return one(workers_[0]);
+  std::vector<std::string> details, failures;
+  for (const ControlWorker& w : workers_) {
+    StepDone d = one(w);
+    if (d.status.ok()) {
+      details.push_back(absl::StrCat("pid ", w.entry.pid, " ", d.detail));
+    } else {
+      failures.push_back(std::string(d.status.message()));
+    }
+  }
+  StepDone done{absl::OkStatus(), absl::StrCat(workers_.size(), " workers: ",
+                                               absl::StrJoin(details, "; "))};
+  if (!failures.empty()) {
+    done.status = absl::UnavailableError(absl::StrFormat(
+        "%d of %d workers failed: %s", failures.size(), workers_.size(),
+        absl::StrJoin(failures, "; ")));
+  }
+  return done;
 }
 
 void Runner::Line(const std::string& text) {
@@ -129,6 +188,12 @@ absl::Status Runner::AppendLocked(Event e) {
     e.set_repeat(options_.tag.repeat());
     if (options_.tag.has_cell_index()) e.set_cell_index(options_.tag.cell_index());
     e.set_attempt(options_.tag.attempt());
+  }
+  // --control=all:NAME: every worker's records go to the log; the summary
+  // and the fill check follow the first worker, as for one server.
+  if (e.worker_pid() != 0 && e.worker_pid() != first_worker_pid_) {
+    absl::MutexLock l(&mu_);
+    return log_->Append(std::move(e));
   }
   absl::MutexLock l(&mu_);
   // The fill check reads the server's cache statistics, which a service
@@ -262,25 +327,22 @@ absl::Status Runner::Run(const Plan& plan) {
     skip_control_ = true;
     Line(WithoutControlLine(plan, options_.outside_snapshot != nullptr));
   } else if (plan.needs_control) {
-    control_channel_ = ControlChannel();
-    if (!control_channel_->WaitForConnected(Deadline(options_.connect_timeout))) {
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot reach the server's control service at %s within %s",
-          options_.control, absl::FormatDuration(options_.connect_timeout)));
-    }
-    control_ = rsslab::v1::Control::NewStub(control_channel_);
+    if (absl::Status s = ConnectControl(/*wait=*/true); !s.ok()) return s;
   } else if (options_.progress == ProgressMode::kLive &&
              !options_.control.empty()) {
     // Load-only scenario: the control service is optional, but the live
     // line shows the server's RSS when it answers (best effort, no wait).
-    control_channel_ = ControlChannel();
-    control_ = rsslab::v1::Control::NewStub(control_channel_);
+    if (!ConnectControl(/*wait=*/false).ok()) control_ = nullptr;
   }
   soak_ = plan.soak;
   Ctx ctx;
   if (plan.soak && !skip_control_) {
     if (control_ == nullptr) {
       return absl::InvalidArgumentError("a soak needs --control (it watches snapshots)");
+    }
+    if (many_workers_) {
+      return absl::InvalidArgumentError(
+          "a soak watches one process: --control=pid:PID or HOST:PORT, not all:NAME");
     }
     StartWatch(plan.watch_interval_s);
   }
@@ -356,83 +418,93 @@ Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
     req.set_cache_limit_bytes(step.set_phase.cache_limit_mb() * kMiB);
   }
   req.set_gc(step.set_phase.has_gc() ? step.set_phase.gc() : true);
-  grpc::ClientContext cc;
-  cc.set_deadline(Deadline(options_.control_timeout));
-  rsslab::v1::SetPhaseResponse resp;
-  grpc::Status gs = control_->SetPhase(&cc, req, &resp);
-  if (!gs.ok()) {
-    return {absl::UnavailableError(absl::StrFormat("SetPhase(%s) at %s failed: %s",
-                                                   req.phase(), options_.control,
-                                                   StatusText(gs))),
-            ""};
-  }
-  ctx.phase = req.phase();
-  SetState(ctx);
-  Saw(resp.snapshot());
-  Event rec;
-  rec.set_label(step.name);
-  *rec.mutable_phase() = resp;
-  StepDone done{Append(rec, ctx), ""};
-  done.detail =
-      absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
-  if (!resp.no_callback().empty()) {
-    // A service with no cache: the phase labelled the records, nothing ran.
-    // The service's sentence once per phase, a short mark after that.
-    done.detail += no_callback_said_.insert(req.phase()).second
-                       ? "; no callback ran: " + Echo(resp.no_callback(), 512)
-                       : "; no callback ran";
-  }
-  if (resp.has_trim()) {
-    absl::StrAppendFormat(&done.detail, " (before %.1f MiB, %s took %d us)",
-                          resp.before().status().rss_bytes() / 1048576.0,
-                          resp.trim().call(), resp.trim().trim_duration_us());
-  }
-  return done;
+  return EachWorker([&](const ControlWorker& w) -> StepDone {
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(options_.control_timeout));
+    rsslab::v1::SetPhaseResponse resp;
+    grpc::Status gs = w.stub->SetPhase(&cc, req, &resp);
+    if (!gs.ok()) {
+      return {absl::UnavailableError(absl::StrFormat("SetPhase(%s) at %s failed: %s",
+                                                     req.phase(), registry::WorkerName(w.entry),
+                                                     StatusText(gs))),
+              ""};
+    }
+    ctx.phase = req.phase();
+    SetState(ctx);
+    Saw(resp.snapshot());
+    Event rec;
+    rec.set_label(step.name);
+    Stamp(w, &rec);
+    *rec.mutable_phase() = resp;
+    StepDone done{Append(rec, ctx), ""};
+    done.detail =
+        absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
+    if (!resp.no_callback().empty()) {
+      // A service with no cache: the phase labelled the records, nothing ran.
+      // The service's sentence once per phase, a short mark after that.
+      done.detail += no_callback_said_.insert(req.phase()).second
+                         ? "; no callback ran: " + Echo(resp.no_callback(), 512)
+                         : "; no callback ran";
+    }
+    if (resp.has_trim()) {
+      absl::StrAppendFormat(&done.detail, " (before %.1f MiB, %s took %d us)",
+                            resp.before().status().rss_bytes() / 1048576.0,
+                            resp.trim().call(), resp.trim().trim_duration_us());
+    }
+    return done;
+  });
 }
 
 Runner::StepDone Runner::Snapshot(const PlanStep& step, const Ctx& ctx) {
   rsslab::v1::SnapshotRequest req;
   req.set_gc(step.snapshot.has_gc() ? step.snapshot.gc() : true);
   req.set_detail(step.snapshot.detail());
-  grpc::ClientContext cc;
-  cc.set_deadline(Deadline(options_.control_timeout));
-  rsslab::v1::Snapshot snap;
-  grpc::Status gs = control_->GetSnapshot(&cc, req, &snap);
-  if (!gs.ok()) {
-    return {absl::UnavailableError(absl::StrFormat("GetSnapshot at %s failed: %s",
-                                                   options_.control, StatusText(gs))),
-            ""};
-  }
-  Saw(snap);
-  Event rec;
-  rec.set_label(step.name);
-  *rec.mutable_snapshot() = snap;
-  return {Append(rec, ctx),
-          absl::StrFormat("rss %.1f MiB, hwm %.1f MiB, %d threads, %d arenas",
-                          snap.status().rss_bytes() / 1048576.0,
-                          snap.status().hwm_bytes() / 1048576.0, snap.status().threads(),
-                          snap.memory_map().arena_count())};
+  return EachWorker([&](const ControlWorker& w) -> StepDone {
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(options_.control_timeout));
+    rsslab::v1::Snapshot snap;
+    grpc::Status gs = w.stub->GetSnapshot(&cc, req, &snap);
+    if (!gs.ok()) {
+      return {absl::UnavailableError(absl::StrFormat("GetSnapshot at %s failed: %s",
+                                                     registry::WorkerName(w.entry),
+                                                     StatusText(gs))),
+              ""};
+    }
+    Saw(snap);
+    Event rec;
+    rec.set_label(step.name);
+    Stamp(w, &rec);
+    *rec.mutable_snapshot() = snap;
+    return {Append(rec, ctx),
+            absl::StrFormat("rss %.1f MiB, hwm %.1f MiB, %d threads, %d arenas",
+                            snap.status().rss_bytes() / 1048576.0,
+                            snap.status().hwm_bytes() / 1048576.0, snap.status().threads(),
+                            snap.memory_map().arena_count())};
+  });
 }
 
 Runner::StepDone Runner::Trim(const PlanStep& step, const Ctx& ctx) {
   rsslab::v1::TrimRequest req;
   req.set_mode(step.trim.mode());
   req.set_gc(true);
-  grpc::ClientContext cc;
-  cc.set_deadline(Deadline(options_.control_timeout));
-  rsslab::v1::TrimResponse resp;
-  grpc::Status gs = control_->Trim(&cc, req, &resp);
-  if (!gs.ok()) {
-    return {absl::UnavailableError(
-                absl::StrFormat("Trim at %s failed: %s", options_.control, StatusText(gs))),
-            ""};
-  }
-  Saw(resp.after());
-  Event rec;
-  rec.set_label(step.name);
-  *rec.mutable_trim() = resp;
-  return {Append(rec, ctx),
-          absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0)};
+  return EachWorker([&](const ControlWorker& w) -> StepDone {
+    grpc::ClientContext cc;
+    cc.set_deadline(Deadline(options_.control_timeout));
+    rsslab::v1::TrimResponse resp;
+    grpc::Status gs = w.stub->Trim(&cc, req, &resp);
+    if (!gs.ok()) {
+      return {absl::UnavailableError(absl::StrFormat(
+                  "Trim at %s failed: %s", registry::WorkerName(w.entry), StatusText(gs))),
+              ""};
+    }
+    Saw(resp.after());
+    Event rec;
+    rec.set_label(step.name);
+    Stamp(w, &rec);
+    *rec.mutable_trim() = resp;
+    return {Append(rec, ctx),
+            absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0)};
+  });
 }
 
 Runner::StepDone Runner::WithoutControl(const PlanStep& step, Ctx& ctx) {

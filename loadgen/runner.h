@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "control/registry.h"
 #include "loadgen/engine.h"
 #include "loadgen/results/event_log.h"
 #include "loadgen/results/fill_check.h"
@@ -103,6 +104,21 @@ class Runner {
   // skipped.
   StepDone WithoutControl(const PlanStep& step, Ctx& ctx);
   StepDone Trim(const PlanStep& step, const Ctx& ctx);
+  // One Control service of the run: the --control address, or each live
+  // worker of a service (--control=all:NAME, control/registry.h).
+  struct ControlWorker {
+    registry::Entry entry;
+    std::unique_ptr<rsslab::v1::Control::Stub> stub;
+  };
+  // Resolves --control into workers_ and connects to each (within
+  // connect_timeout when `wait`).
+  absl::Status ConnectControl(bool wait);
+  // Runs `one` for every worker: a worker that fails does not stop the
+  // others; the step fails naming each that did, after the others'
+  // records are written.
+  StepDone EachWorker(const std::function<StepDone(const ControlWorker&)>& one);
+  // Marks a record with the worker it came from (--control=all:NAME).
+  void Stamp(const ControlWorker& w, rsslab::v1::Event* e) const;
   StepDone Wait(const PlanStep& step);
   StepDone Load(const PlanStep& step, const Ctx& ctx, const std::string& label);
   StepDone Repeat(const PlanStep& step, Ctx& ctx, const std::string& label,
@@ -120,7 +136,7 @@ class Runner {
   void Line(const std::string& text);
   // Feeds the last server RSS seen to --metrics_listen.
   void Saw(const rsslab::v1::Snapshot& snap);
-  std::shared_ptr<grpc::Channel> ControlChannel() const;
+  std::shared_ptr<grpc::Channel> ControlChannel(const std::string& address) const;
 
   Options options_;
   EventLog* log_;
@@ -128,7 +144,10 @@ class Runner {
   SummaryBuilder* summary_;
   LoadEngine engine_;
   std::shared_ptr<grpc::Channel> control_channel_;
-  std::unique_ptr<rsslab::v1::Control::Stub> control_;
+  std::unique_ptr<rsslab::v1::Control::Stub> control_;  // the first worker's: live line, watch
+  std::vector<ControlWorker> workers_;
+  bool many_workers_ = false;  // --control=all:NAME
+  int first_worker_pid_ = 0;  // its records feed the summary and the fill check
   bool soak_ = false;  // the plan being run is a soak
   int steps_done_ = 0;  // top-level steps finished ok
   // No Control service (--control empty, a service without the rsslab

@@ -460,7 +460,9 @@ constexpr char kFakePackage[] =
     "ctypes.CDLL(so)\n"
     "run = os.environ.get('XDG_RUNTIME_DIR') or '/tmp'\n"
     "tmp = os.path.join(run, f'.rsslab-control-{os.getpid()}.addr.tmp')\n"
-    "with open(tmp, 'w') as f: f.write(sys.argv[2] + '\\n')\n"
+    "start = open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]\n"
+    "with open(tmp, 'w') as f:\n"
+    "    f.write(f'{sys.argv[2]}\\nservice=fake\\npid={os.getpid()}\\nstart={start}\\n')\n"
     "os.chmod(tmp, 0o600)\n"
     "os.replace(tmp, os.path.join(run, f'rsslab-control-{os.getpid()}.addr'))\n"
     "print(f'inspect_target ready pid={os.getpid()}', flush=True)\n"
@@ -509,14 +511,14 @@ TEST(InspectTest, RsslabPackageAndItsControlAddress) {
     EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "owned by uid 65534")) << r.rsslab_control_note();
     ASSERT_EQ(chown(file.c_str(), 0, 0), 0);
   }
-  // Nor one that is not a HOST:PORT line.
+  // Nor one that is not in the entry format (control/registry.h).
   {
     std::ofstream out(file, std::ios::trunc);
     out << "127.0.0.1:99999\n";
   }
   r = Inspect(p->pid());
   EXPECT_EQ(r.rsslab_control(), "");
-  EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "not one HOST:PORT line")) << r.rsslab_control_note();
+  EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "not HOST:PORT")) << r.rsslab_control_note();
   unlink(file.c_str());
   r = Inspect(p->pid());
   EXPECT_TRUE(r.rsslab_loaded());

@@ -545,7 +545,8 @@ def metrics_address():
     return _metrics_address
 
 
-def serve(control="127.0.0.1:0", metrics=None, token_file=None, transport="auto", server=None):
+def serve(control="127.0.0.1:0", metrics=None, token_file=None, transport="auto", server=None,
+          name=None):
     """Starts the Control service in this process; returns its host:port.
 
     metrics="127.0.0.1:0" also serves GET /metrics (rsslab_server's metric
@@ -562,9 +563,13 @@ def serve(control="127.0.0.1:0", metrics=None, token_file=None, transport="auto"
     where that server listens ("HOST:PORT"), else its port is the one TCP
     port the process listens on. A token is needed when any address that
     server listens on is beyond loopback.
+    name: the service this process is a worker of, written with its address
+    so that `rsslab_ctl --control=all:NAME` reaches every worker; default
+    $RSSLAB_SERVICE, else the program's name (the script without .py, the
+    package of `python3 -m PKG`, "python" for -c).
     """
     from . import _serve
-    return _serve.serve(control, metrics, token_file, transport, server)
+    return _serve.serve(control, metrics, token_file, transport, server, name)
 
 
 def control_transport():

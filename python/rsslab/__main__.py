@@ -37,6 +37,9 @@ def main(argv):
                    help="as rsslab.auto_trim(mode=); off by default")
     p.add_argument("--cap_arenas", type=int, default=None)
     p.add_argument("--token_file", default=None)
+    p.add_argument("--name", default=None,
+                   help="the service's name for rsslab_ctl --control=all:NAME "
+                        "(default: $RSSLAB_SERVICE, else the script's name)")
     # The script has not imported grpc yet, so auto means native here.
     p.add_argument("--transport", default="auto", choices=["auto", "grpcio", "native"],
                    help="Control over the script's grpcio or the package's gRPC C++")
@@ -68,9 +71,11 @@ def main(argv):
         rsslab.auto_trim(a.auto_trim)
     if a.control:
         try:
-            addr = rsslab.serve(a.control, token_file=a.token_file, transport=a.transport)
+            sys.argv = rest  # the default name is the script's, not this module's
+            addr = rsslab.serve(a.control, token_file=a.token_file, transport=a.transport,
+                                name=a.name)
         except (ValueError, TypeError) as e:
-            _usage("--control: %s" % e)
+            _usage("%s: %s" % ("--name" if str(e).startswith("serve(name=)") else "--control", e))
         print("rsslab: control %s" % addr, file=sys.stderr, flush=True)
     sys.argv = rest
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))

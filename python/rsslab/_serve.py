@@ -9,8 +9,11 @@ MiB less RSS). "auto" takes grpcio when the process has already imported
 it, native otherwise. This file checks the arguments and publishes the bound
 address where `rsslab_ctl inspect --pid=PID` looks for it:
 DIR/rsslab-control-<pid>.addr, DIR = $XDG_RUNTIME_DIR of the start
-environment if it names a directory, else /tmp; one line HOST:PORT, mode 0600, written atomically,
-removed at stop while it still holds this address.
+environment if it names a directory, else /tmp; mode 0600, written atomically,
+removed at stop while it still holds this address. Its lines: HOST:PORT,
+service=NAME, pid=PID, start=TICKS (/proc/self/stat field 22), so that every
+worker of a pre-fork service is found by its name (`rsslab_ctl
+--control=all:NAME`) and a reader can tell a reused pid (control/registry.h).
 """
 
 import importlib
@@ -23,6 +26,7 @@ _addr_file = None
 _addr_pid = 0  # the process that wrote _addr_file: only it removes it
 _address = None
 _transport = ""
+_service = ""
 # gRPC's threads do not survive fork(): once a transport has started gRPC
 # here, a forked child cannot serve with it (its calls would never be read).
 _grpc_started = False
@@ -44,7 +48,40 @@ def _addr_dir():
     return d if d and os.path.isdir(d) else "/tmp"
 
 
-def _publish(address):
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def _default_name():
+    """$RSSLAB_SERVICE, else the program's name: the script without .py, the
+    package of `python3 -m PKG` (gunicorn), "python" for `-c`; characters
+    outside A-Z a-z 0-9 . _ - become _, at most 64."""
+    name = os.environ.get("RSSLAB_SERVICE", "")
+    if not name:
+        argv0 = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-") else "python"
+        base = os.path.basename(argv0)
+        if base == "__main__.py":
+            base = os.path.basename(os.path.dirname(os.path.abspath(argv0)))
+        name = base[:-3] if base.endswith(".py") else base
+    return "".join(c if c in _NAME_CHARS else "_" for c in name)[:64] or "python"
+
+
+def _check_name(name):
+    if name is None:
+        return _default_name()
+    if (not isinstance(name, str) or not 1 <= len(name) <= 64
+            or not set(name) <= _NAME_CHARS):
+        raise ValueError("serve(name=) must be 1 to 64 characters of A-Z a-z 0-9 . _ -, got %r"
+                         % (name,))
+    return name
+
+
+def _start_ticks():
+    # Field 22 of /proc/self/stat; the name (field 2) may hold spaces and ')'.
+    with open("/proc/self/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def _publish(address, name):
     global _addr_file, _addr_pid
     d = _addr_dir()
     final = os.path.join(d, "rsslab-control-%d.addr" % os.getpid())
@@ -52,7 +89,8 @@ def _publish(address):
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(address + "\n")
+            f.write("%s\nservice=%s\npid=%d\nstart=%d\n"
+                    % (address, name, os.getpid(), _start_ticks()))
         os.replace(tmp, final)
         _addr_file = final
         _addr_pid = os.getpid()
@@ -211,9 +249,10 @@ def _check_server_addresses(server_port, token):
     return addresses
 
 
-def serve(control, metrics, token_file, transport="auto", server=None):
-    global _address, _transport
+def serve(control, metrics, token_file, transport="auto", server=None, name=None):
+    global _address, _transport, _service
     import rsslab
+    name = _check_name(name)
     if not isinstance(control, str) or ":" not in control:
         raise ValueError("serve(control=) must be 'host:port' (port 0 = any free one), got %r"
                          % (control,))
@@ -250,12 +289,17 @@ def serve(control, metrics, token_file, transport="auto", server=None):
             _address, _transport = None, ""
             raise
     rsslab._control_address = address
-    _publish(address)
+    _service = name
+    _publish(address, name)
     return address
 
 
 def transport():
     return _transport
+
+
+def service_name():
+    return _service
 
 
 def after_fork_in_child():
@@ -276,7 +320,7 @@ def stop():
     if _addr_file is not None and _addr_pid == os.getpid():
         try:
             with open(_addr_file) as f:
-                mine = f.read().strip() == _address
+                mine = f.readline().strip() == _address
             if mine:
                 os.unlink(_addr_file)
         except OSError:

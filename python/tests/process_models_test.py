@@ -10,6 +10,19 @@ answers a snapshot and `rsslab_ctl trim` reaches every thread it tracks:
   threads, `track_all()` and `serve()` in `post_fork`;
 - gRPC's multiprocessing pattern: grpc imported, 2 workers forked, each its
   own `grpc.server` on one `SO_REUSEPORT` port and its own Control;
+- for both, the service by its name (the registry, control/registry.h):
+  `rsslab_ctl --control=all:NAME` lists both workers, a snapshot and a trim
+  reach each (its own pid and figures), a SIGKILLed worker's entry is found
+  stale, removed and not used; for gRPC also a stopped worker failing the
+  call by name, and the loadgen's phase, snapshot and trim steps reaching
+  each worker;
+- uWSGI (Debian's uwsgi-core and its python3 plugin): a master and 2
+  workers x 4 threads, `serve(name=)` in `uwsgi.post_fork_hook`;
+- Celery's prefork pool (Debian's python3-celery, the filesystem:// broker,
+  offline): 2 pool processes, `serve(name=)` in `worker_process_init`,
+  each counting the tasks it ran;
+  for both, every worker by the service's name, its own requests counted,
+  a snapshot and a trim reaching each;
 - asyncio: nested `asyncio.run()` inside `asyncio.to_thread` workers, the
   outer loop's default executor tracked by `track_all()`;
 - `grpc.aio`: `grpc_interceptor(aio=True)` counts the requests and
@@ -34,6 +47,7 @@ sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
 from package_tree import check, failures  # noqa: E402
 CTL = os.path.join(WS, "control/rsslab_ctl")
+LOADGEN = os.path.join(WS, "loadgen/rsslab_loadgen")
 PY = "/usr/bin/python3"
 
 
@@ -73,7 +87,9 @@ def addresses(pids, want, timeout=20):
         for pid in pids:
             try:
                 with open(os.path.join(RUN, "rsslab-control-%d.addr" % pid)) as f:
-                    found[pid] = f.read().strip()
+                    lines = f.read().splitlines()  # HOST:PORT, service=, pid=, start=
+                if len(lines) == 4:
+                    found[pid] = lines[0]
             except OSError:
                 pass
         if len(found) >= want:
@@ -82,10 +98,99 @@ def addresses(pids, want, timeout=20):
     return found
 
 
-def ctl(addr, *args):
+def ctl(addr, *args, split=False):
     r = subprocess.run([CTL, "--control=" + addr, "--timeout=20s"] + list(args),
-                       capture_output=True, text=True, timeout=60)
+                       capture_output=True, text=True, timeout=60, env=env())
+    if split:
+        return r.returncode, r.stdout.strip(), r.stderr.strip()
     return r.returncode, (r.stdout + r.stderr).strip()
+
+
+def listed_pids(out):
+    """The pids of `rsslab_ctl --control=all:NAME workers` lines
+    ("pid P at HOST:PORT service NAME start TICKS")."""
+    pids = []
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) >= 6 and w[0] == "pid" and w[2] == "at" and w[4] == "service":
+            pids.append(int(w[1]))
+    return sorted(pids)
+
+
+def service_checks(label, name, found, served=None, threads=True):
+    """The workers `found` ({pid: addr}) by their service's name: listed, a
+    snapshot and a trim reaching each one's own process. `served`: each
+    worker's request count seen on its own address (at most what all: sees).
+    `threads`: the workers track a pool the trim must reach (uWSGI's and
+    Celery's are not ThreadPoolExecutors: 0/0, the global part only)."""
+    service = "all:" + name
+    t0 = time.monotonic()
+    code, out = ctl(service, "workers")
+    check(code == 0 and listed_pids(out) == sorted(found),
+          "%s: rsslab_ctl --control=%s workers lists both workers %s: %s"
+          % (label, service, sorted(found), out[:300]))
+    code, out, err = ctl(service, "snapshot", "--json", split=True)
+    snaps = {}
+    for line in out.splitlines():
+        s = json.loads(line)
+        snaps[int(s.get("pid", 0))] = s
+    check(code == 0 and sorted(snaps) == sorted(found),
+          "%s: a snapshot of %s reached each worker's own process (pids %s): %s %s"
+          % (label, service, sorted(snaps), code, err[:200]))
+    for pid, s in sorted(snaps.items()):
+        if served is not None:
+            mine = int(s.get("requests_served", 0))
+            check(mine >= served.get(pid, 1) > 0,
+                  "%s: worker %d's own figure through %s: %d requests served (its own "
+                  "address said %d)" % (label, pid, service, mine, served.get(pid, -1)))
+    code, out, err = ctl(service, "trim", split=True)
+    lines = out.splitlines()
+    reached = {}
+    for line in lines:
+        w = line.split()
+        for word in w:
+            if "/" in word and word.replace("/", "").isdigit() and w[:1] == ["pid"]:
+                n, _, of = word.partition("/")
+                reached[int(w[1])] = n == of and (int(of) >= 1 or not threads)
+    check(code == 0 and len(lines) == len(found) and sorted(reached) == sorted(found)
+          and all(reached.values()),
+          "%s: a trim of %s reached each worker, one line each: %s %s"
+          % (label, service, lines, err[:200]))
+    print("      %s: the service by its name: %.1f s" % (label, time.monotonic() - t0))
+
+
+def stale_checks(label, name, found, victim):
+    """SIGKILL one worker: its entry stays behind (no exit handler ran); the
+    registry finds it stale, removes it and lists only the live worker."""
+    service = "all:" + name
+    t0 = time.monotonic()
+    os.kill(victim, signal.SIGKILL)
+    entry = os.path.join(RUN, "rsslab-control-%d.addr" % victim)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:  # dead (a zombie counts) before we look
+        try:
+            with open("/proc/%d/stat" % victim) as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in "ZX":
+                    break
+        except OSError:
+            break
+        time.sleep(0.05)
+    left = os.path.exists(entry)
+    code, out, err = ctl(service, "workers", split=True)
+    live = [p for p in found if p != victim]
+    listed = listed_pids(out)
+    # gunicorn's master may have started a replacement already: it is listed too.
+    check(left and victim not in listed and all(p in listed for p in live) and ("rsslab-control-%d.addr" % victim) in err
+          and "stale: pid %d" % victim in err and "(removed)" in err
+          and not os.path.exists(entry),
+          "%s: the SIGKILLed worker %d's entry (left behind: %s) is found stale, removed and "
+          "not listed: %s | %s" % (label, victim, left, out[:200], err[:300]))
+    code, out, err = ctl(service, "snapshot", "--json", split=True)
+    pids = [int(json.loads(l).get("pid", 0)) for l in out.splitlines()]
+    check(code == 0 and victim not in pids and all(p in pids for p in live),
+          "%s: after the kill, a snapshot of %s reaches only the live worker %s: %s %s"
+          % (label, service, live, pids, err[:200]))
+    print("      %s: a SIGKILLed worker: %.1f s" % (label, time.monotonic() - t0))
 
 
 def reach_every_worker(label, found, min_threads):
@@ -204,6 +309,9 @@ def gunicorn_checks():
               % (workers, found, not os.path.exists(
                   os.path.join(RUN, "rsslab-control-%d.addr" % p.pid))))
         reach_every_worker("gunicorn", found, 1)
+        service_checks("gunicorn", "gunicorn", found)  # the default name: the program's
+        if len(found) == 2:
+            stale_checks("gunicorn", "gunicorn", found, max(found))
     finally:
         stop(p)
         log.seek(0)
@@ -227,7 +335,7 @@ def worker():
         "mp.Work", {"Do": grpc.unary_unary_rpc_method_handler(handle)}),))
     server.add_insecure_port("127.0.0.1:%d" % port)
     server.start()
-    rsslab.serve("127.0.0.1:0")  # each worker's own Control port
+    rsslab.serve("127.0.0.1:0", name="grpc-mp")  # each worker's own Control port
     signal.sigwait({signal.SIGTERM})
     rsslab.stop()
     server.stop(1).wait()
@@ -266,6 +374,62 @@ print(sum(ok), len(ok))
 '''
 
 
+LOADGEN_SCENARIO = r'''
+name: "workers"
+step { name: "fill" set_phase { phase: "fill" } }
+step { name: "after_fill" snapshot { gc: true } }
+step { name: "trim" trim { } }
+'''
+
+
+def loadgen_checks(found):
+    """The loadgen's phase, snapshot and trim steps reach every worker of the
+    service: one record each, stamped with the worker's pid and address."""
+    d = os.path.join(TMP, "loadgen-workers")
+    os.makedirs(d, exist_ok=True)
+    scenario = os.path.join(d, "workers.txtpb")
+    with open(scenario, "w") as f:
+        f.write(LOADGEN_SCENARIO)
+    out = os.path.join(d, "run")
+    r = subprocess.run([LOADGEN, "--scenario=" + scenario, "--control=all:grpc-mp",
+                        "--target=127.0.0.1:1", "--out=" + out, "--progress=lines"],
+                       capture_output=True, text=True, timeout=60, env=env())
+    by_step = {}
+    try:
+        with open(os.path.join(out, "events.jsonl")) as f:
+            for line in f:
+                e = json.loads(line)
+                for kind in ("phase", "snapshot", "trim"):
+                    if kind in e:
+                        by_step.setdefault(kind, {})[int(e.get("workerPid", e.get(
+                            "worker_pid", 0)))] = e.get("workerControl", e.get(
+                                "worker_control", ""))
+    except OSError:
+        pass
+    want = {pid: addr for pid, addr in found.items()}
+    check(r.returncode == 0 and all(by_step.get(k) == want for k in ("phase", "snapshot", "trim")),
+          "gRPC multiprocessing: rsslab_loadgen --control=all:grpc-mp (exit %d): its phase, "
+          "snapshot and trim steps reached each worker %s, one record each with its pid and "
+          "address: %s | %s" % (r.returncode, want, by_step, (r.stdout + r.stderr).strip()[-400:]))
+
+
+def stopped_worker_checks(found):
+    """A worker that does not answer fails the call by name; the other still
+    answers, and the exit status says one failed."""
+    a, b = sorted(found)
+    os.kill(b, signal.SIGSTOP)
+    try:
+        r = subprocess.run([CTL, "--control=all:grpc-mp", "--timeout=2s", "snapshot"],
+                           capture_output=True, text=True, timeout=30, env=env())
+    finally:
+        os.kill(b, signal.SIGCONT)
+    lines = r.stdout.splitlines()
+    check(r.returncode == 1 and len(lines) == 1 and lines[0].startswith("pid %d at" % a)
+          and "snapshot failed on 1 of 2 workers: pid %d at" % b in r.stderr,
+          "gRPC multiprocessing: a stopped worker %d fails the snapshot by name, worker %d "
+          "answers, exit 1: %s | %s" % (b, a, r.stdout.strip()[:200], r.stderr.strip()[-300:]))
+
+
 def grpc_multiprocessing_checks():
     port = free_port()
     p = subprocess.Popen([PY, "-c", GRPC_MP, str(port)], env=env(), cwd=TMP,
@@ -289,10 +453,128 @@ def grpc_multiprocessing_checks():
               "gRPC multiprocessing: both workers served requests, counted by their "
               "interceptors: %s" % served)
         reach_every_worker("gRPC multiprocessing", found, 1)
+        service_checks("gRPC multiprocessing", "grpc-mp", found, served)
+        loadgen_checks(found)
+        if len(found) == 2:
+            stopped_worker_checks(found)
+            stale_checks("gRPC multiprocessing", "grpc-mp", found, max(found))
     finally:
         stop(p)
         err = p.stderr.read()
         check("Traceback" not in err, "gRPC multiprocessing: stderr clean: %s" % err[-300:])
+
+
+UWSGI_APP = r'''
+import os
+import rsslab
+import uwsgi                            # uWSGI's own module, in its workers only
+def _serve():                           # in each worker, after the fork
+    # grpcio: uWSGI's SIGTERM exits a worker from its signal handler, and the
+    # native transport's stop at that exit crashed it (docs/PACKAGE.md).
+    rsslab.serve("127.0.0.1:0", name="uwsgi-app", transport="grpcio")
+uwsgi.post_fork_hook = _serve
+def application(env, start_response):
+    rsslab.count_request()
+    keep = [bytearray(4096) for _ in range(64)]
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"%d %d" % (os.getpid(), len(keep))]
+'''
+
+
+def uwsgi_checks():
+    if not shutil.which("uwsgi"):
+        check(False, "uWSGI: Debian's uwsgi-core is installed (./rsslab setup)")
+        return
+    port = free_port()
+    d = os.path.join(TMP, "uwsgi")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "app.py"), "w") as f:
+        f.write(UWSGI_APP)
+    log = open(os.path.join(d, "uwsgi.log"), "w+")
+    p = subprocess.Popen(["uwsgi", "--plugin", "python3", "--master", "--processes", "2",
+                          "--threads", "4", "--http-socket", "127.0.0.1:%d" % port,
+                          "--wsgi-file", "app.py", "--die-on-term"],
+                         cwd=d, env=env(), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        check(wait_port(port), "uWSGI: a master and 2 workers listen on 127.0.0.1:%d" % port)
+        answered = drive_http(port, 2, most=2000)
+        workers = children(p.pid)
+        found = addresses(workers, 2)
+        check(len(workers) == 2 and sorted(found) == sorted(workers)
+              and sorted(answered) == sorted(workers),
+              "uWSGI: each of the 2 workers %s answered (%s) and has its own Control: %s"
+              % (workers, answered, found))
+        served = {pid: 1 for pid in answered}
+        service_checks("uWSGI", "uwsgi-app", found, served, threads=False)
+    finally:
+        stop(p)
+        log.seek(0)
+        text = log.read()
+        check("Traceback" not in text and "Segmentation" not in text,
+              "uWSGI: its log is clean (no traceback, no crash at exit): %s"
+              % text.strip()[-300:])
+
+
+CELERY_APP = r'''
+import os
+from celery import Celery
+from celery.signals import worker_process_init
+app = Celery("tasks", broker="filesystem://")
+app.conf.broker_transport_options = {"data_folder_in": "queue", "data_folder_out": "queue"}
+@worker_process_init.connect
+def _serve(**kwargs):                   # in each pool process, after the fork
+    import rsslab
+    rsslab.serve("127.0.0.1:0", name="celery-app")
+@app.task
+def work(n):
+    import rsslab
+    rsslab.count_request()
+    keep = [bytearray(4096) for _ in range(64)]
+    return os.getpid()
+'''
+
+
+def celery_checks():
+    d = os.path.join(TMP, "celery")
+    os.makedirs(os.path.join(d, "queue"), exist_ok=True)
+    with open(os.path.join(d, "tasks.py"), "w") as f:
+        f.write(CELERY_APP)
+    e = env()
+    e["PYTHONPATH"] = PKG + ":" + d
+    log = open(os.path.join(d, "celery.log"), "w+")
+    p = subprocess.Popen([PY, "-m", "celery", "-A", "tasks", "worker", "--pool=prefork",
+                          "--concurrency=2", "--loglevel=warning", "--without-heartbeat",
+                          "--without-mingle", "--without-gossip"],
+                         cwd=d, env=e, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 20
+        pool = []
+        while time.monotonic() < deadline and len(pool) < 2:
+            pool = children(p.pid)
+            time.sleep(0.1)
+        found = addresses(pool, 2)
+        check(len(found) == 2, "Celery: 2 prefork pool processes %s, each with its own Control: %s"
+              % (pool, found))
+        r = subprocess.run([PY, "-c", "from tasks import work\nfor i in range(200): work.delay(i)"],
+                           cwd=d, env=e, capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "Celery: 200 tasks sent: %s" % r.stderr.strip()[-200:])
+        counts = {}
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sum(counts.values()) < 200:
+            code, out, _ = ctl("all:celery-app", "snapshot", "--json", split=True)
+            counts = {int(json.loads(l)["pid"]): int(json.loads(l).get("requests_served", 0))
+                      for l in out.splitlines()}
+            time.sleep(0.2)
+        check(sum(counts.values()) == 200 and all(v > 0 for v in counts.values()),
+              "Celery: the 200 tasks ran in both pool processes, each counting its own: %s"
+              % counts)
+        service_checks("Celery", "celery-app", found, counts, threads=False)
+    finally:
+        stop(p)
+        log.seek(0)
+        text = log.read()
+        check("Traceback" not in text and "Segmentation" not in text and "exitcode" not in text,
+              "Celery: its log is clean (no traceback, no crash): %s" % text.strip()[-300:])
 
 
 ASYNCIO = r'''
@@ -377,7 +659,8 @@ def aio_checks():
 
 def main():
     t0 = time.monotonic()
-    for part in (gunicorn_checks, grpc_multiprocessing_checks, asyncio_checks, aio_checks):
+    for part in (gunicorn_checks, grpc_multiprocessing_checks, uwsgi_checks, celery_checks,
+                 asyncio_checks, aio_checks):
         t = time.monotonic()
         try:
             part()

@@ -1,0 +1,110 @@
+// The registry of the rsslab package's Control services: every process that
+// calls rsslab.serve() writes DIR/rsslab-control-<pid>.addr (DIR: its start
+// environment's $XDG_RUNTIME_DIR, else /tmp). This is the one reader of those
+// files, used by rsslab_ctl, the loadgen and inspect. The format
+// (docs/PACKAGE.md, "Every worker of a service"):
+//
+//   127.0.0.1:41234        the bound Control address, always the first line
+//   service=shop           the service's name: [A-Za-z0-9._-], 1..64 bytes
+//   pid=1234               the writer's pid (must match the file name)
+//   start=98765            its start time, /proc/PID/stat field 22 (ticks)
+//
+// An entry is never trusted: it is used only while a process with that pid
+// runs, started at that time (a reused pid is not believed), owned by the
+// file's owner. Anything else is ignored with one line saying why.
+//
+//   registry::Listing l = registry::ListService("shop", registry::Dirs(), true);
+//   for (const registry::Entry& w : l.workers) ... w.pid, w.address ...
+#ifndef RSSLAB_CONTROL_REGISTRY_H_
+#define RSSLAB_CONTROL_REGISTRY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace rsslab {
+namespace registry {
+
+// Bounds on what a reader accepts: a file (bytes), the files one directory
+// scan reads, the workers one service may list.
+inline constexpr size_t kMaxEntryBytes = 512;
+inline constexpr int kMaxFilesPerDir = 1024;
+inline constexpr int kMaxWorkers = 256;
+inline constexpr size_t kMaxServiceName = 64;
+
+struct Entry {
+  std::string path;
+  std::string address;  // HOST:PORT
+  std::string service;
+  int pid = 0;
+  uint64_t start_ticks = 0;
+};
+
+struct Ignored {
+  std::string path;
+  std::string why;     // one line
+  bool removed = false;  // a stale entry of our own, deleted
+};
+
+struct Listing {
+  std::vector<Entry> workers;  // by pid
+  std::vector<Ignored> ignored;
+};
+
+// "DIR/rsslab-control-PID.addr".
+std::string EntryPath(absl::string_view dir, int pid);
+
+// A service name is 1..64 bytes of [A-Za-z0-9._-]; the error names it.
+absl::Status CheckServiceName(absl::string_view name);
+
+// The format alone (`text` is the file's content; `file_pid` the pid its
+// name carries). The error says what is wrong, in one line.
+absl::StatusOr<Entry> ParseEntry(absl::string_view text, int file_pid);
+
+// "" while the entry's process runs with the entry's start time; else why
+// not ("pid 12 is gone", "pid 12 started at 5, not 4: a reused pid").
+std::string StaleReason(const Entry& e);
+
+// One file: a regular file (not through a symlink) of at most
+// kMaxEntryBytes, owned by `uid` (-1: by the reader, or any when the reader
+// is root), parsed, and live. NotFound when there is no file.
+absl::StatusOr<Entry> ReadEntry(const std::string& path, int file_pid, int uid = -1);
+
+// The directories a reader looks in: its own $XDG_RUNTIME_DIR (if a
+// directory), then /tmp.
+std::vector<std::string> Dirs();
+
+// Every live worker of `service` in `dirs` (a pid seen twice counts once).
+// With `clean`, a stale entry the reader owns is removed (unless it was
+// replaced since it was read).
+Listing ListService(absl::string_view service, const std::vector<std::string>& dirs, bool clean);
+
+// The live entry of one pid, from the first of `dirs` that has a file.
+absl::StatusOr<Entry> FindPid(int pid, const std::vector<std::string>& dirs);
+
+// What a --control value names: a HOST:PORT, every worker of a service
+// ("all:NAME"), or one registered worker ("pid:PID").
+struct ControlSpec {
+  enum class Kind { kAddress, kService, kPid } kind = Kind::kAddress;
+  std::string address;  // kAddress
+  std::string service;  // kService
+  int pid = 0;          // kPid
+};
+absl::StatusOr<ControlSpec> ParseControlSpec(absl::string_view flag_value);
+
+// The workers a spec names, resolved through the registry: an address is
+// itself (pid 0); "all:NAME" with no live worker is NotFound naming the
+// service and what was ignored. `ignored` (may be null) gets the lines.
+absl::StatusOr<std::vector<Entry>> Resolve(const ControlSpec& spec,
+                                           std::vector<Ignored>* ignored);
+
+// "pid 1234 at 127.0.0.1:41234", or the address alone for pid 0.
+std::string WorkerName(const Entry& e);
+
+}  // namespace registry
+}  // namespace rsslab
+
+#endif  // RSSLAB_CONTROL_REGISTRY_H_

@@ -1,0 +1,203 @@
+#include "control/registry.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/procfs/procfs.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rsslab {
+namespace registry {
+namespace {
+
+using ::testing::HasSubstr;
+
+uint64_t StartTicks(int pid) {
+  absl::StatusOr<std::string> stat = procfs::ReadProcFile(pid, "stat");
+  procfs::ThreadView v;
+  EXPECT_TRUE(stat.ok() && procfs::ParseThreadStat(absl::StripAsciiWhitespace(*stat), &v));
+  return v.start_ticks;
+}
+
+std::string Text(int pid, uint64_t start, const std::string& service = "shop",
+                 const std::string& address = "127.0.0.1:41234") {
+  return absl::StrCat(address, "\nservice=", service, "\npid=", pid, "\nstart=", start, "\n");
+}
+
+class RegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/registry_test.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override {
+    (void)system(absl::StrCat("rm -rf '", dir_, "'").c_str());
+  }
+  std::string Write(int pid, const std::string& text) {
+    const std::string path = EntryPath(dir_, pid);
+    std::ofstream(path) << text;
+    return path;
+  }
+  // The one ignored line naming `path`, or "".
+  static std::string Why(const Listing& l, const std::string& path) {
+    for (const Ignored& i : l.ignored) {
+      if (i.path == path) return i.why;
+    }
+    return "";
+  }
+  std::string dir_;
+};
+
+TEST_F(RegistryTest, ParsesTheFourLinesAndIgnoresNewerKeys) {
+  absl::StatusOr<Entry> e = ParseEntry("127.0.0.1:5\nservice=a.b-c_9\npid=12\nstart=34\nnew=x\n", 12);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->address, "127.0.0.1:5");
+  EXPECT_EQ(e->service, "a.b-c_9");
+  EXPECT_EQ(e->pid, 12);
+  EXPECT_EQ(e->start_ticks, 34u);
+}
+
+TEST_F(RegistryTest, MalformedEntriesAreNamedInOneLine) {
+  struct Case {
+    std::string text;
+    std::string why;
+  } cases[] = {
+      {"127.0.0.1:5\n", "written by an older rsslab package"},  // the one-line format
+      {"127.0.0.1:5\nservice=a\npid=12\nstart=34", "no final newline"},
+      {"nohost\nservice=a\npid=12\nstart=34\n", "not HOST:PORT"},
+      {"h:70000\nservice=a\npid=12\nstart=34\n", "not HOST:PORT"},
+      {"h:5\nservice=a b\npid=12\nstart=34\n", "must be 1 to 64 characters"},
+      {"h:5\nservice=\x1b[2J\npid=12\nstart=34\n", "\\x1b"},
+      {absl::StrCat("h:5\nservice=", std::string(65, 'a'), "\npid=12\nstart=34\n"), "1 to 64"},
+      {"h:5\nservice=a\npid= 12\nstart=34\n", "not a process id"},
+      {"h:5\nservice=a\npid=13\nstart=34\n", "the file name says 12"},
+      {"h:5\nservice=a\npid=12\nstart=-1\n", "not a number of clock ticks"},
+      {"h:5\nservice=a\npid=12\nstart=34\njunk\n", "line 5 is not key=value"},
+      {absl::StrCat("h:5\nservice=a\npid=12\nstart=34\n", std::string(20, '\n')), "more than 16 lines"},
+      {std::string(600, 'x'), "larger than 512 bytes"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<Entry> e = ParseEntry(c.text, 12);
+    ASSERT_FALSE(e.ok()) << c.text;
+    EXPECT_THAT(std::string(e.status().message()), HasSubstr(c.why)) << c.text;
+    EXPECT_FALSE(absl::StrContains(e.status().message(), "\n")) << e.status();
+  }
+}
+
+TEST_F(RegistryTest, ALiveEntryIsListedOnceAcrossDirectories) {
+  const int me = getpid();
+  Write(me, Text(me, StartTicks(me)));
+  Listing l = ListService("shop", {dir_, dir_}, true);
+  ASSERT_EQ(l.workers.size(), 1u);
+  EXPECT_EQ(l.workers[0].pid, me);
+  EXPECT_EQ(l.workers[0].address, "127.0.0.1:41234");
+  EXPECT_TRUE(l.ignored.empty());
+  EXPECT_TRUE(ListService("other", {dir_}, true).workers.empty());
+  absl::StatusOr<Entry> one = FindPid(me, {dir_});
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(WorkerName(*one), absl::StrCat("pid ", me, " at 127.0.0.1:41234"));
+}
+
+TEST_F(RegistryTest, ADeadPidIsStaleAndCleaned) {
+  pid_t child = fork();
+  if (child == 0) _exit(0);
+  ASSERT_GT(child, 0);
+  const uint64_t start = StartTicks(child);  // may already be gone: then 0
+  waitpid(child, nullptr, 0);
+  const std::string path = Write(child, Text(child, start));
+  Listing l = ListService("shop", {dir_}, /*clean=*/false);
+  EXPECT_TRUE(l.workers.empty());
+  EXPECT_THAT(Why(l, path), HasSubstr(absl::StrCat("stale: pid ", child, " is gone")));
+  struct stat st;
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << "kept without clean";
+  l = ListService("shop", {dir_}, /*clean=*/true);
+  ASSERT_EQ(l.ignored.size(), 1u);
+  EXPECT_TRUE(l.ignored[0].removed);
+  EXPECT_NE(stat(path.c_str(), &st), 0) << "removed with clean";
+  EXPECT_THAT(std::string(FindPid(child, {dir_}).status().message()), HasSubstr("no live Control entry"));
+  // A malformed entry (an older package's one line) of a gone pid is stale
+  // too: cleaned, not said; of a live pid it is named.
+  const std::string old_format = Write(child, "127.0.0.1:5\n");
+  const std::string live_old = Write(getpid(), "127.0.0.1:5\n");
+  l = ListService("shop", {dir_}, true);
+  EXPECT_EQ(Why(l, old_format), "");
+  EXPECT_NE(stat(old_format.c_str(), &st), 0);
+  EXPECT_THAT(Why(l, live_old), HasSubstr("written by an older rsslab package"));
+}
+
+TEST_F(RegistryTest, AnotherStartTimeIsAReusedPid) {
+  const int me = getpid();
+  const std::string path = Write(me, Text(me, StartTicks(me) + 1));
+  Listing l = ListService("shop", {dir_}, /*clean=*/true);
+  EXPECT_TRUE(l.workers.empty());
+  EXPECT_THAT(Why(l, path), HasSubstr("(a reused pid)"));
+  // Another service's stale entry is cleaned too, but not said.
+  const std::string other = Write(1, Text(1, 1, "other"));
+  l = ListService("shop", {dir_}, true);
+  EXPECT_EQ(Why(l, other), "");
+}
+
+TEST_F(RegistryTest, SizeSymlinksAndCountAreBounded) {
+  const int me = getpid();
+  const std::string big = Write(me, Text(me, StartTicks(me)) + std::string(600, '#'));
+  Listing l = ListService("shop", {dir_}, true);
+  EXPECT_TRUE(l.workers.empty());
+  EXPECT_THAT(Why(l, big), HasSubstr("larger than 512 bytes"));
+  unlink(big.c_str());
+  const std::string real = absl::StrCat(dir_, "/real");
+  std::ofstream(real) << Text(me, StartTicks(me));
+  ASSERT_EQ(symlink(real.c_str(), EntryPath(dir_, me).c_str()), 0);
+  l = ListService("shop", {dir_}, true);
+  EXPECT_TRUE(l.workers.empty());
+  EXPECT_THAT(Why(l, EntryPath(dir_, me)), HasSubstr("symlink"));
+  for (int pid = 2; pid < kMaxFilesPerDir + 10; ++pid) Write(pid, "x\n");
+  l = ListService("shop", {dir_}, false);
+  EXPECT_THAT(Why(l, dir_), HasSubstr("more than 1024 entries: the rest not read"));
+  EXPECT_LE(l.ignored.size(), static_cast<size_t>(kMaxFilesPerDir + 1));
+}
+
+TEST_F(RegistryTest, ControlSpecs) {
+  absl::StatusOr<ControlSpec> s = ParseControlSpec("all:shop");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->kind, ControlSpec::Kind::kService);
+  EXPECT_EQ(s->service, "shop");
+  s = ParseControlSpec("pid:42");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->pid, 42);
+  s = ParseControlSpec("127.0.0.1:50052");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->kind, ControlSpec::Kind::kAddress);
+  EXPECT_THAT(std::string(ParseControlSpec("all:").status().message()), HasSubstr("--control=all:NAME"));
+  EXPECT_THAT(std::string(ParseControlSpec("all:a/b").status().message()), HasSubstr("A-Z a-z 0-9"));
+  EXPECT_THAT(std::string(ParseControlSpec("pid:0x10").status().message()), HasSubstr("not a process id"));
+}
+
+TEST_F(RegistryTest, ResolveReadsTheReadersRuntimeDir) {
+  const int me = getpid();
+  Write(me, Text(me, StartTicks(me), "svc"));
+  ASSERT_EQ(setenv("XDG_RUNTIME_DIR", dir_.c_str(), 1), 0);
+  std::vector<Ignored> ignored;
+  absl::StatusOr<std::vector<Entry>> w = Resolve(*ParseControlSpec("all:svc"), &ignored);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->size(), 1u);
+  EXPECT_EQ((*w)[0].pid, me);
+  w = Resolve(*ParseControlSpec("all:nobody-here"), &ignored);
+  EXPECT_TRUE(absl::IsNotFound(w.status()));
+  EXPECT_THAT(std::string(w.status().message()), HasSubstr("no live worker of service 'nobody-here'"));
+  w = Resolve(*ParseControlSpec(absl::StrCat("pid:", me)), nullptr);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ((*w)[0].address, "127.0.0.1:41234");
+}
+
+}  // namespace
+}  // namespace registry
+}  // namespace rsslab
