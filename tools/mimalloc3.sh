@@ -36,26 +36,10 @@ skip() {
   exit 0
 }
 
-command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || skip "no apt-get/dpkg-deb"
-[ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] || skip "not amd64"
-
-# The Debian archive URI (and its key) from the machine's own sources.
-source_line=$("$ROOT/tools/setup/apt_source.sh" 2>&1) || skip "$source_line"
-read -r uri key <<<"$source_line"
-
-mkdir -p "$APT/lists/partial" "$APT/cache/archives/partial" "$APT/empty.d" "$DEST.tmp" || skip "cannot write $APT"
-echo "deb [signed-by=$key] $uri $SUITE main" >"$APT/sources.list"
-opts=(
-  -o "Dir::Etc::sourcelist=$APT/sources.list" -o "Dir::Etc::sourceparts=$APT/empty.d"
-  -o "Dir::Etc::preferences=$APT/empty.d/none" -o "Dir::Etc::preferencesparts=$APT/empty.d"
-  -o "Dir::State::Lists=$APT/lists" -o "Dir::Cache=$APT/cache"
-  -o "Dir::Cache::pkgcache=$APT/cache/pkgcache.bin" -o "Dir::Cache::srcpkgcache=$APT/cache/srcpkgcache.bin"
-  -o "APT::Sandbox::User=root" -q
-)
-apt-get "${opts[@]}" update >"$APT/update.log" 2>&1 || skip "apt-get update of $SUITE failed, see $APT/update.log"
-( cd "$APT" && rm -f ./*.deb && apt-get "${opts[@]}" download "$PKG=$VERSION" >"$APT/download.log" 2>&1 ) \
-  || skip "apt-get download $PKG=$VERSION failed, see $APT/download.log"
-deb=$(ls "$APT"/"${PKG}"_*.deb 2>/dev/null | head -1)
+. "$ROOT/tools/setup/apt_private.sh"
+apt_private_init "$SUITE" "$APT" || skip "$APT_PRIVATE_ERROR"
+apt_private_download "$APT" "$PKG=$VERSION" || skip "$APT_PRIVATE_ERROR"
+deb=$(ls "$APT"/debs/"${PKG}"_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || skip "no .deb after apt-get download"
 rm -rf "$DEST.tmp" && mkdir -p "$DEST.tmp" && dpkg-deb -x "$deb" "$DEST.tmp" || skip "dpkg-deb -x failed"
 echo "$VERSION" >"$DEST.tmp/.version"
