@@ -53,5 +53,6 @@ apt_private_download() {
   [ -z "${missing:-}" ] || { APT_PRIVATE_ERROR="the mirror has no package $missing"; return 1; }
   rm -f "$dir"/debs/*.deb
   ( cd "$dir/debs" && apt-get "${APT_PRIVATE_OPTS[@]}" download "$@" ) >"$dir/download.log" 2>&1 \
-    || { APT_PRIVATE_ERROR="apt-get download $* failed, see $dir/download.log"; return 1; }
+    || { APT_PRIVATE_ERROR="apt-get download failed: $(grep -m1 '^E:' "$dir/download.log" | cut -c4-) ($dir/download.log)"
+         return 1; }
 }

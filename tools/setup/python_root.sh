@@ -7,13 +7,15 @@
 # glibc than Debian 12's, so the root carries that suite's libc6 and the
 # libraries the interpreter and its stdlib modules load, and it runs only
 # through its own loader (tools/pyroot.sh). Also in the root: the suite's
-# libpython3.X-dev headers and pybind11-dev 2.13 (Debian 12's 2.10 predates
-# 3.13), which the Bazel build of the extension for that ABI uses.
+# libpython3.X-dev headers and Debian 13's pybind11-dev 2.13 for both (Debian
+# 12's 2.10 predates 3.13; sid's 3.x changes types the extension's code
+# deduces), which the Bazel build of the extension for that ABI uses.
 #
 #   tools/setup/python_root.sh 3.13 3.14        # fetch what is missing; one line and exit 0 if it cannot
 #   tools/setup/python_root.sh --check 3.14     # exit 0 if the root is complete, else 1
 #
-# Safe to rerun: a root is complete once its .complete file is written (last).
+# Safe to rerun: a root is complete once its .complete file (the package list
+# it was made from, written last) matches the list below.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$(readlink -f "$0")")/../.." && pwd)
 
@@ -23,11 +25,28 @@ suite_of() { case "$1" in 3.13) echo trixie ;; 3.14) echo sid ;; *) return 1 ;; 
 # (ssl, sqlite3, ctypes, decimal, readline, lzma, bz2, zlib, uuid).
 packages() {
   echo "python$1 python$1-minimal libpython$1 libpython$1-minimal libpython$1-stdlib libpython$1-dev"
-  echo "pybind11-dev libc6 libssl3t64 libffi8 libexpat1 zlib1g libbz2-1.0 liblzma5 libzstd1 libsqlite3-0"
+  echo "libc6 libssl3t64 libffi8 libexpat1 zlib1g libbz2-1.0 liblzma5 libzstd1 libsqlite3-0"
   echo "libreadline8t64 libncursesw6 libtinfo6 libuuid1 libgcc-s1 libmpdec4 libstdc++6"
+  # pip as a self-contained wheel (what ensurepip uses): the root's own pip
+  # installs the rsslab wheel, checking its tag and Requires-Python.
+  echo "python3-pip-whl"
 }
 
-complete() { [ -r "$ROOT/.deps/python$1/.complete" ] && [ -x "$ROOT/.deps/python$1/usr/bin/python$1" ]; }
+# Complete: unpacked from the package list this script names now.
+complete() {
+  [ -x "$ROOT/.deps/python$1/usr/bin/python$1" ] \
+    && [ "$(cat "$ROOT/.deps/python$1/.complete" 2>/dev/null)" = "$(packages "$1" | paste -sd' ')" ]
+}
+
+# unpack APT_DIR DEST: every .deb downloaded into APT_DIR/debs/, listed in DEST/.packages.
+unpack() {
+  local deb
+  for deb in "$1"/debs/*.deb; do
+    dpkg-deb -x "$deb" "$2" || return 1
+    dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb" >>"$2/.packages"
+  done
+  rm -f "$1"/debs/*.deb
+}
 
 fetch() {
   local v=$1 suite dest apt
@@ -42,13 +61,11 @@ fetch() {
   # shellcheck disable=SC2046
   apt_private_download "$apt" $(packages "$v") || { skip "$APT_PRIVATE_ERROR"; return 0; }
   rm -rf "$dest.tmp" && mkdir -p "$dest.tmp" || { skip "cannot write $dest.tmp"; return 0; }
-  local deb
-  for deb in "$apt"/debs/*.deb; do
-    dpkg-deb -x "$deb" "$dest.tmp" || { skip "dpkg-deb -x $(basename "$deb") failed"; return 0; }
-    dpkg-deb -W --showformat='${Package} ${Version}\n' "$deb" >>"$dest.tmp/.packages"
-  done
-  rm -f "$apt"/debs/*.deb
-  touch "$dest.tmp/.complete"
+  unpack "$apt" "$dest.tmp" || { skip "dpkg-deb -x failed"; return 0; }
+  apt_private_init trixie "$ROOT/.deps/apt" || { skip "$APT_PRIVATE_ERROR"; return 0; }
+  apt_private_download "$ROOT/.deps/apt" pybind11-dev || { skip "$APT_PRIVATE_ERROR"; return 0; }
+  unpack "$ROOT/.deps/apt" "$dest.tmp" || { skip "dpkg-deb -x failed"; return 0; }
+  packages "$v" | paste -sd' ' >"$dest.tmp/.complete"
   rm -rf "$dest" && mv "$dest.tmp" "$dest"
   echo "rsslab: Python $v ($suite) unpacked into .deps/python$v ($(du -sm "$dest" | cut -f1) MB)" >&2
 }
