@@ -51,7 +51,12 @@ bool WithGil(const std::function<void()>& fn) {
   // Taking the GIL during finalization ends a foreign thread (3.11 calls
   // pthread_exit on it); the atexit handler stops every native thread
   // before that, and this check covers a caller that raced it.
+#if PY_VERSION_HEX >= 0x030D0000
+  // 3.13 made it public as Py_IsFinalizing and removed the private name.
+  if (ShuttingDown() || !Py_IsInitialized() || Py_IsFinalizing()) return false;
+#else
   if (ShuttingDown() || !Py_IsInitialized() || _Py_IsFinalizing()) return false;
+#endif
   PyGILState_STATE st = PyGILState_Ensure();
   fn();
   PyGILState_Release(st);
