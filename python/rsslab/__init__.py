@@ -88,6 +88,15 @@ def _target_tids():
     return tids
 
 
+def _work_item(executor, task):
+    # 3.14's _WorkItem takes (future, task), the task made by the executor
+    # (the work of InterpreterPoolExecutor); before 3.14 (future, fn, args, kwargs).
+    resolve = getattr(executor, "_resolve_work_item_task", None)
+    if resolve is not None:
+        return _cf_thread._WorkItem(concurrent.futures.Future(), resolve(*task))
+    return _cf_thread._WorkItem(concurrent.futures.Future(), *task)
+
+
 def _submit_one(executor):
     # Straight into the executor's queue, as submit() would put it, without
     # submit()'s thread start: submit() starts a new worker whenever it
@@ -98,7 +107,7 @@ def _submit_one(executor):
         with executor._shutdown_lock:
             if executor._shutdown or executor._broken or _cf_thread._shutdown:
                 return False
-            executor._work_queue.put(_cf_thread._WorkItem(concurrent.futures.Future(), *task))
+            executor._work_queue.put(_work_item(executor, task))
             if not executor._idle_semaphore.acquire(timeout=0):
                 # No idle worker was claimed for it, yet the one that runs it
                 # gives the pool's idle count one back when done, as after any
