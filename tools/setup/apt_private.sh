@@ -26,7 +26,7 @@ apt_private_init() {
   line=$("$here/apt_source.sh" 2>&1) || { APT_PRIVATE_ERROR=$line; return 1; }
   read -r uri key <<<"$line"
   mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/empty.d" "$dir/debs" \
-    || { APT_PRIVATE_ERROR="cannot write $dir"; return 1; }
+    || { APT_PRIVATE_ERROR="cannot create $dir"; return 1; }
   echo "deb [signed-by=$key] $uri $suite main" >"$dir/sources.list"
   APT_PRIVATE_OPTS=(
     -o "Dir::Etc::sourcelist=$dir/sources.list" -o "Dir::Etc::sourceparts=$dir/empty.d"

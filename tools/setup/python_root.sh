@@ -60,7 +60,7 @@ fetch() {
   apt_private_init "$suite" "$apt" || { skip "$APT_PRIVATE_ERROR"; return 0; }
   # shellcheck disable=SC2046
   apt_private_download "$apt" $(packages "$v") || { skip "$APT_PRIVATE_ERROR"; return 0; }
-  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp" || { skip "cannot write $dest.tmp"; return 0; }
+  rm -rf "$dest.tmp" && mkdir -p "$dest.tmp" || { skip "cannot create $dest.tmp"; return 0; }
   unpack "$apt" "$dest.tmp" || { skip "dpkg-deb -x failed"; return 0; }
   apt_private_init trixie "$ROOT/.deps/apt" || { skip "$APT_PRIVATE_ERROR"; return 0; }
   apt_private_download "$ROOT/.deps/apt" pybind11-dev || { skip "$APT_PRIVATE_ERROR"; return 0; }
