@@ -5,8 +5,7 @@ Each interpreter is the private root ./rsslab setup unpacks into .deps/
 (tools/setup/python_root.sh), started through tools/pyroot.sh. Per version:
 the wheel is packed from the cp3XY/ extensions (python/abi.bzl) and installed
 by that root's own pip (`pip install --no-index --target`, which checks the
-wheel's tag and Requires-Python against the interpreter); then, with no
-grpcio (Debian's is built for 3.11 only):
+wheel's tag and Requires-Python against the interpreter); then:
 - under glibc, jemalloc, mimalloc (2.0.9; 3.0.1 when fetched), preloaded
   through the launcher: the allocator detected and mapped, a snapshot of
   this interpreter, a release reaching all 16 workers of a pool that
@@ -20,7 +19,11 @@ grpcio (Debian's is built for 3.11 only):
   snapshot while the GIL is held 8 s, exit with serve and auto_trim running
   under 2 s, `python -m rsslab run`;
 - threading._register_atexit (private; the grpcio transport ends its watch
-  streams with it) still runs before the interpreter joins its threads.
+  streams with it) still runs before the interpreter joins its threads;
+- with that suite's python3-grpcio (1.51, in the root): /metrics through
+  grpc_interceptor(), gRPC C++ mapped only for the native transport, exit
+  with a watch stream open, package_test's transport checks over grpcio and
+  serve(server=), and docs/PACKAGE.md's five lines in a grpcio service.
 
 The checks and snippets shared with //python:package_test are its own
 (imported); a root that is missing is one "skip" line, both missing fail.
@@ -232,6 +235,34 @@ def native_checks(py, v):
           % (v, (r.stdout + r.stderr).strip()[-200:]))
 
 
+def grpcio_checks(py, v):
+    # That suite's python3-grpcio, in the root: the same checks as on 3.11.
+    # package_test's METRICS prints one "NAME True" line per check it makes.
+    r = snippet(py, pt.METRICS)
+    wrong = [l for l in r.stdout.splitlines() if not l.endswith(" True")]
+    check(r.returncode == 0 and r.stdout.count(" True") >= 8 and not wrong,
+          "%s: serve(metrics=) with grpc_interceptor() in a grpcio server: %d /metrics checks "
+          "true, not %s, exit %d %s" % (v, r.stdout.count(" True"), wrong, r.returncode,
+                                        r.stderr.strip()[-300:]))
+    r = snippet(py, pt.LAZY_GRPC)
+    check(r.returncode == 0 and r.stdout.split() == ["False", "False", "True"],
+          "%s: gRPC C++ is mapped only once serve(transport='native') is asked for: %s"
+          % (v, (r.stdout + r.stderr).strip()[-300:]))
+    p = subprocess.Popen([py, "-c", pt.EXIT_FAST, "grpcio"], env=pt.base_env(), cwd=TMP,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    t1 = time.monotonic()
+    p.wait(30)
+    took = time.monotonic() - t1
+    check(line.strip() == "exiting" and p.returncode == 0 and took < 2.0,
+          "%s: exit with serve(transport='grpcio'), a watch stream open (ended through "
+          "threading._register_atexit) and auto_trim() running took %.2f s (< 2 s) %s"
+          % (v, took, p.stderr.read().strip()[-200:]))
+    for transport in ("grpcio", "shared"):
+        pt.transport_checks(py, transport)
+    pt.five_line_checks(py)
+
+
 def main():
     present = [v for v in VERSIONS if os.path.exists(os.path.join(WS, ".deps/python%s/.complete" % v))]
     for v in VERSIONS:
@@ -239,13 +270,16 @@ def main():
             print("skip  %s: .deps/python%s is missing (tools/setup/python_root.sh %s)" % (v, v, v))
     check(bool(present), "at least one private root is there (./rsslab setup)")
     for v in present:
+        print("----  CPython %s (.deps/python%s)" % (v, v), flush=True)
         t0 = time.monotonic()
+        failed = len(pt.failures)
         py = make_python(v)
-        if pt.failures:
-            break
+        if len(pt.failures) > failed:
+            continue
         allocator_checks(py, v)
         arena_checks(py, v)
         native_checks(py, v)
+        grpcio_checks(py, v)
         print("      %s: %.0f s" % (v, time.monotonic() - t0), flush=True)
     if pt.failures:
         print("\n%d check(s) failed:\n  %s" % (len(pt.failures), "\n  ".join(pt.failures)))

@@ -30,6 +30,13 @@ packages() {
   # pip as a self-contained wheel (what ensurepip uses): the root's own pip
   # installs the rsslab wheel, checking its tag and Requires-Python.
   echo "python3-pip-whl"
+  # That suite's grpcio (1.51, built for its CPython) and what it links, so
+  # that the package's grpcio parts are tested on 3.13 and 3.14 too; the
+  # Abseil soname is the one each suite's python3-grpcio depends on.
+  case "$1" in
+    3.13) echo "python3-grpcio python3-protobuf libabsl20240722 libcares2 libre2-11" ;;
+    3.14) echo "python3-grpcio python3-protobuf libabsl20260526 libcares2 libre2-11" ;;
+  esac
 }
 
 # Complete: unpacked from the package list this script names now.
