@@ -109,8 +109,11 @@ def make_python(v):
     r = run([sys.executable, os.path.join(WS, "python/wheel/build_wheel.py"), "--abi=" + abi,
              "--native=" + os.path.join(WS, "python", abi, "_rsslab.so"), "--out=" + dist])
     wheel = r.stdout.strip()
-    check(r.returncode == 0 and wheel.endswith("-%s-%s-linux_x86_64.whl" % (abi, abi)),
+    check(r.returncode == 0 and re.search(r"-%s-%s-manylinux_2_\d+_x86_64\.whl$" % (abi, abi), wheel),
           "%s: wheel packed: %s" % (v, wheel or r.stderr.strip()[-300:]))
+    r = run([sys.executable, os.path.join(WS, "python/wheel/check_wheel.py"), wheel])
+    check(r.returncode == 0, "%s: check_wheel.py (NEEDED, tag, Requires-Python): %s"
+          % (v, (r.stdout + r.stderr).strip()[-300:]))
     site = os.path.join(TMP, "site-" + v)
     pips = [n for n in os.listdir(os.path.join(root_dir(v), "usr/share/python-wheels"))
             if n.startswith("pip-")]
