@@ -62,6 +62,21 @@ pin_shape() {
   fi
 }
 
+# bench_workdir: WORK, a temporary directory removed at exit, and
+# SERVER_PID (set by start_noop_server), stopped at exit.
+bench_workdir() {
+  WORK=$(mktemp -d)
+  SERVER_PID=""
+  trap '[ -n "$SERVER_PID" ] && kill -TERM $SERVER_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+}
+
+# print_machine [EXTRA]: the machine line (cores, CPU model, kernel, then
+# EXTRA) and the load average before the benchmark.
+print_machine() {
+  echo "machine: $(nproc) cores ($(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -1)), kernel $(uname -r)${1:+, $1}"
+  echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
 # start_noop_server WORK THREADS HANDLER: rsslab_server ($SERVER) under
 # SRV_PIN on loopback ports; sets SERVER_PID, DATA and CTLADDR.
 start_noop_server() {

@@ -41,12 +41,9 @@ LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
 command -v h2load >/dev/null || { echo "bench: h2load missing (apt-get install nghttp2-client)" >&2; exit 1; }
 [ -x /usr/bin/time ] || { echo "bench: /usr/bin/time missing (apt-get install time)" >&2; exit 1; }
 [ -x "$SERVER" ] && [ -x "$LOADGEN" ] || { echo "bench: run ./rsslab build first" >&2; exit 1; }
-WORK=$(mktemp -d)
-SERVER_PID=""
-trap '[ -n "$SERVER_PID" ] && kill -TERM $SERVER_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+bench_workdir
 
-echo "machine: $(nproc) cores ($(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -1)), kernel $(uname -r), $(ldd --version | head -1 | sed 's/^ldd //'), $(h2load --version | head -1)"
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+print_machine "$(ldd --version | head -1 | sed 's/^ldd //'), $(h2load --version | head -1)"
 
 start_noop_server "$WORK" "$THREADS" "$ROOT/tests/handlers/noop.py"
 

@@ -26,12 +26,9 @@ pin_shape
 SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
 LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
 CLIENT=${CLIENT:-$(find_bin stream_client bench)} || exit 1
-WORK=$(mktemp -d)
-SERVER_PID=""
-trap '[ -n "$SERVER_PID" ] && kill -TERM $SERVER_PID 2>/dev/null; wait 2>/dev/null; rm -rf "$WORK"' EXIT
+bench_workdir
 
-echo "machine: $(nproc) cores ($(sed -n 's/^model name\t: //p' /proc/cpuinfo | head -1)), kernel $(uname -r)"
-echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+print_machine
 start_noop_server "$WORK" "$THREADS" "$ROOT/server/handlers/noop.py"
 
 # Prints messages received per second.
