@@ -214,15 +214,7 @@ def native_checks(py, v):
     check(took < 7 and "GIL was not free within" in why and "after '' True" in out,
           "%s: GIL held 8 s: the snapshot answered in %.1f s (%r), Python back after: %s"
           % (v, took, why, (out + err).strip()[-200:]))
-    p = subprocess.Popen([py, "-c", pt.EXIT_FAST, "native"], env=pt.base_env(), cwd=TMP,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    t1 = time.monotonic()
-    p.wait(30)
-    took = time.monotonic() - t1
-    check(line.strip() == "exiting" and p.returncode == 0 and took < 2.0,
-          "%s: exit with serve(transport='native') and auto_trim() running took %.2f s (< 2 s) %s"
-          % (v, took, p.stderr.read().strip()[-200:]))
+    pt.exit_fast_check(py, "native", "%s: " % v)
     script = os.path.join(TMP, "user_script.py")
     with open(script, "w") as f:
         f.write(pt.RUN_SCRIPT)
@@ -251,16 +243,7 @@ def grpcio_checks(py, v):
     check(r.returncode == 0 and r.stdout.split() == ["False", "False", "True"],
           "%s: gRPC C++ is mapped only once serve(transport='native') is asked for: %s"
           % (v, (r.stdout + r.stderr).strip()[-300:]))
-    p = subprocess.Popen([py, "-c", pt.EXIT_FAST, "grpcio"], env=pt.base_env(), cwd=TMP,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = p.stdout.readline()
-    t1 = time.monotonic()
-    p.wait(30)
-    took = time.monotonic() - t1
-    check(line.strip() == "exiting" and p.returncode == 0 and took < 2.0,
-          "%s: exit with serve(transport='grpcio'), a watch stream open (ended through "
-          "threading._register_atexit) and auto_trim() running took %.2f s (< 2 s) %s"
-          % (v, took, p.stderr.read().strip()[-200:]))
+    pt.exit_fast_check(py, "grpcio", "%s: " % v)
     for transport in ("grpcio", "shared"):
         pt.transport_checks(py, transport)
     pt.five_line_checks(py)

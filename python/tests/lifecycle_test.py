@@ -30,13 +30,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
 WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
 TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
 sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
-from package_tree import check, failures  # noqa: E402
+from package_tree import check  # noqa: E402
 CTL = os.path.join(WS, "control/rsslab_ctl")
 PY = "/usr/bin/python3"
 
@@ -351,18 +350,9 @@ def no_grpc_checks():
 
 
 def main():
-    t0 = time.monotonic()
-    for part in (fork_checks, reserve_checks, blocked_checks, raises_checks, token_checks,
-                 arena_checks, no_grpc_checks):
-        t = time.monotonic()
-        try:
-            part()
-        except subprocess.TimeoutExpired as e:  # a process that hung: the case failed
-            check(False, "%s: a process did not end within %d s" % (part.__name__, e.timeout))
-        print("      %s: %.1f s" % (part.__name__, time.monotonic() - t), flush=True)
-    print("lifecycle_test: %.1f s, %d failure(s)" % (time.monotonic() - t0, len(failures)))
-    if failures:
-        sys.exit(1)
+    package_tree.run_parts("lifecycle_test", (
+        fork_checks, reserve_checks, blocked_checks, raises_checks,
+        token_checks, arena_checks, no_grpc_checks))
 
 
 if __name__ == "__main__":

@@ -396,7 +396,6 @@ def mimalloc_fill_shrink(s, label):
     workers = t.get("workers", [])
     committed = sum(int(w.get("after", {}).get("heap_committed_bytes", 0)) for w in workers)
     used = sum(int(w.get("after", {}).get("heap_used_bytes", 0)) for w in workers)
-    pinned = committed - used
     res_before = sum(int(w.get("before", {}).get("heap_resident_bytes", -1)) for w in workers)
     res_after = sum(int(w.get("after", {}).get("heap_resident_bytes", -1)) for w in workers)
     small_res = sum(int(w.get("after", {}).get("heap_small_block_resident_bytes", -1))
@@ -524,6 +523,22 @@ rsslab.auto_trim("interval", interval_s=1, tick_s=0.05, gap_mb=0, min_spacing_s=
 time.sleep(1.2)
 print("exiting", flush=True)
 """
+
+
+def exit_fast_check(py, transport, label=""):
+    """EXIT_FAST under `transport`: the interpreter exits within 2 s of its
+    last line, with exit status 0 (interps_test runs it on each CPython)."""
+    p = subprocess.Popen([py, "-c", EXIT_FAST, transport], env=base_env(), cwd=TMP,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = p.stdout.readline()  # printed right before the interpreter exits
+    t1 = time.monotonic()
+    p.wait(30)
+    took = time.monotonic() - t1
+    check(line.strip() == "exiting" and p.returncode == 0 and took < 2.0,
+          "%sexit with serve(transport=%r)%s and auto_trim() running took %.2f s (< 2 s), rc %s %s"
+          % (label, transport, " (a watch stream open, ended through "
+             "threading._register_atexit)" if transport == "grpcio" else "", took,
+             p.returncode, p.stderr.read().strip()[-200:]))
 
 METRICS = r"""
 import concurrent.futures as cf, grpc, rsslab, urllib.request
@@ -991,16 +1006,7 @@ def small_checks(py):
               "work ran on an idle worker (< 0.5 s): %s"
               % (allocator, (r.stdout + r.stderr).strip()[-300:]))
     for transport in ("native", "grpcio"):
-        p = subprocess.Popen([py, "-c", EXIT_FAST, transport], env=base_env(), cwd=TMP,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        line = p.stdout.readline()  # printed right before the interpreter exits
-        t1 = time.monotonic()
-        p.wait(30)
-        took = time.monotonic() - t1
-        check(line.strip() == "exiting" and p.returncode == 0 and took < 2.0,
-              "exit with serve(transport=%r)%s and auto_trim() running took %.2f s (< 2 s), rc %s %s"
-              % (transport, " (a watch stream open)" if transport == "grpcio" else "", took,
-                 p.returncode, p.stderr.read().strip()[-200:]))
+        exit_fast_check(py, transport)
     for transport in ("grpcio", "native", "shared"):
         transport_checks(py, transport)
     r = snippet(py, IDLE_COUNT)

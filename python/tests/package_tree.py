@@ -3,6 +3,7 @@ and the check() the package's tests report with.
 
   root = package_tree.make(WS, TMP)   # then PYTHONPATH=root: import rsslab
   check(cond, "what was checked")      # a failed one is kept in failures
+  run_parts("name_test", (part_a, part_b))  # each timed; exits 1 on a failure
 
 rsslab/*.py and the two Bazel-built extensions under their CPython names
 (the wheel's layout, python/wheel/build_wheel.py), copied into TMP/pkg.
@@ -10,6 +11,9 @@ rsslab/*.py and the two Bazel-built extensions under their CPython names
 
 import os
 import shutil
+import subprocess
+import sys
+import time
 
 failures = []
 
@@ -33,3 +37,20 @@ def make(ws, tmp):
         shutil.copy(os.path.join(ws, "python", so + ".so"),
                     os.path.join(pkg, so + ".cpython-311-x86_64-linux-gnu.so"))
     return root
+
+
+def run_parts(test, parts):
+    """Runs each part (a function making checks), timed; a process a part
+    waited for too long fails that part, not the others. Exits 1 when any
+    check failed."""
+    t0 = time.monotonic()
+    for part in parts:
+        t = time.monotonic()
+        try:
+            part()
+        except subprocess.TimeoutExpired as e:  # a process that hung: the case failed
+            check(False, "%s: a process did not end within %d s" % (part.__name__, e.timeout))
+        print("      %s: %.1f s" % (part.__name__, time.monotonic() - t), flush=True)
+    print("%s: %.1f s, %d failure(s)" % (test, time.monotonic() - t0, len(failures)))
+    if failures:
+        sys.exit(1)

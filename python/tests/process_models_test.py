@@ -45,7 +45,7 @@ WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
 TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
 sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
-from package_tree import check, failures  # noqa: E402
+from package_tree import check  # noqa: E402
 CTL = os.path.join(WS, "control/rsslab_ctl")
 LOADGEN = os.path.join(WS, "loadgen/rsslab_loadgen")
 PY = "/usr/bin/python3"
@@ -658,18 +658,9 @@ def aio_checks():
 
 
 def main():
-    t0 = time.monotonic()
-    for part in (gunicorn_checks, grpc_multiprocessing_checks, uwsgi_checks, celery_checks,
-                 asyncio_checks, aio_checks):
-        t = time.monotonic()
-        try:
-            part()
-        except subprocess.TimeoutExpired as e:
-            check(False, "%s: a process did not end within %d s" % (part.__name__, e.timeout))
-        print("      %s: %.1f s" % (part.__name__, time.monotonic() - t), flush=True)
-    print("process_models_test: %.1f s, %d failure(s)" % (time.monotonic() - t0, len(failures)))
-    if failures:
-        sys.exit(1)
+    package_tree.run_parts("process_models_test", (
+        gunicorn_checks, grpc_multiprocessing_checks, uwsgi_checks, celery_checks,
+        asyncio_checks, aio_checks))
 
 
 if __name__ == "__main__":
