@@ -204,7 +204,7 @@ addr = rsslab.serve(transport="native")
 maps = open("/proc/self/maps").read()
 print(json.dumps({"visible": hidden, "allocator": a["name"], "snapshot_keys": len(snap),
                   "release": rel.get("allocator"), "control": addr,
-                  "own_protobuf": "rsslab.libs/libprotobuf.so.32" in maps,
+                  "own_protobuf": "rsslab.libs/libprotobuf-" in maps,
                   "debian_protobuf": lib + "libprotobuf" in maps}), flush=True)
 sys.stdin.readline()
 rsslab.stop()
@@ -236,12 +236,53 @@ def hidden_libs_checks(py):
               "without Debian's libprotobuf/libabsl/libgrpc (%s): import, allocator, snapshot, "
               "release: %s%s" % (allocator, line.strip(), err.strip()[-300:]))
         check(got.get("own_protobuf") and not got.get("debian_protobuf"),
-              "without Debian's libraries (%s): the wheel's rsslab.libs/libprotobuf.so.32 "
+              "without Debian's libraries (%s): the wheel's rsslab.libs/libprotobuf-HASH.so.32 "
               "mapped, not Debian's" % allocator)
         check(snap is not None and snap.returncode == 0 and '"allocator"' in snap.stdout,
               "without Debian's libraries (%s): serve(transport=\"native\") answers rsslab_ctl "
               "snapshot: %s" % (allocator, (snap.stdout[:80] + snap.stderr) if snap else "no address"))
         check(p.returncode == 0, "without Debian's libraries (%s): exit 0" % allocator)
+
+
+# In a process that already loaded another build's libprotobuf.so.32 and
+# libabsl_base.so.20220623 (stubs of those sonames that define nothing),
+# the extensions, which need the wheel's own renamed copies, still load.
+SAME_SONAMES = r"""
+import json, rsslab
+rsslab.snapshot()
+addr = rsslab.serve(transport="native")
+maps = open("/proc/self/maps").read()
+print(json.dumps({"stub": "stub-sonames/libprotobuf.so.32" in maps,
+                  "own": "rsslab.libs/libprotobuf-" in maps and "rsslab.libs/libabsl_base-" in maps,
+                  "control": addr}))
+rsslab.stop()
+"""
+
+
+def same_soname_checks(py):
+    """A library of a bundled one's soname loaded first does not stand in for it."""
+    if ASAN:
+        print("skip  another build's libprotobuf.so.32 loaded first: not with ASan's runtime")
+        return
+    stubs = os.path.join(TMP, "stub-sonames")
+    os.makedirs(stubs, exist_ok=True)
+    src = os.path.join(stubs, "stub.cc")
+    with open(src, "w") as f:
+        f.write("extern \"C\" { int rsslab_stub_soname = 1; }\n")
+    preload = []
+    for soname in ("libprotobuf.so.32", "libabsl_base.so.20220623"):
+        out = os.path.join(stubs, soname)
+        r = run(["g++", "-shared", "-fPIC", "-Wl,-soname," + soname, "-o", out, src])
+        check(r.returncode == 0, "a stub of soname %s built: %s" % (soname, r.stderr.strip()))
+        preload.append(out)
+    env = base_env()
+    env["LD_PRELOAD"] = " ".join(preload)
+    r = run([py, "-c", SAME_SONAMES], env=env, cwd=TMP, timeout=60)
+    got = json.loads(r.stdout) if r.stdout.startswith("{") else {}
+    check(r.returncode == 0 and got.get("stub") and got.get("own") and got.get("control"),
+          "another build's libprotobuf.so.32 and libabsl_base.so.20220623 loaded first: "
+          "the package imports, snapshots and serves on the wheel's own copies: %s%s"
+          % (r.stdout.strip(), r.stderr.strip()[-300:]))
 
 
 class Service:
@@ -1046,6 +1087,7 @@ def main():
     if failures:
         sys.exit(1)
     hidden_libs_checks(py)
+    same_soname_checks(py)
     small_checks(py)
     five_line_checks(py)
     if not ASAN and "mimalloc3" not in SERVICE_ALLOCATORS:

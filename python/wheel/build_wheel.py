@@ -17,7 +17,12 @@ Requires-Python. The extensions link gRPC, OpenSSL and zlib statically
 (python/BUILD.bazel); Abseil, Protobuf and RE2, which Debian ships only as
 shared PIC code, are copied from where ldd finds them into rsslab.libs/,
 which the extensions' RPATH names, so the wheel needs nothing from the
-target machine but the C/C++ runtime. --platform is the manylinux tag that
+target machine but the C/C++ runtime. Each copy gets a soname of its own
+(libprotobuf.so.32 -> libprotobuf-<8 hex of its sha256>.so.32, with
+patchelf, as auditwheel does), and every NEEDED entry naming it follows: a
+process that loaded another build's libprotobuf.so.32 first (the loader
+matches a NEEDED entry to a loaded library by soname) still gets the
+wheel's own. --platform is the manylinux tag that
 runtime's symbol versions call for; python/wheel/check_wheel.py derives it
 from the built files and fails when they disagree.
 """
@@ -27,8 +32,10 @@ import base64
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,6 +89,46 @@ def shared_deps(paths):
     return deps
 
 
+def own_soname(soname, data):
+    """libprotobuf.so.32 -> libprotobuf-1a2b3c4d.so.32 (8 hex of the file's sha256)."""
+    stem, dot, rest = soname.partition(".so")
+    return "%s-%s%s%s" % (stem, hashlib.sha256(data).hexdigest()[:8], dot, rest)
+
+
+def patchelf(args):
+    r = subprocess.run(["patchelf"] + args, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit("build_wheel: patchelf %s: %s" % (" ".join(args), r.stderr.strip()
+                                                    or "exit %d" % r.returncode))
+
+
+def renamed_natives(paths, deps, work):
+    """Copies of the extensions and their libraries in WORK, each library
+    under its own soname and every NEEDED entry renamed to match.
+
+    Returns ([extension copies], [(wheel name of a library, its copy)]).
+    """
+    if not shutil.which("patchelf"):
+        sys.exit("build_wheel: patchelf is missing (./rsslab setup installs it; "
+                 "apt-get install patchelf)")
+    names = {}
+    for soname, path in deps.items():
+        with open(path, "rb") as f:
+            names[soname] = own_soname(soname, f.read())
+    exts, libs = [], []
+    for i, path in enumerate(paths):
+        exts.append(os.path.join(work, "ext%d.so" % i))
+        shutil.copyfile(path, exts[-1])
+    for soname, path in sorted(deps.items()):
+        libs.append((names[soname], os.path.join(work, names[soname])))
+        shutil.copyfile(path, libs[-1][1])
+        patchelf(["--set-soname", names[soname], libs[-1][1]])
+    replace = [arg for old, new in sorted(names.items()) for arg in ("--replace-needed", old, new)]
+    for copy in exts + [c for _, c in libs]:
+        patchelf(replace + [copy])  # names it does not need are left alone
+    return exts, libs
+
+
 def wheel_files(a, py, v):
     """[(name in the wheel, bytes)] of the package, extensions and libraries."""
     suffix = ".cpython-%d%d-x86_64-linux-gnu.so" % py
@@ -90,12 +137,15 @@ def wheel_files(a, py, v):
         if name.endswith(".py"):
             with open(os.path.join(PKG, name), "rb") as f:
                 files.append(("rsslab/" + name, f.read()))
-    for path, name in ((a.native, "_rsslab"), (a.native_grpc, "_rsslab_grpc")):
-        with open(path, "rb") as f:
-            files.append(("rsslab/" + name + suffix, f.read()))
-    for soname, path in sorted(shared_deps([a.native, a.native_grpc]).items()):
-        with open(path, "rb") as f:
-            files.append(("%s/%s" % (LIBS_DIR, soname), f.read()))
+    natives = [a.native, a.native_grpc]
+    with tempfile.TemporaryDirectory() as work:
+        exts, libs = renamed_natives(natives, shared_deps(natives), work)
+        for path, name in zip(exts, ("_rsslab", "_rsslab_grpc")):
+            with open(path, "rb") as f:
+                files.append(("rsslab/" + name + suffix, f.read()))
+        for name, path in libs:
+            with open(path, "rb") as f:
+                files.append(("%s/%s" % (LIBS_DIR, name), f.read()))
     metadata = ("Metadata-Version: 2.1\nName: rsslab\nVersion: %s\n"
                 "Summary: Where a Python service's resident memory is, and giving it back "
                 "(allocator detection, per-thread release, automatic trim, Control service)\n"

@@ -8,6 +8,9 @@ For each wheel, from its own files (unpacked, never installed):
   (libc, libm, libstdc++, libgcc_s, libpthread, libdl, librt, the loader)
   or a library the wheel itself carries in rsslab.libs/; an extension that
   needs one of those names rsslab.libs in its RPATH.
+- Own sonames: each library in rsslab.libs/ is named NAME-<8 hex>.so.N
+  and its SONAME is its file name, so the loader never takes another
+  build's library of the distribution's name in its place.
 - The platform tag: the highest GLIBC_, GLIBCXX_ and CXXABI_ symbol
   versions (objdump -T) give the oldest glibc the wheel can run on (for
   libstdc++'s, the glibc of the oldest distribution that ships it: TABLE),
@@ -29,6 +32,7 @@ import zipfile
 C_RUNTIME = re.compile(r"^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|"
                        r"ld-linux-x86-64)\.so\.[0-9]+$")
 LIBS_DIR = "rsslab.libs"
+OWN_NAME = re.compile(r"^[A-Za-z0-9_+.]+-[0-9a-f]{8}\.so(\.[0-9]+)*$")
 # libstdc++'s newest symbol versions -> the oldest glibc whose reference
 # distribution ships a libstdc++ that has them (manylinux: the platform
 # promises its own system's libstdc++): CentOS 7 (2.17, gcc 4.8), Debian 10
@@ -114,6 +118,14 @@ def check_elves(root, problems):
                 "$ORIGIN/../%s" % LIBS_DIR not in ":".join(rpath).split(":"):
             problems.append("%s needs %s but its RPATH %r does not name $ORIGIN/../%s"
                             % (rel, others[0], rpath, LIBS_DIR))
+        if rel.startswith(LIBS_DIR + "/"):
+            soname = re.findall(r"\(SONAME\)\s+Library soname: \[([^\]]+)\]", dyn)
+            name = os.path.basename(rel)
+            if soname != [name] or not OWN_NAME.match(name):
+                problems.append("%s (SONAME %s) is not under a soname of the wheel's own "
+                                "(NAME-<8 hex>.so.N): a process that loaded another build's %s "
+                                "first would hand the extensions that one"
+                                % (rel, soname, soname[0] if soname else name))
         symbols.append(tool(["objdump", "-T", path]))
     return "\n".join(symbols), sorted(outside)
 
