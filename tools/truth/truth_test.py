@@ -18,7 +18,7 @@ At a 12 MiB cache the after-idle figures were 3-15 MiB and moved by up to
 Both sides free the shrink's evicted bodies on a long-lived control
 thread, oldest first, and read RSS after gc.collect() on that thread.
 Each cell fails when the host's fill or after-idle RSS above its start
-differs from the reference's beyond BOUND (below; docs/TESTING.md, "The server against a plain Python process", has the
+differs from the reference's beyond BOUND in two tries (below; docs/TESTING.md, "The server against a plain Python process", has the
 runs behind it); the table of every cell, with both sides' allocator
 statistics, is printed either way, and written (truth.md, and cells.jsonl
 with every phase's figures) to the test's undeclared outputs. The mimalloc
@@ -40,7 +40,10 @@ PROFILES = "glibc,glibc-arena2,jemalloc,mimalloc,mimalloc3,mimalloc3-purge0,tcma
 # two sides differ by at most 5 MiB: the lowest that held in three
 # consecutive runs (docs/TESTING.md, "The server against a plain Python
 # process", has each run's worst cell and why after idle is looser).
-BOUND = ["--bound=0.4", "--idle_bound=0.8", "--floor_mib=5"]
+# A cell beyond them is measured once more and fails only if both tries
+# do (a CI run's mimalloc3 1-thread fill came out +49 %; the host fix
+# reverted fails its cells at +64 to +122 %, every try).
+BOUND = ["--bound=0.4", "--idle_bound=0.8", "--floor_mib=5", "--retry_failed=1"]
 SHAPE = ["--warm_requests=256", "--fill_requests=28800", "--shrink_requests=9600",
          "--fill_limit_mb=20", "--shrink_limit_mb=2", "--idle_s=3", "--parallel=2"]
 
