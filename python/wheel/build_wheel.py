@@ -47,6 +47,11 @@ LIBS_DIR = "rsslab.libs"
 # The C/C++ runtime every Linux with a CPython has: never copied in.
 C_RUNTIME = re.compile(r"^(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|"
                        r"ld-linux-x86-64)\.so\.[0-9]+$|^linux-vdso\.so\.1$")
+# A sanitizer build's runtimes (package_test under --config=asan) stay the
+# compiler's, under their own sonames: the process preloads that one, and a
+# renamed copy would be a second runtime that aborts at load ("Shadow memory
+# range interleaves"). No release wheel has them (check_wheel.py refuses).
+SANITIZER_RUNTIME = re.compile(r"^lib(asan|ubsan|lsan|tsan)\.so\.[0-9]+$")
 
 
 def version():
@@ -81,7 +86,7 @@ def shared_deps(paths):
             sys.exit("build_wheel: ldd %s: %s" % (path, r.stderr.strip()))
         for line in r.stdout.splitlines():
             name, _, where = line.strip().partition(" => ")
-            if not where or C_RUNTIME.match(name):
+            if not where or C_RUNTIME.match(name) or SANITIZER_RUNTIME.match(name):
                 continue
             if where.startswith("not found"):
                 sys.exit("build_wheel: %s needs %s, which ldd does not find" % (path, name))
