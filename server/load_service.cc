@@ -211,7 +211,7 @@ void LoadService::Serve(Call* c) {
         } else {
           c->writer.Finish(c->raw_response, grpc::Status::OK, &c->finish_tag);
         }
-        Reap();
+        // Not reaped here: the io thread frees every call (see reap_cq_).
       });
 }
 
@@ -241,8 +241,14 @@ void LoadService::ReapOne(void* tag) {
 void LoadService::Loop() {
   void* tag = nullptr;
   bool ok = false;
-  while (cq_->Next(&tag, &ok)) {
+  for (;;) {
+    // Woken by each new call while load comes; when none comes, still
+    // reaps the last answered calls within kIdleReap.
+    const grpc::CompletionQueue::NextStatus next =
+        cq_->AsyncNext(&tag, &ok, std::chrono::system_clock::now() + kIdleReap);
+    if (next == grpc::CompletionQueue::SHUTDOWN) break;
     Reap();
+    if (next == grpc::CompletionQueue::TIMEOUT) continue;
     auto* t = static_cast<Call::Tag*>(tag);
     Call* c = t->call;
     switch (t->kind) {

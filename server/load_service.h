@@ -24,6 +24,7 @@
 #ifndef RSSLAB_SERVER_LOAD_SERVICE_H_
 #define RSSLAB_SERVER_LOAD_SERVICE_H_
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -53,8 +54,8 @@ class LoadService {
   // AddCompletionQueue) on the `rsslab-io` thread.
   void Start(std::unique_ptr<grpc::ServerCompletionQueue> cq);
   // Collects the calls that have been answered and are done (without
-  // blocking; a no-op when another thread is at it). Called by the workers
-  // after each answer and by the io thread when it wakes.
+  // blocking; a no-op when another thread is at it). Called by the io
+  // thread only (see reap_cq_).
   void Reap();
   // After the server's Shutdown() (which answers or cancels every call):
   // shuts the queue down, drains it and joins the thread. Idempotent.
@@ -96,8 +97,17 @@ class LoadService {
   std::unique_ptr<grpc::ServerCompletionQueue> cq_;
   // Where answered calls report back (their finish and done tags). Nobody
   // waits on it, so an answer wakes no thread: the io thread would otherwise
-  // be woken once or twice per call just to free it.
+  // be woken once or twice per call just to free it. It drains it each time
+  // it wakes (each new call, or kIdleReap after the last event): only the
+  // io thread frees a call. gRPC allocates each call's arena (8-16 KiB, the
+  // size class of many handler bodies) and a smaller block on the io
+  // thread; when the worker that answered freed them, under mimalloc 3.x
+  // every full page of them was abandoned, then reclaimed by the worker on
+  // its first free there, and filled with its cached bodies: the host held
+  // 10-25 MiB more than a plain Python process at 1 worker
+  // (docs/TRIM.md, "mimalloc 3: what the host itself allocated").
   grpc::CompletionQueue reap_cq_;
+  static constexpr std::chrono::milliseconds kIdleReap{100};
   absl::Mutex reap_mu_;
   std::thread io_;
   // Priming a slot must not race with shutting the queue down.
