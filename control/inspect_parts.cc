@@ -271,7 +271,10 @@ bool HeapRange(absl::string_view maps, uint64_t* start, uint64_t* end) {
 
 // glibc's thread-arena heaps: anonymous rw-p mappings at a multiple of
 // HEAP_MAX_SIZE (64 MiB), each starting with a heap_info (ar_ptr, prev,
-// size, mprotect_size). Returns (start, rw end) pairs, at most 4096.
+// size, mprotect_size). The kernel merges a heap's rw-p part with a thread
+// stack mapped right below it, so a mapping may also hold one at its one
+// aligned address (the walk checks the heap_info there). Returns (start,
+// rw end) pairs, at most 4096.
 std::vector<std::pair<uint64_t, uint64_t>> ArenaHeapCandidates(absl::string_view maps) {
   constexpr uint64_t kHeapMax = 64 << 20;
   std::vector<std::pair<uint64_t, uint64_t>> out;
@@ -281,11 +284,12 @@ std::vector<std::pair<uint64_t, uint64_t>> ArenaHeapCandidates(absl::string_view
     const size_t dash = f[0].find('-');
     uint64_t a = 0, b = 0;
     if (dash == absl::string_view::npos || !absl::SimpleHexAtoi(f[0].substr(0, dash), &a) ||
-        !absl::SimpleHexAtoi(f[0].substr(dash + 1), &b) || a % kHeapMax != 0 || b <= a ||
-        b - a > kHeapMax) {
+        !absl::SimpleHexAtoi(f[0].substr(dash + 1), &b) || b <= a) {
       continue;
     }
-    out.push_back({a, b});
+    const uint64_t heap = a / kHeapMax * kHeapMax + (a % kHeapMax == 0 ? 0 : kHeapMax);
+    if (heap >= b || b - heap > kHeapMax) continue;
+    out.push_back({heap, b});
     if (out.size() >= 4096) break;
   }
   return out;

@@ -177,8 +177,19 @@ void ClassifyAnonymous(VmaVector* vmas) {
   VmaVector& v = *vmas;
   for (size_t i = 0; i < v.size(); ++i) {
     if (v[i].kind != kUnclassified) continue;
-    if (v[i].perms == "rw-p" && v[i].start % kGlibcHeapMaxSize == 0) {
-      const uint64_t limit = v[i].start + kGlibcHeapMaxSize;
+    // A glibc heap is a 64 MiB aligned reservation whose used part is rw-p
+    // and the rest ---p. The kernel merges adjacent anonymous rw-p
+    // mappings, so its rw-p part may begin earlier (a thread stack mapped
+    // right below it): it is found by the one aligned address inside the
+    // rw-p mapping whose 64 MiB the ---p run after it completes (or the
+    // rw-p mapping itself, for a full heap). A mapping spanning more
+    // boundaries is not taken for a heap: mimalloc's and jemalloc's large
+    // reservations are rw-p too.
+    if (v[i].perms == "rw-p") {
+      const uint64_t first = (v[i].start + kGlibcHeapMaxSize - 1) / kGlibcHeapMaxSize *
+                             kGlibcHeapMaxSize;
+      const uint64_t limit = (v[i].end + kGlibcHeapMaxSize - 1) / kGlibcHeapMaxSize *
+                             kGlibcHeapMaxSize;
       uint64_t extent = v[i].end;
       size_t j = i + 1;
       while (j < v.size() && v[j].kind == kUnclassified &&
@@ -187,7 +198,7 @@ void ClassifyAnonymous(VmaVector* vmas) {
         extent = v[j].end;
         ++j;
       }
-      if (extent == limit) {
+      if (extent == limit && limit - first == kGlibcHeapMaxSize) {
         v[i].kind = kArena;
         for (size_t k = i + 1; k < j; ++k) v[k].kind = kArenaTail;
         i = j - 1;

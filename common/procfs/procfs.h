@@ -86,13 +86,18 @@ absl::Status ReadStatus(int pid, rsslab::v1::ProcStatus* out);
 // Classifies every mapping of /proc/<pid>/smaps text into exactly one class,
 // so the classes' RSS adds up to rss_bytes. In order of precedence:
 //   heap    [heap], the brk heap (glibc's main arena).
-//   arena   an anonymous rw-p mapping whose start is 64 MiB aligned and that,
-//           with the contiguous anonymous ---p mappings after it, spans
-//           exactly 64 MiB (glibc reserves each thread-arena heap that way and
-//           mprotects it rw as it grows). Its ---p tail belongs to the class
-//           too (RSS 0). arena_count counts heaps: an arena that outgrew one
-//           64 MiB heap counts once per heap, as malloc_info's "subheaps".
-//           arena_size_bytes is the rw-p (usable) part, without the tail.
+//   arena   an anonymous rw-p mapping that holds one 64 MiB aligned address
+//           and whose contiguous anonymous ---p mappings after it end at the
+//           next 64 MiB boundary (or that ends on it itself): glibc reserves
+//           each thread-arena heap that way and mprotects it rw as it grows.
+//           Its ---p tail belongs to the class too (RSS 0). The kernel merges
+//           adjacent rw-p mappings, so one may also hold the top of a thread
+//           stack mapped right below the heap (its RSS counted as the
+//           arena's); one spanning more than one boundary is not taken for a
+//           heap (other allocators reserve large rw-p ranges). arena_count counts
+//           heaps: an arena that outgrew one 64 MiB heap counts once per
+//           heap, as malloc_info's "subheaps". arena_size_bytes is the rw-p
+//           (usable) part, without the tail.
 //   stack   [stack], and an anonymous rw-p mapping directly preceded by an
 //           anonymous ---p guard of at most kMaxGuardSize (how glibc lays out
 //           pthread stacks; verified on a 48-thread python3). The guard

@@ -128,6 +128,34 @@ TEST(ClassifySmapsTest, JemallocHasNoGlibcArenas) {
   EXPECT_EQ(m.largest(0).size_bytes(), 46080 * kKiB);
 }
 
+// A heap whose rw-p part the kernel merged with a thread stack mapped right
+// below it; a rw-p range over several boundaries (another allocator's
+// reservation) is no heap.
+TEST(ClassifySmapsTest, HeapsMergedWithTheirNeighbours) {
+  const std::string smaps =
+      // A stack's guard, then its 8 MiB and a heap's first 1 MiB in one
+      // rw-p mapping (the heap starts at the aligned 7f0004000000), then
+      // the heap's ---p tail to the next 64 MiB boundary.
+      "7f0003800000-7f0003801000 ---p 00000000 00:00 0 \nRss:  0 kB\n"
+      "7f0003801000-7f0004100000 rw-p 00000000 00:00 0 \nRss:  64 kB\n"
+      "7f0004100000-7f0008000000 ---p 00000000 00:00 0 \nRss:  0 kB\n"
+      // An ordinary stack between guards: not a heap.
+      "7f0020000000-7f0020001000 ---p 00000000 00:00 0 \nRss:  0 kB\n"
+      "7f0020001000-7f0020801000 rw-p 00000000 00:00 0 \nRss:  8 kB\n"
+      "7f0020801000-7f0020802000 ---p 00000000 00:00 0 \nRss:  0 kB\n"
+      // 1 GiB of rw-p on 64 MiB boundaries, then a ---p run to the next.
+      "7f0040000000-7f0080000000 rw-p 00000000 00:00 0 \nRss:  512 kB\n"
+      "7f0080000000-7f0081000000 ---p 00000000 00:00 0 \nRss:  0 kB\n";
+  v1::MemoryMap m;
+  ClassifySmaps(smaps, 0, &m);
+  EXPECT_EQ(m.arena_count(), 1);
+  EXPECT_EQ(m.arena_rss_bytes(), 64 * kKiB);
+  EXPECT_EQ(m.other_anon_rss_bytes(), 512 * kKiB);
+  EXPECT_EQ(m.stack_count(), 1);
+  EXPECT_EQ(m.stack_rss_bytes(), 8 * kKiB);
+  EXPECT_EQ(ClassSum(m), m.rss_bytes());
+}
+
 // Edge cases the captures do not contain, as the kernel would print them.
 TEST(ClassifySmapsTest, EdgeCases) {
   const std::string smaps =
