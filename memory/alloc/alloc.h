@@ -322,9 +322,10 @@ int64_t ResidentBytesIn(uintptr_t lo, uintptr_t hi);
 // A mimalloc page area's distance between blocks (full_block_size, padding
 // included, when set).
 size_t AreaStride(const mi_heap_area_t& area);
-// Blocks of `stride` bytes span two OS pages or more, so a free one holds a
-// whole page beyond the one with its free-list link: the only free blocks
-// the free-block purge can return (free_block_purge.h).
+// Blocks of `stride` bytes are longer than an OS page, so a free one can
+// hold a whole page beyond the one with its free-list link (one of two
+// pages or more always does): the only free blocks the free-block purge can
+// return (free_block_purge.h).
 bool FreeBlocksHoldWholePages(size_t stride);
 
 // Parses glibc malloc_info(0, fp) XML. Per <heap nr=..>: system current/max,

@@ -23,9 +23,9 @@ struct Walk {
   size_t stride = 0;
   size_t capacity = 0;
   // Fixed, not a vector: nothing may allocate while mimalloc walks the
-  // heap it would allocate from. Pages with blocks of 2 pages or more hold
-  // at most 64 (medium pages are 512 KiB in 2.0.x and 3.x; 3.x's 4 MiB large
-  // pages hold blocks of 64 KiB or more); an area with more live
+  // heap it would allocate from. Pages with blocks longer than an OS page
+  // hold at most 127 (3.x's 512 KiB medium pages of 4 KiB + 1 blocks; 2.0.x
+  // keeps blocks up to 16 KiB in 64 KiB pages); an area with more live
   // blocks than fit is skipped, never guessed at.
   std::array<uintptr_t, 1024> live{};
   size_t n_live = 0;
@@ -74,7 +74,7 @@ bool Visit(const mi_heap_t*, const mi_heap_area_t* area, void* block, size_t, vo
   return true;
 }
 
-// The pages a walk can purge: blocks of two OS pages or more, with a free
+// The pages a walk can purge: blocks longer than an OS page, with a free
 // slot; capacity 1 (a large block's own page) has none while it is live.
 struct Look {
   uintptr_t page_size = 4096;

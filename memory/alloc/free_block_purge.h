@@ -21,8 +21,8 @@
 // The walk visits every block of the heap, small ones included: tens of
 // milliseconds on a busy worker's heap. With min_resident_bytes > 0 it runs
 // only when a cheaper look finds that much to return: one call per page
-// (no block walk) and mincore() over each page whose blocks span two OS
-// pages or more (the only ones the walk can purge), counting its resident
+// (no block walk) and mincore() over each page whose blocks are longer than
+// an OS page (the only ones the walk can purge), counting its resident
 // bytes beyond its live blocks and the first page of each free block. A
 // release under steady load, soon after another, then skips the walk
 // (skipped = true); one after a burst still makes it.
