@@ -119,6 +119,70 @@ def _tcmalloc():
 _READERS = {"glibc": _glibc, "jemalloc": _jemalloc, "mimalloc": _mimalloc, "tcmalloc": _tcmalloc}
 
 
+def _mallctl_void(name):
+    mallctl = _LIBC.mallctl
+    mallctl.argtypes = [ctypes.c_char_p, ctypes.c_void_p, ctypes.POINTER(_SIZE), ctypes.c_void_p,
+                        _SIZE]
+    return mallctl(name, None, None, None, 0)
+
+
+# mimalloc's delay option (decommit_delay in 2.0.x, purge_delay in 2.1+ and
+# 3.x: the same slot, memory/alloc/alloc.cc's layouts).
+_MI_DELAY = 15
+
+
+def _mi_thread_release():
+    _LIBC.mi_collect(ctypes.c_bool(True))
+    # 2.0.x decommits a segment's freed spans when its own thread next
+    # allocates a page there (the server's follow-up does the same).
+    _LIBC.mi_malloc.restype = ctypes.c_void_p
+    _LIBC.mi_free.argtypes = [ctypes.c_void_p]
+    _LIBC.mi_free(_LIBC.mi_malloc(_SIZE(256 << 10)))
+
+
+# What rsslab_server's default trim does (memory/trim, docs/SERVER.md's
+# table), for the reference's start record: each thread's own part on that
+# thread, between release_begin and release_end (the process-wide part).
+_THREAD_RELEASE = {
+    "glibc": lambda: None,  # malloc_trim walks every arena
+    "jemalloc": lambda: _mallctl_void(b"thread.tcache.flush"),
+    "mimalloc": _mi_thread_release,
+    "tcmalloc": lambda: _LIBC.MallocExtension_MarkThreadIdle(),
+}
+_GLOBAL_RELEASE = {
+    "glibc": lambda: _LIBC.malloc_trim(_SIZE(0)),
+    "jemalloc": lambda: _mallctl_void(b"arena.4096.purge"),  # MALLCTL_ARENAS_ALL
+    "mimalloc": lambda: _LIBC.mi_collect(ctypes.c_bool(True)),
+    "tcmalloc": lambda: _LIBC.MallocExtension_ReleaseFreeMemory(),
+}
+
+
+def release_begin(allocator):
+    """Before the threads' releases: mimalloc's delay held at 0 (as the
+    server holds it) so what they free is returned at once. Returns what
+    release_end restores."""
+    if allocator != "mimalloc":
+        return None
+    _LIBC.mi_option_get.restype = ctypes.c_long
+    old = _LIBC.mi_option_get(_MI_DELAY)
+    _LIBC.mi_option_set(_MI_DELAY, ctypes.c_long(0))
+    return old
+
+
+def release_thread(allocator):
+    """The calling thread's cache or heap given back (jemalloc's tcache,
+    mimalloc's heap, tcmalloc's thread cache)."""
+    _THREAD_RELEASE[allocator]()
+
+
+def release_end(allocator, saved):
+    """After every thread's: the delay restored, then what every thread freed
+    returned to the system."""
+    if allocator == "mimalloc" and saved is not None:
+        _LIBC.mi_option_set(_MI_DELAY, ctypes.c_long(saved))
+    _GLOBAL_RELEASE[allocator]()
+
+
 def read(allocator):
     """This process's allocator figures now (allocator: loaded_allocator()'s)."""
     try:

@@ -16,7 +16,9 @@ the queue, at most --in_flight requests ahead (the loadgen's --concurrency,
 Phases, as the seed scenario runs them in the server:
   warm    --warm_requests requests at cache limit 0 (every put refused): the
           threads and the allocator have taken their first memory, as the
-          server's gRPC threads and buffers have in its start record
+          server's gRPC threads and buffers have in its start record; then
+          the allocator's release on every thread and once for the process
+          (alloc_stats.release_begin/_thread/_end), as the server's trim
   start   after import, threads started, warmed
   fill    cache limit --fill_limit_mb, --fill_requests requests
   shrink  cache limit --shrink_limit_mb (evicts at once), then
@@ -100,6 +102,9 @@ class Workers:
             try:
                 if item is None:
                     return
+                if callable(item):  # release_each's job: one per thread
+                    item()
+                    continue
                 idx, seed = item
                 self.handle({"id": idx, "seed": splitmix64(seed + idx), "payload": b"",
                              "params": {}, "return_body": False, "worker": worker}, self.cache)
@@ -107,6 +112,20 @@ class Workers:
                 self.errors.append("%s: %s" % (type(e).__name__, e))
             finally:
                 self.q.task_done()
+
+    def release_each(self, release):
+        """release() on every worker thread, each exactly once: a thread that
+        took its job waits at the barrier until every thread has taken one."""
+        barrier = threading.Barrier(len(self.threads) + 1)
+
+        def job():
+            release()
+            barrier.wait()
+
+        for _ in self.threads:
+            self.q.put(job)
+        barrier.wait()
+        self.q.join()
 
     def load(self, requests, seed):
         for idx in range(requests):
@@ -229,6 +248,11 @@ def main(argv):
     try:
         if a.warm_requests:
             workers.load(a.warm_requests, a.seed)
+            # The start record after a release, as the server's (truth.py's
+            # scenario trims before it): what the warm-up freed is not in it.
+            saved = control.run(lambda: alloc_stats.release_begin(allocator))
+            workers.release_each(lambda: alloc_stats.release_thread(allocator))
+            control.run(lambda: alloc_stats.release_end(allocator, saved))
             control.run(lambda: cache.resize(int(a.fill_limit_mb * MIB)))
         emit("start")
         workers.load(a.fill_requests, a.seed)

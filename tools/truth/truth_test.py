@@ -6,10 +6,12 @@ Cells: every allocator family (glibc, glibc-arena2, jemalloc, mimalloc
 2.0.9, mimalloc3, mimalloc3-purge0, tcmalloc) at 16 and at 1 worker
 threads, two cells at a time (each cell is two processes of its own).
 
-The shape: 256 warm-up requests at cache limit 0 before the start record
-(the server's gRPC threads and connection buffers, and the reference's
-threads, have taken their first memory: without it the host's start
-missed 2-5 MiB that both 1-thread sides' fill then differed by), fill
+The shape: 2,000 warm-up requests at cache limit 0, then a release (the
+server's trim; the reference releases the same way on each thread), then
+the start record: every worker thread of both sides has taken its first
+memory (at 256 only some of the reference's 16 had), and what the warm-up
+freed is not in either start (the host's gRPC threads left more of it,
+which the workload then reused, so its figures came out low). Then fill
 28,800 requests at a 20 MiB cache (the fill stores about 5x the limit; the
 churn is what made the host's mimalloc 3 excess show), shrink to 2 MiB and
 9,600 requests, 3 s of idle (longer than mimalloc 3's 2.5 s purge delay).
@@ -18,7 +20,7 @@ At a 12 MiB cache the after-idle figures were 3-15 MiB and moved by up to
 Both sides free the shrink's evicted bodies on a long-lived control
 thread, oldest first, and read RSS after gc.collect() on that thread.
 Each cell fails when the host's fill or after-idle RSS above its start
-differs from the reference's beyond BOUND in two tries (below; docs/TESTING.md, "The server against a plain Python process", has the
+differs from the reference's beyond BOUND in every try (below; docs/TESTING.md, "The server against a plain Python process", has the
 runs behind it); the table of every cell, with both sides' allocator
 statistics, is printed either way, and written (truth.md, and cells.jsonl
 with every phase's figures) to the test's undeclared outputs. The mimalloc
@@ -36,15 +38,23 @@ sys.path.insert(0, os.path.join(WS, "tools", "truth"))
 import truth  # noqa: E402
 
 PROFILES = "glibc,glibc-arena2,jemalloc,mimalloc,mimalloc3,mimalloc3-purge0,tcmalloc"
-# Under load within 40 %, after idle within 80 %, either passing when the
-# two sides differ by at most 5 MiB: the lowest that held in three
-# consecutive runs (docs/TESTING.md, "The server against a plain Python
-# process", has each run's worst cell and why after idle is looser).
-# A cell beyond them is measured once more and fails only if both tries
-# do (a CI run's mimalloc3 1-thread fill came out +49 %; the host fix
-# reverted fails its cells at +64 to +122 %, every try).
-BOUND = ["--bound=0.4", "--idle_bound=0.8", "--floor_mib=5", "--retry_failed=1"]
-SHAPE = ["--warm_requests=256", "--fill_requests=28800", "--shrink_requests=9600",
+# Under load within 25 % of the plain process either way, after idle at
+# most 25 % above it; a difference of at most 10 MiB (half the fill's cache)
+# passes at any ratio: at 1 worker the host's extra threads keep a few MiB
+# of free memory in arenas of their own (glibc: 3-9 MiB, +15 to +45 % of the
+# small 1-worker figures), while the host fix reverted is 28 to 38 MiB over. After idle the host may hold less:
+# whether an allocator's deferred returns of the shrink's evictions ran
+# before the reading (jemalloc's 10 s decay, mimalloc 3's 2.5 s purge
+# delay, 2.0.9's pending cross-thread frees) depends on each side's pace and
+# on who calls into the allocator meanwhile, and the host is slower and has
+# gRPC's threads (its returns ran where the plain process's did not, -30 to
+# -70 % at 1 thread); the test is there for a host that holds more. A cell
+# beyond its bound is measured again, twice at most, and fails only if every
+# try does; the host fix reverted fails every try (+41 to +122 % under load).
+# docs/TESTING.md, "The server against a plain Python process", has the runs.
+BOUND = ["--bound=0.25", "--idle_bound=0.25", "--idle_below_bound=0", "--floor_mib=10",
+         "--retry_failed=2"]
+SHAPE = ["--warm_requests=2000", "--fill_requests=28800", "--shrink_requests=9600",
          "--fill_limit_mb=20", "--shrink_limit_mb=2", "--idle_s=3", "--parallel=2"]
 
 
