@@ -17,12 +17,16 @@ std::atomic<bool> g_shutting_down{false};
 thread_local absl::Duration t_call_timeout = absl::InfiniteDuration();
 // This thread since its last share: unknown (never visited, or a reused
 // tid), clean (ran no work since), dirty.
-enum class HeapState { kUnknown, kClean, kDirty };
-thread_local HeapState t_heap = HeapState::kUnknown;
+// Read on every work item (MarkRan): initial-exec, so an access is one
+// load off the thread pointer, not a __tls_get_addr call as the default
+// model of a shared object has it (0.2 % of a busy service's CPU); two bytes
+// of the static TLS glibc keeps spare for libraries loaded later.
+enum class HeapState : char { kUnknown, kClean, kDirty };
+__attribute__((tls_model("initial-exec"))) thread_local HeapState t_heap = HeapState::kUnknown;
 // Set when a NoteWork released this thread from a hold: it goes for that
 // work, so it holds no more until it has started a work item (MarkRan),
 // passing any visit task it meets on the way back into the queue.
-thread_local bool t_answering = false;
+__attribute__((tls_model("initial-exec"))) thread_local bool t_answering = false;
 
 int Tid() { return static_cast<int>(syscall(SYS_gettid)); }
 
