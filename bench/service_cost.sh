@@ -22,7 +22,10 @@
 # "pinned" puts the service on CPU 0 and the loadgen on CPU 1, "unpinned"
 # lets the scheduler place both. Prints one table: per shape and variant
 # the median QPS, p50, p99 and CPU per request over the rounds (with the
-# range), and each variant / bare of each median. A benchmark, not a test; run
+# range), and each variant / bare of each median; then each variant against
+# the bare run of its own round (back to back, so a drift of the machine
+# over minutes cancels within the pair): the median of those ratios, their
+# range and how many rounds cost more than bare. A benchmark, not a test; run
 # it with nothing else running:
 #   RSSLAB_FIX_PYTHON=venv/bin/python bench/service_cost.sh
 #   RSSLAB_COST_ROUNDS=5 RSSLAB_COST_SHAPES=pinned RSSLAB_FIX_PYTHON=venv/bin/python bench/service_cost.sh
@@ -172,6 +175,22 @@ for shape in shapes:
         ratio = lambda k: m[name][k][0] / m["bare"][k][0] if m["bare"][k][0] else 0
         lines.append("| %s | **%s / bare** | **%.3f** | %.3f | **%.3f** | **%.3f** |"
                      % (shape, name, ratio("qps"), ratio("p50"), ratio("p99"), ratio("cpu_us")))
+# Paired: each round's variant against the bare run of the same round (run
+# back to back), so a drift of the machine over minutes cancels within the
+# pair; the median of those ratios and their range.
+lines += ["", "| shape | variant / bare, paired by round | QPS (median, range) | "
+          "CPU per request (median, range) | rounds the variant cost more CPU |", "|---|---|---|---|---|"]
+for shape in shapes:
+    bare = res[(shape, "bare")]
+    for name, _ in VARIANTS:
+        if name == "bare":
+            continue
+        xs = res[(shape, name)]
+        q = [x["qps"] / b["qps"] for x, b in zip(xs, bare) if b["qps"]]
+        c = [x["cpu_us"] / b["cpu_us"] for x, b in zip(xs, bare) if b["cpu_us"]]
+        lines.append("| %s | %s | %.3f (%.3f-%.3f) | **%.3f** (%.3f-%.3f) | %d of %d |"
+                     % (shape, name, statistics.median(q), min(q), max(q), statistics.median(c),
+                        min(c), max(c), sum(1 for v in c if v > 1), len(c)))
 text = "\n".join(lines) + "\n"
 open(os.path.join(out, "table.md"), "w").write(text)
 print(text, end="")
