@@ -334,7 +334,8 @@ def check_docs_linked(root, readme, docs):
 # Flags of programs that are not part of the checkout, which the docs show
 # in commands: the check cannot read their sources, so they are named here.
 OTHER_TOOLS_FLAGS = {
-    "bazel": {"config", "disk_cache", "keep_going", "nocache_test_results", "output_base",
+    "bazel": {"config", "disk_cache", "keep_going", "local_test_jobs", "nocache_test_results",
+              "output_base",
               "platform_suffix", "repo_env", "runs_per_test", "symlink_prefix", "test_filter",
               "test_output"},
     "sbatch": {"array", "cpus", "dependency", "export"},  # --cpus-per-task
