@@ -22,6 +22,10 @@ struct Job {
   absl::Mutex mu;
   State state ABSL_GUARDED_BY(mu) = kPending;
   std::function<void()> fn;
+  // When its caller queued it: the GIL wait a later caller would queue
+  // behind counts from here, not from when the helper (perhaps late, on a
+  // busy machine) took it up.
+  absl::Time queued_at = absl::Now();
 };
 
 }  // namespace
@@ -43,7 +47,6 @@ struct GilRunner::State : std::enable_shared_from_this<GilRunner::State> {
   std::deque<std::shared_ptr<Job>> queue ABSL_GUARDED_BY(mu);
   // The job the helper is taking the GIL for, or running, while it does.
   std::shared_ptr<Job> current ABSL_GUARDED_BY(mu);
-  absl::Time current_since ABSL_GUARDED_BY(mu);  // when the helper took it up
   std::thread::id helper ABSL_GUARDED_BY(mu);
   bool started ABSL_GUARDED_BY(mu) = false;
   bool stopping ABSL_GUARDED_BY(mu) = false;
@@ -75,7 +78,10 @@ bool GilRunner::State::MayQueue(absl::Duration timeout, std::string* why) {
     *why = "not available: " + options.shutting_down_text;
     return false;
   }
-  if (current == nullptr || absl::Now() - current_since <= timeout) return true;
+  // Counted from the queueing: a caller that gave up after `timeout` has
+  // made the next one with the same deadline refuse, however late the
+  // helper took its job up.
+  if (current == nullptr || absl::Now() - current->queued_at <= timeout) return true;
   // Queueing behind a job that is itself stuck could only time out. But the
   // GIL may have just come free and the helper not yet have taken it (a
   // hand-over takes up to the switch interval, longer on a busy machine):
@@ -89,7 +95,7 @@ bool GilRunner::State::MayQueue(absl::Duration timeout, std::string* why) {
     *why = absl::StrFormat(
         "not available: %s has waited %.1f s for the GIL (%s holds it, perhaps in a long C "
         "call); %s",
-        options.who, absl::ToDoubleSeconds(absl::Now() - current_since), options.holder,
+        options.who, absl::ToDoubleSeconds(absl::Now() - stuck->queued_at), options.holder,
         Context());
     return false;
   }
@@ -179,7 +185,6 @@ void GilRunner::State::Loop() {
       job = queue.front();
       queue.pop_front();
       current = job;
-      current_since = absl::Now();
     }
     RunOne(job.get());
     absl::MutexLock l(&mu);

@@ -90,6 +90,25 @@ TEST(GilRunner, RefusesAtOnceBehindAJobStuckPastTheDeadline) {
   ASSERT_TRUE(runner.RunWithin([] {}, absl::Seconds(5), &why)) << why;
 }
 
+// The snapshot that gave up after its 1.5 s made the next one wait 1.5 s
+// again when the helper had taken its job up a little late (a loaded CI
+// machine): the wait behind a stuck job counts from its queueing.
+TEST(GilRunner, AHelperLateToTakeTheStuckJobUpDoesNotMakeTheNextCallerWait) {
+  FakeGil gil;
+  GilRunnerOptions o = gil.Options();
+  o.on_thread_start = [] { absl::SleepFor(absl::Milliseconds(150)); };
+  GilRunner runner(std::move(o));
+  std::string why;
+  gil.mu.Lock();
+  EXPECT_FALSE(runner.RunWithin([] {}, absl::Milliseconds(400), &why));
+  const absl::Time t0 = absl::Now();
+  EXPECT_FALSE(runner.RunWithin([] {}, absl::Milliseconds(400), &why));
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(1));  // the 250 ms hand-over grace
+  EXPECT_TRUE(absl::StrContains(why, "the test's Python thread has waited")) << why;
+  gil.mu.Unlock();
+  ASSERT_TRUE(runner.RunWithin([] {}, absl::Seconds(5), &why)) << why;
+}
+
 TEST(GilRunner, StopIsBoundedIdempotentAndAbandonsWhatIsQueued) {
   FakeGil gil;
   GilRunnerOptions o = gil.Options();
