@@ -48,22 +48,31 @@ declare -A SEEDS=(
   [request_params]=""
   [agents_file]=""
 )
-# The generated protobuf code is compiled once (instrumented) and shared by
-# every target: it is most of the build time.
-echo "== building the generated protobuf code"
-GEN_OBJS=()
-for g in "${GEN[@]}"; do
-  o=$WORK/gen/$(basename "$g" .cc).o
-  clang++ "${CXXFLAGS[@]/-fsanitize=fuzzer,address,undefined/-fsanitize=fuzzer-no-link,address,undefined}" -c "$g" -o "$o"
-  GEN_OBJS+=("$o")
-done
-failed=0
 for t in "${TARGETS[@]}"; do
   [ -n "${SRCS[$t]+x}" ] || { echo "fuzz: unknown target $t (${!SRCS[*]})" >&2; exit 2; }
-  bin=$WORK/${t}_fuzz
-  echo "== $t: building"
+done
+JOBS=$(nproc)
+# Runs each command line of stdin (one compile each), $JOBS at a time; the
+# first that fails fails the build.
+compile_all() { xargs -d '\n' -P "$JOBS" -I{} bash -c '{}'; }
+# The generated protobuf code is compiled once (instrumented) and shared by
+# every target: it is most of the build time. Then every target is linked,
+# each compile on its own core.
+echo "== building the generated protobuf code"
+GEN_OBJS=()
+for g in "${GEN[@]}"; do GEN_OBJS+=("$WORK/gen/$(basename "$g" .cc).o"); done
+NOLINK=("${CXXFLAGS[@]/-fsanitize=fuzzer,address,undefined/-fsanitize=fuzzer-no-link,address,undefined}")
+for i in "${!GEN[@]}"; do
+  printf '%q ' clang++ "${NOLINK[@]}" -c "${GEN[$i]}" -o "${GEN_OBJS[$i]}"; echo
+done | compile_all
+echo "== building ${TARGETS[*]}"
+for t in "${TARGETS[@]}"; do
   # shellcheck disable=SC2086
-  clang++ "${CXXFLAGS[@]}" tools/fuzz/${t}_fuzz.cc ${SRCS[$t]} "${GEN_OBJS[@]}" "${LIBS[@]}" -o "$bin"
+  printf '%q ' clang++ "${CXXFLAGS[@]}" tools/fuzz/${t}_fuzz.cc ${SRCS[$t]} "${GEN_OBJS[@]}" "${LIBS[@]}" -o "$WORK/${t}_fuzz"; echo
+done | compile_all
+failed=0
+for t in "${TARGETS[@]}"; do
+  bin=$WORK/${t}_fuzz
   corpus=$WORK/corpus-$t
   mkdir -p "$corpus"
   for s in ${SEEDS[$t]}; do
