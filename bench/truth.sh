@@ -3,7 +3,8 @@
 # 000's full size, over the whole matrix: tools/truth/truth.py for the
 # allocator families glibc, glibc-arena2, jemalloc, mimalloc (2.0.9),
 # mimalloc3, mimalloc3-purge0 and tcmalloc x 1, 4, 16 and 64 worker threads
-# (96,000 fill requests at 100 MiB, 48,000 shrink requests at 10 MiB, 12 s
+# (2,000 warm-up requests and a release before both sides' start record,
+# 96,000 fill requests at 100 MiB, 48,000 shrink requests at 10 MiB, 12 s
 # idle), each cell the plain /usr/bin/python3 reference and the server side by
 # side, under the same profile. Writes the Markdown table (every cell's host,
 # reference and deviation, fill and after idle; the command and the
@@ -37,5 +38,5 @@ echo "bench/truth.sh: cells under $OUT" >&2
 exec /usr/bin/python3 "$ROOT/tools/truth/truth.py" --rsslab_run="$RUN_BIN" --rsslab_server="$SERVER" --rsslab_loadgen="$LOADGEN" \
   --profiles=glibc,glibc-arena2,jemalloc,mimalloc,mimalloc3,mimalloc3-purge0,tcmalloc \
   --threads=1,4,16,64 --fill_requests=96000 --shrink_requests=48000 \
-  --fill_limit_mb=100 --shrink_limit_mb=10 --idle_s=12 --bound=0.25 \
+  --fill_limit_mb=100 --shrink_limit_mb=10 --idle_s=12 --warm_requests=2000 --bound=0.25 \
   --out="$OUT" --markdown="$MD" "$@"
