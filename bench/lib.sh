@@ -17,6 +17,15 @@ find_bin() {
   return 1
 }
 
+# find_run_bins: RUN_BIN, SERVER and LOADGEN (rsslab_run, rsslab_server,
+# rsslab_loadgen) by find_bin, for the scripts that start the server under
+# a profile and drive it; returns 1 (find_bin said why) if one is missing:
+#   find_run_bins || exit 1
+find_run_bins() {
+  RUN_BIN=$(find_bin rsslab_run agent) && SERVER=$(find_bin rsslab_server server) \
+    && LOADGEN=$(find_bin rsslab_loadgen loadgen)
+}
+
 # mimalloc3_lib: the absolute path of the mimalloc 3 library ./rsslab setup
 # unpacks (MIMALLOC3_LIB in tools/setup/mimalloc3.env, which pins it); it
 # may be absent (tools/mimalloc3.sh --check says).

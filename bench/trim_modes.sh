@@ -14,9 +14,7 @@ set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
-RUN_BIN=$(find_bin rsslab_run agent) || exit 1
-SERVER=$(find_bin rsslab_server server) || exit 1
-LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 1
+find_run_bins || exit 1
 PROFILE=${PROFILE:-mimalloc}
 THREADS=${THREADS:-16}
 SCALE=${SCALE:-0.5}
