@@ -40,6 +40,21 @@ int64_t RssBytes() {
 size_t SizeOf(int i) { return (20 + (i * 7) % 41) << 10; }
 char ByteOf(int i, size_t k) { return static_cast<char>((i * 31 + k) % 251 + 1); }
 
+// Frees every block but each `keep_every`-th, then mi_collect(true): the
+// survivors pin their pages, whose other blocks are free, and only the
+// purge can return those.
+void FreeAllButEvery(int keep_every, std::vector<char*>* blocks) {
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    if (i % keep_every != 0) {
+      free((*blocks)[i]);
+      (*blocks)[i] = nullptr;
+    }
+  }
+  auto collect = reinterpret_cast<void (*)(bool)>(dlsym(RTLD_DEFAULT, "mi_collect"));
+  ASSERT_NE(collect, nullptr);
+  collect(true);
+}
+
 bool Intact(const char* p, int i) {
   for (size_t k = 0; k < SizeOf(i); k += 512) {
     if (p[k] != ByteOf(i, k)) return false;
@@ -69,16 +84,8 @@ TEST(FreeBlockPurgeTest, ReturnsFreeBlockPagesAndKeepsLiveBlocks) {
   }
   // Every 10th survives: each medium page keeps a live block, so no page
   // is wholly free and mi_collect alone returns little.
-  for (int i = 0; i < kBlocks; ++i) {
-    if (i % 10 != 0) {
-      free(blocks[i]);
-      blocks[i] = nullptr;
-    }
-  }
-  using CollectFn = void (*)(bool);
-  auto collect = reinterpret_cast<CollectFn>(dlsym(RTLD_DEFAULT, "mi_collect"));
-  ASSERT_NE(collect, nullptr);
-  collect(true);
+  FreeAllButEvery(10, &blocks);
+  if (HasFatalFailure()) return;
   const int64_t before = RssBytes();
   FreeBlockPurge r = PurgeFreeBlocksThisThread();
   const int64_t after = RssBytes();
@@ -121,15 +128,8 @@ TEST(FreeBlockPurgeTest, BlocksBetweenOneAndTwoPagesToo) {
     std::memset(blocks[i], ByteOf(i, 0), size_of(i));
   }
   // Every 8th survives (the three sizes in turn): each page keeps some.
-  for (int i = 0; i < kBlocks; ++i) {
-    if (i % 8 != 0) {
-      free(blocks[i]);
-      blocks[i] = nullptr;
-    }
-  }
-  auto collect = reinterpret_cast<void (*)(bool)>(dlsym(RTLD_DEFAULT, "mi_collect"));
-  ASSERT_NE(collect, nullptr);
-  collect(true);
+  FreeAllButEvery(8, &blocks);
+  if (HasFatalFailure()) return;
   const int64_t before = RssBytes();
   FreeBlockPurge r = PurgeFreeBlocksThisThread();
   const int64_t after = RssBytes();
