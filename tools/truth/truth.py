@@ -38,6 +38,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import shlex
 import signal
 import subprocess
@@ -194,13 +195,21 @@ STATS_SHOWN = {
 }
 
 
+def decimal(v, max_digits=20):
+    """v (a str, or what JSON gave) as an int when it is ASCII digits only and
+    at most max_digits of them, else None: str.isdigit() also takes other
+    scripts' digits and superscripts, which int() then refuses or reads."""
+    s = str(v)
+    return int(s) if re.fullmatch("[0-9]{1,%d}" % max_digits, s) else None
+
+
 def host_stats(allocator, snap_stats):
     """The server's snapshot allocator_stats (int64 as JSON strings) as flat ints."""
     sub = snap_stats.get(allocator, {}) if isinstance(snap_stats, dict) else {}
     out = {"allocator": allocator}
     for key in STATS_KEYS.get(allocator, ()):
-        if str(sub.get(key, "")).isdigit():
-            out[key] = int(sub[key])
+        if decimal(sub.get(key, "")) is not None:
+            out[key] = decimal(sub[key])
     return out
 
 
@@ -226,7 +235,8 @@ def read_host_events(path, warm):
                 snap, ph = ev["snapshot"], HOST_LABELS[label]
             else:
                 continue
-            cache = {k: int(v) for k, v in snap.get("cache", {}).items() if str(v).isdigit()}
+            cache = {k: decimal(v) for k, v in snap.get("cache", {}).items()
+                     if decimal(v) is not None}
             recs[ph] = {"rss": int(snap["status"]["rss_bytes"]), "cache": cache,
                         "allocator": snap.get("allocator_library") or snap.get("allocator"),
                         "stats": host_stats(snap.get("allocator", ""),
@@ -287,7 +297,7 @@ def host_cell(tools, a, profile, threads, d, scenario):
                 raise CellError("rsslab_loadgen exited %d: %s" % (
                     lg.returncode, " | ".join((lg.stdout + lg.stderr).strip().splitlines()[-4:])))
         finally:
-            stop(srv, int(ready["pid"]) if ready and ready.get("pid", "").isdigit() else 0, log)
+            stop(srv, (decimal(ready.get("pid", ""), 10) or 0) if ready else 0, log)
     recs = read_host_events(os.path.join(run_dir, "events.jsonl"), a.warm_requests > 0)
     if set(recs) != set(PHASES):
         raise CellError("host events.jsonl has phases %s, not %s" % (sorted(recs), list(PHASES)))

@@ -75,6 +75,10 @@ def main():
     # No retries asked for: one failing try fails the cell.
     cell, dirs, _ = run(os.path.join(tmp, "d"), [0.5, 0.1], retry_failed=0)
     check(cell["status"] == "FAIL" and len(dirs) == 1, "--retry_failed=0: one try, FAIL")
+    # Numbers from a peer's JSON or ready line: ASCII digits only.
+    check(truth.decimal("12345") == 12345 and truth.decimal(7) == 7, "decimal: plain digits")
+    for bad in ("\u0663", "\u00b2", "12a", "-1", " 5", "", "1" * 21):
+        check(truth.decimal(bad) is None, "decimal refuses %r" % bad)
     if failures:
         print("%d check(s) failed" % len(failures))
         return 1
