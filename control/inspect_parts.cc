@@ -276,7 +276,6 @@ bool HeapRange(absl::string_view maps, uint64_t* start, uint64_t* end) {
 // aligned address (the walk checks the heap_info there). Returns (start,
 // rw end) pairs, at most 4096.
 std::vector<std::pair<uint64_t, uint64_t>> ArenaHeapCandidates(absl::string_view maps) {
-  constexpr uint64_t kHeapMax = 64 << 20;
   std::vector<std::pair<uint64_t, uint64_t>> out;
   for (absl::string_view line : absl::StrSplit(maps, '\n')) {
     std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
@@ -287,8 +286,8 @@ std::vector<std::pair<uint64_t, uint64_t>> ArenaHeapCandidates(absl::string_view
         !absl::SimpleHexAtoi(f[0].substr(dash + 1), &b) || b <= a) {
       continue;
     }
-    const uint64_t heap = a / kHeapMax * kHeapMax + (a % kHeapMax == 0 ? 0 : kHeapMax);
-    if (heap >= b || b - heap > kHeapMax) continue;
+    const uint64_t heap = procfs::GlibcHeapBoundaryAtOrAbove(a);
+    if (heap >= b || b - heap > procfs::kGlibcHeapMaxSize) continue;
     out.push_back({heap, b});
     if (out.size() >= 4096) break;
   }

@@ -186,10 +186,8 @@ void ClassifyAnonymous(VmaVector* vmas) {
     // boundaries is not taken for a heap: mimalloc's and jemalloc's large
     // reservations are rw-p too.
     if (v[i].perms == "rw-p") {
-      const uint64_t first = (v[i].start + kGlibcHeapMaxSize - 1) / kGlibcHeapMaxSize *
-                             kGlibcHeapMaxSize;
-      const uint64_t limit = (v[i].end + kGlibcHeapMaxSize - 1) / kGlibcHeapMaxSize *
-                             kGlibcHeapMaxSize;
+      const uint64_t first = GlibcHeapBoundaryAtOrAbove(v[i].start);
+      const uint64_t limit = GlibcHeapBoundaryAtOrAbove(v[i].end);
       uint64_t extent = v[i].end;
       size_t j = i + 1;
       while (j < v.size() && v[j].kind == kUnclassified &&

@@ -46,6 +46,11 @@ namespace procfs {
 // glibc's HEAP_MAX_SIZE on 64-bit (2 * DEFAULT_MMAP_THRESHOLD_MAX): every
 // thread-arena heap is a mapping of this size, aligned to it.
 inline constexpr uint64_t kGlibcHeapMaxSize = 64ull << 20;
+// The first heap boundary (multiple of kGlibcHeapMaxSize) at or above addr:
+// where a heap starts whose rw-p part the kernel merged with a mapping below.
+inline constexpr uint64_t GlibcHeapBoundaryAtOrAbove(uint64_t addr) {
+  return (addr + kGlibcHeapMaxSize - 1) / kGlibcHeapMaxSize * kGlibcHeapMaxSize;
+}
 
 // A ---p mapping directly below an rw-p one counts as a thread-stack guard
 // if it is at most this big (glibc's default guard is one page; callers of

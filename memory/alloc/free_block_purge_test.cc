@@ -55,6 +55,20 @@ void FreeAllButEvery(int keep_every, std::vector<char*>* blocks) {
   collect(true);
 }
 
+// The purge on this thread, with RSS just before and after it.
+struct Measured {
+  FreeBlockPurge r;
+  int64_t before = 0;
+  int64_t after = 0;
+};
+Measured PurgeMeasured() {
+  Measured m;
+  m.before = RssBytes();
+  m.r = PurgeFreeBlocksThisThread();
+  m.after = RssBytes();
+  return m;
+}
+
 bool Intact(const char* p, int i) {
   for (size_t k = 0; k < SizeOf(i); k += 512) {
     if (p[k] != ByteOf(i, k)) return false;
@@ -86,9 +100,7 @@ TEST(FreeBlockPurgeTest, ReturnsFreeBlockPagesAndKeepsLiveBlocks) {
   // is wholly free and mi_collect alone returns little.
   FreeAllButEvery(10, &blocks);
   if (HasFatalFailure()) return;
-  const int64_t before = RssBytes();
-  FreeBlockPurge r = PurgeFreeBlocksThisThread();
-  const int64_t after = RssBytes();
+  const auto [r, before, after] = PurgeMeasured();
   ASSERT_TRUE(r.ran) << r.note;
   EXPECT_EQ(r.failed, 0);
   EXPECT_GT(r.free_blocks, kBlocks / 2);
@@ -130,9 +142,7 @@ TEST(FreeBlockPurgeTest, BlocksBetweenOneAndTwoPagesToo) {
   // Every 8th survives (the three sizes in turn): each page keeps some.
   FreeAllButEvery(8, &blocks);
   if (HasFatalFailure()) return;
-  const int64_t before = RssBytes();
-  FreeBlockPurge r = PurgeFreeBlocksThisThread();
-  const int64_t after = RssBytes();
+  const auto [r, before, after] = PurgeMeasured();
   ASSERT_TRUE(r.ran) << r.note;
   EXPECT_EQ(r.failed, 0);
   // Of about 122 MiB in free blocks, a quarter to three quarters of a page

@@ -61,12 +61,6 @@ template <typename V>
 class LruCache {
  public:
   explicit LruCache(int64_t limit_bytes) : limit_(limit_bytes) {}
-  ~LruCache() {
-    // The entries before the pool that holds them.
-    absl::MutexLock lock(&mu_);
-    index_.clear();
-    lru_.clear();
-  }
   LruCache(const LruCache&) = delete;
   LruCache& operator=(const LruCache&) = delete;
 
@@ -188,7 +182,8 @@ class LruCache {
   uint64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t puts_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t evicted_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  // The entries' nodes and keys (see the top); used under mu_ only.
+  // The entries' nodes and keys (see the top); used under mu_ only. Declared
+  // before lru_ and index_, so destroyed after the entries they hold.
   MmapResource chunks_;
   std::pmr::unsynchronized_pool_resource pool_ ABSL_GUARDED_BY(mu_){&chunks_};
   // Most recently used first. The index's keys view the entries' own keys.

@@ -208,8 +208,9 @@ def host_stats(allocator, snap_stats):
     sub = snap_stats.get(allocator, {}) if isinstance(snap_stats, dict) else {}
     out = {"allocator": allocator}
     for key in STATS_KEYS.get(allocator, ()):
-        if decimal(sub.get(key, "")) is not None:
-            out[key] = decimal(sub[key])
+        n = decimal(sub.get(key, ""))
+        if n is not None:
+            out[key] = n
     return out
 
 
@@ -235,8 +236,8 @@ def read_host_events(path, warm):
                 snap, ph = ev["snapshot"], HOST_LABELS[label]
             else:
                 continue
-            cache = {k: decimal(v) for k, v in snap.get("cache", {}).items()
-                     if decimal(v) is not None}
+            cache = {k: n for k, n in ((k, decimal(v)) for k, v in snap.get("cache", {}).items())
+                     if n is not None}
             recs[ph] = {"rss": int(snap["status"]["rss_bytes"]), "cache": cache,
                         "allocator": snap.get("allocator_library") or snap.get("allocator"),
                         "stats": host_stats(snap.get("allocator", ""),
