@@ -185,6 +185,17 @@ class AgentService::RunChild : public launch::Child {
     agent_->SaveStateLocked();
     return pid;
   }
+  absl::StatusOr<pid_t> SpawnDetached(const launch::SpawnOptions& so) override {
+    absl::MutexLock l(&agent_->mu_);
+    // The middle process exits at once; the reaper collects it (an unknown
+    // pid), so it counts from before fork like any child.
+    ++agent_->live_children_;
+    absl::StatusOr<pid_t> pid = launch::Spawn(so);
+    if (!pid.ok() && pid.status().code() != absl::StatusCode::kFailedPrecondition) {
+      --agent_->live_children_;
+    }
+    return pid;
+  }
   bool AwaitExit(absl::Duration timeout) override { return agent_->AwaitExit(run_, timeout); }
   void Signal(int sig) override {
     absl::MutexLock l(&agent_->mu_);
@@ -234,10 +245,13 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
   lo.profile = profile;
   lo.name = command ? absl::StrCat("command ", req->command(), " ", id) : "server " + id;
   for (const auto& kv : options_.extra_env) lo.base_env[kv.first] = kv.second;
-  // stdout and stderr straight to the log: the server outlives the agent if
-  // the agent crashes, and then has no pipe to break.
+  // stdout and stderr to the log, through a log writer of its own when
+  // capped: the server outlives the agent if the agent crashes, and then
+  // has no pipe to break.
   lo.output = launch::Output::kLogFile;
   lo.log_path = run->info.log_path();
+  lo.log_max_bytes = options_.log_max_bytes;
+  lo.log_writer_binary = options_.log_writer_binary;
   lo.log_header = LogHeader(id, lo, *profile);
   lo.ready_timeout = options_.ready_timeout;
   lo.security = options_.security;
@@ -255,6 +269,7 @@ grpc::Status AgentService::Launch(grpc::ServerContext* ctx, const LaunchRequest*
     if (run->pid > 0) run->info.set_log_tail(launch::LogTail(run->info.log_path()));
     return ToGrpc(started.status());
   }
+  run->log_writer = started->log_writer;
   const ReadyLine& ready = started->verified.ready;
   const profiles::Verification& v = started->verified.verification;
   v1::ServerProcess& info = run->info;
@@ -362,6 +377,13 @@ grpc::Status AgentService::Stop(grpc::ServerContext* ctx, const rsslab::v1::Stop
     if (run->exited || launch::EndedOrEnding(run->pid)) run->info.set_ended_before_stop(true);
   }
   Terminate(run, absl::Milliseconds(req->grace_ms() == 0 ? 5000 : req->grace_ms()));
+  std::shared_ptr<launch::LogWriterDone> log_writer;
+  {
+    absl::MutexLock l(&mu_);
+    if (run->exited) log_writer = run->log_writer;
+  }
+  // The log tail below is the server's last words: all of them.
+  if (log_writer != nullptr) log_writer->Await(launch::kLogDrainTimeout);
   absl::MutexLock l(&mu_);
   if (!run->exited) {
     run->stop_status = grpc::Status(grpc::StatusCode::INTERNAL,

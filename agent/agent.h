@@ -71,6 +71,11 @@ class AgentService final : public rsslab::v1::Agent::Service {
     // recorded there, and servers an earlier agent left running are adopted
     // from it. Empty: nothing is recorded.
     std::string state_file;
+    // Each launch's log is capped at this many bytes (agent/log_cap.h: its
+    // head and tail kept), written by log_writer_binary (the agent's own
+    // binary); 0: not capped, the program writes its log itself.
+    int64_t log_max_bytes = 0;
+    std::string log_writer_binary;
     // --allow_command: the user's programs a Launch may name (commands.h).
     std::map<std::string, commands::Command> commands;
   };
@@ -117,6 +122,8 @@ class AgentService final : public rsslab::v1::Agent::Service {
     // Launch order (the id's number), for dropping the oldest ended runs.
     uint64_t seq = 0;
     std::string binary;  // what was executed: the server, or a command's path
+    // A capped log's writer (null: none, or not launched by this agent).
+    std::shared_ptr<launch::LogWriterDone> log_writer;
     // Stop: the first caller stops it; later ones wait for its answer.
     bool stop_started = false;
     bool stop_finished = false;

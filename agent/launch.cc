@@ -134,17 +134,27 @@ absl::StatusOr<std::vector<std::string>> BuildArgs(const LaunchOptions& o) {
   return LaunchArgs(o);
 }
 
+// The log holds all of the program's output (it has ended).
+void AwaitLog(const Started& st) {
+  if (st.log_writer != nullptr) st.log_writer->Await(kLogDrainTimeout);
+}
+
 // The child is gone: kill it if it still runs, reap it, say why with the log.
-absl::Status Fail(const LaunchOptions& o, Child& child, pid_t pid, absl::StatusCode code,
+absl::Status Fail(const LaunchOptions& o, const Started& st, absl::StatusCode code,
                   absl::string_view why) {
+  Child& child = *st.child;
+  const pid_t pid = st.pid;
   child.Signal(SIGKILL);
   child.AwaitExit(absl::Seconds(30));
+  AwaitLog(st);  // whoever reads the log's tail next sees its end
   return absl::Status(code, absl::StrCat(o.name, " (pid ", pid, ") killed: ", why,
                                          o.log_path.empty() ? "" : "; log ", o.log_path));
 }
 
-absl::Status ExitedBeforeReady(const LaunchOptions& o, Child& child) {
+absl::Status ExitedBeforeReady(const LaunchOptions& o, const Started& st) {
+  Child& child = *st.child;
   child.AwaitExit(absl::Seconds(30));
+  AwaitLog(st);  // its last words are what this message is for
   std::string msg = absl::StrCat(o.name, " (profile ", o.profile->name(),
                                  ") exited before it was ready: ", child.ExitDescription());
   if (!o.log_path.empty()) {
@@ -180,12 +190,61 @@ absl::Status CheckOptions(const LaunchOptions& o) {
   if (o.log_path.empty() && o.forward_stdout_fd < 0) {
     return absl::InvalidArgumentError("launch: no log_path and no forward_stdout_fd");
   }
+  if (o.log_max_bytes != 0 &&
+      (o.output != Output::kLogFile || o.log_max_bytes < kMinLogCapBytes ||
+       o.log_writer_binary.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "launch: log_max_bytes needs Output::kLogFile, a log_writer_binary and at least ",
+        kMinLogCapBytes, " bytes"));
+  }
   return absl::OkStatus();
+}
+
+// kLogFile with a cap: the program's stdout and stderr into a pipe read by
+// a log writer (agent/log_cap.h), started first, detached: it outlives the
+// launcher as the program does. The header is in the log already.
+absl::StatusOr<pid_t> SpawnCapped(const LaunchOptions& o, SpawnOptions so, Child& child,
+                                  std::shared_ptr<LogWriterDone>* writer) {
+  int out[2], done[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
+  if (pipe2(done, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return absl::InternalError(absl::StrCat("pipe2: ", strerror(errno)));
+  }
+  // Its stdout: the end of `done`, seen closed once it exits; stderr: none
+  // (a pipe of the launcher's would outlive the launcher's own output).
+  const int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  SpawnOptions w;
+  w.binary = o.log_writer_binary;
+  w.args = LogWriterArgs(o.log_path, o.log_max_bytes);
+  w.env = profiles::EnvStrings(profiles::CurrentEnviron());  // not the profile's
+  w.stdin_fd = out[0];
+  w.stdout_fd = done[1];
+  w.stderr_fd = devnull;
+  w.detach = true;
+  absl::StatusOr<pid_t> wpid = child.SpawnDetached(w);
+  close(out[0]);
+  close(done[1]);
+  if (devnull >= 0) close(devnull);
+  if (!wpid.ok()) {
+    close(out[1]);
+    close(done[0]);
+    return absl::InternalError(absl::StrCat("cannot start the log writer: ", wpid.status().message()));
+  }
+  *writer = std::make_shared<LogWriterDone>(done[0]);
+  // One pipe for both, as one O_APPEND file was: lines keep their order.
+  so.stdout_fd = out[1];
+  so.stderr_fd = out[1];
+  absl::StatusOr<pid_t> pid = child.Spawn(so);
+  close(out[1]);  // the writer sees EOF once the program (and its children) closed theirs
+  return pid;
 }
 
 // Spawns with stdout into a pipe (kPipe) or the log (kLogFile).
 absl::StatusOr<pid_t> SpawnChild(const LaunchOptions& o, const std::vector<std::string>& args,
-                                 int log_fd, Child& child, std::unique_ptr<OutputPump>* pump) {
+                                 int log_fd, Child& child, std::unique_ptr<OutputPump>* pump,
+                                 std::shared_ptr<LogWriterDone>* writer) {
   SpawnOptions so;
   so.binary = o.program;
   so.args = args;
@@ -193,6 +252,10 @@ absl::StatusOr<pid_t> SpawnChild(const LaunchOptions& o, const std::vector<std::
   so.stderr_fd = log_fd;  // -1: inherited
   so.cpus = o.cpus;
   so.parent_death_signal = o.parent_death_signal;
+  if (o.output == Output::kLogFile && o.log_max_bytes > 0) {
+    close(log_fd);  // the writer opens it itself
+    return SpawnCapped(o, so, child, writer);
+  }
   if (o.output == Output::kLogFile) {
     // One O_APPEND description for both: lines never overwrite each other.
     so.stdout_fd = log_fd;
@@ -250,6 +313,18 @@ OwnChild::~OwnChild() {
   if (waiter_.joinable()) waiter_.join();
 }
 
+absl::StatusOr<pid_t> OwnChild::SpawnDetached(const SpawnOptions& options) {
+  SpawnOptions o = options;
+  o.detach = true;
+  absl::StatusOr<pid_t> pid = launch::Spawn(o);
+  if (pid.ok()) {
+    // The middle process exits at once.
+    while (waitpid(*pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  return pid;
+}
+
 absl::StatusOr<pid_t> OwnChild::Spawn(const SpawnOptions& options) {
   absl::StatusOr<pid_t> pid = launch::Spawn(options);
   if (!pid.ok()) return pid;
@@ -287,23 +362,23 @@ absl::StatusOr<Started> StartVerifiedServer(const LaunchOptions& o) {
   Started st;
   st.log_path = o.log_path;
   st.child = o.child != nullptr ? o.child : std::make_shared<OwnChild>();
-  absl::StatusOr<pid_t> pid = SpawnChild(o, *args, log_fd, *st.child, &st.pump);
+  absl::StatusOr<pid_t> pid = SpawnChild(o, *args, log_fd, *st.child, &st.pump, &st.log_writer);
   if (!pid.ok()) return pid.status();
   st.pid = *pid;
 
   const Waited waited = AwaitReady(o, st);
   if (waited == Waited::kExited) {
-    absl::Status s = ExitedBeforeReady(o, *st.child);
+    absl::Status s = ExitedBeforeReady(o, st);
     if (st.pump != nullptr) st.pump->WaitEof(absl::Seconds(5));
     return s;
   }
   if (waited == Waited::kTimeout) {
-    return Fail(o, *st.child, st.pid, absl::StatusCode::kDeadlineExceeded,
+    return Fail(o, st, absl::StatusCode::kDeadlineExceeded,
                 absl::StrCat("not ready within ", absl::FormatDuration(o.ready_timeout),
                              " (waited for ", AwaitedText(o), ")"));
   }
   absl::StatusOr<VerifiedLaunch> v = VerifyStarted(o, st.pid, st.ready_line);
-  if (!v.ok()) return Fail(o, *st.child, st.pid, v.status().code(), v.status().message());
+  if (!v.ok()) return Fail(o, st, v.status().code(), v.status().message());
   st.verified = *std::move(v);
   return st;
 }
@@ -316,6 +391,7 @@ bool StopStarted(Started& started, absl::Duration grace) {
     started.child->AwaitExit(absl::InfiniteDuration());
   }
   if (started.pump != nullptr) started.pump->WaitEof(absl::Seconds(5));
+  AwaitLog(started);
   return in_time;
 }
 

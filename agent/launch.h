@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "agent/log_cap.h"
 #include "agent/profiles.h"
 #include "agent/readiness.h"
 #include "agent/spawn.h"
@@ -62,6 +63,9 @@ class Child {
   virtual absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) = 0;
   // Waits up to `timeout` for the child to have been reaped; true if it was.
   virtual bool AwaitExit(absl::Duration timeout) = 0;
+  // A helper process this child's output goes through (the log writer):
+  // SpawnOptions::detach, the middle process reaped like the child.
+  virtual absl::StatusOr<pid_t> SpawnDetached(const SpawnOptions& options) = 0;
   // Sends `sig` while the pid is still this child (never to a reused pid).
   virtual void Signal(int sig) = 0;
   // "exited 1", "killed by SIGKILL"; valid once AwaitExit returned true.
@@ -74,6 +78,7 @@ class OwnChild : public Child {
   OwnChild() = default;
   ~OwnChild() override;  // SIGKILLs a child still running, then joins
   absl::StatusOr<pid_t> Spawn(const SpawnOptions& options) override;
+  absl::StatusOr<pid_t> SpawnDetached(const SpawnOptions& options) override;
   bool AwaitExit(absl::Duration timeout) override;
   void Signal(int sig) override;
   std::string ExitDescription() override;
@@ -93,9 +98,12 @@ enum class Output {
   // copies the rest to the log (or to `forward_stdout_fd`); stderr straight
   // to the log. For launchers that outlive the output (rsslab_run, --local).
   kPipe,
-  // stdout and stderr straight into the log, the ready line read back from
-  // it. For a launcher its children outlive (the agent): a pipe would break
-  // when the agent dies, and the server's next write would fail.
+  // stdout and stderr into the log, the ready line read back from it. For
+  // a launcher its children outlive (the agent): a pipe to the launcher
+  // would break when it dies, and the server's next write would fail. With
+  // LaunchOptions::log_max_bytes, a log writer process of its own
+  // (agent/log_cap.h) holds the pipe and caps the log; without, the
+  // program writes the file itself.
   kLogFile,
 };
 
@@ -142,6 +150,11 @@ struct LaunchOptions {
   // stdout). The ready line is then withheld: the caller prints it once
   // verified, so whoever waits for it never meets an unverified server.
   int forward_stdout_fd = -1;
+  // kLogFile: the log's cap in bytes (at least kMinLogCapBytes; 0: none),
+  // and the binary that runs as its writer (one whose main() starts with
+  // RunLogWriterIfAsked; the agent: itself, /proc/self/exe).
+  int64_t log_max_bytes = 0;
+  std::string log_writer_binary;
 
   // When the child is ready: once a line of its output matches
   // `ready_match` (rsslab's ready line by default; empty: no line is
@@ -171,6 +184,8 @@ struct Started {
   std::string log_path;
   std::shared_ptr<Child> child;
   std::unique_ptr<OutputPump> pump;  // kPipe: still copying its stdout
+  // kLogFile with a cap: tells when the log writer has the whole output.
+  std::shared_ptr<LogWriterDone> log_writer;
 };
 
 // What the child is given, built in one place so that what a log header
@@ -190,8 +205,13 @@ std::vector<std::string> LaunchArgs(const LaunchOptions& options);
 // (it did not answer over Control), INTERNAL (the ready line did not parse).
 absl::StatusOr<Started> StartVerifiedServer(const LaunchOptions& options);
 
+// How long a launcher waits, once the program has ended, for its log writer
+// to have written the last of its output (a program's own child that
+// still holds its stdout keeps the writer going longer).
+inline constexpr absl::Duration kLogDrainTimeout = absl::Seconds(2);
+
 // SIGTERM, SIGKILL after `grace`; returns once reaped and its output
-// drained. True if it exited within the grace period.
+// drained (in the log, up to kLogDrainTimeout for a capped log). True if it exited within the grace period.
 bool StopStarted(Started& started, absl::Duration grace);
 
 // The handler NAME.py in the first of `dirs` holding it (NAME empty: the

@@ -31,6 +31,7 @@
 #include "agent/command_flags.h"
 #include "agent/commands.h"
 #include "agent/agent_state.h"
+#include "agent/log_cap.h"
 #include "agent/profiles.h"
 #include "grpcpp/grpcpp.h"
 #include "common/flags_parse.h"
@@ -47,6 +48,10 @@ ABSL_FLAG(std::string, handler_dirs, "",
           "Comma-separated directories of NAME.py handlers (default: server/handlers next to "
           "the server binary's tree).");
 ABSL_FLAG(std::string, log_dir, "", "Per-server log files go here (default: $TMPDIR/rsslab_agent-PID).");
+ABSL_FLAG(int, log_max_mb, 8,
+          "Each launched program's log is capped at this many MiB (1 to 65536): its first and "
+          "last quarter of the cap kept, the middle dropped with a line saying how many bytes "
+          "went. 0: no cap.");
 ABSL_FLAG(int, max_servers, 8, "Servers running at once, at most.");
 ABSL_FLAG(std::string, server_host, "",
           "Host servers listen on (ports chosen by the kernel); default: the --listen host. "
@@ -81,7 +86,8 @@ void CheckNumbers() {
   for (const absl::Status& s :
        {CheckRange(absl::GetFlag(FLAGS_max_servers), "--max_servers", 1, 256),
         CheckRange(absl::GetFlag(FLAGS_ready_timeout_s), "--ready_timeout_s", 1, 3600, " (s)"),
-        CheckRange(absl::GetFlag(FLAGS_stop_grace_ms), "--stop_grace_ms", 0, 600000, " (ms)")}) {
+        CheckRange(absl::GetFlag(FLAGS_stop_grace_ms), "--stop_grace_ms", 0, 600000, " (ms)"),
+        CheckRange(absl::GetFlag(FLAGS_log_max_mb), "--log_max_mb", 0, 65536, " (MiB)")}) {
     if (!s.ok()) Die(std::string(s.message()));
   }
 
@@ -240,6 +246,10 @@ int Main(int argc, char** argv) {
   const std::string dirs = HandlerDirs(&o);
   LogDir(&o);
   o.max_servers = absl::GetFlag(FLAGS_max_servers);
+  o.log_max_bytes = int64_t{absl::GetFlag(FLAGS_log_max_mb)} << 20;
+  // The log writer is this binary run again (RunLogWriterIfAsked in main):
+  // /proc/self/exe names it even if the file was replaced since.
+  o.log_writer_binary = "/proc/self/exe";
   o.ready_timeout = absl::Seconds(absl::GetFlag(FLAGS_ready_timeout_s));
   const HostPort hp = Listen(*security, &o);
   const int state_lock = StateDir(hp, &o);
@@ -260,4 +270,9 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace rsslab
 
-int main(int argc, char** argv) { return rsslab::Main(argc, argv); }
+int main(int argc, char** argv) {
+  // A launched program's log writer (agent/log_cap.h), before any flag.
+  int rc = 0;
+  if (rsslab::launch::RunLogWriterIfAsked(argc, argv, &rc)) return rc;
+  return rsslab::Main(argc, argv);
+}

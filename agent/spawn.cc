@@ -75,7 +75,19 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& o) {
     return absl::InternalError(absl::StrCat("fork: ", strerror(e)));
   }
   if (pid == 0) {
-    if (o.new_process_group) setpgid(0, 0);
+    if (o.detach) {
+      pid_t grandchild = fork();
+      if (grandchild < 0) {
+        int e = errno;
+        ssize_t ignored = write(err_pipe[1], &e, sizeof(e));
+        (void)ignored;
+        _exit(127);
+      }
+      if (grandchild > 0) _exit(0);
+      setsid();  // a session of its own: no terminal's signals reach it
+    } else if (o.new_process_group) {
+      setpgid(0, 0);
+    }
     if (!o.cpus.empty() && sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
       int e = errno;
       ssize_t ignored = write(err_pipe[1], &e, sizeof(e));

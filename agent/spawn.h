@@ -61,6 +61,11 @@ struct SpawnOptions {
   // CPUs the child (and every thread it makes) may run on; empty: the
   // parent's. Set before exec, so the server never runs elsewhere.
   std::vector<int> cpus;
+  // A process nobody waits for (the log writer): forked twice, so the
+  // program runs as an orphan in a session of its own, and the pid returned
+  // is the middle process's, which exits at once and which the caller's
+  // reaper collects like any child.
+  bool detach = false;
 };
 
 // fork + execve. An exec failure (no such binary, not executable) comes back
