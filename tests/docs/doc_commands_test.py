@@ -202,8 +202,9 @@ class Namespaces:
 
 def start(argv, repo, env):
     """A `... &` command: started, its output read up to the ready line."""
+    err = os.path.join(TMP, "background-%d.err" % time.monotonic_ns())
     proc = subprocess.Popen(argv, cwd=repo, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=open(os.path.join(TMP, "background.err"), "a"))
+                            stderr=open(err, "w"))
     out, deadline = "", time.monotonic() + 60
     while time.monotonic() < deadline:
         got = proc.stdout.readline()
@@ -213,6 +214,9 @@ def start(argv, repo, env):
         if READY.match(got):
             break
     pid = re.search(r"\bpid=(\d+)", out)
+    if not pid:  # what it said before it failed
+        time.sleep(0.2)
+        out += open(err).read()
     return proc, (pid.group(1) if pid else ""), out
 
 
