@@ -55,21 +55,18 @@ int Usage(const std::string& why) {
   return 2;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  std::vector<char*> pos = rsslab::ParseFlags(argc, argv);
+// Checks the command and its arguments before anything is sent: 0, or 2
+// after saying what is wrong.
+int CheckCommand(const std::vector<char*>& pos, int* threads) {
   if (pos.size() < 2) return Usage("missing command");
   const std::string cmd = pos[1];
-  int threads = 0;
   const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
   if (timeout < absl::Milliseconds(1) || timeout > absl::Hours(1)) {
     return Usage("--timeout must be between 1ms and 1h");
   }
   if (cmd == "launch") {
     if (pos.size() != 4) return Usage("launch takes PROFILE THREADS");
-    if (!absl::SimpleAtoi(pos[3], &threads) || threads < 1) {
+    if (!absl::SimpleAtoi(pos[3], threads) || *threads < 1) {
       return Usage("launch: THREADS '" + rsslab::Echo(pos[3], 32) + "' is not a positive number");
     }
   } else if (cmd == "stop") {
@@ -79,6 +76,17 @@ int main(int argc, char** argv) {
   } else {
     return Usage("unknown command '" + rsslab::Echo(cmd, 64) + "'");
   }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  std::vector<char*> pos = rsslab::ParseFlags(argc, argv);
+  int threads = 0;
+  if (int rc = CheckCommand(pos, &threads); rc != 0) return rc;
+  const std::string cmd = pos[1];
   absl::StatusOr<rsslab::Security> security = rsslab::Security::FromFlags();
   if (!security.ok()) {
     fprintf(stderr, "rsslab_agent_ctl: %s\n", std::string(security.status().message()).c_str());
