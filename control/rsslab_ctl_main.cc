@@ -4,7 +4,7 @@
 //   rsslab_ctl snapshot [--json] [--gc] [--detail]
 //   rsslab_ctl watch --interval=1s [--json] [--count=N]
 //   rsslab_ctl trim [--mode=default|global|per_thread|purge] [--json]
-//   rsslab_ctl inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]
+//   rsslab_ctl inspect PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]
 //   rsslab_ctl --control=all:NAME workers|snapshot|trim|phase ...   every worker of a service
 //   rsslab_ctl --control=pid:PID snapshot ...                        one registered worker
 
@@ -47,7 +47,8 @@ ABSL_FLAG(std::string, mode, "default",
           "each worker's free-block purge on mimalloc).");
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60), "Deadline for one call.");
 ABSL_FLAG(std::string, pid, "",
-          "inspect: the process to inspect (same user or root); decimal digits only.");
+          "inspect: the process to inspect (same user or root); decimal digits only. "
+          "`inspect PID` is the same.");
 ABSL_FLAG(absl::Duration, watch, absl::ZeroDuration(),
           "inspect: after the report, sample RSS, threads and arenas this often (--count samples).");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -121,7 +122,7 @@ constexpr char kUsage[] =
     "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
     "  trim [--mode=default|global|per_thread|purge]    release free memory now\n"
     "  workers                                          --control=all:NAME: the service's live workers\n"
-    "  inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]\n"
+    "  inspect PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]   (or --pid=PID)\n"
     "                                                   any process from outside: threads, memory,\n"
     "                                                   allocator, environment, diagnosis";
 
@@ -156,8 +157,14 @@ int CheckCommonFlags() {
 // Reads /proc only: no channel, no credentials.
 int InspectCommand(const Args& args) {
   InspectCliOptions o;
-  // A string flag: the int flag's parser takes " 5" and "0x10" as 5 and 16.
-  absl::StatusOr<int> pid = ParsePid(absl::GetFlag(FLAGS_pid), "--pid");
+  // The pid as `inspect PID` or `inspect --pid=PID`, once. A string either
+  // way: the int flag's parser takes " 5" and "0x10" as 5 and 16.
+  if (args.size() > 3 || (args.size() == 3 && !absl::GetFlag(FLAGS_pid).empty())) {
+    fprintf(stderr, "rsslab_ctl: inspect takes one process id: inspect PID or inspect --pid=PID\n");
+    return 2;
+  }
+  absl::StatusOr<int> pid = args.size() == 3 ? ParsePid(args[2], "inspect PID")
+                                             : ParsePid(absl::GetFlag(FLAGS_pid), "--pid");
   o.json = absl::GetFlag(FLAGS_json);
   o.watch = absl::GetFlag(FLAGS_watch);
   o.count = absl::GetFlag(FLAGS_count);
@@ -175,10 +182,6 @@ int InspectCommand(const Args& args) {
   }
   if (int rc = FirstFailure(checks, "inspect: "); rc != 0) return rc;
   o.pid = *pid;
-  if (args.size() != 2) {
-    fprintf(stderr, "rsslab_ctl: inspect takes no arguments, only flags (--pid=PID)\n");
-    return 2;
-  }
   if (!o.metrics_listen.empty() && o.watch == absl::ZeroDuration()) {
     fprintf(stderr, "rsslab_ctl: inspect: --metrics_listen needs --watch=INTERVAL (how often to sample)\n");
     return 2;

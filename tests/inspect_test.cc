@@ -611,6 +611,43 @@ TEST(InspectCliTest, AbsentPidIsOneLineExit2) {
   EXPECT_TRUE(absl::StrContains(r.err, "--watch")) << r.err;
 }
 
+// `inspect PID` is `inspect --pid=PID`: the same report; the positional
+// pid is checked as the flag is, and one pid only.
+TEST(InspectCliTest, PidAsArgumentOrFlag) {
+  auto p = StartTarget({kPython, "-c",
+                        "import os, time; print(f'inspect_target ready pid={os.getpid()}', "
+                        "flush=True); time.sleep(60)"});
+  ASSERT_NE(p, nullptr);
+  const std::string pid = absl::StrCat(p->pid());
+  ServerProcess::Result arg = ServerProcess::Run(Ctl(), {"inspect", pid});
+  ServerProcess::Result flag = ServerProcess::Run(Ctl(), {"inspect", "--pid=" + pid});
+  EXPECT_EQ(arg.exit_code, 0) << arg.err;
+  EXPECT_EQ(flag.exit_code, 0) << flag.err;
+  // The same process in both reports (the first line differs only in its age).
+  for (const std::string& out : {arg.out, flag.out}) {
+    EXPECT_TRUE(absl::StartsWith(out, absl::StrCat("pid ", pid, " (python3)  uid "))) << out;
+  }
+  // Flags after the pid still count.
+  ServerProcess::Result json = ServerProcess::Run(Ctl(), {"inspect", pid, "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_TRUE(absl::StartsWith(json.out, "{")) << json.out.substr(0, 200);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"inspect", "0x10"}, {"inspect", " 5"}, {"inspect", "5x"}}) {
+    ServerProcess::Result r = ServerProcess::Run(Ctl(), bad);
+    EXPECT_EQ(r.exit_code, 2) << bad[1];
+    EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+    EXPECT_TRUE(absl::StrContains(r.err, "inspect PID: ")) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  for (const std::vector<std::string>& two :
+       {std::vector<std::string>{"inspect", pid, "--pid=" + pid}, {"inspect", pid, pid}}) {
+    ServerProcess::Result r = ServerProcess::Run(Ctl(), two);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_TRUE(absl::StrContains(r.err, "one process id")) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
 TEST(InspectCliTest, KernelThreadIsOneLineExit2) {
   // kthreadd is pid 2 where the kernel's threads are visible.
   absl::StatusOr<std::string> stat = procfs::ReadProcFile(2, "stat");

@@ -1,7 +1,7 @@
 // Two hosts on one machine: network namespaces A and B joined by a veth
 // pair (10.231.0.1/30 in A, 10.231.0.2/30 in B; the addresses exist only
 // inside those namespaces). The agent (and so the server it launches) runs
-// in A, listening on A's address; the agent client and the loadgen run in
+// in A, listening on A's address; rsslab_agent_ctl and the loadgen run in
 // B and complete --builtin=quick over the veth. Needs root and `ip netns`;
 // skipped with the reason otherwise. The namespaces are deleted whatever
 // happens (deleting a namespace kills nothing, so the processes are
@@ -188,7 +188,7 @@ TEST(TwoHostsTest, AgentInOneNamespaceLoadgenInTheOther) {
   ASSERT_EQ(agent.Start(ns, tmp + "/agent-logs", token_file), "");
 
   // Host B asks host A's agent for a server.
-  std::vector<std::string> client = ns.In(ns.b(), ServerProcess::Runfile("tests/agent_client"));
+  std::vector<std::string> client = ns.In(ns.b(), ServerProcess::Runfile("agent/rsslab_agent_ctl"));
   client.push_back(absl::StrCat("--agent=", kAddrA, ":50060"));
   client.push_back(token_flag);
   std::vector<std::string> launch = client;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Checks that README.md and docs/*.md hold no dangling link and that the
+"""Checks that README.md, docs/*.md and docs/start/*.md hold no dangling link and that the
 README's layout section matches the tree.
 
     tools/check_doc_links.py [ROOT]     # ROOT: the checkout, default: this script's ../
@@ -484,6 +484,9 @@ def main(argv):
     files = [readme]
     if os.path.isdir(docs):
         files += sorted(os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
+        start = os.path.join(docs, "start")  # the start pages, one per reader
+        if os.path.isdir(start):
+            files += sorted(os.path.join(start, f) for f in os.listdir(start) if f.endswith(".md"))
     problems = []
     for md in files:
         problems += check_links(root, md)

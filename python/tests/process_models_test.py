@@ -31,6 +31,7 @@ answers a snapshot and `rsslab_ctl trim` reaches every thread it tracks:
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -221,7 +222,8 @@ bind = "127.0.0.1:%(port)d"
 def post_fork(server, worker):
     import rsslab
     rsslab.track_all()          # gthread's pool is created after this hook
-    rsslab.serve("127.0.0.1:0")
+    rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0")  # docs/PACKAGE.md's snippet
+    server.log.info("rsslab control %%s metrics %%s", rsslab.control_address(), rsslab.metrics_address())
 '''
 
 FLASK_APP = r'''
@@ -282,6 +284,25 @@ def stop(p):
         p.wait()
 
 
+def gunicorn_metrics(log, found):
+    """Each worker logged its Control and /metrics addresses (the snippet's
+    log line), and its /metrics answers with the process's figures."""
+    log.flush()
+    log.seek(0)
+    pairs = dict(re.findall(r"rsslab control (\S+) metrics (\S+)", log.read()))
+    check(sorted(pairs) == sorted(found.values()),
+          "gunicorn: each worker logged its Control and metrics address: %s" % pairs)
+    for control, metrics in sorted(pairs.items()):
+        try:
+            with urllib.request.urlopen("http://%s/metrics" % metrics, timeout=10) as r:
+                body = r.read().decode()
+        except OSError as e:
+            body = str(e)
+        check("rsslab_process_resident_memory_bytes " in body,
+              "gunicorn: the worker at %s serves /metrics on %s: %s"
+              % (control, metrics, body[:120].replace("\n", " | ")))
+
+
 def gunicorn_checks():
     if not shutil.which("gunicorn"):
         check(False, "gunicorn: Debian's gunicorn is installed (./rsslab setup)")
@@ -309,6 +330,7 @@ def gunicorn_checks():
               % (workers, found, not os.path.exists(
                   os.path.join(RUN, "rsslab-control-%d.addr" % p.pid))))
         reach_every_worker("gunicorn", found, 1)
+        gunicorn_metrics(log, found)
         service_checks("gunicorn", "gunicorn", found)  # the default name: the program's
         if len(found) == 2:
             stale_checks("gunicorn", "gunicorn", found, max(found))
