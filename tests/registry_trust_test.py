@@ -13,7 +13,9 @@ rsslab_ctl:
   the token) and sends nobody's no call and no token; `--control=pid:PID`
   of nobody's worker is refused the same way;
 - with `--as_user=nobody` (and by uid) nobody's worker is trusted: listed,
-  and called with the token.
+  and called with the token;
+- rsslab_loadgen's `--control=all:shop` (a scenario of one snapshot step)
+  the same: nobody's worker reached only with `--as_user=nobody`.
 
 Needs root (to run a process as another user); passes saying so otherwise.
 """
@@ -29,6 +31,7 @@ import time
 
 WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
 CTL = os.path.join(WS, "control/rsslab_ctl")
+LOADGEN = os.path.join(WS, "loadgen/rsslab_loadgen")
 PY = "/usr/bin/python3"
 TOKEN = "registry-trust-test-token-5f1d"
 
@@ -114,10 +117,20 @@ def main():
         check(os.stat(os.path.join(run, "rsslab-control-%d.addr" % theirs)).st_uid == nobody.pw_uid,
               "nobody's entry is nobody's file")
 
-        def ctl(*args):
-            r = subprocess.run([CTL, "--timeout=10s"] + list(args), env=env, capture_output=True,
-                               text=True, timeout=60)
+        def ctl(*args, binary=CTL):
+            timeout = ["--timeout=10s"] if binary == CTL else ["--control_timeout=10s"]
+            r = subprocess.run([binary] + timeout + list(args), env=env, capture_output=True, text=True,
+                               timeout=60)
             return r.returncode, r.stdout, r.stderr
+
+        scenario = os.path.join(run, "look.textproto")
+        with open(scenario, "w") as f:
+            f.write('name: "look"\nstep { name: "look" snapshot {} }\n')
+
+        def loadgen(out, *args):
+            return ctl("--scenario=" + scenario, "--control=all:shop", "--progress=lines",
+                       "--auth_token_file=" + token_file, "--out=" + os.path.join(run, out),
+                       *args, binary=LOADGEN)
 
         rc, out, err = ctl("--control=all:shop", "workers")
         listed = [line.split()[1] for line in out.splitlines() if line.startswith("pid ")]
@@ -143,6 +156,11 @@ def main():
               not os.path.exists(their_calls),
               "--control=pid: of nobody's worker is refused, nothing sent", err)
 
+        rc, out, err = loadgen("untrusted")
+        check(rc == 0 and "not trusted; pass --as_user=nobody" in out + err and
+              len(calls(mine_calls)) == 2 and not os.path.exists(their_calls),
+              "the loadgen's snapshot step reaches root's worker, not nobody's", out + err)
+
         rc, out, err = ctl("--control=all:shop", "--as_user=nobody", "workers")
         listed = sorted(int(line.split()[1]) for line in out.splitlines() if line.startswith("pid "))
         check(rc == 0 and listed == sorted([mine, theirs]) and "not trusted" not in err,
@@ -153,6 +171,11 @@ def main():
         got = calls(their_calls)
         check(rc == 0 and len(got) == 1 and ["authorization", "Bearer " + TOKEN] in got[0]["metadata"],
               "--as_user=UID: nobody's worker is called, with the token", out + err + json.dumps(got))
+
+        rc, out, err = loadgen("trusted", "--as_user=nobody")
+        got = calls(their_calls)
+        check(rc == 0 and len(got) == 2 and ["authorization", "Bearer " + TOKEN] in got[1]["metadata"],
+              "the loadgen with --as_user=nobody reaches nobody's worker", out + err)
 
         rc, out, err = ctl("--control=all:shop", "--as_user=no-such-user-rsslab", "workers")
         check(rc == 2 and "--as_user: no user named 'no-such-user-rsslab'" in err,
