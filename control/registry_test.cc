@@ -125,7 +125,8 @@ TEST_F(RegistryTest, ADeadPidIsStaleAndCleaned) {
   ASSERT_EQ(l.ignored.size(), 1u);
   EXPECT_TRUE(l.ignored[0].removed);
   EXPECT_NE(stat(path.c_str(), &st), 0) << "removed with clean";
-  EXPECT_THAT(std::string(FindPid(child, {dir_}, Trust::Self()).status().message()), HasSubstr("no live Control entry"));
+  EXPECT_THAT(std::string(FindPid(child, {dir_}, Trust::Self()).status().message()),
+              HasSubstr("no live Control entry"));
   // A malformed entry (an older package's one line) of a gone pid is stale
   // too: cleaned, not said; of a live pid it is named.
   const std::string old_format = Write(child, "127.0.0.1:5\n");
@@ -179,8 +180,10 @@ TEST_F(RegistryTest, TrustNamesUsersByNameOrUid) {
   EXPECT_FALSE(t->Has(-1));
   EXPECT_THAT(std::string(TrustUsers({"no-such-user-rsslab"}).status().message()),
               HasSubstr("--as_user: no user named 'no-such-user-rsslab'"));
-  EXPECT_THAT(std::string(TrustUsers({""}).status().message()), HasSubstr("not a user name or uid"));
-  EXPECT_THAT(std::string(TrustUsers({"4294967295"}).status().message()), HasSubstr("out of range"));
+  EXPECT_THAT(std::string(TrustUsers({""}).status().message()),
+              HasSubstr("not a user name or uid"));
+  EXPECT_THAT(std::string(TrustUsers({"4294967295"}).status().message()),
+              HasSubstr("out of range"));
   EXPECT_THAT(std::string(TrustUsers(std::vector<std::string>(kMaxTrustedUsers + 1, "0"))
                               .status()
                               .message()),
@@ -227,8 +230,9 @@ TEST_F(RegistryTest, AnotherUsersEntryIsTrustedOnlyWhenNamed) {
   // Written by root, but the process is nobody's: not for root by default.
   Listing l = ListService("shop", {dir_}, Trust::Self(), true);
   EXPECT_TRUE(l.workers.empty());
-  EXPECT_THAT(Why(l, path), HasSubstr(absl::StrCat("pid ", child, " is owned by uid ", nobody,
-                                                   " (nobody), not trusted; pass --as_user=nobody")));
+  EXPECT_THAT(Why(l, path),
+              HasSubstr(absl::StrCat("pid ", child, " is owned by uid ", nobody,
+                                     " (nobody), not trusted; pass --as_user=nobody")));
   // Written by nobody (as the package does): still not believed by root.
   ASSERT_EQ(chown(path.c_str(), nobody, nogroup), 0);
   l = ListService("shop", {dir_}, Trust::Self(), true);
@@ -283,7 +287,8 @@ TEST_F(RegistryTest, ResolveReadsTheReadersRuntimeDir) {
   Write(me, Text(me, StartTicks(me), "svc"));
   ASSERT_EQ(setenv("XDG_RUNTIME_DIR", dir_.c_str(), 1), 0);
   std::vector<Ignored> ignored;
-  absl::StatusOr<std::vector<Entry>> w = Resolve(*ParseControlSpec("all:svc"), Trust::Self(), &ignored);
+  absl::StatusOr<std::vector<Entry>> w =
+      Resolve(*ParseControlSpec("all:svc"), Trust::Self(), &ignored);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->size(), 1u);
   EXPECT_EQ((*w)[0].pid, me);

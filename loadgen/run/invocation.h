@@ -32,7 +32,8 @@ struct Invocation {
   rsslab::Plan plan;              // its steps, resolved once
   rsslab::ProgressMode progress = rsslab::ProgressMode::kLines;
   rsslab::Security security;      // credentials, read
-  rsslab::registry::Trust control_trust = rsslab::registry::Trust::Self();  // --as_user: whose registry entries are believed
+  // --as_user: whose registry entries --control=all:NAME / pid:PID believes.
+  rsslab::registry::Trust control_trust = rsslab::registry::Trust::Self();
   bool resume = false;
   bool in_place = false;          // --results_dir: resumed in place when it exists
   std::string out;                // the run directory
