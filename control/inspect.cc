@@ -98,8 +98,9 @@ void AddPartial(InspectReport* r, std::string why) {
 }
 
 // Reads the Control entry of the rsslab package through the registry
-// (control/registry.h): trusted only when it is a small regular file of the
+// (control/registry.h): believed only when it is a small regular file of the
 // target's user, in the entry format, naming this pid and its start time.
+// Only reported: no call is made here.
 void ReadControlAddress(int pid, int uid, InspectReport* r) {
   std::vector<std::string> dirs;
   auto it = r->start_env().find("XDG_RUNTIME_DIR");
@@ -108,7 +109,7 @@ void ReadControlAddress(int pid, int uid, InspectReport* r) {
   std::string notes;
   for (const std::string& dir : dirs) {
     const std::string path = registry::EntryPath(dir, pid);
-    absl::StatusOr<registry::Entry> e = registry::ReadEntry(path, pid, uid);
+    absl::StatusOr<registry::Entry> e = registry::ReadEntry(path, pid, registry::Trust{{uid}});
     if (absl::IsNotFound(e.status())) continue;
     if (e.ok()) {
       r->set_rsslab_control(e->address);

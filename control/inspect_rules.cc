@@ -1,5 +1,7 @@
 #include "control/inspect_rules.h"
 
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
@@ -174,8 +176,13 @@ void RetainedHeap(InspectReport* r) {
       "trim after the burst: in a Python service, the rsslab package's rsslab.release() (or "
       "auto_trim in rsslab.serve()) calls malloc_trim on the process's threads";
   if (!r->rsslab_control().empty()) {
-    absl::StrAppend(&fix, "; this process serves Control: rsslab_ctl trim --control=",
-                    r->rsslab_control());
+    // By pid, not the address read now: rsslab_ctl checks the entry (live,
+    // whose) again when it calls, and a port can change hands by then.
+    absl::StrAppend(&fix, "; this process serves Control (at ", r->rsslab_control(),
+                    "): rsslab_ctl trim --control=pid:", r->pid(),
+                    r->uid() == static_cast<int64_t>(geteuid())
+                        ? ""
+                        : absl::StrCat(" --as_user=", r->uid()));
   } else {
     absl::StrAppend(&fix, "; where Control is served (rsslab_server, rsslab.serve()): "
                           "rsslab_ctl trim --control=HOST:PORT");

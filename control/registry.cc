@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,37 +62,54 @@ int ProcessUid(int pid) {
 struct FileRead {
   std::string text;
   ino_t inode = 0;
+  int uid = -1;     // the file's owner, when known
+  std::string bad;  // why it was not read, or ""
 };
 
-absl::StatusOr<FileRead> ReadSmallFile(const std::string& path, int uid) {
+// Opened without following a symlink, and not blocking on a FIFO. What
+// could not be read still says its owner when it can, for CheckTrusted.
+absl::StatusOr<FileRead> ReadSmallFile(const std::string& path) {
+  FileRead r;
+  struct stat st;
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
-    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
-    return absl::InvalidArgumentError(errno == ELOOP ? "a symlink" : strerror(errno));
+    const int err = errno;
+    if (err == ENOENT) return absl::NotFoundError(absl::StrCat(path, ": no such file"));
+    if (lstat(path.c_str(), &st) == 0) r.uid = static_cast<int>(st.st_uid);
+    r.bad = err == ELOOP ? "a symlink" : strerror(err);
+    return r;
   }
-  struct stat st;
-  std::string why;
-  FileRead r;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    why = "not a regular file";
-  } else if (uid >= 0 && static_cast<int>(st.st_uid) != uid) {
-    close(fd);
-    return absl::PermissionDeniedError(absl::StrCat("owned by uid ", st.st_uid, ", not ", uid));
+  if (fstat(fd, &st) != 0) {
+    r.bad = "unreadable";
+  } else if (r.uid = static_cast<int>(st.st_uid); !S_ISREG(st.st_mode)) {
+    r.bad = "not a regular file";
   } else if (st.st_size > static_cast<off_t>(kMaxEntryBytes)) {
-    why = absl::StrCat("larger than ", kMaxEntryBytes, " bytes");
+    r.bad = absl::StrCat("larger than ", kMaxEntryBytes, " bytes");
   } else {
     char buf[kMaxEntryBytes + 1];
     ssize_t n = read(fd, buf, sizeof(buf));
     if (n < 0 || static_cast<size_t>(n) > kMaxEntryBytes) {
-      why = n < 0 ? "unreadable" : absl::StrCat("larger than ", kMaxEntryBytes, " bytes");
+      r.bad = n < 0 ? "unreadable" : absl::StrCat("larger than ", kMaxEntryBytes, " bytes");
     } else {
       r.text.assign(buf, static_cast<size_t>(n));
       r.inode = st.st_ino;
     }
   }
   close(fd);
-  if (!why.empty()) return absl::InvalidArgumentError(why);
   return r;
+}
+
+// "uid 1001 (alice)" and the --as_user= value naming it ("alice", or the
+// uid when it has no name).
+std::pair<std::string, std::string> UserText(int uid) {
+  struct passwd pw, *found = nullptr;
+  char buf[4096];
+  if (getpwuid_r(static_cast<uid_t>(uid), &pw, buf, sizeof(buf), &found) == 0 &&
+      found != nullptr && found->pw_name != nullptr && *found->pw_name != '\0') {
+    const std::string name = Echo(found->pw_name, kMaxUserName);
+    return {absl::StrCat("uid ", uid, " (", name, ")"), name};
+  }
+  return {absl::StrCat("uid ", uid), absl::StrCat(uid)};
 }
 
 bool ProcessRuns(int pid) {
@@ -108,6 +126,66 @@ bool RemoveIfSame(const std::string& path, ino_t inode) {
 }
 
 }  // namespace
+
+Trust Trust::Self() { return Trust{{static_cast<int>(geteuid())}}; }
+
+bool Trust::Has(int uid) const {
+  return uid >= 0 && std::find(uids.begin(), uids.end(), uid) != uids.end();
+}
+
+absl::StatusOr<Trust> TrustUsers(const std::vector<std::string>& users) {
+  Trust t = Trust::Self();
+  if (users.size() > static_cast<size_t>(kMaxTrustedUsers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--as_user: more than ", kMaxTrustedUsers, " users"));
+  }
+  for (const std::string& u : users) {
+    if (u.empty() || u.size() > kMaxUserName) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--as_user: '", Echo(u, kMaxUserName), "' is not a user name or uid (1 to ",
+          kMaxUserName, " characters)"));
+    }
+    int uid = -1;
+    if (std::all_of(u.begin(), u.end(), absl::ascii_isdigit)) {
+      uint32_t v = 0;
+      // (uid_t)-1 is no user: chown's "unchanged".
+      if (!absl::SimpleAtoi(u, &v) || v >= 0x7fffffffu) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--as_user: uid ", Echo(u, kMaxUserName), " is out of range"));
+      }
+      uid = static_cast<int>(v);
+    } else {
+      struct passwd pw, *found = nullptr;
+      char buf[4096];
+      if (getpwnam_r(u.c_str(), &pw, buf, sizeof(buf), &found) != 0 || found == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--as_user: no user named '", Echo(u, kMaxUserName), "'"));
+      }
+      uid = static_cast<int>(found->pw_uid);
+    }
+    if (!t.Has(uid)) t.uids.push_back(uid);
+  }
+  return t;
+}
+
+absl::Status CheckTrusted(const Trust& trust, int pid, int file_uid, int process_uid) {
+  if (file_uid < 0) {
+    return absl::PermissionDeniedError(absl::StrCat("pid ", pid, "'s entry has no known owner"));
+  }
+  const bool file_ok = trust.Has(file_uid);
+  if (!file_ok || (process_uid >= 0 && !trust.Has(process_uid))) {
+    auto [who, flag] = UserText(file_ok ? process_uid : file_uid);
+    return absl::PermissionDeniedError(absl::StrCat(
+        "pid ", pid, file_ok ? " is" : "'s entry is", " owned by ", who,
+        ", not trusted; pass --as_user=", flag, " to trust it"));
+  }
+  if (process_uid >= 0 && process_uid != file_uid) {
+    // Only the process's own user writes a true entry of it.
+    return absl::PermissionDeniedError(absl::StrCat("pid ", pid, " runs as uid ", process_uid,
+                                                    ", but its entry is owned by uid ", file_uid));
+  }
+  return absl::OkStatus();
+}
 
 std::string EntryPath(absl::string_view dir, int pid) {
   std::string d(dir);
@@ -191,35 +269,43 @@ std::string StaleReason(const Entry& e) {
 
 namespace {
 
-// One file read, parsed, checked live and owned by its process's user.
-// NotFound: no file; FailedPrecondition: stale; InvalidArgument: anything
-// else; PermissionDenied: another user's. `*parsed` gets the entry whenever it parsed; `*inode` the file's.
-absl::StatusOr<Entry> Load(const std::string& path, int file_pid, int uid, Entry* parsed,
-                           ino_t* inode) {
-  if (uid < 0 && geteuid() != 0) uid = static_cast<int>(geteuid());
-  absl::StatusOr<FileRead> f = ReadSmallFile(path, uid);
+// One file read, parsed, trusted and checked live. NotFound: no file;
+// FailedPrecondition: stale; PermissionDenied: not trusted (CheckTrusted);
+// InvalidArgument: anything else. `*parsed` gets the entry whenever it
+// parsed; `*inode` the file's.
+absl::StatusOr<Entry> Load(const std::string& path, int file_pid, const Trust& trust,
+                           Entry* parsed, ino_t* inode) {
+  absl::StatusOr<FileRead> f = ReadSmallFile(path);
   if (!f.ok()) return f.status();
+  if (!f->bad.empty()) {
+    // Whose it is decides whether that is worth a word (and a removal).
+    if (f->uid >= 0) {
+      if (absl::Status t = CheckTrusted(trust, file_pid, f->uid, -1); !t.ok()) return t;
+    }
+    return absl::InvalidArgumentError(f->bad);
+  }
   if (inode != nullptr) *inode = f->inode;
   absl::StatusOr<Entry> e = ParseEntry(f->text, file_pid);
+  // An untrusted user's file is not judged, nor removed, whatever it holds.
+  if (absl::Status t = CheckTrusted(trust, file_pid, f->uid, -1); !t.ok()) {
+    if (e.ok() && parsed != nullptr) *parsed = *e;
+    return t;
+  }
   if (!e.ok()) return e.status();
   e->path = path;
   if (parsed != nullptr) *parsed = *e;
   if (std::string why = StaleReason(*e); !why.empty()) return absl::FailedPreconditionError(why);
-  // Root reads anyone's entries, but only the process's own user could
-  // have written a true one.
-  struct stat st;
-  const int owner = lstat(path.c_str(), &st) == 0 ? static_cast<int>(st.st_uid) : -1;
-  if (ProcessUid(e->pid) != owner) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("owned by uid ", owner, ", not by pid ", e->pid, "'s user"));
-  }
+  // After the start time matched: the uid of that very process (had it
+  // exited since, a reuser of the pid would have to be trusted as well).
+  if (absl::Status t = CheckTrusted(trust, e->pid, f->uid, ProcessUid(e->pid)); !t.ok()) return t;
+  e->uid = f->uid;
   return e;
 }
 
 }  // namespace
 
-absl::StatusOr<Entry> ReadEntry(const std::string& path, int file_pid, int uid) {
-  return Load(path, file_pid, uid, nullptr, nullptr);
+absl::StatusOr<Entry> ReadEntry(const std::string& path, int file_pid, const Trust& trust) {
+  return Load(path, file_pid, trust, nullptr, nullptr);
 }
 
 std::vector<std::string> Dirs() {
@@ -231,7 +317,8 @@ std::vector<std::string> Dirs() {
   return dirs;
 }
 
-Listing ListService(absl::string_view service, const std::vector<std::string>& dirs, bool clean) {
+Listing ListService(absl::string_view service, const std::vector<std::string>& dirs,
+                    const Trust& trust, bool clean) {
   Listing out;
   std::map<int, Entry> by_pid;
   for (const std::string& dir : dirs) {
@@ -249,10 +336,11 @@ Listing ListService(absl::string_view service, const std::vector<std::string>& d
       }
       Entry parsed;
       ino_t inode = 0;
-      absl::StatusOr<Entry> e = Load(path, file_pid, -1, &parsed, &inode);
+      absl::StatusOr<Entry> e = Load(path, file_pid, trust, &parsed, &inode);
       if (absl::IsNotFound(e.status())) continue;  // gone since the scan
       if (absl::IsFailedPrecondition(e.status())) {
-        // Any service's stale entry of ours is cleaned; only this service's is said.
+        // Any service's stale entry of a trusted user is cleaned; only this
+        // service's is said.
         const bool removed = clean && RemoveIfSame(path, inode);
         if (parsed.service == service) out.ignored.push_back({path, std::string(e.status().message()), removed});
         continue;
@@ -264,8 +352,9 @@ Listing ListService(absl::string_view service, const std::vector<std::string>& d
         continue;
       }
       if (!e.ok()) {
-        // Another user's files are theirs, unless they claim this service;
-        // a malformed one of a live process cannot say whose it is: said.
+        // An untrusted user's files are theirs, unless they claim this
+        // service (then why they are not used is said); a malformed one of
+        // a live process cannot say whose it is: said.
         const bool foreign = absl::IsPermissionDenied(e.status());
         if ((!foreign && parsed.service.empty()) || parsed.service == service) {
           out.ignored.push_back({path, std::string(e.status().message()), false});
@@ -288,11 +377,11 @@ Listing ListService(absl::string_view service, const std::vector<std::string>& d
   return out;
 }
 
-absl::StatusOr<Entry> FindPid(int pid, const std::vector<std::string>& dirs) {
+absl::StatusOr<Entry> FindPid(int pid, const std::vector<std::string>& dirs, const Trust& trust) {
   std::vector<std::string> notes;
   for (const std::string& dir : dirs) {
     const std::string path = EntryPath(dir, pid);
-    absl::StatusOr<Entry> e = ReadEntry(path, pid);
+    absl::StatusOr<Entry> e = ReadEntry(path, pid, trust);
     if (e.ok()) return e;
     if (!absl::IsNotFound(e.status())) notes.push_back(absl::StrCat(path, ": ", e.status().message()));
   }
@@ -323,7 +412,7 @@ absl::StatusOr<ControlSpec> ParseControlSpec(absl::string_view v) {
   return spec;
 }
 
-absl::StatusOr<std::vector<Entry>> Resolve(const ControlSpec& spec,
+absl::StatusOr<std::vector<Entry>> Resolve(const ControlSpec& spec, const Trust& trust,
                                            std::vector<Ignored>* ignored) {
   if (spec.kind == ControlSpec::Kind::kAddress) {
     Entry e;
@@ -332,11 +421,11 @@ absl::StatusOr<std::vector<Entry>> Resolve(const ControlSpec& spec,
   }
   const std::vector<std::string> dirs = Dirs();
   if (spec.kind == ControlSpec::Kind::kPid) {
-    absl::StatusOr<Entry> e = FindPid(spec.pid, dirs);
+    absl::StatusOr<Entry> e = FindPid(spec.pid, dirs, trust);
     if (!e.ok()) return e.status();
     return std::vector<Entry>{*e};
   }
-  Listing l = ListService(spec.service, dirs, /*clean=*/true);
+  Listing l = ListService(spec.service, dirs, trust, /*clean=*/true);
   if (ignored != nullptr) *ignored = l.ignored;
   if (l.workers.empty()) {
     return absl::NotFoundError(absl::StrCat(

@@ -11,9 +11,13 @@
 //
 // An entry is never trusted: it is used only while a process with that pid
 // runs, started at that time (a reused pid is not believed), owned by the
-// file's owner. Anything else is ignored with one line saying why.
+// file's owner, and that owner is a user the reader trusts (CheckTrusted):
+// its own uid, or one it named (--as_user). A service name is not an
+// identity: anyone can write service=shop. Anything else is ignored with
+// one line saying why.
 //
-//   registry::Listing l = registry::ListService("shop", registry::Dirs(), true);
+//   registry::Listing l =
+//       registry::ListService("shop", registry::Dirs(), registry::Trust::Self(), true);
 //   for (const registry::Entry& w : l.workers) ... w.pid, w.address ...
 #ifndef RSSLAB_CONTROL_REGISTRY_H_
 #define RSSLAB_CONTROL_REGISTRY_H_
@@ -22,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -35,13 +40,38 @@ inline constexpr int kMaxFilesPerDir = 1024;
 inline constexpr int kMaxWorkers = 256;
 inline constexpr size_t kMaxServiceName = 64;
 
+// At most this many users named besides the reader, each at most this long.
+inline constexpr int kMaxTrustedUsers = 32;
+inline constexpr size_t kMaxUserName = 64;
+
 struct Entry {
   std::string path;
   std::string address;  // HOST:PORT
   std::string service;
   int pid = 0;
   uint64_t start_ticks = 0;
+  int uid = -1;  // the owner of the file and the process (set once trusted)
 };
+
+// Whose processes a reader sends its calls (and its token) to: always its
+// own effective uid, others only when named. Root is no exception.
+struct Trust {
+  std::vector<int> uids;  // the reader's own first
+  static Trust Self();
+  bool Has(int uid) const;
+};
+
+// Trust::Self() plus each of `users`: a user name or a decimal uid (e.g. the
+// values of --as_user=svc,1001). The error names the one not known.
+absl::StatusOr<Trust> TrustUsers(const std::vector<std::string>& users);
+
+// THE rule, for every reader of the registry (rsslab_ctl, the loadgen, an
+// exporter listing workers): an entry is believed only when its file and
+// the process it names are owned by one uid and `trust` has that uid. Else
+// PermissionDenied in one line naming the uid (and user) and the
+// --as_user= that would trust it. `process_uid` -1: not known (the process
+// is gone), only the file is judged.
+absl::Status CheckTrusted(const Trust& trust, int pid, int file_uid, int process_uid);
 
 struct Ignored {
   std::string path;
@@ -69,21 +99,24 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view text, int file_pid);
 std::string StaleReason(const Entry& e);
 
 // One file: a regular file (not through a symlink) of at most
-// kMaxEntryBytes, owned by `uid` (-1: by the reader, or any when the reader
-// is root), parsed, and live. NotFound when there is no file.
-absl::StatusOr<Entry> ReadEntry(const std::string& path, int file_pid, int uid = -1);
+// kMaxEntryBytes, parsed, live and trusted (CheckTrusted). NotFound when
+// there is no file; PermissionDenied when another user's.
+absl::StatusOr<Entry> ReadEntry(const std::string& path, int file_pid, const Trust& trust);
 
 // The directories a reader looks in: its own $XDG_RUNTIME_DIR (if a
 // directory), then /tmp.
 std::vector<std::string> Dirs();
 
-// Every live worker of `service` in `dirs` (a pid seen twice counts once).
-// With `clean`, a stale entry the reader owns is removed (unless it was
-// replaced since it was read).
-Listing ListService(absl::string_view service, const std::vector<std::string>& dirs, bool clean);
+// Every live, trusted worker of `service` in `dirs` (a pid seen twice
+// counts once). Another user's entry claiming the service is ignored with
+// the reason. With `clean`, a stale entry of a trusted user is removed
+// (unless it was replaced since it was read).
+Listing ListService(absl::string_view service, const std::vector<std::string>& dirs,
+                    const Trust& trust, bool clean);
 
-// The live entry of one pid, from the first of `dirs` that has a file.
-absl::StatusOr<Entry> FindPid(int pid, const std::vector<std::string>& dirs);
+// The live, trusted entry of one pid, from the first of `dirs` that has a
+// file.
+absl::StatusOr<Entry> FindPid(int pid, const std::vector<std::string>& dirs, const Trust& trust);
 
 // What a --control value names: a HOST:PORT, every worker of a service
 // ("all:NAME"), or one registered worker ("pid:PID").
@@ -98,7 +131,9 @@ absl::StatusOr<ControlSpec> ParseControlSpec(absl::string_view flag_value);
 // The workers a spec names, resolved through the registry: an address is
 // itself (pid 0); "all:NAME" with no live worker is NotFound naming the
 // service and what was ignored. `ignored` (may be null) gets the lines.
-absl::StatusOr<std::vector<Entry>> Resolve(const ControlSpec& spec,
+// Only entries `trust` believes are returned (an address is the user's own
+// choice).
+absl::StatusOr<std::vector<Entry>> Resolve(const ControlSpec& spec, const Trust& trust,
                                            std::vector<Ignored>* ignored);
 
 // "pid 1234 at 127.0.0.1:41234", or the address alone for pid 0.

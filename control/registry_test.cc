@@ -1,6 +1,8 @@
 #include "control/registry.h"
 
+#include <pwd.h>
 #include <stdlib.h>
+#include <grp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -96,13 +98,13 @@ TEST_F(RegistryTest, MalformedEntriesAreNamedInOneLine) {
 TEST_F(RegistryTest, ALiveEntryIsListedOnceAcrossDirectories) {
   const int me = getpid();
   Write(me, Text(me, StartTicks(me)));
-  Listing l = ListService("shop", {dir_, dir_}, true);
+  Listing l = ListService("shop", {dir_, dir_}, Trust::Self(), true);
   ASSERT_EQ(l.workers.size(), 1u);
   EXPECT_EQ(l.workers[0].pid, me);
   EXPECT_EQ(l.workers[0].address, "127.0.0.1:41234");
   EXPECT_TRUE(l.ignored.empty());
-  EXPECT_TRUE(ListService("other", {dir_}, true).workers.empty());
-  absl::StatusOr<Entry> one = FindPid(me, {dir_});
+  EXPECT_TRUE(ListService("other", {dir_}, Trust::Self(), true).workers.empty());
+  absl::StatusOr<Entry> one = FindPid(me, {dir_}, Trust::Self());
   ASSERT_TRUE(one.ok()) << one.status();
   EXPECT_EQ(WorkerName(*one), absl::StrCat("pid ", me, " at 127.0.0.1:41234"));
 }
@@ -114,21 +116,22 @@ TEST_F(RegistryTest, ADeadPidIsStaleAndCleaned) {
   const uint64_t start = StartTicks(child);  // may already be gone: then 0
   waitpid(child, nullptr, 0);
   const std::string path = Write(child, Text(child, start));
-  Listing l = ListService("shop", {dir_}, /*clean=*/false);
+  Listing l = ListService("shop", {dir_}, Trust::Self(), /*clean=*/false);
   EXPECT_TRUE(l.workers.empty());
   EXPECT_THAT(Why(l, path), HasSubstr(absl::StrCat("stale: pid ", child, " is gone")));
   struct stat st;
   EXPECT_EQ(stat(path.c_str(), &st), 0) << "kept without clean";
-  l = ListService("shop", {dir_}, /*clean=*/true);
+  l = ListService("shop", {dir_}, Trust::Self(), /*clean=*/true);
   ASSERT_EQ(l.ignored.size(), 1u);
   EXPECT_TRUE(l.ignored[0].removed);
   EXPECT_NE(stat(path.c_str(), &st), 0) << "removed with clean";
-  EXPECT_THAT(std::string(FindPid(child, {dir_}).status().message()), HasSubstr("no live Control entry"));
+  EXPECT_THAT(std::string(FindPid(child, {dir_}, Trust::Self()).status().message()),
+              HasSubstr("no live Control entry"));
   // A malformed entry (an older package's one line) of a gone pid is stale
   // too: cleaned, not said; of a live pid it is named.
   const std::string old_format = Write(child, "127.0.0.1:5\n");
   const std::string live_old = Write(getpid(), "127.0.0.1:5\n");
-  l = ListService("shop", {dir_}, true);
+  l = ListService("shop", {dir_}, Trust::Self(), true);
   EXPECT_EQ(Why(l, old_format), "");
   EXPECT_NE(stat(old_format.c_str(), &st), 0);
   EXPECT_THAT(Why(l, live_old), HasSubstr("written by an older rsslab package"));
@@ -137,32 +140,130 @@ TEST_F(RegistryTest, ADeadPidIsStaleAndCleaned) {
 TEST_F(RegistryTest, AnotherStartTimeIsAReusedPid) {
   const int me = getpid();
   const std::string path = Write(me, Text(me, StartTicks(me) + 1));
-  Listing l = ListService("shop", {dir_}, /*clean=*/true);
+  Listing l = ListService("shop", {dir_}, Trust::Self(), /*clean=*/true);
   EXPECT_TRUE(l.workers.empty());
   EXPECT_THAT(Why(l, path), HasSubstr("(a reused pid)"));
   // Another service's stale entry is cleaned too, but not said.
   const std::string other = Write(1, Text(1, 1, "other"));
-  l = ListService("shop", {dir_}, true);
+  l = ListService("shop", {dir_}, Trust::Self(), true);
   EXPECT_EQ(Why(l, other), "");
 }
 
 TEST_F(RegistryTest, SizeSymlinksAndCountAreBounded) {
   const int me = getpid();
   const std::string big = Write(me, Text(me, StartTicks(me)) + std::string(600, '#'));
-  Listing l = ListService("shop", {dir_}, true);
+  Listing l = ListService("shop", {dir_}, Trust::Self(), true);
   EXPECT_TRUE(l.workers.empty());
   EXPECT_THAT(Why(l, big), HasSubstr("larger than 512 bytes"));
   unlink(big.c_str());
   const std::string real = absl::StrCat(dir_, "/real");
   std::ofstream(real) << Text(me, StartTicks(me));
   ASSERT_EQ(symlink(real.c_str(), EntryPath(dir_, me).c_str()), 0);
-  l = ListService("shop", {dir_}, true);
+  l = ListService("shop", {dir_}, Trust::Self(), true);
   EXPECT_TRUE(l.workers.empty());
   EXPECT_THAT(Why(l, EntryPath(dir_, me)), HasSubstr("symlink"));
   for (int pid = 2; pid < kMaxFilesPerDir + 10; ++pid) Write(pid, "x\n");
-  l = ListService("shop", {dir_}, false);
+  l = ListService("shop", {dir_}, Trust::Self(), false);
   EXPECT_THAT(Why(l, dir_), HasSubstr("more than 1024 entries: the rest not read"));
   EXPECT_LE(l.ignored.size(), static_cast<size_t>(kMaxFilesPerDir + 1));
+}
+
+TEST_F(RegistryTest, TrustNamesUsersByNameOrUid) {
+  Trust self = Trust::Self();
+  ASSERT_EQ(self.uids.size(), 1u);
+  EXPECT_EQ(self.uids[0], static_cast<int>(geteuid()));
+  absl::StatusOr<Trust> t = TrustUsers({"root", "0", "4242"});
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->Has(0));
+  EXPECT_TRUE(t->Has(4242));
+  EXPECT_FALSE(t->Has(4243));
+  EXPECT_FALSE(t->Has(-1));
+  EXPECT_THAT(std::string(TrustUsers({"no-such-user-rsslab"}).status().message()),
+              HasSubstr("--as_user: no user named 'no-such-user-rsslab'"));
+  EXPECT_THAT(std::string(TrustUsers({""}).status().message()),
+              HasSubstr("not a user name or uid"));
+  EXPECT_THAT(std::string(TrustUsers({"4294967295"}).status().message()),
+              HasSubstr("out of range"));
+  EXPECT_THAT(std::string(TrustUsers(std::vector<std::string>(kMaxTrustedUsers + 1, "0"))
+                              .status()
+                              .message()),
+              HasSubstr("more than 32 users"));
+  // The rule itself: the file's and the process's owner, one uid, trusted.
+  Trust only_4242{{4242}};
+  EXPECT_TRUE(CheckTrusted(only_4242, 7, 4242, 4242).ok());
+  EXPECT_TRUE(CheckTrusted(only_4242, 7, 4242, -1).ok());
+  EXPECT_THAT(std::string(CheckTrusted(only_4242, 7, 4243, 4242).message()),
+              HasSubstr("pid 7's entry is owned by uid 4243, not trusted; pass --as_user=4243"));
+  EXPECT_THAT(std::string(CheckTrusted(only_4242, 7, 4242, 0).message()),
+              HasSubstr("pid 7 is owned by uid 0 (root), not trusted; pass --as_user=root"));
+  EXPECT_THAT(std::string(CheckTrusted(Trust{{0, 4242}}, 7, 4242, 0).message()),
+              HasSubstr("pid 7 runs as uid 0, but its entry is owned by uid 4242"));
+}
+
+// As root: entries of another user (nobody) are believed only when named,
+// whoever reads them, and are never removed.
+TEST_F(RegistryTest, AnotherUsersEntryIsTrustedOnlyWhenNamed) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (chown, setuid) to make another user's entry";
+  struct passwd* pw = getpwnam("nobody");
+  ASSERT_NE(pw, nullptr) << "no user nobody";
+  const uid_t nobody = pw->pw_uid;
+  const gid_t nogroup = pw->pw_gid;
+  int ready[2], hold[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(hold), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    close(hold[1]);
+    if (setgroups(0, nullptr) != 0 || setgid(nogroup) != 0 || setuid(nobody) != 0) _exit(1);
+    (void)!write(ready[1], "r", 1);
+    char c;
+    (void)!read(hold[0], &c, 1);  // until the parent closes its end
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  close(ready[1]);
+  close(hold[0]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1) << "the child could not become nobody";
+  const std::string path = Write(child, Text(child, StartTicks(child)));
+  // Written by root, but the process is nobody's: not for root by default.
+  Listing l = ListService("shop", {dir_}, Trust::Self(), true);
+  EXPECT_TRUE(l.workers.empty());
+  EXPECT_THAT(Why(l, path),
+              HasSubstr(absl::StrCat("pid ", child, " is owned by uid ", nobody,
+                                     " (nobody), not trusted; pass --as_user=nobody")));
+  // Written by nobody (as the package does): still not believed by root.
+  ASSERT_EQ(chown(path.c_str(), nobody, nogroup), 0);
+  l = ListService("shop", {dir_}, Trust::Self(), true);
+  EXPECT_TRUE(l.workers.empty());
+  EXPECT_THAT(Why(l, path), HasSubstr(absl::StrCat("pid ", child, "'s entry is owned by uid ",
+                                                   nobody, " (nobody), not trusted")));
+  EXPECT_THAT(std::string(FindPid(child, {dir_}, Trust::Self()).status().message()),
+              HasSubstr("not trusted; pass --as_user=nobody"));
+  // Another service's untrusted entry is not ours to mention.
+  EXPECT_EQ(Why(ListService("other", {dir_}, Trust::Self(), true), path), "");
+  // Named, by name or uid: believed.
+  for (const std::string& as : {std::string("nobody"), absl::StrCat(nobody)}) {
+    absl::StatusOr<Trust> t = TrustUsers({as});
+    ASSERT_TRUE(t.ok()) << t.status();
+    l = ListService("shop", {dir_}, *t, true);
+    ASSERT_EQ(l.workers.size(), 1u) << as;
+    EXPECT_EQ(l.workers[0].pid, child);
+    EXPECT_EQ(l.workers[0].uid, static_cast<int>(nobody));
+  }
+  // nobody's entry naming root's process (this test): not believed even
+  // when nobody is trusted too.
+  const std::string forged = Write(getpid(), Text(getpid(), StartTicks(getpid())));
+  ASSERT_EQ(chown(forged.c_str(), nobody, nogroup), 0);
+  l = ListService("shop", {dir_}, *TrustUsers({"nobody"}), true);
+  EXPECT_THAT(Why(l, forged), HasSubstr("runs as uid 0, but its entry is owned by uid"));
+  close(hold[1]);
+  waitpid(child, nullptr, 0);
+  // Stale now, but an untrusted user's: left alone.
+  l = ListService("shop", {dir_}, Trust::Self(), /*clean=*/true);
+  struct stat st;
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << "an untrusted user's stale entry was removed";
 }
 
 TEST_F(RegistryTest, ControlSpecs) {
@@ -186,14 +287,15 @@ TEST_F(RegistryTest, ResolveReadsTheReadersRuntimeDir) {
   Write(me, Text(me, StartTicks(me), "svc"));
   ASSERT_EQ(setenv("XDG_RUNTIME_DIR", dir_.c_str(), 1), 0);
   std::vector<Ignored> ignored;
-  absl::StatusOr<std::vector<Entry>> w = Resolve(*ParseControlSpec("all:svc"), &ignored);
+  absl::StatusOr<std::vector<Entry>> w =
+      Resolve(*ParseControlSpec("all:svc"), Trust::Self(), &ignored);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->size(), 1u);
   EXPECT_EQ((*w)[0].pid, me);
-  w = Resolve(*ParseControlSpec("all:nobody-here"), &ignored);
+  w = Resolve(*ParseControlSpec("all:nobody-here"), Trust::Self(), &ignored);
   EXPECT_TRUE(absl::IsNotFound(w.status()));
   EXPECT_THAT(std::string(w.status().message()), HasSubstr("no live worker of service 'nobody-here'"));
-  w = Resolve(*ParseControlSpec(absl::StrCat("pid:", me)), nullptr);
+  w = Resolve(*ParseControlSpec(absl::StrCat("pid:", me)), Trust::Self(), nullptr);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ((*w)[0].address, "127.0.0.1:41234");
 }

@@ -7,6 +7,7 @@
 //   rsslab_ctl inspect PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]
 //   rsslab_ctl --control=all:NAME workers|snapshot|trim|phase ...   every worker of a service
 //   rsslab_ctl --control=pid:PID snapshot ...                        one registered worker
+//   rsslab_ctl --control=all:NAME --as_user=svc workers              svc's workers too
 
 #include <cstdio>
 #include <iostream>
@@ -23,6 +24,7 @@
 #include "absl/time/time.h"
 #include "control/inspect_cli.h"
 #include "control/registry.h"
+#include "control/registry_flags.h"
 #include "control/snapshot_text.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
@@ -34,7 +36,8 @@
 
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
           "Server's control address HOST:PORT; all:NAME every live worker of the package's service "
-          "NAME (its registry entries), pid:PID one registered worker.");
+          "NAME (its registry entries), pid:PID one registered worker (only entries of this "
+          "user's processes, or of --as_user's).");
 ABSL_FLAG(int64_t, cache_limit_mb, -1, "phase: cache limit in MiB (default: fill 100, shrink 10, others unchanged).");
 ABSL_FLAG(bool, json, false, "Print protobuf JSON (proto field names), one object per line.");
 ABSL_FLAG(bool, gc, false, "snapshot/watch/trim: run gc.collect() first (phase always does unless --nophase_gc).");
@@ -116,7 +119,7 @@ bool ParseMode(const std::string& m, rsslab::v1::TrimMode* out) {
 }
 
 constexpr char kUsage[] =
-    "rsslab_ctl [--control=HOST:PORT|all:NAME|pid:PID] COMMAND\n"
+    "rsslab_ctl [--control=HOST:PORT|all:NAME|pid:PID [--as_user=USER,...]] COMMAND\n"
     "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
     "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
     "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
@@ -315,9 +318,9 @@ int WorkersCommand(const std::vector<registry::Entry>& workers) {
 // Every worker the spec names gets the command; one failing does not stop
 // the others, and the exit status says whether any failed, naming them.
 int ControlCommands(const std::string& cmd, const Args& args, const registry::ControlSpec& spec,
-                    const Security& security) {
+                    const registry::Trust& trust, const Security& security) {
   std::vector<registry::Ignored> ignored;
-  absl::StatusOr<std::vector<registry::Entry>> workers = registry::Resolve(spec, &ignored);
+  absl::StatusOr<std::vector<registry::Entry>> workers = registry::Resolve(spec, trust, &ignored);
   PrintIgnored(ignored);
   if (!workers.ok()) {
     fprintf(stderr, "rsslab_ctl: %s\n", std::string(workers.status().message()).c_str());
@@ -375,12 +378,17 @@ int Main(int argc, char** argv) {
                     "(rsslab_ctl --control=all:NAME workers lists them)\n");
     return 2;
   }
+  absl::StatusOr<registry::Trust> trust = registry::TrustFromFlags();
+  if (!trust.ok()) {
+    fprintf(stderr, "rsslab_ctl: %s\n", std::string(trust.status().message()).c_str());
+    return 2;
+  }
   absl::StatusOr<Security> security = Security::FromFlags();
   if (!security.ok()) {
     fprintf(stderr, "rsslab_ctl: %s\n", std::string(security.status().message()).c_str());
     return 2;
   }
-  return ControlCommands(cmd, args, *spec, *security);
+  return ControlCommands(cmd, args, *spec, *trust, *security);
 }
 
 }  // namespace

@@ -9,8 +9,8 @@
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
           "Server control address (Control service); all:NAME every live worker of the package's "
-          "service NAME (phases, snapshots and trims reach each), pid:PID one registered worker; "
-          "empty for load-only runs.");
+          "service NAME (phases, snapshots and trims reach each), pid:PID one registered worker "
+          "(only entries of this user's processes, or of --as_user's); empty for load-only runs.");
 ABSL_FLAG(std::string, scenario, "", "Scenario file (protobuf text format, proto/scenario.proto).");
 ABSL_FLAG(std::string, builtin, "", "Built-in scenario: seed (seed 000 exactly), quick (smoke cycle), sweep (seed 000's matrix, needs --agent) or soak (cycles for --duration, e.g. --duration=4h).");
 ABSL_FLAG(std::string, print_builtin, "", "Print a built-in scenario's text and exit.");

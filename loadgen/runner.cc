@@ -105,7 +105,8 @@ absl::Status Runner::ConnectControl(bool wait) {
   absl::StatusOr<registry::ControlSpec> spec = registry::ParseControlSpec(options_.control);
   if (!spec.ok()) return spec.status();
   std::vector<registry::Ignored> ignored;
-  absl::StatusOr<std::vector<registry::Entry>> found = registry::Resolve(*spec, &ignored);
+  absl::StatusOr<std::vector<registry::Entry>> found =
+      registry::Resolve(*spec, options_.control_trust, &ignored);
   for (const registry::Ignored& i : ignored) {
     Line(absl::StrCat("--control=", options_.control, ": ignored ", Echo(i.path), ": ",
                       Echo(i.why), i.removed ? " (removed)" : ""));

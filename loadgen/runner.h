@@ -55,6 +55,9 @@ class Runner {
     std::string line_prefix;
     // TLS and bearer token for every channel (not owned; null = plaintext).
     const Security* security = nullptr;
+    // Whose registry entries --control=all:NAME / pid:PID believes (the
+    // token goes to no one else): registry::CheckTrusted.
+    registry::Trust control_trust = registry::Trust::Self();
     // --metrics_listen: progress for Prometheus (not owned; may be null).
     LoadgenMetrics* metrics = nullptr;
     // LoadEngine::Options::calls and ::metadata (the user's own service).

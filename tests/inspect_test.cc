@@ -285,6 +285,35 @@ TEST(InspectTest, RetainedHeapsAfterABurstAndTheirTrim) {
   EXPECT_LT(freed, predicted * 12 / 10 + (2 << 20)) << InspectText(after);
 }
 
+// The advice names the registered process, not the address read now (a
+// port can change hands before the user runs it): rsslab_ctl checks the
+// entry again, and another user's process needs --as_user.
+TEST(InspectTest, RetainedHeapAdviceNamesThePidNotTheAddress) {
+  InspectReport r;
+  r.set_pid(4242);
+  r.set_allocator("glibc");
+  r.set_threads(4);
+  r.mutable_status()->set_rss_bytes(200 << 20);
+  r.mutable_heap_walk()->set_walked(true);
+  r.mutable_heap_walk()->set_trimmable_bytes(100 << 20);
+  r.set_rsslab_control("127.0.0.1:45678");
+  r.set_uid(static_cast<int32_t>(geteuid()) + 1);
+  InspectReport own = r;
+  own.set_uid(static_cast<int32_t>(geteuid()));
+  Diagnose(&r);
+  Diagnose(&own);
+  const v1::Finding* f = FindingOf(r, "retained_heap");
+  ASSERT_NE(f, nullptr) << InspectText(r);
+  EXPECT_TRUE(absl::StrContains(
+      f->fix(), absl::StrCat("(at 127.0.0.1:45678): rsslab_ctl trim --control=pid:4242 --as_user=",
+                             geteuid() + 1)))
+      << f->fix();
+  ASSERT_NE(FindingOf(own, "retained_heap"), nullptr) << InspectText(own);
+  const std::string own_fix = FindingOf(own, "retained_heap")->fix();
+  EXPECT_TRUE(absl::StrContains(own_fix, "rsslab_ctl trim --control=pid:4242")) << own_fix;
+  EXPECT_FALSE(absl::StrContains(own_fix, "--as_user")) << own_fix;
+}
+
 TEST(InspectTest, PreforkMasterNamesItsWorkers) {
   auto p = StartTarget({kPython, ServiceScript(), "prefork", "3"});
   ASSERT_NE(p, nullptr);

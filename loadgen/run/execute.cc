@@ -36,6 +36,7 @@ rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, 
   ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
   ro.progress = inv.progress;
   ro.security = &inv.security;
+  ro.control_trust = inv.control_trust;
   if (metrics->http != nullptr) ro.metrics = &metrics->values;
   if (inv.resume && inv.scenario.has_soak()) {
     ro.first_cycle = dir.soak_resume.first_cycle;

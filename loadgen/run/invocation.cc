@@ -15,6 +15,7 @@
 #include "agent/stop_outcome.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
+#include "control/registry_flags.h"
 #include "loadgen/flags_check.h"
 #include "loadgen/results/cells.h"
 #include "loadgen/run_flags.h"
@@ -351,6 +352,9 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   absl::StatusOr<rsslab::Security> security = rsslab::Security::FromFlags();
   if (!security.ok()) return security.status();
   inv.security = *std::move(security);
+  absl::StatusOr<rsslab::registry::Trust> trust = rsslab::registry::TrustFromFlags();
+  if (!trust.ok()) return trust.status();
+  inv.control_trust = *std::move(trust);
   if (absl::Status s = CheckResumeAndMetricsFlags(inv.scenario); !s.ok()) return s;
   if (inv.scenario.has_sweep()) {
     if (absl::Status s = SweepFlags(&inv); !s.ok()) return s;

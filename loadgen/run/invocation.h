@@ -16,6 +16,7 @@
 #include "agent/command_flags.h"
 #include "common/auth.h"
 #include "common/host_info.h"
+#include "control/registry.h"
 #include "loadgen/call_flags.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
@@ -31,6 +32,8 @@ struct Invocation {
   rsslab::Plan plan;              // its steps, resolved once
   rsslab::ProgressMode progress = rsslab::ProgressMode::kLines;
   rsslab::Security security;      // credentials, read
+  // --as_user: whose registry entries --control=all:NAME / pid:PID believes.
+  rsslab::registry::Trust control_trust = rsslab::registry::Trust::Self();
   bool resume = false;
   bool in_place = false;          // --results_dir: resumed in place when it exists
   std::string out;                // the run directory
