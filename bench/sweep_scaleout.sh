@@ -11,8 +11,8 @@
 # 1.00 means no agent ever waited for a cell while cells remained; the
 # cells' own speed does not enter it.
 #
-# Run after ./rsslab build, under the exclusive CPU lock:
-#   flock -x /work/locks/cpu bench/sweep_scaleout.sh
+# Run after ./rsslab build, on a quiet machine (nothing else busy on its CPUs):
+#   bench/sweep_scaleout.sh
 #   PROFILES=glibc,jemalloc REPEATS=1 bench/sweep_scaleout.sh
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
