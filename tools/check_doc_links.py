@@ -44,7 +44,8 @@ What is checked, and why:
   measurements go into result pages, usage pages link to them.
 - Every result page, docs/results/YYYY-MM-DD-name.md, states how its
   figures were taken: a table row each for Command, Commit, Machine, Load
-  average and Date, the Date the one in its name.
+  average and Date, the Date the one in its name, and is listed in
+  docs/results/README.md.
 - A figure a page quotes from a result is written with a marker naming
   its source, `181.4 MiB<!-- fig: results/2026-12-06-sweep.md#mimalloc3-1t-load -->`
   (the path relative to the page, as a link); the result page lists the
@@ -368,7 +369,7 @@ OTHER_TOOLS_FLAGS = {
     "debootstrap": {"variant"},  # docs/TESTING.md's fresh machine
     "unshare": {"mount", "propagation"},
     "mount": {"make"},  # --make-rslave
-    "hdrive.py, the driver printed in docs/HANDLERS.md's appendix": {"preload", "server", "steps"},
+    "hdrive.py, the driver printed in the appendix of docs/results/2026-12-01-handlers.md": {"preload", "server", "steps"},
     "python3 -m venv": {"system"},  # --system-site-packages
     "a flag docs/LOADGEN.md says rsslab leaves out (no reflection client)": {"reflect"},
     # docs/LOADGEN.md's table against ghz and h2load names their options.
@@ -571,6 +572,11 @@ def check_result_pages(root):
     d = os.path.join(root, RESULTS)
     if not os.path.isdir(d):
         return problems
+    try:
+        with open(os.path.join(d, "README.md"), encoding="utf-8") as f:
+            index = f.read()
+    except OSError:
+        index = ""
     for name in sorted(os.listdir(d)):
         if not name.endswith(".md") or name == "README.md":
             continue
@@ -590,6 +596,8 @@ def check_result_pages(root):
         if fields.get("Date") and not fields["Date"].startswith(m.group(1)):
             problems.append("%s: Date %s is not the date in the page's name (%s)" %
                             (rel, fields["Date"], m.group(1)))
+        if "](%s)" % name not in index:
+            problems.append("%s: not listed in %s" % (rel, os.path.join(RESULTS, "README.md")))
     return problems
 
 
