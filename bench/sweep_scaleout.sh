@@ -49,7 +49,7 @@ grep -q "seconds: $IDLE_S" "$WORK/sweep.txtpb" || { echo "sweep_scaleout: no idl
 start_agent() {  # NAME CPU -> sets ADDR
   local name=$1 cpu=$2
   taskset -c "$cpu" "$AGENT" --listen=127.0.0.1:0 --server_binary="$SERVER" \
-    --profiles="$ROOT/agent/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
+    --profile_file="$ROOT/agent/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
     --log_dir="$WORK/$name-logs" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   PIDS+=($!)
   wait_ready $! "$WORK/$name.out" "$WORK/$name.err" '^rsslab_agent ready'
