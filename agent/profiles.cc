@@ -337,5 +337,21 @@ absl::Status CheckReportedAllocator(const Profile& profile, absl::string_view re
                    reported, "', want '", profile.allocator(), "'"));
 }
 
+absl::StatusOr<std::string> ProfileFileFlag(const std::string& profile_file,
+                                            const std::string& old_profiles,
+                                            std::string* deprecated_note) {
+  deprecated_note->clear();
+  if (old_profiles.empty()) return profile_file;
+  if (!profile_file.empty() && profile_file != old_profiles) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--profile_file=", profile_file, " and --profiles=", old_profiles,
+        " name different files: give --profile_file only"));
+  }
+  *deprecated_note = absl::StrCat("--profiles=", old_profiles,
+                                  " is deprecated: use --profile_file=", old_profiles,
+                                  " (the loadgen's --profiles is a list of profile names)");
+  return old_profiles;
+}
+
 }  // namespace profiles
 }  // namespace rsslab

@@ -69,6 +69,15 @@ absl::StatusOr<rsslab::v1::ProfileSet> ParseProfiles(absl::string_view text,
 absl::StatusOr<rsslab::v1::ProfileSet> LoadProfiles(absl::string_view paths,
                                                     const ParseOptions& options = {});
 
+// The profiles file(s) from a program's --profile_file and its old
+// spelling --profiles (kept working: the loadgen's --profiles is a list of
+// profile names, the same word for another thing). DEPRECATED_NOTE gets a
+// line for stderr when only the old spelling was given; both given and
+// different is an error naming both. "" when neither was given.
+absl::StatusOr<std::string> ProfileFileFlag(const std::string& profile_file,
+                                            const std::string& old_profiles,
+                                            std::string* deprecated_note);
+
 // nullptr if there is no such profile.
 const rsslab::v1::Profile* FindProfile(const rsslab::v1::ProfileSet& set,
                                        absl::string_view name);

@@ -2,7 +2,7 @@
 // reports on rsslab_server processes over the Agent service.
 //
 //   rsslab_agent --listen=127.0.0.1:50060 --server_binary=bin/rsslab_server
-//       --profiles=agent/profiles.textproto [--log_dir=DIR] [--max_servers=N]
+//       --profile_file=agent/profiles.textproto [--log_dir=DIR] [--max_servers=N]
 //
 // Prints one line on stdout when ready:
 //   rsslab_agent ready listen=HOST:PORT pid=PID
@@ -43,7 +43,9 @@
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50060", "Agent service address (port 0: pick one).");
 ABSL_FLAG(std::string, server_binary, "", "The rsslab_server binary: the only program this agent runs.");
-ABSL_FLAG(std::string, profiles, "", "Profiles file(s), comma-separated (agent/profiles.textproto).");
+ABSL_FLAG(std::string, profile_file, "",
+          "Profiles file(s), comma-separated (agent/profiles.textproto).");
+ABSL_FLAG(std::string, profiles, "", "Deprecated spelling of --profile_file.");
 ABSL_FLAG(std::string, handler_dirs, "",
           "Comma-separated directories of NAME.py handlers (default: server/handlers next to "
           "the server binary's tree).");
@@ -102,8 +104,13 @@ void ServerAndProfiles(int argc, char** argv, AgentService::Options* o_out) {
     Die(absl::StrCat("--server_binary=", absl::GetFlag(FLAGS_server_binary),
                      " is not an executable file"));
   }
-  if (absl::GetFlag(FLAGS_profiles).empty()) Die("--profiles is required");
-  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(absl::GetFlag(FLAGS_profiles));
+  std::string note;
+  absl::StatusOr<std::string> file = profiles::ProfileFileFlag(
+      absl::GetFlag(FLAGS_profile_file), absl::GetFlag(FLAGS_profiles), &note);
+  if (!file.ok()) Die(std::string(file.status().message()));
+  if (!note.empty()) fprintf(stderr, "rsslab_agent: %s\n", note.c_str());
+  if (file->empty()) Die("--profile_file is required");
+  absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(*file);
   if (!set.ok()) Die(std::string(set.status().message()));
   o.profiles = *set;
   // Repeated flags, each value whole (a template has spaces and may have
@@ -230,7 +237,7 @@ int Serve(const AgentService::Options& o, const Security& security, const HostPo
 
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(absl::StrCat(
-      "rsslab_agent --listen=HOST:PORT --server_binary=PATH --profiles=FILE [--log_dir=DIR] "
+      "rsslab_agent --listen=HOST:PORT --server_binary=PATH --profile_file=FILE [--log_dir=DIR] "
       "[--max_servers=N]\nLaunches rsslab_server under named allocator profiles over RPC "
       "(rsslab.v1.Agent) and verifies each launch in /proc.\nAllowed server flags in "
       "LaunchRequest.server_flags: ",

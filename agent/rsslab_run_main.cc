@@ -2,9 +2,9 @@
 // profile took effect, then stay in front of it (forwarding signals) until it
 // exits. The user-facing form is `./rsslab serve --profile=NAME [flags]`.
 //
-//   rsslab_run --profile=jemalloc-bg [--profiles=FILE[,FILE]]
+//   rsslab_run --profile=jemalloc-bg [--profile_file=FILE[,FILE]]
 //       [--server_binary=PATH] [--ready_timeout_s=60] [--] [server flags...]
-//   rsslab_run --list_profiles [--profiles=FILE]
+//   rsslab_run --list_profiles [--profile_file=FILE]
 //   rsslab_run --profile=NAME --print_env          # the environment a launch gives
 //   rsslab_run --profile=NAME --verify_pid=PID     # /proc/PID checked against it
 //   rsslab_run --profile=NAME --command=NAME --allow_command=NAME=PATH
@@ -46,10 +46,10 @@ namespace rsslab {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: rsslab_run --profile=NAME [--profiles=FILE[,FILE]] [--server_binary=PATH]\n"
+    "usage: rsslab_run --profile=NAME [--profile_file=FILE[,FILE]] [--server_binary=PATH]\n"
     "                  [--ready_timeout_s=60] [--] [server flags...]\n"
-    "       rsslab_run --list_profiles [--profiles=FILE[,FILE]]\n"
-    "       rsslab_run --profile=NAME [--profiles=FILE[,FILE]] --print_env | --verify_pid=PID\n"
+    "       rsslab_run --list_profiles [--profile_file=FILE[,FILE]]\n"
+    "       rsslab_run --profile=NAME [--profile_file=FILE[,FILE]] --print_env | --verify_pid=PID\n"
     "       rsslab_run --profile=NAME --command=NAME --allow_command=NAME=PATH\n"
     "                  [--allow_command_args=NAME=TEMPLATE] [--allow_command_ready=NAME=REGEX]\n"
     "                  [--allow_command_ready_port=NAME={port}] [--allow_command_control=...]\n"
@@ -82,6 +82,7 @@ constexpr int kDefaultStopGraceMs = 5000;
 struct RunArgs {
   std::string profile_name;
   std::string profiles_path;
+  std::string old_profiles_path;  // --profiles, the deprecated spelling
   std::string server_binary;
   bool list = false;
   bool print_env = false;
@@ -160,7 +161,8 @@ RunArgs ParseArgs(int argc, char** argv) {
       r.verify_pid = *parsed;
     } else if (IsCommandFlag(a, &takes_next)) {
       if (takes_next) ++i;  // FromFlags reads it
-    } else if (value("profile", &r.profile_name) || value("profiles", &r.profiles_path) ||
+    } else if (value("profile", &r.profile_name) || value("profile_file", &r.profiles_path) ||
+               value("profiles", &r.old_profiles_path) ||
                value("server_binary", &r.server_binary) || value("command", &r.command) ||
                value("ok_exit_codes", &r.ok_exit_codes)) {
     } else if (value("stop_grace_ms", &number)) {
@@ -174,6 +176,12 @@ RunArgs ParseArgs(int argc, char** argv) {
       r.server_args.push_back(a);
     }
   }
+  std::string note;
+  absl::StatusOr<std::string> file =
+      profiles::ProfileFileFlag(r.profiles_path, r.old_profiles_path, &note);
+  if (!file.ok()) Fail(kExitUsage, std::string(file.status().message()));
+  if (!note.empty()) fprintf(stderr, "rsslab_run: %s\n", note.c_str());
+  r.profiles_path = *file;
   if (r.command.empty() && (r.stop_grace_ms != kDefaultStopGraceMs ||
                             r.ok_exit_codes != launch::kDefaultOkExitCodes)) {
     Fail(kExitUsage, "--stop_grace_ms and --ok_exit_codes are --command's (a server is stopped by "
@@ -407,7 +415,7 @@ const v1::Profile& ChooseProfile(const RunArgs& args, const v1::ProfileSet& set)
 int Main(int argc, char** argv) {
   RunArgs args = ParseArgs(argc, argv);
   if (args.profiles_path.empty()) args.profiles_path = FindShipped("agent/profiles.textproto");
-  if (args.profiles_path.empty()) Fail(kExitUsage, "cannot find agent/profiles.textproto; pass --profiles=FILE");
+  if (args.profiles_path.empty()) Fail(kExitUsage, "cannot find agent/profiles.textproto; pass --profile_file=FILE");
   absl::StatusOr<v1::ProfileSet> set = profiles::LoadProfiles(args.profiles_path);
   if (!set.ok()) Fail(2, std::string(set.status().message()));
   if (args.list) {

@@ -4,9 +4,11 @@
 # do not). Each sweep is tools/sweep.sh: a local agent, a fresh server per
 # cell, seed 000's phases at --scale (0.5 fills and churns the cache).
 #
-#   flock -x /work/locks/cpu bench/compare_demo.sh                 # all three sweeps, then compare
-#   flock -x /work/locks/cpu bench/compare_demo.sh glibc-a arena2  # some sweeps only (in turns)
-#   bench/compare_demo.sh compare                                   # the comparisons only
+#   bench/compare_demo.sh                   # all three sweeps, then compare
+#   bench/compare_demo.sh glibc-a arena2    # some sweeps only (in turns)
+#   bench/compare_demo.sh compare           # the comparisons only
+#
+# Run the sweeps on a quiet machine: nothing else busy on its CPUs.
 #
 # A sweep whose directory already holds a run is kept. Outputs go to
 # $RSSLAB_COMPARE_OUT (default results/compare-demo): the three sweeps, and

@@ -4,10 +4,10 @@
 # idle threads (each with its own glibc arena until the limit), then runs
 # the whole command RUNS times (fresh process each: exec, /proc reads,
 # diagnosis, text) and prints the median, min and max wall time, plus the
-# time the report itself says it took. Run after ./rsslab build, under the
-# bench lock:
+# time the report itself says it took. Run after ./rsslab build, on a quiet
+# machine (nothing else busy on its CPUs):
 #
-#   flock -x /tmp/rsslab-bench.lock bench/inspect_cost.sh     # THREADS=1000 RUNS=21
+#   bench/inspect_cost.sh     # THREADS=1000 RUNS=21
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD

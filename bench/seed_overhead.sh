@@ -16,9 +16,9 @@
 # "unpinned" lets the scheduler place everything. CPU per request is the
 # process's utime+stime (/proc/PID/stat for the server, os.times() for the
 # loop) over the measured requests. A benchmark, not a test. Run after
-# ./rsslab build, under the exclusive CPU lock:
+# ./rsslab build, on a quiet machine (nothing else busy on its CPUs):
 #
-#   flock -x /work/locks/cpu bench/seed_overhead.sh
+#   bench/seed_overhead.sh
 #   SHAPES=flat WORKERS=1 MODES=pinned REQUESTS=10000 bench/seed_overhead.sh
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."

@@ -11,8 +11,8 @@
 # 1.00 means no agent ever waited for a cell while cells remained; the
 # cells' own speed does not enter it.
 #
-# Run after ./rsslab build, under the exclusive CPU lock:
-#   flock -x /work/locks/cpu bench/sweep_scaleout.sh
+# Run after ./rsslab build, on a quiet machine (nothing else busy on its CPUs):
+#   bench/sweep_scaleout.sh
 #   PROFILES=glibc,jemalloc REPEATS=1 bench/sweep_scaleout.sh
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."
@@ -49,7 +49,7 @@ grep -q "seconds: $IDLE_S" "$WORK/sweep.txtpb" || { echo "sweep_scaleout: no idl
 start_agent() {  # NAME CPU -> sets ADDR
   local name=$1 cpu=$2
   taskset -c "$cpu" "$AGENT" --listen=127.0.0.1:0 --server_binary="$SERVER" \
-    --profiles="$ROOT/agent/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
+    --profile_file="$ROOT/agent/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
     --log_dir="$WORK/$name-logs" >"$WORK/$name.out" 2>"$WORK/$name.err" &
   PIDS+=($!)
   wait_ready $! "$WORK/$name.out" "$WORK/$name.err" '^rsslab_agent ready'

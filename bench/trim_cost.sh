@@ -48,7 +48,7 @@ for p in $PROFILES; do
                         --auto_trim_min_spacing_s="$TRIM_EVERY" --auto_trim_gap_mb=0) ;;
         auto_burst) extra=(--auto_trim=after_burst) ;;
       esac
-      "$RUN_BIN" --profile="$p" --profiles="$ROOT/agent/profiles.textproto" \
+      "$RUN_BIN" --profile="$p" --profile_file="$ROOT/agent/profiles.textproto" \
         --server_binary="$SERVER" -- --threads="$t" --listen=127.0.0.1:0 \
         --control_listen=127.0.0.1:0 "${extra[@]}" >"$d/server.out" 2>"$d/server.err" &
       RPID=$!

@@ -41,7 +41,7 @@ for t in $THREADS; do
   for p in $PROFILES; do
     d=$OUT/$p-$t; mkdir -p "$d"
     if [ -z "${REPORT_ONLY:-}" ]; then
-    "$RUN_BIN" --profile="$p" --profiles="$ROOT/agent/profiles.textproto" \
+    "$RUN_BIN" --profile="$p" --profile_file="$ROOT/agent/profiles.textproto" \
       --server_binary="$SERVER" -- --threads="$t" --listen=127.0.0.1:0 \
       --control_listen=127.0.0.1:0 --auto_trim="$AUTO" "${SERVER_FLAGS[@]}" \
       >"$d/server.out" 2>"$d/server.err" &

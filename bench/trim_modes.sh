@@ -38,7 +38,7 @@ for mode in $MODES; do
     { cat "$WORK/cycle.textproto"
       echo "step { name: \"trim\" trim { mode: $mode } }"
       echo 'step { name: "after_trim" snapshot { gc: true } }'; } >"$d/scenario.textproto"
-    "$RUN_BIN" --profile="$PROFILE" --profiles="$ROOT/agent/profiles.textproto" \
+    "$RUN_BIN" --profile="$PROFILE" --profile_file="$ROOT/agent/profiles.textproto" \
       --server_binary="$SERVER" -- --threads="$THREADS" --listen=127.0.0.1:0 \
       --control_listen=127.0.0.1:0 >"$d/server.out" 2>"$d/server.err" &
     RPID=$!

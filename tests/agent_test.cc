@@ -73,7 +73,7 @@ class AgentProcess {
     so.binary = ServerProcess::Runfile("agent/rsslab_agent");
     so.args = {"--listen=127.0.0.1:0",
                "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-               "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto") +
+               "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto") +
                    (extra_profiles.empty() ? "" : "," + extra_profiles),
                "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")) +
                    "," + DirOf(ServerProcess::Runfile("tests/handlers/import_error.py")),

@@ -55,7 +55,7 @@ std::map<std::string, Binary> Binaries(const std::string& tag) {
       {"agent",
        {Bin("agent/rsslab_agent"),
         {"--listen=127.0.0.1:0", "--server_binary=" + Bin("server/rsslab_server"),
-         "--profiles=" + Bin("agent/profiles.textproto"), "--log_dir=" + logs, "--state_dir=none"},
+         "--profile_file=" + Bin("agent/profiles.textproto"), "--log_dir=" + logs, "--state_dir=none"},
         logs}},
       {"loadgen",
        {Bin("loadgen/rsslab_loadgen"),
@@ -73,7 +73,7 @@ TEST(HostileInputTest, EveryFileFlagRefusesDevicesAndFifos) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const std::vector<std::pair<std::string, std::string>> file_flags = {
       {"server", "auth_token_file"}, {"server", "tls_ca"},     {"server", "handler"},
-      {"ctl", "auth_token_file"},    {"ctl", "tls_ca"},        {"agent", "profiles"},
+      {"ctl", "auth_token_file"},    {"ctl", "tls_ca"},        {"agent", "profile_file"},
       {"agent", "auth_token_file"},  {"loadgen", "scenario"},  {"loadgen", "auth_token_file"},
       {"loadgen", "tls_ca"},
   };
@@ -106,9 +106,41 @@ TEST(HostileInputTest, EveryFileFlagRefusesDevicesAndFifos) {
   EXPECT_TRUE(absl::StrContains(rep.err, "not a regular file")) << rep.err;
   // rsslab_run reads profiles through the same helper.
   ServerProcess::Result r = ServerProcess::Run(Bin("agent/rsslab_run"),
-                                               {"--profiles=/dev/zero", "--list_profiles"});
+                                               {"--profile_file=/dev/zero", "--list_profiles"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "not a regular file")) << r.err;
+}
+
+// --profile_file is the agent's and rsslab_run's profiles file; their old
+// --profiles keeps working with a deprecation line (the loadgen's --profiles
+// is a list of names), and the two naming different files is refused.
+TEST(HostileInputTest, OldProfilesSpellingWorksWithANoteAndMayNotContradict) {
+  const std::string shipped = Bin("agent/profiles.textproto");
+  ServerProcess::Result run = ServerProcess::Run(Bin("agent/rsslab_run"),
+                                                 {"--profiles=" + shipped, "--list_profiles"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "--profiles=" + shipped + " is deprecated: use "
+                                         "--profile_file=")) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.out, "glibc")) << run.out;
+  ServerProcess::Result both = ServerProcess::Run(
+      Bin("agent/rsslab_run"), {"--profile_file=" + shipped, "--profiles=/dev/null", "--list_profiles"});
+  EXPECT_EQ(both.exit_code, 64) << both.err;  // rsslab_run's usage error (EX_USAGE)
+  EXPECT_TRUE(absl::StrContains(both.err, "name different files")) << both.err;
+  Binary agent = Binaries("old-spelling")["agent"];
+  std::vector<std::string> args;
+  for (const std::string& a : agent.base) {
+    if (!absl::StartsWith(a, "--profile_file=")) args.push_back(a);
+  }
+  args.push_back("--profiles=/dev/zero");  // the old spelling reaches the same checks
+  ServerProcess::Result a = ServerProcess::Run(agent.path, args, {}, absl::Seconds(20));
+  EXPECT_EQ(a.exit_code, 2) << a.err;
+  EXPECT_TRUE(absl::StrContains(a.err, "is deprecated: use --profile_file=")) << a.err;
+  EXPECT_TRUE(absl::StrContains(a.err, "not a regular file")) << a.err;
+  args.push_back("--profile_file=" + shipped);
+  ServerProcess::Result c = ServerProcess::Run(agent.path, args, {}, absl::Seconds(20));
+  EXPECT_EQ(c.exit_code, 2) << c.err;
+  EXPECT_TRUE(absl::StrContains(c.err, "name different files")) << c.err;
+  EXPECT_FALSE(Exists(agent.created)) << agent.created;
 }
 
 TEST(HostileInputTest, TokenFilesReadableByOthersAreRefused) {

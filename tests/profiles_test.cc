@@ -433,7 +433,7 @@ TEST(ProfilesLaunch, NonexistentLibraryIsCaughtAfterStart) {
 TEST(RsslabRun, StartsVerifiedServerAndForwardsStop) {
   ServerProcess::Options o;
   o.binary = ServerProcess::Runfile("agent/rsslab_run");
-  o.args = {"--profile=tcmalloc-release", "--profiles=" + ShippedProfiles(),
+  o.args = {"--profile=tcmalloc-release", "--profile_file=" + ShippedProfiles(),
             "--server_binary=" + ServerBinary(), "--threads=2", "--listen=127.0.0.1:0",
             "--control_listen=127.0.0.1:0"};
   // Inherited settings must not leak into the profile.
@@ -456,7 +456,7 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
       "profile { name: \"never\" allocator: \"glibc\" expect_mapped: \"libnever-mapped\" }\n");
   ServerProcess::Result r = ServerProcess::Run(
       ServerProcess::Runfile("agent/rsslab_run"),
-      {"--profile=never", "--profiles=" + file, "--server_binary=" + ServerBinary(),
+      {"--profile=never", "--profile_file=" + file, "--server_binary=" + ServerBinary(),
        "--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0", "--threads=1"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("FAILED: server (pid "));
@@ -467,7 +467,7 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
   std::string bad = WriteTemp("bad.textproto",
                               "profile { name: \"je\" preload: \"/usr/lib/libje-typo.so\" }\n");
   r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
-                         {"--profile=je", "--profiles=" + bad, "--server_binary=" + ServerBinary()});
+                         {"--profile=je", "--profile_file=" + bad, "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("profile 'je': preload library /usr/lib/libje-typo.so does not exist"));
 
@@ -476,7 +476,7 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
   // out of its range, is a usage error before anything starts.
   for (const char* bad_flag : {"--flagfile=/etc/passwd", "--threads=0", "--auto_trim=sometimes"}) {
     r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
-                           {"--profile=glibc", "--profiles=" + ShippedProfiles(),
+                           {"--profile=glibc", "--profile_file=" + ShippedProfiles(),
                             "--server_binary=" + ServerBinary(), bad_flag});
     EXPECT_EQ(r.exit_code, 64) << bad_flag << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr("server flag")) << bad_flag;
@@ -484,7 +484,7 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
   }
 
   r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
-                         {"--profile=jemalloc-typo", "--profiles=" + ShippedProfiles(),
+                         {"--profile=jemalloc-typo", "--profile_file=" + ShippedProfiles(),
                           "--server_binary=" + ServerBinary()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown profile 'jemalloc-typo'"));
@@ -493,7 +493,7 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
   // reads as pid 5 or 16 is a usage error naming the input.
   for (const char* bad_pid : {"--verify_pid= 5", "--verify_pid=+5", "--verify_pid=0x10"}) {
     r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
-                           {"--profiles=" + ShippedProfiles(), bad_pid});
+                           {"--profile_file=" + ShippedProfiles(), bad_pid});
     EXPECT_EQ(r.exit_code, 64) << bad_pid << ": " << r.err;
     EXPECT_THAT(r.err, HasSubstr("--verify_pid: '")) << bad_pid;
   }
@@ -503,7 +503,7 @@ TEST(RsslabRun, FailsLoudlyWhenVerificationFails) {
 // every description starts in the same column.
 TEST(RsslabRun, ListProfilesAlignsLongNames) {
   ServerProcess::Result r = ServerProcess::Run(ServerProcess::Runfile("agent/rsslab_run"),
-                                               {"--profiles=" + ShippedProfiles(), "--list_profiles"});
+                                               {"--profile_file=" + ShippedProfiles(), "--list_profiles"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   size_t column = std::string::npos;
   int lines = 0;

@@ -264,7 +264,7 @@ TEST(SecurityTest, AgentRequiresTokenAndPassesItToItsServers) {
   o.ready_prefix = "rsslab_agent ready ";
   const std::string server_bin = ServerProcess::Runfile("server/rsslab_server");
   const std::string profiles = ServerProcess::Runfile("agent/profiles.textproto");
-  o.args = {"--listen=127.0.0.1:0", "--server_binary=" + server_bin, "--profiles=" + profiles,
+  o.args = {"--listen=127.0.0.1:0", "--server_binary=" + server_bin, "--profile_file=" + profiles,
             "--log_dir=" + Tmp(), "--auth_token_file=" + token};
   auto agent_or = ServerProcess::Start(o);
   ASSERT_TRUE(agent_or.ok()) << agent_or.status();
@@ -306,7 +306,7 @@ TEST(SecurityTest, AgentRequiresTokenAndPassesItToItsServers) {
 
   // Non-loopback without credentials is refused at start.
   auto r = ServerProcess::Run(o.binary, {"--listen=0.0.0.0:0", "--server_binary=" + server_bin,
-                                         "--profiles=" + profiles});
+                                         "--profile_file=" + profiles});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.err, "refusing --listen=0.0.0.0:0")) << r.err;
 }

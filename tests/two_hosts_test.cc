@@ -107,7 +107,7 @@ class Agent {
     for (const std::string& a :
          {absl::StrCat("--listen=", kAddrA, ":50060"), absl::StrCat("--server_host=", kAddrA),
           "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-          "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
+          "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
           "--log_dir=" + log_dir, std::string("--max_servers=2"),
           // Its own state dir: the default for a fixed port is under the
           // shared /tmp, where concurrent runs of this test would collide.

@@ -39,6 +39,27 @@ What is checked, and why:
   it. `--name_*` stands for a family and needs one member.
 - README.md is at most README_MAX_LINES lines: it is the front door; the
   depth goes in docs/.
+- README.md and every usage page (docs/**/*.md but docs/results/ and the
+  generated docs/sweep/summary.md) are at most USAGE_MAX_LINES lines:
+  measurements go into result pages, usage pages link to them.
+- Every result page, docs/results/YYYY-MM-DD-name.md, states how its
+  figures were taken: a table row each for Command, Commit, Machine, Load
+  average and Date, the Date the one in its name, and is listed in
+  docs/results/README.md.
+- A figure a page quotes from a result is written with a marker naming
+  its source, `181.4 MiB<!-- fig: results/2026-12-06-sweep.md#mimalloc3-1t-load -->`
+  (the path relative to the page, as a link); the result page lists the
+  figure in its "Figures" table, a row `` | `KEY` | FIGURE | what | ``. The
+  text just before the marker must end with that FIGURE exactly, so a
+  figure that drifts from its source fails here and each figure has one
+  source.
+- The product holds nothing of the machine it was written on and nothing
+  about how it was written (MACHINE_PATTERNS, TEAM_PATTERNS below): no
+  absolute paths outside the checkout (/work/..., /home/..., /root/... in a
+  page), no lock files or `flock` on them, no words about who works on it
+  or where ("engineers", "worktree", "this branch", "this commit", ...). A
+  page says what the product does and what was measured, with the machine
+  described by what it is (cores, load average).
 Links inside fenced code blocks and `code spans` are not links and are not
 checked.
 """
@@ -348,7 +369,7 @@ OTHER_TOOLS_FLAGS = {
     "debootstrap": {"variant"},  # docs/TESTING.md's fresh machine
     "unshare": {"mount", "propagation"},
     "mount": {"make"},  # --make-rslave
-    "hdrive.py, the driver printed in docs/HANDLERS.md's appendix": {"preload", "server", "steps"},
+    "hdrive.py, the driver printed in the appendix of docs/results/2026-12-01-handlers.md": {"preload", "server", "steps"},
     "python3 -m venv": {"system"},  # --system-site-packages
     "a flag docs/LOADGEN.md says rsslab leaves out (no reflection client)": {"reflect"},
     # docs/LOADGEN.md's table against ghz and h2load names their options.
@@ -467,6 +488,164 @@ def check_test_list(root):
     return problems
 
 
+# ------------------------------------------------- how the docs are kept
+
+USAGE_MAX_LINES = 400
+RESULTS = os.path.join("docs", "results")
+RESULT_NAME_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})-[a-z0-9][a-z0-9.-]*\.md$")
+RESULT_FIELDS = ("Command", "Commit", "Machine", "Load average", "Date")
+FIELD_ROW_RE = re.compile(r"^\|\s*\**([A-Za-z ]+?)\**\s*\|\s*(.*?)\s*\|\s*$")
+FIG_MARK_RE = re.compile(r"<!--\s*fig:\s*([^#\s]+)#([\w.-]+)\s*-->")
+FIG_ROW_RE = re.compile(r"^\|\s*`([\w.-]+)`\s*\|\s*(.*?)\s*\|")
+
+# What ties a file to the machine it was written on. Every tracked text
+# file is read; "/root/" only in pages (a container's or chroot's /root is
+# the product's business in a script or Dockerfile).
+MACHINE_PATTERNS = [
+    (re.compile(r"(?<![\w.$\"}-])/work/"), "an absolute path of the build machine (/work/)"),
+    (re.compile(r"(?<![\w.$\"}-])/home/\w"), "an absolute path of the build machine (/home/...)"),
+    (re.compile(r"(?<![\w.$\"}-])/tmp/\S*\.lock\b"), "a lock file of the build machine (/tmp/...lock)"),
+    (re.compile(r"\bflock\s+-[a-z]+\s+/"), "a `flock` on a lock file of the build machine"),
+]
+PAGE_ONLY_PATTERNS = [
+    (re.compile(r"(?<![\w.$\"}-])/root/"), "an absolute path of the build machine (/root/)"),
+]
+# Words about how the product was made rather than what it does.
+TEAM_PATTERNS = [
+    (re.compile(p, re.I), p.replace("\\b", "")) for p in (
+        r"\bengineers?\b", r"\bworktrees?\b", r"\bthis branch\b", r"\bthis commit\b",
+        r"\bthe commit before this\b", r"\bother builds\b", r"\bCPU lock\b",
+        r"\bour team\b")
+]
+HYGIENE_SUFFIXES = (".md", ".sh", ".py", ".cc", ".h", ".bazel", ".bzl", ".txt", ".yaml", ".yml",
+                    ".service", ".example", ".sbatch", ".textproto", ".txtpb", ".env", ".proto",
+                    ".json", ".csv", "Dockerfile", "WORKSPACE", "rsslab")
+# This checker names the patterns it looks for.
+HYGIENE_SKIP = {"tools/check_doc_links.py"}
+
+
+def all_pages(root):
+    """README.md and every Markdown file under docs/."""
+    pages = [os.path.join(root, "README.md")]
+    for d, dirs, names in os.walk(os.path.join(root, "docs")):
+        dirs.sort()
+        pages += sorted(os.path.join(d, n) for n in names if n.endswith(".md"))
+    return pages
+
+
+def is_result(root, md):
+    return os.path.dirname(os.path.relpath(md, root)) == RESULTS
+
+
+def usage_pages(root):
+    return [md for md in all_pages(root) if not is_result(root, md)
+            and os.path.relpath(md, root) != os.path.join("docs", "sweep", "summary.md")]
+
+
+def check_usage_length(root):
+    problems = []
+    for md in usage_pages(root):
+        if os.path.basename(md) == "README.md" and os.path.dirname(md) == root:
+            continue  # README_MAX_LINES
+        with open(md, encoding="utf-8") as f:
+            n = len(f.read().rstrip("\n").split("\n"))
+        if n > USAGE_MAX_LINES:
+            problems.append("%s: %d lines, more than %d: move measurements into docs/results/, "
+                            "or split the page" % (os.path.relpath(md, root), n, USAGE_MAX_LINES))
+    return problems
+
+
+def result_figures(md, cache={}):
+    """KEY -> FIGURE from a result page's figure rows."""
+    if md not in cache:
+        figs = {}
+        for _, line in prose_lines(md):
+            m = FIG_ROW_RE.match(line)
+            if m:
+                figs[m.group(1)] = m.group(2)
+        cache[md] = figs
+    return cache[md]
+
+
+def check_result_pages(root):
+    problems = []
+    d = os.path.join(root, RESULTS)
+    if not os.path.isdir(d):
+        return problems
+    try:
+        with open(os.path.join(d, "README.md"), encoding="utf-8") as f:
+            index = f.read()
+    except OSError:
+        index = ""
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".md") or name == "README.md":
+            continue
+        rel = os.path.join(RESULTS, name)
+        m = RESULT_NAME_RE.match(name)
+        if not m:
+            problems.append("%s: a result page is named YYYY-MM-DD-name.md (lower case)" % rel)
+            continue
+        fields = {}
+        for _, line in prose_lines(os.path.join(d, name)):
+            f = FIELD_ROW_RE.match(line)
+            if f and f.group(1) in RESULT_FIELDS and f.group(1) not in fields:
+                fields[f.group(1)] = f.group(2)
+        for field in RESULT_FIELDS:
+            if not fields.get(field):
+                problems.append("%s: no '| %s | ... |' row (a result says how it was taken)" % (rel, field))
+        if fields.get("Date") and not fields["Date"].startswith(m.group(1)):
+            problems.append("%s: Date %s is not the date in the page's name (%s)" %
+                            (rel, fields["Date"], m.group(1)))
+        if "](%s)" % name not in index:
+            problems.append("%s: not listed in %s" % (rel, os.path.join(RESULTS, "README.md")))
+    return problems
+
+
+def check_figures(root, md):
+    """Each quoted figure is what its source says."""
+    problems = []
+    rel = os.path.relpath(md, root)
+    for n, line in prose_lines(md):
+        for m in FIG_MARK_RE.finditer(line):
+            path, key = m.group(1), m.group(2)
+            src = os.path.normpath(os.path.join(os.path.dirname(md), path))
+            if not os.path.isfile(src) or os.path.dirname(os.path.relpath(src, root)) != RESULTS:
+                problems.append("%s:%d: fig: %s is not a page under docs/results/" % (rel, n, path))
+                continue
+            figs = result_figures(src)
+            if key not in figs:
+                problems.append("%s:%d: fig: %s has no figure `%s` in its Figures table" %
+                                (rel, n, os.path.relpath(src, root), key))
+                continue
+            before = FIG_MARK_RE.sub("", line[:m.start()]).rstrip().rstrip("*_`").rstrip()
+            if not before.endswith(figs[key]):
+                tail = before[-max(len(figs[key]), 12):]
+                problems.append("%s:%d: a figure quoted as '...%s' but %s#%s says '%s'" %
+                                (rel, n, tail, os.path.relpath(src, root), key, figs[key]))
+    return problems
+
+
+def check_hygiene(root):
+    problems = []
+    for rel in sorted(tracked_files(root)):
+        if rel in HYGIENE_SKIP or not rel.endswith(HYGIENE_SUFFIXES):
+            continue
+        path = os.path.join(root, rel)
+        if not os.path.isfile(path) or os.path.islink(path):
+            continue
+        patterns = MACHINE_PATTERNS + TEAM_PATTERNS
+        if rel.endswith(".md"):
+            patterns = patterns + PAGE_ONLY_PATTERNS
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f, 1):
+                for pat, what in patterns:
+                    m = pat.search(line)
+                    if m:
+                        problems.append("%s:%d: '%s': %s; describe the machine by what it is, "
+                                        "the product by what it does" % (rel, n, m.group(0).strip(), what))
+    return problems
+
+
 def main(argv):
     global USE_GIT
     if "--no_git" in argv:
@@ -487,23 +666,32 @@ def main(argv):
         start = os.path.join(docs, "start")  # the start pages, one per reader
         if os.path.isdir(start):
             files += sorted(os.path.join(start, f) for f in os.listdir(start) if f.endswith(".md"))
+    pages = all_pages(root)
+    # Pages generated by a tool (docs/sweep/summary.md) name its run's
+    # flags; the flag check reads what people write.
+    written = [md for md in pages if os.path.relpath(md, root) != os.path.join("docs", "sweep", "summary.md")]
     problems = []
-    for md in files:
+    for md in pages:
         problems += check_links(root, md)
         problems += check_labels(root, md)
+        problems += check_figures(root, md)
     problems += check_layout(root, readme)
     problems += check_docs_linked(root, readme, files[1:])
     problems += check_test_list(root)
     problems += check_readme_length(readme)
-    problems += check_flags(root, files)
+    problems += check_flags(root, written)
+    problems += check_usage_length(root)
+    problems += check_result_pages(root)
+    problems += check_hygiene(root)
     for p in problems:
         print(p)
     if problems:
         print("check_doc_links: %d problem(s) in %d file(s) under %s" % (len(problems), len(files), root))
         return 1
-    print("check_doc_links: %d files, every link, label and flag resolves, the layout matches the "
-          "tree, every doc is linked from the README, every test target is in docs/TESTING.md"
-          % len(files))
+    print("check_doc_links: %d pages, every link, label and flag resolves, the layout matches the "
+          "tree, every doc is linked from the README, every test target is in docs/TESTING.md, "
+          "every quoted figure matches its result page, no usage page over %d lines, nothing of "
+          "the build machine or of how the product is made" % (len(pages), USAGE_MAX_LINES))
     return 0
 
 

@@ -3,7 +3,7 @@
 # on loopback at reduced scale, for each worker-thread count in a fresh server
 # process; prints the combined table and where the run directories are.
 #
-#   tools/demo.sh                       # defaults below, about 2 minutes on 2 cores
+#   tools/demo.sh                       # defaults below: about 1 minute on 2 quiet cores, 2 under load
 #   RSSLAB_DEMO_SCALE=1 tools/demo.sh   # the full 96,000 + 48,000 requests
 #   RSSLAB_DEMO_THREADS="16" tools/demo.sh     # one server only (about 1 minute)
 #   RSSLAB_DEMO_THREADS="1 4 16 64" tools/demo.sh

@@ -9,7 +9,7 @@
 #
 #   tools/fresh_machine.sh                          # ./rsslab test, cold (over 30 minutes on 2 cores)
 #   tools/fresh_machine.sh -- bash -c './rsslab build && bazel test //tests:two_hosts_test'
-#   tools/fresh_machine.sh --disk_cache=/work/.bazel-disk-cache -- ./rsslab build   # not a cold run
+#   tools/fresh_machine.sh --disk_cache=$HOME/.cache/bazel-disk -- ./rsslab build   # not a cold run
 #   tools/fresh_machine.sh --keep -- bash          # a shell in it; the root is kept afterwards
 #
 # Options:

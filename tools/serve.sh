@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start one rsslab_server under an allocator profile, verified.
 #
-#   ./rsslab serve --profile=NAME [--profiles=FILE[,FILE]] [server flags...]
+#   ./rsslab serve --profile=NAME [--profile_file=FILE[,FILE]] [server flags...]
 #   ./rsslab serve --list_profiles
 #
 # Example:
@@ -10,7 +10,7 @@
 #
 # The profile's LD_PRELOAD and environment are applied before the server
 # starts (agent/profiles.textproto; add your own file with
-# --profiles=agent/profiles.textproto,mine.textproto). Once the server
+# --profile_file=agent/profiles.textproto,mine.textproto). Once the server
 # prints its ready line, rsslab_run checks /proc/PID/maps for the library,
 # /proc/PID/environ for every variable and the allocator the server reports;
 # if anything is missing it kills the server and exits 2 naming it. Only then
@@ -37,9 +37,9 @@ SERVER=$(find_bin rsslab_server server/rsslab_server) || {
 }
 
 have_profiles=0
-for a in "$@"; do case "$a" in --profiles=*|--profiles) have_profiles=1 ;; esac; done
+for a in "$@"; do case "$a" in --profile_file=*|--profile_file|--profiles=*|--profiles) have_profiles=1 ;; esac; done
 args=(--server_binary="$SERVER")
-[ "$have_profiles" = 1 ] || args+=(--profiles="$ROOT/agent/profiles.textproto")
+[ "$have_profiles" = 1 ] || args+=(--profile_file="$ROOT/agent/profiles.textproto")
 # The server finds its shipped handler through RSSLAB_HOME wherever it runs.
 export RSSLAB_HOME="${RSSLAB_HOME:-$ROOT}"
 exec "$RUN" "${args[@]}" "$@"

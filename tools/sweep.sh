@@ -33,7 +33,7 @@ SCALE=${RSSLAB_SWEEP_SCALE:-$MIN_SCALE}
 PROFILES=${RSSLAB_SWEEP_PROFILES:-glibc,glibc-arena2,jemalloc,jemalloc-bg,mimalloc,mimalloc-purge0,tcmalloc}
 if [ "$PROFILES" = all ]; then
   [ -x "$BIN/rsslab_run" ] || die "$BIN/rsslab_run missing (run ./rsslab build)"
-  PROFILES=$("$BIN/rsslab_run" --profiles="$ROOT/agent/profiles.textproto" --list_profiles | awk '$2 != "UNAVAILABLE:" { print $1 }' | paste -sd, -)
+  PROFILES=$("$BIN/rsslab_run" --profile_file="$ROOT/agent/profiles.textproto" --list_profiles | awk '$2 != "UNAVAILABLE:" { print $1 }' | paste -sd, -)
   [ -n "$PROFILES" ] || die "no profile in $ROOT/agent/profiles.textproto"
 fi
 THREADS=${RSSLAB_SWEEP_THREADS:-1,16,64}
@@ -74,7 +74,7 @@ trap cleanup EXIT
 # The agent prints "rsslab_agent ready listen=HOST:PORT pid=PID" once it
 # serves; wait for that line, not for a fixed time.
 "$BIN/rsslab_agent" --listen=127.0.0.1:0 --server_binary="$BIN/rsslab_server" \
-  --profiles="$ROOT/agent/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
+  --profile_file="$ROOT/agent/profiles.textproto" --handler_dirs="$ROOT/server/handlers" \
   --log_dir="$OUT/agent-logs$TAG" >"$OUT/agent$TAG.out" 2>"$OUT/agent$TAG.err" &
 AGENT_PID=$!
 AGENT=""

@@ -14,7 +14,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 out=$(RSSLAB_SWEEP_PROFILES=all RSSLAB_SWEEP_THREADS=1,4,16,64 RSSLAB_SWEEP_REPEATS=3 RSSLAB_SWEEP_SCALE=1 \
   "$R/tools/sweep.sh" --print_cells)
-profiles=$("$BIN/rsslab_run" --profiles="$R/agent/profiles.textproto" --list_profiles | awk '$2 != "UNAVAILABLE:" { print $1 }')
+profiles=$("$BIN/rsslab_run" --profile_file="$R/agent/profiles.textproto" --list_profiles | awk '$2 != "UNAVAILABLE:" { print $1 }')
 n=$(wc -w <<<"$profiles")
 [ "$n" -ge 11 ] || fail "expected every shipped profile, rsslab_run lists $n"
 grep -q "^# matrix [0-9a-f]*: $((n * 4 * 3)) cells" <<<"$out" || fail "all x 4 threads x 3 repeats: $(head -1 <<<"$out")"

@@ -47,6 +47,7 @@ HANDLER = os.path.join(WS, "server/handlers/web_worker.py")
 PEER = os.path.join(WS, "bench/peer")
 SERVICE = os.path.join(WS, "python/tests/grpc_service.py")
 PACKAGE_MD = os.path.join(WS, "docs/PACKAGE.md")
+INSTALL_MD = os.path.join(WS, "docs/package/INSTALL.md")  # the Dockerfile and other installs
 LIBS = "/usr/lib/x86_64-linux-gnu/"
 
 
@@ -162,18 +163,20 @@ def install_wheel():
 
 
 def doc_dockerfile_checks(wheel):
-    """docs/PACKAGE.md's Dockerfile: its image's Python is the wheel's, its COPY takes it.
+    """docs/package/INSTALL.md's Dockerfile: its image's Python is the wheel's, its COPY takes it.
 
     No container runtime here: the image is not built; the wheel it
     installs is checked below and in a namespace without Debian's libraries.
     """
-    block = open(PACKAGE_MD).read().split("```dockerfile\n", 1)[-1].split("```", 1)[0]
+    text = open(INSTALL_MD).read()
+    check("```dockerfile\n" in text, "docs/package/INSTALL.md has a dockerfile block")
+    block = text.split("```dockerfile\n", 1)[1].split("```", 1)[0]
     image = re.search(r"^FROM python:3\.([0-9]+)-slim$", block, re.M)
     copy = re.search(r"^COPY dist/(\S+) /tmp/$", block, re.M)
     name = os.path.basename(wheel)
     check(image is not None and "-cp3%s-" % image.group(1) in name and copy is not None
           and fnmatch.fnmatch(name, copy.group(1)),
-          "docs/PACKAGE.md's Dockerfile: FROM python:3.X-slim with X the wheel's, COPY's "
+          "docs/package/INSTALL.md's Dockerfile: FROM python:3.X-slim with X the wheel's, COPY's "
           "pattern matches %s: %r" % (name, block))
 
 

@@ -45,7 +45,7 @@ class AgentWithShop : public ::testing::Test {
     StartAgent({"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("agent-logs"),
               "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
               "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")),
-              "--profiles=" + profiles_,
+              "--profile_file=" + profiles_,
               "--allow_command=shop=" + ServerProcess::Runfile("tests/anysvc/shop_service.py"),
               // Repeated flag, the template with a space: both survive.
               "--allow_command_args=shop=--port={port} --threads={threads} --hold_kb=4",
@@ -327,7 +327,7 @@ TEST_F(AgentWithShop, ServiceThatDiesBeforeStopKeepsItsMeasuredSteps) {
 TEST(RunCommand, LaunchesVerifiesPrintsItsPidAndStopsOnSigint) {
   ServerProcess::Options o;
   o.binary = ServerProcess::Runfile("agent/rsslab_run");
-  o.args = {"--profile=glibc-arena2", "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
+  o.args = {"--profile=glibc-arena2", "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
             "--command=argv", "--threads=3",
             "--allow_command=argv=" + ServerProcess::Runfile("tests/anysvc/argv_child.py"),
             "--allow_command_args=argv=--port={port} --q='a b' --t={threads}",
@@ -357,7 +357,7 @@ TEST(RunCommand, LaunchesVerifiesPrintsItsPidAndStopsOnSigint) {
 
 TEST(RunCommand, BadArgumentsAreOneLineUsageErrors) {
   const std::string run = ServerProcess::Runfile("agent/rsslab_run");
-  const std::string profiles = "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto");
+  const std::string profiles = "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto");
   const std::string allow = "--allow_command=argv=" + ServerProcess::Runfile("tests/anysvc/argv_child.py");
   struct Case {
     std::vector<std::string> args;
@@ -390,7 +390,7 @@ class AgentReadiness : public AgentWithShop {
     const std::string shop = ServerProcess::Runfile("tests/anysvc/shop_service.py");
     StartAgent({"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("ready-logs"),
               "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-              "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
+              "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
               // The service takes ~5 s to start at a load of 15 (protoc, grpc import).
               "--ready_timeout_s=30",
               // Listens only after 1 s; no ready flag: ready when {port} accepts.
@@ -474,7 +474,7 @@ TEST(AgentCommandFlags, BadReadyRegexIsAUsageError) {
       ServerProcess::Runfile("agent/rsslab_agent"),
       {"--listen=127.0.0.1:0", "--state_dir=none", "--log_dir=" + Tmp("bad-logs"),
        "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
-       "--profiles=" + ServerProcess::Runfile("agent/profiles.textproto"),
+       "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
        "--allow_command=shop=" + ServerProcess::Runfile("tests/anysvc/shop_service.py"),
        "--allow_command_args=shop=--port={port}", "--allow_command_ready=shop=ready (v1"});
   EXPECT_EQ(r.exit_code, 2);

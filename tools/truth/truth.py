@@ -108,12 +108,12 @@ class Tools:
                 raise ValueError("%s: no such file" % path)
 
     def run_args(self, profile):
-        return [self.run, "--profiles=" + self.profiles_file, "--profile=" + profile]
+        return [self.run, "--profile_file=" + self.profiles_file, "--profile=" + profile]
 
 
 def available_profiles(tools):
     """name -> None (runs here) or why it cannot, from rsslab_run --list_profiles."""
-    out = subprocess.run([tools.run, "--profiles=" + tools.profiles_file, "--list_profiles"],
+    out = subprocess.run([tools.run, "--profile_file=" + tools.profiles_file, "--list_profiles"],
                          capture_output=True, text=True, timeout=60)
     if out.returncode != 0:
         raise ValueError("rsslab_run --list_profiles: " + out.stderr.strip())
