@@ -210,12 +210,10 @@ std::unique_ptr<grpc::Server> g_server;   // guarded by g_mu
 // or shut down the inherited server would shut the listening socket the
 // parent shares (its Control stops accepting) and join threads it does not
 // have (it crashed at exit): it forgets the server instead, leaked, and can
-// start one of its own. The prepare handler holds g_mu so that no Start or
-// Stop is half done at the fork; the child gets a fresh mutex.
-void PrepareFork() { g_mu.lock(); }
-void ParentAfterFork() { g_mu.unlock(); }
+// start one of its own. It takes and releases no lock (a thread that is not
+// here may have held g_mu at the fork): the child gets a fresh mutex.
 void ChildAfterFork() {
-  new (&g_mu) std::mutex();  // the parent's, held by PrepareFork, is abandoned
+  new (&g_mu) std::mutex();  // the parent's is abandoned, never unlocked
   g_server.release();        // NOLINT(bugprone-unused-return-value): leaked on purpose
   g_service.release();       // NOLINT(bugprone-unused-return-value)
   g_calls.store(0);
@@ -262,7 +260,7 @@ void Stop() {
 
 PYBIND11_MODULE(_rsslab_grpc, m) {
   m.doc() = "rsslab's native Control transport (gRPC C++); use rsslab.serve(transport='native').";
-  pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
+  pthread_atfork(nullptr, nullptr, ChildAfterFork);
   // -> the bound port, 0 when the address cannot be listened on.
   m.def("start", &Start);
   m.def("stop", &Stop);
