@@ -17,6 +17,7 @@
 #include "common/metrics/exposition.h"
 #include "common/metrics/http_server.h"
 #include "common/phase.h"
+#include "common/thread_signals.h"
 #include "common/units.h"
 #include "control/service/control_backend.h"
 #include "control/service/control_calls.h"
@@ -157,9 +158,14 @@ struct Running {
   std::string host;
   std::string address;  // empty until ControlCallsBound
 };
-absl::Mutex g_mu;
-std::unique_ptr<Running> g_running ABSL_GUARDED_BY(g_mu);
-std::unique_ptr<metrics::MetricsHttpServer> g_metrics ABSL_GUARDED_BY(g_mu);
+// Never destroyed: exit() runs static destructors before the package's
+// stop when a signal handler calls it (uWSGI's die-on-term), or without
+// that stop at all (the C library's exit() on any thread), while Control
+// threads may still use these.
+absl::Mutex& g_mu = *new absl::Mutex;
+std::unique_ptr<Running>& g_running ABSL_GUARDED_BY(g_mu) = *new std::unique_ptr<Running>;
+std::unique_ptr<metrics::MetricsHttpServer>& g_metrics ABSL_GUARDED_BY(g_mu) =
+    *new std::unique_ptr<metrics::MetricsHttpServer>;
 
 // fork(): the child has none of the parent's threads, so the Control rules
 // (watch streams) and the /metrics server are the parent's alone. The child
@@ -370,6 +376,7 @@ absl::StatusOr<std::string> StartMetrics(const std::string& address) {
     return absl::FailedPreconditionError(
         absl::StrCat("/metrics already served on ", g_metrics->address()));
   }
+  ScopedAsyncSignalsBlocked blocked;  // its thread never runs the process's handlers
   absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> m =
       metrics::MetricsHttpServer::Start(metrics::DefaultToLoopback(address),
                                         RenderPackageMetrics);

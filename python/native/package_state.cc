@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/thread_signals.h"
 #include "memory/alloc/alloc.h"
 #include "memory/snapshot/process_snapshot.h"
 #include "python/native/gil_runner.h"
@@ -283,6 +284,7 @@ void PackageState::StartAutoTrim(const AutoTrimOptions& options, const std::stri
     Release(rsslab::v1::TRIM_MODE_DEFAULT, absl::Seconds(2), trigger);
   };
   auto_trim_ = std::make_unique<AutoTrimThread>(options, std::move(hooks));
+  ScopedAsyncSignalsBlocked blocked;  // its thread never runs the process's handlers
   auto_trim_->Start();
 }
 
