@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/thread_signals.h"
 
 namespace rsslab {
 namespace {
@@ -67,7 +68,8 @@ void GilRunner::State::StartLocked() {
   if (started) return;
   started = true;
   // The thread holds the state, so a Stop() that stopped waiting for it
-  // leaves nothing dangling.
+  // leaves nothing dangling. It never runs the process's signal handlers.
+  ScopedAsyncSignalsBlocked blocked;
   std::thread t([self = shared_from_this()] { self->Loop(); });
   helper = t.get_id();
   t.detach();

@@ -4,6 +4,7 @@
 
 #include <map>
 #include <memory>
+#include <new>
 #include <optional>
 #include <utility>
 
@@ -16,6 +17,7 @@
 #include "common/metrics/exposition.h"
 #include "common/metrics/http_server.h"
 #include "common/phase.h"
+#include "common/thread_signals.h"
 #include "common/units.h"
 #include "control/service/control_backend.h"
 #include "control/service/control_calls.h"
@@ -156,22 +158,26 @@ struct Running {
   std::string host;
   std::string address;  // empty until ControlCallsBound
 };
-absl::Mutex g_mu;
-std::unique_ptr<Running> g_running ABSL_GUARDED_BY(g_mu);
-std::unique_ptr<metrics::MetricsHttpServer> g_metrics ABSL_GUARDED_BY(g_mu);
+// Never destroyed: exit() runs static destructors before the package's
+// stop when a signal handler calls it (uWSGI's die-on-term), or without
+// that stop at all (the C library's exit() on any thread), while Control
+// threads may still use these.
+absl::Mutex& g_mu = *new absl::Mutex;
+std::unique_ptr<Running>& g_running ABSL_GUARDED_BY(g_mu) = *new std::unique_ptr<Running>;
+std::unique_ptr<metrics::MetricsHttpServer>& g_metrics ABSL_GUARDED_BY(g_mu) =
+    *new std::unique_ptr<metrics::MetricsHttpServer>;
 
 // fork(): the child has none of the parent's threads, so the Control rules
 // (watch streams) and the /metrics server are the parent's alone. The child
 // forgets them without running their destructors (they would join threads
-// it does not have, or shut sockets the parent still listens on). Prepare
-// holds the mutex so that no state is torn mid-update; the forking thread,
-// the child's only one, releases it on both sides.
-void PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Lock(); }
-void ParentAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { g_mu.Unlock(); }
+// it does not have, or shut sockets the parent still listens on). It takes
+// and releases no lock: g_mu may have been held at the fork by a thread
+// that is not here (a Control call in flight), so the child gets a fresh
+// one, and the parent's state is leaked whatever it was in the middle of.
 void ChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  new (&g_mu) absl::Mutex();  // the parent's is abandoned, never unlocked
   g_running.release();  // NOLINT(bugprone-unused-return-value): leaked on purpose
   g_metrics.release();  // NOLINT(bugprone-unused-return-value)
-  g_mu.Unlock();
 }
 
 std::string RenderPackageMetrics() {
@@ -206,7 +212,7 @@ std::string RenderPackageMetrics() {
 }  // namespace
 
 void RegisterControlForkHandlers() {
-  static const int once = pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
+  static const int once = pthread_atfork(nullptr, nullptr, ChildAfterFork);
   (void)once;
 }
 
@@ -370,6 +376,7 @@ absl::StatusOr<std::string> StartMetrics(const std::string& address) {
     return absl::FailedPreconditionError(
         absl::StrCat("/metrics already served on ", g_metrics->address()));
   }
+  ScopedAsyncSignalsBlocked blocked;  // its thread never runs the process's handlers
   absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> m =
       metrics::MetricsHttpServer::Start(metrics::DefaultToLoopback(address),
                                         RenderPackageMetrics);

@@ -29,6 +29,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/thread_signals.h"
 #include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "python/native/control_hooks.h"
@@ -202,20 +203,25 @@ class Service : public grpc::CallbackGenericService {
   }
 };
 
-std::mutex g_mu;
-std::unique_ptr<Service> g_service;       // guarded by g_mu
-std::unique_ptr<grpc::Server> g_server;   // guarded by g_mu
+// The server and service are never destroyed by exit(): its static
+// destructors run before the package's stop when a signal handler calls
+// it (uWSGI's die-on-term: the destroyed server was then stopped again and
+// crashed), or without that stop at all (the C library's exit() on any
+// thread: ~Server waited for calls that wait for the GIL the exiting
+// thread holds). stop() is what shuts the server down; a server still
+// running at exit() is left to the process's end.
+std::mutex g_mu;  // trivially destructible
+std::unique_ptr<Service>& g_service = *new std::unique_ptr<Service>;          // guarded by g_mu
+std::unique_ptr<grpc::Server>& g_server = *new std::unique_ptr<grpc::Server>;  // guarded by g_mu
 
 // fork(): the server's threads stay in the parent. A child that destroyed
 // or shut down the inherited server would shut the listening socket the
 // parent shares (its Control stops accepting) and join threads it does not
 // have (it crashed at exit): it forgets the server instead, leaked, and can
-// start one of its own. The prepare handler holds g_mu so that no Start or
-// Stop is half done at the fork; the child gets a fresh mutex.
-void PrepareFork() { g_mu.lock(); }
-void ParentAfterFork() { g_mu.unlock(); }
+// start one of its own. It takes and releases no lock (a thread that is not
+// here may have held g_mu at the fork): the child gets a fresh mutex.
 void ChildAfterFork() {
-  new (&g_mu) std::mutex();  // the parent's, held by PrepareFork, is abandoned
+  new (&g_mu) std::mutex();  // the parent's is abandoned, never unlocked
   g_server.release();        // NOLINT(bugprone-unused-return-value): leaked on purpose
   g_service.release();       // NOLINT(bugprone-unused-return-value)
   g_calls.store(0);
@@ -226,6 +232,11 @@ int Start(const std::string& address, py11::capsule hooks) {
       PyCapsule_GetPointer(hooks.ptr(), kControlHooksCapsule));
   if (h == nullptr) throw py11::error_already_set();
   py11::gil_scoped_release nogil;
+  // gRPC's threads (started here, and the ones they start) and the calls'
+  // never run the process's signal handlers: uWSGI's die-on-term calls
+  // exit() from its SIGTERM handler, and from a gRPC thread that exit
+  // hung in Py_FinalizeEx.
+  ScopedAsyncSignalsBlocked blocked;
   std::lock_guard<std::mutex> l(g_mu);
   if (g_server) throw std::runtime_error("the native Control transport already listens");
   g_hooks = h;
@@ -253,6 +264,7 @@ void Stop() {
   }
   if (!server) return;
   py11::gil_scoped_release nogil;
+  ScopedAsyncSignalsBlocked blocked;  // threads the shutdown may start, as in Start
   // Calls in flight get a second; the watch streams have been ended first.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->Wait();
@@ -262,7 +274,7 @@ void Stop() {
 
 PYBIND11_MODULE(_rsslab_grpc, m) {
   m.doc() = "rsslab's native Control transport (gRPC C++); use rsslab.serve(transport='native').";
-  pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
+  pthread_atfork(nullptr, nullptr, ChildAfterFork);
   // -> the bound port, 0 when the address cannot be listened on.
   m.def("start", &Start);
   m.def("stop", &Stop);

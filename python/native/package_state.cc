@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "common/thread_signals.h"
 #include "memory/alloc/alloc.h"
 #include "memory/snapshot/process_snapshot.h"
 #include "python/native/gil_runner.h"
@@ -81,12 +82,19 @@ void NoteWalkThisThread(const alloc::FreeBlockPurge& p) {
 
 }  // namespace
 
-PackageState& State() {
-  // Never destroyed: native threads may still look at it while the process
-  // exits after a failed shutdown.
+namespace {
+
+// Never destroyed: native threads may still look at it while the process
+// exits after a failed shutdown. A forked child points it at a fresh one
+// (PackageState::ReplaceInForkedChild).
+PackageState*& StateSlot() {
   static PackageState* s = new PackageState();
-  return *s;
+  return s;
 }
+
+}  // namespace
+
+PackageState& State() { return *StateSlot(); }
 
 // mimalloc: each worker's heap is measured right before and after its
 // release (WorkerTrim.before/after: committed against used bytes), which
@@ -276,6 +284,7 @@ void PackageState::StartAutoTrim(const AutoTrimOptions& options, const std::stri
     Release(rsslab::v1::TRIM_MODE_DEFAULT, absl::Seconds(2), trigger);
   };
   auto_trim_ = std::make_unique<AutoTrimThread>(options, std::move(hooks));
+  ScopedAsyncSignalsBlocked blocked;  // its thread never runs the process's handlers
   auto_trim_->Start();
 }
 
@@ -319,28 +328,41 @@ void PackageState::Shutdown() {
 
 namespace {
 
-void PrepareFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { State().LockForFork(); }
-void ParentAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { State().UnlockAfterFork(false); }
-void ChildAfterFork() ABSL_NO_THREAD_SAFETY_ANALYSIS { State().UnlockAfterFork(true); }
+void ChildAfterFork() {
+  PackageState::ReplaceInForkedChild();
+  // The GIL helper's thread is the parent's too: a fresh runner starts its
+  // own on first use (jobs would otherwise wait for a thread that is not
+  // in this process).
+  Gil().AfterForkInChild();
+}
 
 }  // namespace
 
 void PackageState::RegisterForkHandlers() {
-  static const int once = pthread_atfork(PrepareFork, ParentAfterFork, ChildAfterFork);
+  static const int once = [] {
+    // Debian's Abseil is built with Mutex deadlock detection on: every
+    // Lock and Unlock of any absl::Mutex then passes through one global
+    // spin lock, which another thread (ours, or gRPC's) may hold at the
+    // moment of a fork; the child's first Mutex call would then spin
+    // forever. The package's locks are never held two at a time, so the
+    // check buys nothing (rsslab_server turns it off too). Off before the
+    // package starts a thread; the wheel's Abseil is the package's own copy.
+    absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+    // No prepare or parent handler: the parent never waits for a lock.
+    return pthread_atfork(nullptr, nullptr, ChildAfterFork);
+  }();
   (void)once;
 }
 
-void PackageState::LockForFork() { auto_mu_.Lock(); }
-
-void PackageState::UnlockAfterFork(bool child) {
-  if (child) {
-    auto_trim_.release();  // NOLINT(bugprone-unused-return-value): its thread is not here
-    // The GIL helper's thread is the parent's too: a fresh runner starts its
-    // own on first use (jobs would otherwise wait for a thread that is not
-    // in this process).
-    Gil().AfterForkInChild();
-  }
-  auto_mu_.Unlock();  // the forking thread holds it (LockForFork), in both
+void PackageState::ReplaceInForkedChild() {
+  const PackageState& parent = State();
+  auto* fresh = new PackageState();
+  // Set at import with the GIL, read here by the only thread left.
+  fresh->threads_.SetHooks(parent.threads_.targets_hook(), parent.threads_.submit_hook());
+  fresh->snapshot_hook_ = parent.snapshot_hook_;
+  Py_XINCREF(fresh->snapshot_hook_);
+  fresh->arena_cap_.store(parent.arena_cap_.load());
+  StateSlot() = fresh;  // the parent's is leaked: its locks are never touched
 }
 
 void PackageState::ClearHooks() {

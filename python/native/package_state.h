@@ -76,13 +76,18 @@ class PackageState {
   void SetSnapshotHook(PyObject* hook);
   // Stops the native threads; GIL not held. Then ClearHooks() with the GIL.
   void Shutdown();
-  // fork(): in the child, which has none of the parent's threads, the
-  // automatic trim (its thread) is forgotten, never joined, and the GIL
-  // helper starts afresh when first needed. Registered once, at import.
-  void RegisterForkHandlers();
-  // The fork handlers' halves (public for pthread_atfork's plain functions).
-  void LockForFork() ABSL_EXCLUSIVE_LOCK_FUNCTION(auto_mu_);
-  void UnlockAfterFork(bool child) ABSL_UNLOCK_FUNCTION(auto_mu_);
+  // fork(): the child has none of the parent's threads, and any of the
+  // state's locks may have been held by one of them at the fork (a release,
+  // a snapshot, a Control call in flight). The child takes no lock and
+  // releases none: State() becomes a fresh PackageState carrying only the
+  // hooks Python registered and the arena cap (its counters and trim
+  // history start at the fork, with no automatic trim); the parent's is
+  // leaked, untouched. The GIL helper starts afresh when first needed.
+  // Registered once, at import, before the package starts any thread.
+  static void RegisterForkHandlers();
+  // The child handler's half: State()'s replacement. Reads only what
+  // Python set at import (no lock guards it).
+  static void ReplaceInForkedChild();
   void ClearHooks();
 
  private:

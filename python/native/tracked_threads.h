@@ -66,6 +66,9 @@ class TrackedThreads : public ThreadSet {
   // visit tasks it submitted (one per listed thread, into its executor).
   // New references are taken; GIL held.
   void SetHooks(PyObject* targets, PyObject* submit);
+  // Borrowed (a forked child's fresh state takes them over).
+  PyObject* targets_hook() const { return targets_; }
+  PyObject* submit_hook() const { return submit_; }
   // Drops the hooks (GIL held) and ends a pass in progress.
   void Close();
 

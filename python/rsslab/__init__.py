@@ -547,12 +547,12 @@ def _set_phase(name, limit, timeout=None):
 
 
 def control_address():
-    """The Control service's host:port ("" if serve() has not run)."""
+    """The Control service's host:port ("" when not serving: before serve(), after stop())."""
     return _control_address
 
 
 def metrics_address():
-    """Where GET /metrics is served ("" unless serve(metrics=...) ran)."""
+    """Where GET /metrics is served ("" unless serve(metrics=...) ran, or after stop())."""
     return _metrics_address
 
 
@@ -597,9 +597,11 @@ def stop():
     Idempotent; serve() may start them again. Calls in flight get at most a
     second; callbacks still running are abandoned, not waited for.
     """
+    global _control_address, _metrics_address
     _abandon_waits()
     from . import _serve
     _serve.stop()
+    _control_address = _metrics_address = ""
     _native.stop_auto_trim()
 
 

@@ -24,6 +24,7 @@ this file only listens.
 """
 
 import concurrent.futures
+import signal
 import threading
 
 import grpc
@@ -122,16 +123,29 @@ def _handler():
     })
 
 
-def _end_watches():
-    # Python joins executor threads (ours serve the watch streams) before
-    # atexit runs rsslab.stop(); a stream left open would hold the exit.
+def _at_interpreter_exit():
+    # At interpreter shutdown Python joins executor threads (ours serve the
+    # watch streams) and from then on refuses them new work, before atexit
+    # runs rsslab.stop(): a stream left open would hold the exit, and a
+    # call arriving in between raised in grpcio's thread ("cannot schedule
+    # new futures after shutdown"). So the streams end and bind()'s server
+    # stops here; an attached server is the service's own.
     if _server is not None or _attached:
         _native.end_control_watches()
+    stop()
 
 
 # Runs before concurrent.futures' own join (registered later: called first).
 if hasattr(threading, "_register_atexit"):
-    threading._register_atexit(_end_watches)
+    threading._register_atexit(_at_interpreter_exit)
+
+# Process-directed signals that grpcio's serving threads must leave to the
+# service's own: a handler that ends the process from one of them (uWSGI's
+# die-on-term calls exit() from its SIGTERM handler) would finalize the
+# interpreter there. The faults stay unblocked.
+_ASYNC_SIGNALS = set(signal.valid_signals()) - {
+    signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE, signal.SIGILL, signal.SIGTRAP,
+    signal.SIGABRT, signal.SIGSYS, signal.SIGKILL, signal.SIGSTOP}
 
 
 def bind(address):
@@ -150,7 +164,13 @@ def bind(address):
     except RuntimeError:  # grpcio raises where older versions returned 0
         return 0
     if port:
-        server.start()
+        # The threads start() starts, and the workers they start, inherit
+        # this thread's signal mask.
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, _ASYNC_SIGNALS)
+        try:
+            server.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         _server = server
     return port
 

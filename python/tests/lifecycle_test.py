@@ -10,7 +10,8 @@ port), each case a few seconds:
   starts with no Control, and its serve() is refused in one line (gRPC
   cannot serve after a fork once it ran); a child of a master that did
   not serve serves its own;
-- serve/stop/serve three times, both transports; stop() twice;
+- serve/stop/serve three times, both transports; stop() twice, after
+  which control_address() is "";
 - an on_phase callback that never returns: the call ends within the Python
   deadline, frees its slot (GetSnapshot still answers after more such calls
   than there are slots), and stop() returns within a second and a half;
@@ -155,7 +156,8 @@ for i in range(3):
     t0 = time.monotonic()
     rsslab.stop()
     code, out, _ = ctl(addr, "snapshot", timeout="3s")
-    print("stopped", i, code != 0, os.path.exists(f), "%.2f" % (time.monotonic() - t0))
+    print("stopped", i, code != 0, os.path.exists(f), "%.2f" % (time.monotonic() - t0),
+          repr(rsslab.control_address()))
 """
 
 
@@ -170,6 +172,8 @@ def reserve_checks():
         check(len(stops) == 3 and all(x[2] == "True" and x[3] == "False" for x in stops),
               "%s: after stop() (twice) Control no longer answers and the address file is "
               "gone: %s" % (tr, stops))
+        check(len(stops) == 3 and all(x[5] == "''" for x in stops),
+              "%s: after stop() control_address() is '': %s" % (tr, [x[5:] for x in stops]))
 
 
 BLOCKED = r"""

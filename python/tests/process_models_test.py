@@ -491,9 +491,7 @@ import os
 import rsslab
 import uwsgi                            # uWSGI's own module, in its workers only
 def _serve():                           # in each worker, after the fork
-    # grpcio: uWSGI's SIGTERM exits a worker from its signal handler, and the
-    # native transport's stop at that exit crashed it (docs/PACKAGE.md).
-    rsslab.serve("127.0.0.1:0", name="uwsgi-app", transport="grpcio")
+    rsslab.serve("127.0.0.1:0", name="uwsgi-app")  # no grpc here: the native transport
 uwsgi.post_fork_hook = _serve
 def application(env, start_response):
     rsslab.count_request()
