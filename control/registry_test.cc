@@ -345,6 +345,22 @@ TEST_F(RegistryTest, ResolveChecksWhoListensOnTheEntrysPort) {
   Entry local = e;
   local.address = absl::StrCat("localhost:", port);
   EXPECT_TRUE(CheckListener(local).ok()) << CheckListener(local);
+  // The same over IPv6 (/proc/net/tcp6), where the machine has it.
+  const int fd6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 a6{};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_addr = in6addr_loopback;
+  if (fd6 >= 0 && bind(fd6, reinterpret_cast<sockaddr*>(&a6), sizeof(a6)) == 0 &&
+      listen(fd6, 4) == 0) {
+    socklen_t len = sizeof(a6);
+    getsockname(fd6, reinterpret_cast<sockaddr*>(&a6), &len);
+    Entry v6 = e;
+    v6.address = absl::StrCat("[::1]:", ntohs(a6.sin6_port));
+    EXPECT_TRUE(CheckListener(v6).ok()) << CheckListener(v6);
+    v6.address = absl::StrCat("[::1]:", port);  // the v4 listener's port
+    EXPECT_THAT(std::string(CheckListener(v6).message()), HasSubstr("no socket listens there"));
+  }
+  if (fd6 >= 0) close(fd6);
   Entry named = e;
   named.address = absl::StrCat("example.com:", port);
   EXPECT_THAT(std::string(CheckListener(named).message()),
