@@ -99,7 +99,9 @@ void AddPartial(InspectReport* r, std::string why) {
 
 // Reads the Control entry of the rsslab package through the registry
 // (control/registry.h): believed only when it is a small regular file of the
-// target's user, in the entry format, naming this pid and its start time.
+// target's user, in the entry format, naming this pid and its start time,
+// and whose address is listened on by that process (CheckListener: a port
+// closed and taken by another program is not reported as its Control).
 // Only reported: no call is made here.
 void ReadControlAddress(int pid, int uid, InspectReport* r) {
   std::vector<std::string> dirs;
@@ -112,6 +114,10 @@ void ReadControlAddress(int pid, int uid, InspectReport* r) {
     absl::StatusOr<registry::Entry> e = registry::ReadEntry(path, pid, registry::Trust{{uid}});
     if (absl::IsNotFound(e.status())) continue;
     if (e.ok()) {
+      if (absl::Status l = registry::CheckListener(*e); !l.ok()) {
+        absl::StrAppend(&notes, notes.empty() ? "" : "; ", path, " ignored: ", l.message());
+        continue;
+      }
       r->set_rsslab_control(e->address);
       r->set_rsslab_control_note(absl::StrCat("from ", path, ", service ", e->service));
       return;

@@ -1,5 +1,6 @@
 #include "control/registry.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -9,7 +10,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -125,6 +129,172 @@ bool RemoveIfSame(const std::string& path, ino_t inode) {
   return unlink(path.c_str()) == 0;
 }
 
+
+// An IP address as /proc/net/tcp{,6} print it: the 32-bit words of the
+// address in memory order (each printed as a host-order hex number).
+struct IpWords {
+  bool v6 = false;
+  uint32_t w[4] = {0, 0, 0, 0};  // v4: w[0] only
+  bool operator==(const IpWords& o) const {
+    return v6 == o.v6 && memcmp(w, o.w, sizeof(w)) == 0;
+  }
+};
+
+IpWords V4(uint32_t s_addr) {
+  IpWords a;
+  a.w[0] = s_addr;
+  return a;
+}
+
+// ::ffff:a.b.c.d as a v4 address, else itself.
+IpWords Unmapped(const IpWords& a) {
+  if (a.v6 && a.w[0] == 0 && a.w[1] == 0 && a.w[2] == htonl(0xffff)) return V4(a.w[3]);
+  return a;
+}
+
+// The addresses a connection to `host` may reach (a name other than
+// localhost is not resolved: serve() writes numbers). A connection to
+// 0.0.0.0 or :: reaches the loopback address.
+absl::StatusOr<std::vector<IpWords>> Targets(absl::string_view host) {
+  if (host == "localhost") return std::vector<IpWords>{V4(htonl(INADDR_LOOPBACK)), [] {
+    IpWords a;
+    a.v6 = true;
+    memcpy(a.w, &in6addr_loopback, sizeof(a.w));
+    return a;
+  }()};
+  std::string h(host);
+  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+  in_addr a4;
+  in6_addr a6;
+  if (inet_pton(AF_INET, h.c_str(), &a4) == 1) {
+    if (a4.s_addr == htonl(INADDR_ANY)) a4.s_addr = htonl(INADDR_LOOPBACK);
+    return std::vector<IpWords>{V4(a4.s_addr)};
+  }
+  if (inet_pton(AF_INET6, h.c_str(), &a6) == 1) {
+    if (memcmp(&a6, &in6addr_any, sizeof(a6)) == 0) a6 = in6addr_loopback;
+    IpWords a;
+    a.v6 = true;
+    memcpy(a.w, &a6, sizeof(a.w));
+    return std::vector<IpWords>{Unmapped(a)};
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      "'", Echo(host, 64), "' is not a numeric address: whose socket it is cannot be checked"));
+}
+
+bool IsAny(const IpWords& a) { return a.w[0] == 0 && a.w[1] == 0 && a.w[2] == 0 && a.w[3] == 0; }
+
+// Whether a listener on `local` (a 0.0.0.0 or :: one included; a :: one
+// serves v4 too unless IPV6_V6ONLY, which /proc does not show: counted)
+// takes connections to `target`.
+bool Serves(const IpWords& local, const IpWords& target) {
+  if (IsAny(local)) return local.v6 || !target.v6;
+  return Unmapped(local) == target;
+}
+
+struct Listener {
+  int uid = -1;
+  uint64_t inode = 0;
+};
+
+// The LISTEN (0A) rows of /proc/self/net/`file` on `port` that take
+// connections to one of `targets`.
+void ListenersOn(const char* file, bool v6, int port, const std::vector<IpWords>& targets,
+                 std::vector<Listener>* out) {
+  std::ifstream in(absl::StrCat("/proc/self/net/", file));
+  std::string line;
+  for (int n = 0; n < kMaxSocketLines && std::getline(in, line); ++n) {
+    // sl local rem st tx:rx tr:when retrnsmt uid timeout inode
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() < 10 || f[3] != "0A") continue;
+    absl::string_view local = f[1];
+    const size_t colon = local.find(':');
+    const size_t hex_len = v6 ? 32 : 8;
+    uint32_t p = 0;
+    if (colon != hex_len || !absl::SimpleHexAtoi(local.substr(colon + 1), &p) ||
+        static_cast<int>(p) != port) {
+      continue;
+    }
+    IpWords a;
+    a.v6 = v6;
+    bool ok = true;
+    for (size_t i = 0; i < hex_len / 8; ++i) {
+      ok = ok && absl::SimpleHexAtoi(local.substr(i * 8, 8), &a.w[i]);
+    }
+    Listener l;
+    if (!ok || !absl::SimpleAtoi(f[7], &l.uid) || !absl::SimpleAtoi(f[9], &l.inode)) continue;
+    if (std::any_of(targets.begin(), targets.end(),
+                    [&](const IpWords& t) { return Serves(a, t); })) {
+      out->push_back(l);
+    }
+  }
+}
+
+// The socket inodes among /proc/PID/fd; false when that cannot be read
+// (another user's process, for a reader that is not root).
+bool SocketInodes(int pid, std::set<uint64_t>* inodes) {
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return false;
+  int n = 0;
+  while (struct dirent* de = readdir(d)) {
+    if (de->d_name[0] == '.' || ++n > kMaxProcessFds) continue;
+    char target[64];
+    ssize_t len = readlink(absl::StrCat(dir, "/", de->d_name).c_str(), target, sizeof(target) - 1);
+    if (len <= 0) continue;
+    absl::string_view t(target, static_cast<size_t>(len));
+    uint64_t inode = 0;
+    if (absl::ConsumePrefix(&t, "socket:[") && absl::ConsumeSuffix(&t, "]") &&
+        absl::SimpleAtoi(t, &inode)) {
+      inodes->insert(inode);
+    }
+  }
+  closedir(d);
+  return true;
+}
+
+}  // namespace
+
+absl::Status CheckListener(const Entry& e) {
+  const size_t colon = e.address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(e.address.substr(colon + 1), &port)) {
+    return absl::PermissionDeniedError(absl::StrCat(Echo(e.address, 64), " is not HOST:PORT"));
+  }
+  const std::string where = absl::StrCat("pid ", e.pid, "'s address ", Echo(e.address, 64));
+  absl::StatusOr<std::vector<IpWords>> targets = Targets(e.address.substr(0, colon));
+  if (!targets.ok()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        where, ": ", targets.status().message(), "; nothing sent (name it with --control=",
+        Echo(e.address, 64), " to call it anyway)"));
+  }
+  std::vector<Listener> found;
+  ListenersOn("tcp", false, port, *targets, &found);
+  ListenersOn("tcp6", true, port, *targets, &found);
+  if (found.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        where, ": no socket listens there in this network namespace (closed, or not local), so "
+        "whose it is cannot be checked; nothing sent (name it with --control=",
+        Echo(e.address, 64), " to call it anyway)"));
+  }
+  for (const Listener& l : found) {
+    if (l.uid != e.uid) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          where, " is listened on by ", UserText(l.uid).first, ", not by the entry's ",
+          UserText(e.uid).first, ": the port was taken over; nothing sent"));
+    }
+  }
+  std::set<uint64_t> inodes;
+  if (SocketInodes(e.pid, &inodes) &&
+      std::none_of(found.begin(), found.end(),
+                   [&](const Listener& l) { return inodes.count(l.inode) > 0; })) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        where, " is listened on by another process (socket inode ", found[0].inode,
+        ", not one of pid ", e.pid, "'s): the port was taken over; nothing sent"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
 }  // namespace
 
 Trust Trust::Self() { return Trust{{static_cast<int>(geteuid())}}; }
@@ -423,9 +593,20 @@ absl::StatusOr<std::vector<Entry>> Resolve(const ControlSpec& spec, const Trust&
   if (spec.kind == ControlSpec::Kind::kPid) {
     absl::StatusOr<Entry> e = FindPid(spec.pid, dirs, trust);
     if (!e.ok()) return e.status();
+    if (absl::Status s = CheckListener(*e); !s.ok()) return s;
     return std::vector<Entry>{*e};
   }
   Listing l = ListService(spec.service, dirs, trust, /*clean=*/true);
+  // Just before the addresses are called: whose port each one is now.
+  std::vector<Entry> checked;
+  for (Entry& e : l.workers) {
+    if (absl::Status s = CheckListener(e); !s.ok()) {
+      l.ignored.push_back({e.path, std::string(s.message()), false});
+    } else {
+      checked.push_back(std::move(e));
+    }
+  }
+  l.workers = std::move(checked);
   if (ignored != nullptr) *ignored = l.ignored;
   if (l.workers.empty()) {
     return absl::NotFoundError(absl::StrCat(

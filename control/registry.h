@@ -118,6 +118,20 @@ Listing ListService(absl::string_view service, const std::vector<std::string>& d
 // file.
 absl::StatusOr<Entry> FindPid(int pid, const std::vector<std::string>& dirs, const Trust& trust);
 
+// The port in an entry is not taken on trust either: a worker may have
+// closed it and another user bound it since. Before an entry's address is
+// called (Resolve does this for every entry it returns), the socket
+// listening on it in this network namespace (/proc/self/net/tcp and tcp6,
+// state LISTEN; a 0.0.0.0 or :: listener serves the loopback address too)
+// must be owned by the entry's uid, every one of them if several match, and,
+// where /proc/PID/fd is readable, be one of the entry's process's own
+// sockets. An address with no such listener (not local, or closed) cannot
+// be checked and is refused: name it with --control=HOST:PORT to call it
+// anyway. PermissionDenied in one line saying why.
+inline constexpr int kMaxSocketLines = 1 << 20;  // per /proc/net/tcp{,6}
+inline constexpr int kMaxProcessFds = 1 << 20;
+absl::Status CheckListener(const Entry& e);
+
 // What a --control value names: a HOST:PORT, every worker of a service
 // ("all:NAME"), or one registered worker ("pid:PID").
 struct ControlSpec {
@@ -131,8 +145,8 @@ absl::StatusOr<ControlSpec> ParseControlSpec(absl::string_view flag_value);
 // The workers a spec names, resolved through the registry: an address is
 // itself (pid 0); "all:NAME" with no live worker is NotFound naming the
 // service and what was ignored. `ignored` (may be null) gets the lines.
-// Only entries `trust` believes are returned (an address is the user's own
-// choice).
+// Only entries `trust` believes, listening where they say (CheckListener),
+// are returned (an address is the user's own choice).
 absl::StatusOr<std::vector<Entry>> Resolve(const ControlSpec& spec, const Trust& trust,
                                            std::vector<Ignored>* ignored);
 

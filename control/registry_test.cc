@@ -1,8 +1,11 @@
 #include "control/registry.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <stdlib.h>
 #include <grp.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,6 +36,29 @@ uint64_t StartTicks(int pid) {
 std::string Text(int pid, uint64_t start, const std::string& service = "shop",
                  const std::string& address = "127.0.0.1:41234") {
   return absl::StrCat(address, "\nservice=", service, "\npid=", pid, "\nstart=", start, "\n");
+}
+
+// A socket listening on 127.0.0.1:`port` (0: any free one); -1 on failure.
+int Listen(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 || listen(fd, 4) != 0) {
+    if (fd >= 0) close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+int PortOf(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
 }
 
 class RegistryTest : public ::testing::Test {
@@ -284,7 +310,10 @@ TEST_F(RegistryTest, ControlSpecs) {
 
 TEST_F(RegistryTest, ResolveReadsTheReadersRuntimeDir) {
   const int me = getpid();
-  Write(me, Text(me, StartTicks(me), "svc"));
+  const int fd = Listen(0);
+  ASSERT_GE(fd, 0);
+  const std::string address = absl::StrCat("127.0.0.1:", PortOf(fd));
+  Write(me, Text(me, StartTicks(me), "svc", address));
   ASSERT_EQ(setenv("XDG_RUNTIME_DIR", dir_.c_str(), 1), 0);
   std::vector<Ignored> ignored;
   absl::StatusOr<std::vector<Entry>> w =
@@ -297,7 +326,87 @@ TEST_F(RegistryTest, ResolveReadsTheReadersRuntimeDir) {
   EXPECT_THAT(std::string(w.status().message()), HasSubstr("no live worker of service 'nobody-here'"));
   w = Resolve(*ParseControlSpec(absl::StrCat("pid:", me)), Trust::Self(), nullptr);
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ((*w)[0].address, "127.0.0.1:41234");
+  EXPECT_EQ((*w)[0].address, address);
+  close(fd);
+}
+
+// The port in an entry is checked just before it is called: the socket
+// listening there must be the entry's process's, of its user.
+TEST_F(RegistryTest, ResolveChecksWhoListensOnTheEntrysPort) {
+  const int me = getpid();
+  int fd = Listen(0);
+  ASSERT_GE(fd, 0);
+  const int port = PortOf(fd);
+  const std::string address = absl::StrCat("127.0.0.1:", port);
+  const std::string path = Write(me, Text(me, StartTicks(me), "svc", address));
+  ASSERT_EQ(setenv("XDG_RUNTIME_DIR", dir_.c_str(), 1), 0);
+  Entry e = *ReadEntry(path, me, Trust::Self());
+  EXPECT_TRUE(CheckListener(e).ok()) << CheckListener(e);
+  Entry local = e;
+  local.address = absl::StrCat("localhost:", port);
+  EXPECT_TRUE(CheckListener(local).ok()) << CheckListener(local);
+  // The same over IPv6 (/proc/net/tcp6), where the machine has it.
+  const int fd6 = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 a6{};
+  a6.sin6_family = AF_INET6;
+  a6.sin6_addr = in6addr_loopback;
+  if (fd6 >= 0 && bind(fd6, reinterpret_cast<sockaddr*>(&a6), sizeof(a6)) == 0 &&
+      listen(fd6, 4) == 0) {
+    socklen_t len = sizeof(a6);
+    getsockname(fd6, reinterpret_cast<sockaddr*>(&a6), &len);
+    Entry v6 = e;
+    v6.address = absl::StrCat("[::1]:", ntohs(a6.sin6_port));
+    EXPECT_TRUE(CheckListener(v6).ok()) << CheckListener(v6);
+    v6.address = absl::StrCat("[::1]:", port);  // the v4 listener's port
+    EXPECT_THAT(std::string(CheckListener(v6).message()), HasSubstr("no socket listens there"));
+  }
+  if (fd6 >= 0) close(fd6);
+  Entry named = e;
+  named.address = absl::StrCat("example.com:", port);
+  EXPECT_THAT(std::string(CheckListener(named).message()),
+              HasSubstr("'example.com' is not a numeric address"));
+
+  // Closed: nothing listens, nothing to call.
+  close(fd);
+  std::vector<Ignored> ignored;
+  absl::StatusOr<std::vector<Entry>> w =
+      Resolve(*ParseControlSpec("all:svc"), Trust::Self(), &ignored);
+  EXPECT_TRUE(absl::IsNotFound(w.status())) << w.status();
+  EXPECT_THAT(Why({{}, ignored}, path), HasSubstr("no socket listens there"));
+  w = Resolve(*ParseControlSpec(absl::StrCat("pid:", me)), Trust::Self(), nullptr);
+  EXPECT_TRUE(absl::IsPermissionDenied(w.status())) << w.status();
+  EXPECT_THAT(std::string(w.status().message()),
+              HasSubstr(absl::StrCat("pid ", me, "'s address ", address, ": no socket listens")));
+
+  // Bound again by another process (of the same user here; another user's
+  // is //tests:registry_trust_test): not the entry's process's socket.
+  int ready[2], hold[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(hold), 0);
+  pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    close(hold[1]);
+    char c = Listen(port) >= 0 ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(hold[0], &c, 1);
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  close(ready[1]);
+  close(hold[0]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  ASSERT_EQ(c, 'y');
+  w = Resolve(*ParseControlSpec("all:svc"), Trust::Self(), &ignored);
+  EXPECT_TRUE(absl::IsNotFound(w.status())) << w.status();
+  const std::string why = Why({{}, ignored}, path);
+  EXPECT_THAT(why, HasSubstr("is listened on by another process"));
+  EXPECT_THAT(why, HasSubstr(absl::StrCat("not one of pid ", me, "'s")));
+  EXPECT_FALSE(absl::StrContains(why, "\n"));
+  close(hold[1]);
+  waitpid(child, nullptr, 0);
+  close(ready[0]);
 }
 
 }  // namespace

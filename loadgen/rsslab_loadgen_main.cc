@@ -15,6 +15,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
+#include "agent/log_cap.h"
 #include "common/flags_parse.h"
 #include "loadgen/results/cli.h"
 #include "loadgen/results/compare_main.h"
@@ -27,6 +28,10 @@
 
 // No subcommand (or `run`) runs a scenario or a sweep.
 int main(int argc, char** argv) {
+  // A --local cell's log writer (agent/log_cap.h), before any flag.
+  int rc = 0;
+  if (rsslab::launch::RunLogWriterIfAsked(argc, argv, &rc)) return rc;
+
   // Before any thread exists: the run's signal thread takes them (sigwait).
   sigset_t sigs;
   sigemptyset(&sigs);

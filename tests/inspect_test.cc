@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -488,10 +489,16 @@ constexpr char kFakePackage[] =
     "shutil.copy('/usr/lib/python3.11/lib-dynload/_json.cpython-311-x86_64-linux-gnu.so', so)\n"
     "ctypes.CDLL(so)\n"
     "run = os.environ.get('XDG_RUNTIME_DIR') or '/tmp'\n"
+    "import socket\n"
+    "s = socket.socket()\n"  // its Control port: listened on by this process
+    "s.bind(('127.0.0.1', 0))\n"
+    "s.listen()\n"
+    "addr = '127.0.0.1:%d' % s.getsockname()[1]\n"
+    "open(os.path.join(d, 'addr'), 'w').write(addr)\n"
     "tmp = os.path.join(run, f'.rsslab-control-{os.getpid()}.addr.tmp')\n"
     "start = open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]\n"
     "with open(tmp, 'w') as f:\n"
-    "    f.write(f'{sys.argv[2]}\\nservice=fake\\npid={os.getpid()}\\nstart={start}\\n')\n"
+    "    f.write(f'{addr}\\nservice=fake\\npid={os.getpid()}\\nstart={start}\\n')\n"
     "os.chmod(tmp, 0o600)\n"
     "os.replace(tmp, os.path.join(run, f'rsslab-control-{os.getpid()}.addr'))\n"
     "print(f'inspect_target ready pid={os.getpid()}', flush=True)\n"
@@ -522,15 +529,31 @@ TEST(InspectTest, RsslabPackageByItsOwnLayout) {
 TEST(InspectTest, RsslabPackageAndItsControlAddress) {
   const char* tmp = getenv("TEST_TMPDIR");
   ASSERT_NE(tmp, nullptr);
-  auto p = StartTarget({kPython, "-c", kFakePackage, tmp, "127.0.0.1:45678"}, {},
-                       {{"XDG_RUNTIME_DIR", tmp}});
+  auto p = StartTarget({kPython, "-c", kFakePackage, tmp}, {}, {{"XDG_RUNTIME_DIR", tmp}});
   ASSERT_NE(p, nullptr);
+  std::string address;
+  std::getline(std::ifstream(absl::StrCat(tmp, "/addr")), address);
   InspectReport r = Inspect(p->pid());
   EXPECT_TRUE(r.rsslab_loaded()) << InspectText(r);
   EXPECT_TRUE(absl::EndsWith(r.rsslab_module(), "/_rsslab.cpython-311-x86_64-linux-gnu.so"));
-  EXPECT_EQ(r.rsslab_control(), "127.0.0.1:45678") << r.rsslab_control_note();
-  EXPECT_TRUE(absl::StrContains(InspectText(r), "control 127.0.0.1:45678"));
+  EXPECT_EQ(r.rsslab_control(), address) << r.rsslab_control_note();
+  EXPECT_TRUE(absl::StrContains(InspectText(r), "control " + address));
   const std::string file = ControlAddressFile(tmp, p->pid());
+
+  // An entry naming a port its process does not listen on is not its
+  // Control (a port closed and bound since by another program).
+  {
+    std::string text;
+    std::ifstream in(file);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    const std::string moved = "127.0.0.1:1" + text.substr(text.find('\n'));
+    std::ofstream(file, std::ios::trunc) << moved;
+    r = Inspect(p->pid());
+    EXPECT_EQ(r.rsslab_control(), "");
+    EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "no socket listens there"))
+        << r.rsslab_control_note();
+    std::ofstream(file, std::ios::trunc) << text;
+  }
 
   // A file that is not the target user's is not trusted.
   if (geteuid() == 0) {

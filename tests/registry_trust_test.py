@@ -15,7 +15,11 @@ rsslab_ctl:
 - with `--as_user=nobody` (and by uid) nobody's worker is trusted: listed,
   and called with the token;
 - rsslab_loadgen's `--control=all:shop` (a scenario of one snapshot step)
-  the same: nobody's worker reached only with `--as_user=nobody`.
+  the same: nobody's worker reached only with `--as_user=nobody`;
+- root's worker closes its port (its process and entry stay) and nobody's
+  server binds that port: rsslab_ctl (`all:shop`, even with
+  `--as_user=nobody`, and `pid:`) and the loadgen send it no call and no
+  token, saying why in one line.
 
 Needs root (to run a process as another user); passes saying so otherwise.
 """
@@ -40,7 +44,7 @@ TOKEN = "registry-trust-test-token-5f1d"
 # RECORD. Its entry is written like the package's (rsslab/_serve.py).
 FAKE = r'''
 import concurrent.futures, json, os, sys, grpc
-run, record, service = sys.argv[1:4]
+run, record, service, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 class Any(grpc.GenericRpcHandler):
     def service(self, details):
@@ -53,7 +57,7 @@ class Any(grpc.GenericRpcHandler):
 
 server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=2))
 server.add_generic_rpc_handlers((Any(),))
-port = server.add_insecure_port("127.0.0.1:0")
+port = server.add_insecure_port("127.0.0.1:%d" % port)
 server.start()
 with open("/proc/self/stat") as f:
     start = int(f.read().rsplit(")", 1)[1].split()[19])
@@ -63,7 +67,10 @@ with open(tmp, "w") as f:
     f.write("127.0.0.1:%d\nservice=%s\npid=%d\nstart=%d\n" % (port, service, pid, start))
 os.replace(tmp, os.path.join(run, "rsslab-control-%d.addr" % pid))
 print("ready", flush=True)
-sys.stdin.read()  # until the test closes it
+for line in sys.stdin:  # until the test closes it
+    if line.strip() == "close":  # the port closed, the process and its entry left
+        server.stop(None).wait()
+        print("closed", flush=True)
 '''
 
 
@@ -101,18 +108,21 @@ def main():
     env = {"PATH": "/usr/bin:/bin", "XDG_RUNTIME_DIR": run}
     procs = []
     try:
-        def fake(name, user):
+        def fake(name, user, service="shop", port=0):
             record = os.path.join(run, name + ".calls")
             kw = {}
             if user is not None:
                 kw = {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": [], "cwd": run}
-            p = subprocess.Popen([PY, "-c", FAKE, run, record, "shop"], env=env, text=True,
+            p = subprocess.Popen([PY, "-c", FAKE, run, record, service, str(port)], env=env,
+                                 text=True,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, **kw)
             procs.append(p)
             check(p.stdout.readline().strip() == "ready", "%s's fake Control server is up" % name)
             return p.pid, record
+        root_proc = None
 
         mine, mine_calls = fake("root", None)
+        root_proc = procs[-1]
         theirs, their_calls = fake("nobody", nobody)
         check(os.stat(os.path.join(run, "rsslab-control-%d.addr" % theirs)).st_uid == nobody.pw_uid,
               "nobody's entry is nobody's file")
@@ -180,6 +190,31 @@ def main():
         rc, out, err = ctl("--control=all:shop", "--as_user=no-such-user-rsslab", "workers")
         check(rc == 2 and "--as_user: no user named 'no-such-user-rsslab'" in err,
               "an unknown --as_user is a usage error", err)
+
+        # The port in an entry is not taken on trust: root's worker closes its
+        # port (its process and entry stay) and nobody binds it.
+        with open(os.path.join(run, "rsslab-control-%d.addr" % mine)) as f:
+            address = f.readline().strip()
+        root_proc.stdin.write("close\n")
+        root_proc.stdin.flush()
+        check(root_proc.stdout.readline().strip() == "closed", "root's worker closed its port")
+        thief, thief_calls = fake("thief", nobody, service="other",
+                                  port=int(address.rsplit(":", 1)[1]))
+        taken = ("pid %d's address %s is listened on by uid %d (nobody), not by the entry's "
+                 "uid 0 (root): the port was taken over; nothing sent"
+                 % (mine, address, nobody.pw_uid))
+        for how, args in (("all:shop", ["--control=all:shop"]),
+                          ("all:shop --as_user=nobody", ["--control=all:shop", "--as_user=nobody"]),
+                          ("pid:", ["--control=pid:%d" % mine])):
+            rc, out, err = ctl(*args, "--auth_token_file=" + token_file, "snapshot")
+            why = [line for line in err.splitlines() if "taken over" in line]
+            check(not os.path.exists(thief_calls) and len(why) == 1 and taken in why[0] and
+                  (rc == 1 if how != "all:shop --as_user=nobody" else rc == 0),
+                  "--control=%s: root's entry whose port nobody now holds gets no call and no "
+                  "token, in one line: %s" % (how, why), "rc %d\n%s%s" % (rc, out, err))
+        rc, out, err = loadgen("taken")
+        check(not os.path.exists(thief_calls) and taken in out + err,
+              "the loadgen sends nothing to the port nobody took over", out + err)
     finally:
         for p in procs:
             p.stdin.close()

@@ -55,6 +55,13 @@ int PrepareHosts(const Invocation& inv, std::vector<std::unique_ptr<rsslab::Cell
       if (!d.empty()) lo.handler_dirs.push_back(d);
     }
     lo.log_dir = inv.out + "/servers";
+    const int log_max_mb = absl::GetFlag(FLAGS_log_max_mb);
+    if (log_max_mb < 0 || log_max_mb > 65536) {
+      return Fail(kExitUsage, absl::StrCat("--log_max_mb=", log_max_mb,
+                                           " is out of range (0, or 1 to 65536 MiB)"));
+    }
+    lo.log_max_bytes = int64_t{log_max_mb} << 20;
+    lo.log_writer_binary = "/proc/self/exe";  // main() runs the writer when asked
     lo.server_cpus = inv.cpus.server;
     lo.loadgen_cpus = inv.cpus.loadgen;
     hosts->push_back(rsslab::MakeLocalHost(std::move(lo)));

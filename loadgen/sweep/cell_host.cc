@@ -323,6 +323,14 @@ class LocalHost : public CellHost {
                      launch::LaunchOptions* lo) const {
     lo->profile = &profile;
     lo->output = launch::Output::kPipe;
+    if (o_.log_max_bytes > 0) {
+      // Capped as the agent's launches are: the program's output through a
+      // log writer of its own (agent/log_cap.h), the ready line read back
+      // from the log.
+      lo->output = launch::Output::kLogFile;
+      lo->log_max_bytes = o_.log_max_bytes;
+      lo->log_writer_binary = o_.log_writer_binary;
+    }
     lo->log_path = absl::StrCat(o_.log_dir, "/", id, ".log");
     lo->log_header = absl::StrCat("# rsslab_loadgen --local ", id, ": ", lo->program, " ",
                                   commands::JoinQuoted(launch::LaunchArgs(*lo)), "\n");

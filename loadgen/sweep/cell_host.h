@@ -17,6 +17,7 @@
 #ifndef RSSLAB_LOADGEN_SWEEP_CELL_HOST_H_
 #define RSSLAB_LOADGEN_SWEEP_CELL_HOST_H_
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -76,8 +77,12 @@ struct LocalHostOptions {
   rsslab::v1::ProfileSet profiles;
   // Directories holding NAME.py handlers; the first match wins.
   std::vector<std::string> handler_dirs;
-  // Each server's stdout and stderr: LOG_DIR/<cell>.log.
+  // Each server's stdout and stderr: LOG_DIR/<cell>.log, capped at
+  // log_max_bytes (0: not capped; else at least launch::kMinLogCapBytes)
+  // by a log writer process, `log_writer_binary` run again (agent/log_cap.h).
   std::string log_dir;
+  int64_t log_max_bytes = 0;
+  std::string log_writer_binary;
   std::vector<int> server_cpus;   // empty: not pinned
   std::vector<int> loadgen_cpus;  // recorded only (the caller pins itself)
   absl::Duration ready_timeout = absl::Seconds(60);

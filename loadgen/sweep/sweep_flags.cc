@@ -43,6 +43,10 @@ ABSL_FLAG(std::string, handler_dirs, "",
 ABSL_FLAG(std::string, server_cpus, "",
           "--local: CPUs for the server, e.g. 0 or 0-1 (with --loadgen_cpus, disjoint; default: "
           "the first half of the CPUs this process may use).");
+ABSL_FLAG(int, log_max_mb, 8,
+          "--local: each cell's program log (servers/CELL.log in the run directory) is capped "
+          "at this many MiB (1 to 65536) as rsslab_agent's are: its first and last quarter of "
+          "the cap kept, the middle dropped with a line saying how many bytes went. 0: no cap.");
 ABSL_FLAG(std::string, loadgen_cpus, "",
           "--local: CPUs for the loadgen itself (default: the second half).");
 ABSL_FLAG(std::string, results_dir, "",

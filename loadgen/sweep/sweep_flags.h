@@ -27,6 +27,7 @@ ABSL_DECLARE_FLAG(std::string, profile_file);
 ABSL_DECLARE_FLAG(std::string, handler_dirs);
 ABSL_DECLARE_FLAG(std::string, server_cpus);
 ABSL_DECLARE_FLAG(std::string, loadgen_cpus);
+ABSL_DECLARE_FLAG(int, log_max_mb);
 ABSL_DECLARE_FLAG(std::string, results_dir);
 ABSL_DECLARE_FLAG(std::string, profiles);
 ABSL_DECLARE_FLAG(std::string, threads_list);

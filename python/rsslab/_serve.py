@@ -81,22 +81,48 @@ def _start_ticks():
         return int(f.read().rsplit(")", 1)[1].split()[19])
 
 
+def _tmp_suffix():
+    return os.urandom(8).hex()
+
+
+def _create_tmp(d):
+    # A fresh file of our own: never one another user made, nor a symlink's
+    # target (O_EXCL fails on any existing name, a dangling symlink too), so
+    # the entry renamed into place is ours. The name is random: in /tmp
+    # anyone can create files, so a name known in advance can be taken.
+    for _ in range(16):
+        tmp = os.path.join(d, ".rsslab-control-%d.%s.tmp" % (os.getpid(), _tmp_suffix()))
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+                                | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+    raise FileExistsError("16 temporary names in %s were taken" % d)
+
+
 def _publish(address, name):
     global _addr_file, _addr_pid
     d = _addr_dir()
     final = os.path.join(d, "rsslab-control-%d.addr" % os.getpid())
-    tmp = os.path.join(d, ".rsslab-control-%d.addr.tmp" % os.getpid())
+    tmp = None
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        tmp, fd = _create_tmp(d)
         with os.fdopen(fd, "w") as f:
             f.write("%s\nservice=%s\npid=%d\nstart=%d\n"
                     % (address, name, os.getpid(), _start_ticks()))
         os.replace(tmp, final)
+        tmp = None
         _addr_file = final
         _addr_pid = os.getpid()
     except OSError as e:
         print("rsslab: could not write the Control address file %s: %s" % (final, e),
               file=sys.stderr)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def _pick(transport):

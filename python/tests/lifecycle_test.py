@@ -23,7 +23,10 @@ port), each case a few seconds:
   nothing beyond this test can reach it);
 - cap_arenas() with MALLOC_ARENA_MAX or GLIBC_TUNABLES' arena_max at start;
 - grpc_interceptor() and serve(server=) without grpcio: one line naming the
-  package to install.
+  package to install;
+- the registry entry is written through a fresh temporary file: another
+  user's file or symlink at the names it tries (or at the fixed name once
+  used) is neither written nor followed, and the entry is serve()'s own.
 """
 
 import json
@@ -353,10 +356,62 @@ def no_grpc_checks():
           "name the package to install: %s %s" % (lines, r.stderr.strip()[-300:]))
 
 
+PLANTED = r"""
+import stat
+import rsslab
+from rsslab import _serve
+d, pid = os.environ["XDG_RUNTIME_DIR"], os.getpid()
+other = 65534 if os.geteuid() == 0 else os.geteuid()  # nobody, when root
+# The temporary names the writer will try first, taken in advance by another
+# user: a file of theirs, then a symlink of theirs to a file of ours.
+names = iter(["planted", "link"])
+_serve._tmp_suffix = lambda: next(names, None) or os.urandom(8).hex()
+planted = os.path.join(d, ".rsslab-control-%d.planted.tmp" % pid)
+link = os.path.join(d, ".rsslab-control-%d.link.tmp" % pid)
+fixed = os.path.join(d, ".rsslab-control-%d.addr.tmp" % pid)  # a fixed name, once
+victim = os.path.join(d, "victim-%d" % pid)
+for p in (planted, fixed, victim):
+    with open(p, "w") as f:
+        f.write("theirs\n")
+os.symlink(victim, link)
+try:
+    for p in (planted, fixed):
+        os.chown(p, other, other)
+    os.lchown(link, other, other)
+except OSError:  # a sandbox mapping root alone: planted as ourselves
+    other = os.geteuid()
+addr = rsslab.serve("127.0.0.1:0", transport="native")
+final = os.path.join(d, "rsslab-control-%d.addr" % pid)
+st = os.lstat(final)
+with open(final) as f:
+    first = f.readline().strip()
+print("entry", st.st_uid == os.geteuid() and stat.S_ISREG(st.st_mode) and first == addr)
+print("untouched", all(open(p).read() == "theirs\n" for p in (planted, fixed, victim))
+      and os.lstat(planted).st_uid == other and os.path.islink(link))
+print("called", ctl("pid:%d" % pid, "snapshot")[0])
+print("other", other)
+rsslab.stop()
+left = [n for n in os.listdir(d) if n.startswith(".rsslab-control-%d." % pid)]
+print("left", sorted(left) == sorted(os.path.basename(p) for p in (planted, link, fixed)))
+"""
+
+
+def planted_checks():
+    r = snippet(PLANTED)
+    out = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
+    check(out.get("entry") == "True",
+          "serve() registers an entry of its own user even when its temporary names were "
+          "taken by another user's file and symlink: %s %s" % (out, r.stderr.strip()[-300:]))
+    check(out.get("untouched") == "True" and out.get("left") == "True",
+          "the planted file and the symlink's target are left as they were, and no "
+          "temporary file of serve()'s is left: %s" % out)
+    check(out.get("called") == "0", "rsslab_ctl --control=pid: reaches that entry: %s" % out)
+
+
 def main():
     package_tree.run_parts("lifecycle_test", (
         fork_checks, reserve_checks, blocked_checks, raises_checks,
-        token_checks, arena_checks, no_grpc_checks))
+        token_checks, arena_checks, no_grpc_checks, planted_checks))
 
 
 if __name__ == "__main__":
