@@ -91,6 +91,28 @@ std::string EchoImpl(absl::string_view s, size_t max_bytes, bool keep_lf) {
 
 }  // namespace
 
+std::string JsonInvisibleEscaped(absl::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  for (size_t i = 0; i < json.size(); ++i) {
+    const size_t len = static_cast<unsigned char>(json[i]) < 0x80
+                           ? 0
+                           : Utf8SequenceAt(json, i, json.size());
+    if (len == 0) {
+      out.push_back(json[i]);
+      continue;
+    }
+    const char32_t cp = DecodeUtf8(json.data() + i, len);
+    if (IsInvisibleControl(cp)) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<uint32_t>(cp));
+    } else {
+      out.append(json.data() + i, len);
+    }
+    i += len - 1;
+  }
+  return out;
+}
+
 bool IsValidUtf8(absl::string_view s) {
   for (size_t i = 0; i < s.size();) {
     if (static_cast<unsigned char>(s[i]) < 0x80) {

@@ -38,6 +38,11 @@ std::string Echo(absl::string_view s, size_t max_bytes = kEchoMaxBytes);
 // Python traceback, written as a block). CR, ESC and the rest are escaped.
 std::string EchoMultiline(absl::string_view s, size_t max_bytes);
 
+// JSON text (protobuf's, which leaves some of them as they are) with the code
+// points Echo shows as \uNNNN escaped the same way: still the same JSON
+// values (they can only be inside strings), but safe to print.
+std::string JsonInvisibleEscaped(absl::string_view json);
+
 // Strict UTF-8: no stray continuation bytes, overlongs, surrogates, cut
 // sequences or code points past U+10FFFF (what CPython's decoder and
 // protobuf's string fields want).

@@ -72,6 +72,12 @@ TEST(Echo, BidiAndInvisibleControlsAreEscaped) {
   EXPECT_EQ(Echo("thread-\xe2\x80\xaegnp.exe"), "thread-\\u202egnp.exe");
 }
 
+TEST(Echo, JsonKeepsItsValuesWithInvisibleControlsEscaped) {
+  EXPECT_EQ(JsonInvisibleEscaped("{\"comm\":\"\xe2\x81\xa6" "a\xd8\x9c" "b\xc2\x85 \xc3\xa9\"}"),
+            "{\"comm\":\"\\u2066a\\u061cb\\u0085 \xc3\xa9\"}");
+  EXPECT_EQ(JsonInvisibleEscaped("{\"a\":\"\\u202e\"}"), "{\"a\":\"\\u202e\"}");  // already escaped
+}
+
 TEST(Utf8, StrictAsCPythonAndProtobufWantIt) {
   EXPECT_TRUE(IsValidUtf8(""));
   EXPECT_TRUE(IsValidUtf8("plain \xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));

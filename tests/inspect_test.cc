@@ -184,8 +184,8 @@ std::vector<std::string> Lines(const std::string& s) {
 }
 
 TEST(InspectCliTest, HostileNamesEnvironmentAndArgumentsCannotForgeLines) {
-  auto p = StartTarget({kPython, ServiceScript(), "hostile", "\nfake: line\x1b[0m"}, {},
-                       {{"MALLOC_ARENA_MAX", "2\nfindings: x1"},
+  auto p = StartTarget({kPython, ServiceScript(), "hostile", "\nfake: line\x1b[0m\u2066x"}, {},
+                       {{"MALLOC_ARENA_MAX", "2\nfindings: x1\u202ex"},
                         {"OPENBLAS_NUM_THREADS", "\x1b]0;pwn\x07\n  [leak] forged"},
                         {"GLIBC_TUNABLES", "glibc.malloc.x=\xff\xfe\n"}});
   ASSERT_NE(p, nullptr);
@@ -204,12 +204,21 @@ TEST(InspectCliTest, HostileNamesEnvironmentAndArgumentsCannotForgeLines) {
   EXPECT_TRUE(absl::StrContains(text.out, "\\nfindings: x1 x1")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, "MALLOC_ARENA_MAX=2\\nfindings: x1")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, "\\x1b[2Jfake: lin")) << text.out;
+  // Bidirectional overrides and isolates (a thread's name, the environment,
+  // the command line): shown as \uNNNN, never as the raw code point.
+  EXPECT_FALSE(absl::StrContains(text.out, "\u202e")) << text.out;
+  EXPECT_FALSE(absl::StrContains(text.out, "\u2066")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "\\u202egnp.exe")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "x1\\u202ex")) << text.out;
 
   ServerProcess::Result json = ServerProcess::Run(Ctl(), {"inspect", pid, "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(json.err, "") << "protobuf's log noise";
   ASSERT_EQ(Lines(json.out).size(), 1u) << json.out;
   EXPECT_TRUE(IsValidUtf8(json.out));
+  // The JSON escapes them too (\u2066 of the command line; protobuf leaves it).
+  EXPECT_FALSE(absl::StrContains(json.out, "\u202e")) << json.out;
+  EXPECT_FALSE(absl::StrContains(json.out, "\u2066")) << json.out;
   InspectReport r;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &r).ok()) << json.out;
   bool carried = false;
