@@ -7,6 +7,7 @@
 // names, a brk heap kept after a burst, a pre-fork master and gunicorn.
 // Every rule fires in one test and stays quiet in another.
 #include <malloc.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -618,6 +619,32 @@ TEST(InspectCliTest, AbsentPidIsOneLineExit2) {
   r = ServerProcess::Run(Ctl(), {"inspect", "--pid=1", "--metrics_listen=127.0.0.1:0"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(absl::StrContains(r.err, "--watch")) << r.err;
+}
+
+// The refusal names the process by the name it chose: escaped, like the report.
+TEST(InspectCliTest, ZombieWithAHostileNameIsOneEscapedLine) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, "\xe2\x80\xae" "z\x1b[31m", 0, 0, 0);
+    _exit(0);
+  }
+  // Not reaped until the end: a zombie meanwhile.
+  std::string state;
+  for (int i = 0; i < 500 && state != "Z"; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    absl::StatusOr<std::string> stat = procfs::ReadProcFile(child, "stat");
+    if (stat.ok() && stat->rfind(')') != std::string::npos) state = stat->substr(stat->rfind(')') + 2, 1);
+  }
+  ServerProcess::Result r = ServerProcess::Run(Ctl(), {"inspect", absl::StrCat("--pid=", child)});
+  waitpid(child, nullptr, 0);
+  ASSERT_EQ(state, "Z");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "is a zombie")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "(\\u202ez\\x1b[31m)")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "\x1b")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "\u202e")) << r.err;
 }
 
 TEST(InspectCliTest, KernelThreadIsOneLineExit2) {
