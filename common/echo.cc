@@ -1,5 +1,7 @@
 #include "common/echo.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -35,6 +37,23 @@ size_t Utf8SequenceAt(absl::string_view s, size_t i, size_t n) {
   return len;
 }
 
+// Code points that are valid UTF-8 but change how the text around them is
+// shown without showing themselves: C1 controls, the bidirectional marks,
+// embeddings, overrides and isolates (a thread named "\u202egnp.exe" reads
+// "exe.png"), and the line and paragraph separators.
+bool IsInvisibleControl(char32_t cp) {
+  return (cp >= 0x80 && cp <= 0x9F) || cp == 0x061C || cp == 0x200E || cp == 0x200F ||
+         (cp >= 0x2028 && cp <= 0x202E) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
+// The code point of a valid sequence of `len` bytes at p.
+char32_t DecodeUtf8(const char* p, size_t len) {
+  const auto b = [p](size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(p[k])); };
+  if (len == 2) return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+  if (len == 3) return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+  return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+}
+
 std::string EchoImpl(absl::string_view s, size_t max_bytes, bool keep_lf) {
   std::string out;
   const size_t n = s.size() < max_bytes ? s.size() : max_bytes;
@@ -55,6 +74,9 @@ std::string EchoImpl(absl::string_view s, size_t max_bytes, bool keep_lf) {
       const size_t len = Utf8SequenceAt(s, i, n);
       if (len == 0) {
         absl::StrAppendFormat(&out, "\\x%02x", c);
+      } else if (const char32_t cp = DecodeUtf8(s.data() + i, len); IsInvisibleControl(cp)) {
+        absl::StrAppendFormat(&out, "\\u%04x", static_cast<uint32_t>(cp));
+        i += len - 1;
       } else {
         out.append(s.data() + i, len);
         i += len - 1;
@@ -68,6 +90,28 @@ std::string EchoImpl(absl::string_view s, size_t max_bytes, bool keep_lf) {
 }
 
 }  // namespace
+
+std::string JsonInvisibleEscaped(absl::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  for (size_t i = 0; i < json.size(); ++i) {
+    const size_t len = static_cast<unsigned char>(json[i]) < 0x80
+                           ? 0
+                           : Utf8SequenceAt(json, i, json.size());
+    if (len == 0) {
+      out.push_back(json[i]);
+      continue;
+    }
+    const char32_t cp = DecodeUtf8(json.data() + i, len);
+    if (IsInvisibleControl(cp)) {
+      absl::StrAppendFormat(&out, "\\u%04x", static_cast<uint32_t>(cp));
+    } else {
+      out.append(json.data() + i, len);
+    }
+    i += len - 1;
+  }
+  return out;
+}
 
 bool IsValidUtf8(absl::string_view s) {
   for (size_t i = 0; i < s.size();) {

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/utf8_message.h"
 #include "google/protobuf/api.pb.h"
 #include "google/protobuf/struct.pb.h"
@@ -32,6 +33,49 @@ TEST(Echo, InvalidUtf8IsEscapedValidUtf8Kept) {
   EXPECT_EQ(Echo("\xc0\x80"), "\\xc0\\x80");             // overlong NUL
   EXPECT_EQ(Echo("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
   EXPECT_EQ(Echo("\xe2\x82\xac", 2), "\\xe2\\x82... (3 bytes)");  // cut mid-sequence
+}
+
+// Valid UTF-8 that reorders or hides the text around it: each is shown as
+// \uNNNN, so "\u202egnp.exe" cannot read "exe.png" in a report.
+TEST(Echo, BidiAndInvisibleControlsAreEscaped) {
+  const struct {
+    const char* utf8;
+    const char* shown;
+  } cases[] = {
+      {"\xd8\x9c", "\\u061c"},      // ARABIC LETTER MARK
+      {"\xe2\x80\x8e", "\\u200e"},  // LEFT-TO-RIGHT MARK
+      {"\xe2\x80\x8f", "\\u200f"},  // RIGHT-TO-LEFT MARK
+      {"\xe2\x80\xa8", "\\u2028"},  // LINE SEPARATOR
+      {"\xe2\x80\xa9", "\\u2029"},  // PARAGRAPH SEPARATOR
+      {"\xe2\x80\xaa", "\\u202a"},  // LEFT-TO-RIGHT EMBEDDING
+      {"\xe2\x80\xab", "\\u202b"},  // RIGHT-TO-LEFT EMBEDDING
+      {"\xe2\x80\xac", "\\u202c"},  // POP DIRECTIONAL FORMATTING
+      {"\xe2\x80\xad", "\\u202d"},  // LEFT-TO-RIGHT OVERRIDE
+      {"\xe2\x80\xae", "\\u202e"},  // RIGHT-TO-LEFT OVERRIDE
+      {"\xe2\x81\xa6", "\\u2066"},  // LEFT-TO-RIGHT ISOLATE
+      {"\xe2\x81\xa7", "\\u2067"},  // RIGHT-TO-LEFT ISOLATE
+      {"\xe2\x81\xa8", "\\u2068"},  // FIRST STRONG ISOLATE
+      {"\xe2\x81\xa9", "\\u2069"},  // POP DIRECTIONAL ISOLATE
+      {"\xc2\x80", "\\u0080"},       // C1 controls: the first,
+      {"\xc2\x9b", "\\u009b"},       // CSI,
+      {"\xc2\x9f", "\\u009f"},       // the last
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(Echo(absl::StrCat("a", c.utf8, "b")), absl::StrCat("a", c.shown, "b")) << c.shown;
+    EXPECT_EQ(EchoMultiline(absl::StrCat(c.utf8, "\n"), 100), absl::StrCat(c.shown, "\n"));
+  }
+  // Neighbours stay as they are: U+00A0, U+200D (emoji sequences), U+2030, U+2065, U+206A.
+  for (const char* kept : {"\xc2\xa0", "\xe2\x80\x8d", "\xe2\x80\xb0", "\xe2\x81\xa5",
+                           "\xe2\x81\xaa"}) {
+    EXPECT_EQ(Echo(kept), kept);
+  }
+  EXPECT_EQ(Echo("thread-\xe2\x80\xaegnp.exe"), "thread-\\u202egnp.exe");
+}
+
+TEST(Echo, JsonKeepsItsValuesWithInvisibleControlsEscaped) {
+  EXPECT_EQ(JsonInvisibleEscaped("{\"comm\":\"\xe2\x81\xa6" "a\xd8\x9c" "b\xc2\x85 \xc3\xa9\"}"),
+            "{\"comm\":\"\\u2066a\\u061cb\\u0085 \xc3\xa9\"}");
+  EXPECT_EQ(JsonInvisibleEscaped("{\"a\":\"\\u202e\"}"), "{\"a\":\"\\u202e\"}");  // already escaped
 }
 
 TEST(Utf8, StrictAsCPythonAndProtobufWantIt) {

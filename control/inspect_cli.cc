@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/echo.h"
 #include "common/growth/growth.h"
 #include "common/metrics/exposition.h"
 #include "common/metrics/http_server.h"
@@ -20,8 +21,10 @@
 namespace rsslab {
 namespace {
 
+// The message may name the process by its comm ("pid N (NAME) is a
+// zombie"), which the process chose: escaped.
 int Fail(const absl::Status& s) {
-  fprintf(stderr, "rsslab_ctl: inspect: %s\n", std::string(s.message()).c_str());
+  fprintf(stderr, "rsslab_ctl: inspect: %s\n", Echo(s.message(), 1024).c_str());
   return 2;
 }
 
@@ -116,7 +119,7 @@ int RunInspect(const InspectCliOptions& o) {
     absl::StatusOr<rsslab::v1::InspectSample> s = TakeInspectSample(o.pid, &st, &mm);
     if (!s.ok()) {
       fprintf(stderr, "rsslab_ctl: inspect: after %d samples: %s\n", i,
-              std::string(s.status().message()).c_str());
+              Echo(s.status().message(), 1024).c_str());
       return 2;
     }
     s->set_sample(i);

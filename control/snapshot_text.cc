@@ -199,7 +199,7 @@ void PrintJsonLine(const google::protobuf::Message& m) {
   o.always_print_primitive_fields = true;
   std::string out;
   (void)google::protobuf::util::MessageToJsonString(*copy, &out, o);
-  printf("%s\n", out.c_str());
+  printf("%s\n", JsonInvisibleEscaped(out).c_str());
   fflush(stdout);
 }
 

@@ -25,7 +25,8 @@ std::string TrimText(const rsslab::v1::TrimResult& t);
 std::string SnapshotLine(const rsslab::v1::Snapshot& s);
 
 // Prints `m` as protobuf JSON (proto field names, defaults included) on one
-// line of stdout, flushed: rsslab_ctl's --json.
+// line of stdout, flushed: rsslab_ctl's --json. A peer's invalid UTF-8 is
+// replaced, and what Echo escapes as \uNNNN is escaped in the JSON too.
 void PrintJsonLine(const google::protobuf::Message& m);
 
 }  // namespace rsslab

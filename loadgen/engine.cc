@@ -131,6 +131,7 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
   auto st = std::make_shared<RunState>();
   st->spec = spec;
   st->max_errors = options.max_errors;
+  st->max_receive_mb = options.max_receive_mb;
   st->metrics = options.metrics;
   st->metadata = &options.metadata;
   if (options.calls != nullptr) st->source = options.calls->Find(spec);
@@ -152,7 +153,8 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
     // them gRPC would share one TCP connection among "separate" channels.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("rsslab.channel_index", i);
-    args.SetMaxReceiveMessageSize(-1);
+    // A reply over the bound fails its call alone (RESOURCE_EXHAUSTED).
+    args.SetMaxReceiveMessageSize(MaxReceiveBytes(options.max_receive_mb));
     // No transparent retries: the engine counts every failure itself, and
     // the retry filter adds per-call work (buffering each batch) for nothing
     // (callgrind: 56k -> 48k user instructions per no-op RPC). The client

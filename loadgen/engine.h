@@ -112,6 +112,9 @@ class LoadEngine {
     // its requests built from this set's compiled template (not owned; must
     // hold every call the steps name; may be null when none does).
     const CallSet* calls = nullptr;
+    // --max_receive_mb: the largest reply message taken, in MiB (1 to
+    // kMaxReceiveMbLimit); a larger one fails its call.
+    int max_receive_mb = kDefaultMaxReceiveMb;
     // --metadata: sent with every RPC (keys lower-case, values printable).
     std::vector<std::pair<std::string, std::string>> metadata;
   };

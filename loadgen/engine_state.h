@@ -168,6 +168,7 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
   // Taken (briefly) whenever in_flight drops, so waiters re-check.
   absl::Mutex mu;
   std::string first_error ABSL_GUARDED_BY(mu);
+  int max_receive_mb = kDefaultMaxReceiveMb;  // named in a too-large reply's error
   bool too_many_errors ABSL_GUARDED_BY(mu) = false;
 
   // Every request's fixed part (params, payload, return_body), built once;
@@ -321,7 +322,7 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
       if (!f.warm) failed.fetch_add(1);
       absl::MutexLock l(&mu);
       if (first_error.empty()) {
-        first_error = absl::StrFormat("%s: %s", StatusCodeName(code), s.error_message());
+        first_error = CallErrorText(code, s.error_message(), max_receive_mb);
       }
       if (n > max_errors) {
         too_many_errors = true;

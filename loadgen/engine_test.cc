@@ -10,6 +10,8 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "grpcpp/grpcpp.h"
@@ -41,6 +43,10 @@ class FakeLoad final : public rsslab::v1::Load::Service {
     }
     resp->set_id(req->id());
     resp->set_body_size(req->payload().size());
+    // reply_bytes=N: a body of N bytes in the reply of every odd id.
+    if (req->params().count("reply_bytes") && req->id() % 2 == 1) {
+      resp->set_body(std::string(std::stoul(req->params().at("reply_bytes")), 'b'));
+    }
     return grpc::Status::OK;
   }
   // Each message answered in turn; a message with seed 2 whose stream id
@@ -60,6 +66,10 @@ class FakeLoad final : public rsslab::v1::Load::Service {
       }
       rsslab::v1::HandleResponse resp;
       resp.set_id(req.id());
+      // reply_bytes=N: the third message of every odd stream gets an N-byte body.
+      if (req.params().count("reply_bytes") && req.id() % 2 == 1 && req.seed() == 2) {
+        resp.set_body(std::string(std::stoul(req.params().at("reply_bytes")), 'b'));
+      }
       stream->Write(resp);
     }
     return grpc::Status::OK;
@@ -246,6 +256,36 @@ TEST_F(EngineTest, ErrorsAreCountedByCodeAndFailTheStep) {
   EXPECT_LT(r3.summary.requests_failed(), 100u);
 }
 
+// A reply over --max_receive_mb fails its call alone, with an error that
+// names the size and the flag; the replies under it are counted as before.
+TEST_F(EngineTest, RepliesOverTheReceiveBoundFailTheirCallOnly) {
+  LoadEngine::Options o = Opts();
+  o.max_errors = 1000;
+  o.max_receive_mb = 1;
+  LoadEngine engine(o);
+  LoadSpec s = Closed(4, 2, 100);
+  (*s.mutable_params())["reply_bytes"] = std::to_string(900 << 10);  // under 1 MiB
+  LoadResult under = engine.Run(s, "under", nullptr);
+  ASSERT_TRUE(under.status.ok()) << under.status;
+  EXPECT_EQ(under.summary.requests_ok(), 100u);
+
+  (*s.mutable_params())["reply_bytes"] = std::to_string(3 << 20);  // odd ids: 3 MiB
+  LoadResult over = engine.Run(s, "over", nullptr);
+  EXPECT_TRUE(over.status.ok()) << over.status;  // under --max_errors
+  EXPECT_EQ(over.summary.requests_ok(), 50u);
+  EXPECT_EQ(over.summary.status_counts().at("RESOURCE_EXHAUSTED"), 50u);
+  EXPECT_EQ(over.summary.latency().count(), 100u);
+  const std::string& e = over.summary.first_error();
+  EXPECT_TRUE(absl::StartsWith(e, "RESOURCE_EXHAUSTED: Received message larger than max (3145")) << e;
+  EXPECT_TRUE(absl::StrContains(e, "vs. 1048576): a reply over --max_receive_mb=1 (raise it")) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+
+  LoadEngine strict(Opts());  // the default bound takes 3 MiB
+  LoadResult r = strict.Run(s, "default", nullptr);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.summary.requests_ok(), 100u);
+}
+
 TEST_F(EngineTest, UnreachableServerFailsWithinTheTimeout) {
   LoadEngine::Options o;
   o.target = "127.0.0.1:1";
@@ -348,6 +388,23 @@ TEST_F(StreamEngineTest, StreamsCountPerStreamAndPerMessage) {
   EXPECT_EQ(a.summary.status_counts().at("OK"), 20u);
   EXPECT_EQ(a.summary.requests_failed(), 20u);
   EXPECT_EQ(a.summary.messages_received(), 20u * 5 + 20u * 2);
+}
+
+// The bound holds for stream messages too: a too-large third message fails
+// its stream, the other streams and the messages before it count.
+TEST_F(StreamEngineTest, StreamMessagesOverTheReceiveBoundFailTheirStream) {
+  LoadEngine::Options o = StreamOpts();
+  o.max_receive_mb = 1;
+  LoadEngine engine(o);
+  LoadResult r = engine.Run(
+      Stream(5, absl::StrCat(R"({"id": {{seq}}, "seed": {{msg}}, "params": {"reply_bytes": ")",
+                             2 << 20, R"("}})")),
+      "s", nullptr);
+  EXPECT_EQ(r.summary.status_counts().at("OK"), 20u);
+  EXPECT_EQ(r.summary.status_counts().at("RESOURCE_EXHAUSTED"), 20u);
+  EXPECT_EQ(r.summary.messages_received(), 20u * 5 + 20u * 2);
+  EXPECT_TRUE(absl::StrContains(r.summary.first_error(), "--max_receive_mb=1"))
+      << r.summary.first_error();
 }
 
 TEST_F(StreamEngineTest, StopEndsStreamsAfterTheirCurrentMessage) {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/units.h"
+#include "loadgen/status_code.h"
 
 namespace rsslab {
 
@@ -53,6 +54,7 @@ void CheckLoadBounds(const rsslab::v1::LoadSpec& s, const AddError& add) {
 absl::Status CheckProcessFlags(const ProcessFlags& f) {
   for (const absl::Status& s : {
            CheckRange(f.client_threads, "--client_threads", 0, 1024),
+           CheckRange(f.max_receive_mb, "--max_receive_mb", 1, kMaxReceiveMbLimit, " (MiB)"),
            CheckDuration(f.connect_timeout, "--connect_timeout", absl::Milliseconds(1),
                          absl::Hours(1)),
            CheckDuration(f.control_timeout, "--control_timeout", absl::Milliseconds(1),

@@ -58,10 +58,12 @@ using AddError = std::function<void(absl::string_view field, const std::string& 
 // Each set field of one layer within its range (0 = unset, as elsewhere).
 void CheckLoadBounds(const rsslab::v1::LoadSpec& spec, const AddError& add);
 
-// The process flags that are not a load layer (client threads, timeouts,
+// The process flags that are not a load layer (client threads, the reply
+// bound, timeouts,
 // a sweep's repeats, --metrics_hold); the first error, or OK.
 struct ProcessFlags {
   int client_threads = 0;
+  int max_receive_mb = 0;
   absl::Duration connect_timeout;
   absl::Duration control_timeout;
   absl::Duration metrics_hold;

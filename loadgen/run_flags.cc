@@ -5,6 +5,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/time/time.h"
+#include "loadgen/status_code.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
@@ -39,6 +40,9 @@ ABSL_FLAG(std::string, client_api, "callback",
           "threads, calls finished together leave in one write) or cq (completion queues on "
           "--client_threads threads). The open loop always uses cq.");
 ABSL_FLAG(int, client_threads, 0, "Completion-queue threads driving the RPCs (default: one per channel, at most max(4, 2 x CPUs the loadgen may run on)).");
+ABSL_FLAG(int, max_receive_mb, rsslab::kDefaultMaxReceiveMb,
+          "Largest reply message taken, MiB (1-2047): a larger reply fails its call with "
+          "RESOURCE_EXHAUSTED naming this flag.");
 ABSL_FLAG(absl::Duration, connect_timeout, absl::Seconds(5), "How long to wait for the server to accept connections.");
 ABSL_FLAG(absl::Duration, control_timeout, absl::Seconds(60), "Deadline of each control RPC (phase, snapshot, trim).");
 ABSL_FLAG(std::string, progress, "auto", "auto (live line on a TTY, else a line per step), live, lines or none.");

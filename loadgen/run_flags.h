@@ -38,6 +38,7 @@ ABSL_DECLARE_FLAG(bool, return_body);
 ABSL_DECLARE_FLAG(uint64_t, max_errors);
 ABSL_DECLARE_FLAG(std::string, client_api);
 ABSL_DECLARE_FLAG(int, client_threads);
+ABSL_DECLARE_FLAG(int, max_receive_mb);
 ABSL_DECLARE_FLAG(absl::Duration, connect_timeout);
 ABSL_DECLARE_FLAG(absl::Duration, control_timeout);
 ABSL_DECLARE_FLAG(std::string, progress);

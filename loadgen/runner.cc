@@ -22,9 +22,8 @@ using ::rsslab::v1::Event;
 
 namespace {
 
-std::string StatusText(const grpc::Status& s) {
-  return absl::StrFormat("%s: %s", StatusCodeName(s.error_code()),
-                         s.error_message());
+std::string StatusText(const grpc::Status& s, int max_receive_mb) {
+  return CallErrorText(s.error_code(), s.error_message(), max_receive_mb);
 }
 
 std::chrono::system_clock::time_point Deadline(absl::Duration d) {
@@ -85,6 +84,7 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
         o.max_errors = options_.max_errors;
         o.connect_timeout = options_.connect_timeout;
         o.client_threads = options_.client_threads;
+        o.max_receive_mb = options_.max_receive_mb;
         o.callback_api = options_.callback_api;
         o.security = options_.security;
         o.metrics = options_.metrics;
@@ -96,9 +96,11 @@ Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
 Runner::~Runner() = default;
 
 std::shared_ptr<grpc::Channel> Runner::ControlChannel(const std::string& address) const {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(MaxReceiveBytes(options_.max_receive_mb));
   return options_.security != nullptr
-             ? options_.security->Channel(address)
-             : grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+             ? options_.security->Channel(address, args)
+             : grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
 }
 
 absl::Status Runner::ConnectControl(bool wait) {
@@ -285,7 +287,7 @@ void Runner::WatchLoop(double interval_s) {
   const int64_t now = absl::ToUnixNanos(absl::Now());
   lost->set_unix_nanos(now);
   lost->set_error(st.ok() ? "the server ended the watch stream"
-                          : StatusText(st));
+                          : StatusText(st, options_.max_receive_mb));
   if (last_at != 0) {
     *lost->mutable_last_snapshot() = last;
     lost->set_last_snapshot_unix_nanos(last_at);
@@ -427,7 +429,7 @@ Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
     if (!gs.ok()) {
       return {absl::UnavailableError(absl::StrFormat("SetPhase(%s) at %s failed: %s",
                                                      req.phase(), registry::WorkerName(w.entry),
-                                                     StatusText(gs))),
+                                                     StatusText(gs, options_.max_receive_mb))),
               ""};
     }
     ctx.phase = req.phase();
@@ -468,7 +470,7 @@ Runner::StepDone Runner::Snapshot(const PlanStep& step, const Ctx& ctx) {
     if (!gs.ok()) {
       return {absl::UnavailableError(absl::StrFormat("GetSnapshot at %s failed: %s",
                                                      registry::WorkerName(w.entry),
-                                                     StatusText(gs))),
+                                                     StatusText(gs, options_.max_receive_mb))),
               ""};
     }
     Saw(snap);
@@ -495,7 +497,7 @@ Runner::StepDone Runner::Trim(const PlanStep& step, const Ctx& ctx) {
     grpc::Status gs = w.stub->Trim(&cc, req, &resp);
     if (!gs.ok()) {
       return {absl::UnavailableError(absl::StrFormat(
-                  "Trim at %s failed: %s", registry::WorkerName(w.entry), StatusText(gs))),
+                  "Trim at %s failed: %s", registry::WorkerName(w.entry), StatusText(gs, options_.max_receive_mb))),
               ""};
     }
     Saw(resp.after());

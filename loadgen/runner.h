@@ -45,6 +45,8 @@ class Runner {
     uint64_t max_errors = 0;
     absl::Duration connect_timeout = absl::Seconds(5);
     int client_threads = 0;  // LoadEngine::Options::client_threads
+    // LoadEngine::Options::max_receive_mb, also the Control channel's bound.
+    int max_receive_mb = kDefaultMaxReceiveMb;
     bool callback_api = true;  // LoadEngine::Options::callback_api
     absl::Duration control_timeout = absl::Seconds(60);
     ProgressMode progress = ProgressMode::kLines;

@@ -1,5 +1,6 @@
 #include "loadgen/status_code.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace rsslab {
@@ -14,6 +15,17 @@ std::string StatusCodeName(int code) {
       "DATA_LOSS",        "UNAUTHENTICATED"};
   if (code >= 0 && code < kStatusCodes) return kNames[code];
   return absl::StrCat("CODE_", code);
+}
+
+std::string CallErrorText(int code, absl::string_view message, int max_receive_mb) {
+  std::string text = absl::StrCat(StatusCodeName(code), ": ", message);
+  constexpr int kResourceExhausted = 8;
+  if (code == kResourceExhausted &&
+      absl::StartsWith(message, "Received message larger than max")) {
+    absl::StrAppend(&text, ": a reply over --max_receive_mb=", max_receive_mb,
+                    " (raise it to accept larger replies)");
+  }
+  return text;
 }
 
 }  // namespace rsslab

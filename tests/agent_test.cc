@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "agent/agent_state.h"
 #include "agent/profiles.h"
 #include "agent/spawn.h"
@@ -457,7 +458,14 @@ TEST(AgentRestart, KilledAgentsServerIsAdoptedServesAndStops) {
     ASSERT_TRUE(h.ok()) << h.error_message();
   }
   ASSERT_FALSE(ProcessEnded(s.pid()));
-  EXPECT_THAT(ReadAll(s.log_path()), HasSubstr("chatty_stdout: request"));
+  // The log writer (a process of its own, also outliving the agent) writes
+  // what the server printed a moment later: wait for it, briefly.
+  std::string log = ReadAll(s.log_path());
+  for (int i = 0; i < 250 && !absl::StrContains(log, "chatty_stdout: request"); ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    log = ReadAll(s.log_path());
+  }
+  EXPECT_THAT(log, HasSubstr("chatty_stdout: request"));
 
   const std::string err = TmpPath("agent-adopt.stderr");
   auto second = AgentProcess::Start(/*max_servers=*/1, "", StateArgs(dir), err);

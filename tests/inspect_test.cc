@@ -7,6 +7,7 @@
 // names, a brk heap kept after a burst, a pre-fork master and gunicorn.
 // Every rule fires in one test and stays quiet in another.
 #include <malloc.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -185,8 +186,8 @@ std::vector<std::string> Lines(const std::string& s) {
 }
 
 TEST(InspectCliTest, HostileNamesEnvironmentAndArgumentsCannotForgeLines) {
-  auto p = StartTarget({kPython, ServiceScript(), "hostile", "\nfake: line\x1b[0m"}, {},
-                       {{"MALLOC_ARENA_MAX", "2\nfindings: x1"},
+  auto p = StartTarget({kPython, ServiceScript(), "hostile", "\nfake: line\x1b[0m\u2066x"}, {},
+                       {{"MALLOC_ARENA_MAX", "2\nfindings: x1\u202ex"},
                         {"OPENBLAS_NUM_THREADS", "\x1b]0;pwn\x07\n  [leak] forged"},
                         {"GLIBC_TUNABLES", "glibc.malloc.x=\xff\xfe\n"}});
   ASSERT_NE(p, nullptr);
@@ -205,12 +206,21 @@ TEST(InspectCliTest, HostileNamesEnvironmentAndArgumentsCannotForgeLines) {
   EXPECT_TRUE(absl::StrContains(text.out, "\\nfindings: x1 x1")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, "MALLOC_ARENA_MAX=2\\nfindings: x1")) << text.out;
   EXPECT_TRUE(absl::StrContains(text.out, "\\x1b[2Jfake: lin")) << text.out;
+  // Bidirectional overrides and isolates (a thread's name, the environment,
+  // the command line): shown as \uNNNN, never as the raw code point.
+  EXPECT_FALSE(absl::StrContains(text.out, "\u202e")) << text.out;
+  EXPECT_FALSE(absl::StrContains(text.out, "\u2066")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "\\u202egnp.exe")) << text.out;
+  EXPECT_TRUE(absl::StrContains(text.out, "x1\\u202ex")) << text.out;
 
   ServerProcess::Result json = ServerProcess::Run(Ctl(), {"inspect", pid, "--json"});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   EXPECT_EQ(json.err, "") << "protobuf's log noise";
   ASSERT_EQ(Lines(json.out).size(), 1u) << json.out;
   EXPECT_TRUE(IsValidUtf8(json.out));
+  // The JSON escapes them too (\u2066 of the command line; protobuf leaves it).
+  EXPECT_FALSE(absl::StrContains(json.out, "\u202e")) << json.out;
+  EXPECT_FALSE(absl::StrContains(json.out, "\u2066")) << json.out;
   InspectReport r;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json.out, &r).ok()) << json.out;
   bool carried = false;
@@ -698,6 +708,32 @@ TEST(InspectCliTest, PidAsArgumentOrFlag) {
     EXPECT_TRUE(absl::StrContains(r.err, "one process id")) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
+}
+
+// The refusal names the process by the name it chose: escaped, like the report.
+TEST(InspectCliTest, ZombieWithAHostileNameIsOneEscapedLine) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    prctl(PR_SET_NAME, "\xe2\x80\xae" "z\x1b[31m", 0, 0, 0);
+    _exit(0);
+  }
+  // Not reaped until the end: a zombie meanwhile.
+  std::string state;
+  for (int i = 0; i < 500 && state != "Z"; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    absl::StatusOr<std::string> stat = procfs::ReadProcFile(child, "stat");
+    if (stat.ok() && stat->rfind(')') != std::string::npos) state = stat->substr(stat->rfind(')') + 2, 1);
+  }
+  ServerProcess::Result r = ServerProcess::Run(Ctl(), {"inspect", absl::StrCat("--pid=", child)});
+  waitpid(child, nullptr, 0);
+  ASSERT_EQ(state, "Z");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(Lines(r.err).size(), 1u) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "is a zombie")) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.err, "(\\u202ez\\x1b[31m)")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "\x1b")) << r.err;
+  EXPECT_FALSE(absl::StrContains(r.err, "\u202e")) << r.err;
 }
 
 TEST(InspectCliTest, KernelThreadIsOneLineExit2) {

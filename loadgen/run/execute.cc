@@ -32,6 +32,7 @@ rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, 
   ro.max_errors = absl::GetFlag(FLAGS_max_errors);
   ro.connect_timeout = absl::GetFlag(FLAGS_connect_timeout);
   ro.client_threads = absl::GetFlag(FLAGS_client_threads);
+  ro.max_receive_mb = absl::GetFlag(FLAGS_max_receive_mb);
   ro.callback_api = absl::GetFlag(FLAGS_client_api) == "callback";
   ro.control_timeout = absl::GetFlag(FLAGS_control_timeout);
   ro.progress = inv.progress;

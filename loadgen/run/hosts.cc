@@ -14,6 +14,7 @@
 #include "common/host_info.h"
 #include "common/shipped.h"
 #include "loadgen/results/cli.h"
+#include "loadgen/run_flags.h"
 #include "loadgen/sweep/sweep_flags.h"
 
 namespace rsslab {
@@ -70,6 +71,7 @@ int PrepareHosts(const Invocation& inv, std::vector<std::unique_ptr<rsslab::Cell
       rsslab::AgentHostOptions ao;
       ao.address = a;
       ao.security = &inv.security;
+      ao.max_receive_mb = absl::GetFlag(FLAGS_max_receive_mb);
       hosts->push_back(rsslab::MakeAgentHost(ao));
     }
   }

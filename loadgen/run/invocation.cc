@@ -95,7 +95,8 @@ absl::StatusOr<rsslab::v1::LoadSpec> FlagSpec() {
   // The same checks (and upper bounds) as a scenario's layers get.
   for (const std::string& e : rsslab::CheckLoadLayer(s, "flags")) errs.push_back(e);
   if (absl::Status p = rsslab::CheckProcessFlags(
-          {absl::GetFlag(FLAGS_client_threads), absl::GetFlag(FLAGS_connect_timeout),
+          {absl::GetFlag(FLAGS_client_threads), absl::GetFlag(FLAGS_max_receive_mb),
+           absl::GetFlag(FLAGS_connect_timeout),
            absl::GetFlag(FLAGS_control_timeout), absl::GetFlag(FLAGS_metrics_hold),
            absl::GetFlag(FLAGS_repeats)});
       !p.ok()) {

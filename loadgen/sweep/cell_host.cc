@@ -47,9 +47,14 @@ class AgentHost : public CellHost {
  public:
   explicit AgentHost(const AgentHostOptions& o)
       : o_(o),
-        channel_(o.security != nullptr
-                     ? o.security->Channel(o.address)
-                     : grpc::CreateChannel(o.address, grpc::InsecureChannelCredentials())),
+        channel_([&o] {
+          grpc::ChannelArguments args;
+          args.SetMaxReceiveMessageSize(MaxReceiveBytes(o.max_receive_mb));
+          return o.security != nullptr
+                     ? o.security->Channel(o.address, args)
+                     : grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(),
+                                                 args);
+        }()),
         stub_(rsslab::v1::Agent::NewStub(channel_)) {
     where_.set_agent(o.address);
   }

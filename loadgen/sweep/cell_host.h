@@ -30,6 +30,7 @@
 #include "common/auth.h"
 #include "common/host_info.h"
 #include "loadgen/results/cells.h"
+#include "loadgen/status_code.h"
 #include "proto/agent.pb.h"
 #include "proto/profile.pb.h"
 #include "proto/results.pb.h"
@@ -64,6 +65,7 @@ class CellHost {
 struct AgentHostOptions {
   std::string address;  // HOST:PORT
   const Security* security = nullptr;  // not owned; null: plaintext
+  int max_receive_mb = kDefaultMaxReceiveMb;  // --max_receive_mb: the agent's replies too
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration launch_timeout = absl::Seconds(120);
 };

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "agent/stop_outcome.h"
+#include "common/echo.h"
 
 namespace rsslab {
 namespace {
@@ -32,9 +33,9 @@ std::vector<std::string> SplitList(const std::string& s) {
   return out;
 }
 
-std::string FirstLine(absl::string_view s) {
-  return std::string(s.substr(0, s.find('\n')));
-}
+// A peer's message (the agent's, gRPC's) as one printable line: its first
+// line, escaped (common/echo.h).
+std::string FirstLine(absl::string_view s) { return Echo(s.substr(0, s.find('\n')), 1024); }
 
 // How one attempt at a cell went.
 struct AttemptResult {

@@ -202,7 +202,10 @@ def _check_server(server, control, transport):
 def _only_listening_port():
     """serve(server=) without a port: the one TCP port this process listens on."""
     sockets = _listening_sockets()
-    ports = sorted({p for _, p in sockets or ()})
+    if sockets is None:
+        raise ValueError("serve(server=): cannot list this process's listening sockets "
+                         "(/proc/self/fd); name the server's with control='127.0.0.1:PORT'")
+    ports = sorted({p for _, p in sockets})
     if len(ports) == 1:
         return ports[0]
     if not ports:
@@ -213,65 +216,73 @@ def _only_listening_port():
                      % ", ".join(map(str, ports[:16])))
 
 
-def _listening_addresses(port):
-    """HOST:PORT of every TCP socket of this process listening on `port`."""
-    return ["%s:%d" % (h, p) for h, p in _listening_sockets() or () if p == port]
-
-
 def _listening_sockets():
-    """(host, port) of every listening TCP socket of this process
-    (/proc/self/fd's sockets, found in /proc/self/net/tcp and tcp6)."""
-    inodes = set()
+    """(host, port) of every listening TCP socket of this process, or None
+    when they cannot all be known. Each socket descriptor in /proc/self/fd
+    is asked itself (a dup of it: SO_ACCEPTCONN, getsockname), so a socket
+    of another network namespace counts as well."""
+    import errno
+    import socket
     try:
-        for fd in os.listdir("/proc/self/fd"):
-            try:
-                target = os.readlink("/proc/self/fd/" + fd)
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[8:-1])
+        fds = os.listdir("/proc/self/fd")
     except OSError:
         return None
     found = []
-    for name, width in (("tcp", 8), ("tcp6", 32)):
+    for fd in fds:
         try:
-            with open("/proc/self/net/" + name) as f:
-                lines = f.read().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+            if not os.readlink("/proc/self/fd/" + fd).startswith("socket:["):
                 continue
-            host_hex, port_hex = fields[1].split(":")
-            if len(host_hex) == width:
-                found.append((_host_from_hex(host_hex), int(port_hex, 16)))
+            dup = os.dup(int(fd))
+        except OSError as e:
+            if e.errno in (errno.ENOENT, errno.EBADF):  # closed meanwhile
+                continue
+            return None
+        try:
+            s = socket.socket(fileno=dup)
+        except OSError:
+            os.close(dup)
+            continue
+        try:
+            if (s.family in (socket.AF_INET, socket.AF_INET6) and s.type == socket.SOCK_STREAM
+                    and s.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)):
+                name = s.getsockname()
+                found.append((_host_text(name[0]), name[1]))
+        except OSError:
+            return None
+        finally:
+            s.close()
     return found
 
 
-def _host_from_hex(h):
-    # /proc/net/tcp{,6}: the address in the kernel's byte order, 32-bit words.
+def _host_text(host):
     import ipaddress
-    raw = b"".join(bytes.fromhex(h[i:i + 8])[::-1] for i in range(0, len(h), 8))
-    ip = ipaddress.ip_address(raw)
+    ip = ipaddress.ip_address(host.split("%", 1)[0])
     if ip.version == 6 and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     return str(ip) if ip.version == 4 else "[%s]" % ip
 
 
 def _check_server_addresses(server_port, token):
-    """The listen rule for every address the service's server really listens
-    on: a token (or TLS) whenever any is beyond loopback."""
-    addresses = _listening_addresses(server_port)
-    if not addresses:
+    """The listen rule for every TCP socket this process listens on: a token
+    whenever any is beyond loopback. grpcio cannot say which sockets are the
+    given server's, and that server answers Control on each of its ports, so
+    every listening socket of the process counts, whatever control= names."""
+    sockets = _listening_sockets()
+    if sockets is None:
+        raise ValueError("serve(server=): cannot list this process's listening sockets "
+                         "(/proc/self/fd), so whether Control would be reachable beyond "
+                         "loopback cannot be known; not serving")
+    if not any(p == server_port for _, p in sockets):
         raise ValueError("serve(server=): no socket of this process listens on port %d, so "
                          "where Control would be reachable cannot be known (call serve() after "
                          "server.add_insecure_port(...) returned that port)" % server_port)
+    addresses = sorted({"%s:%d" % hp for hp in sockets})
     for a in addresses:
         try:
             _native.check_control_listen(a, token)
         except ValueError as e:
-            raise ValueError("serve(server=): that server listens on %s: %s" % (a, e)) from None
+            raise ValueError("serve(server=): this process listens on %s (that server may own it, "
+                             "and would then answer Control there): %s" % (a, e)) from None
     return addresses
 
 

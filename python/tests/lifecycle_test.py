@@ -18,9 +18,10 @@ port), each case a few seconds:
 - a slow cache_stats callback does not stretch a snapshot past the deadline;
 - a callback's 10,000-byte exception with ESC, CR and LF comes back escaped
   on one line of at most 1 KiB, both transports;
-- serve(server=) follows the addresses the server really listens on: a
-  server on 0.0.0.0 needs the token (in a network namespace of its own, so
-  nothing beyond this test can reach it);
+- serve(server=) follows the addresses the process really listens on: a
+  server on 0.0.0.0, or on 127.0.0.1:P and 0.0.0.0:Q with control= naming
+  P, needs the token (in a network namespace of its own, so nothing beyond
+  this test can reach it);
 - cap_arenas() with MALLOC_ARENA_MAX or GLIBC_TUNABLES' arena_max at start;
 - grpc_interceptor() and serve(server=) without grpcio: one line naming the
   package to install;
@@ -271,7 +272,10 @@ TOKEN = r"""
 import grpc, rsslab, concurrent.futures as cf
 host = sys.argv[1]
 s = grpc.server(cf.ThreadPoolExecutor(2))
-port = s.add_insecure_port(host + ":0")
+# "mixed": control= names the loopback port, the server also listens on 0.0.0.0.
+port = s.add_insecure_port(("127.0.0.1" if host == "mixed" else host) + ":0")
+if host == "mixed":
+    s.add_insecure_port("0.0.0.0:0")
 try:
     # No control=: the one port the process listens on (the five lines' form).
     got = rsslab.serve(server=s) if len(sys.argv) > 2 else rsslab.serve("127.0.0.1:%d" % port,
@@ -301,6 +305,16 @@ def token_checks():
         check("refused" in r.stdout and "beyond loopback" in r.stdout
               and "auth_token_file" in r.stdout,
               "serve('127.0.0.1:P', server=s) with s on 0.0.0.0:P and no token is refused: %s %s"
+              % (r.stdout.strip()[:300], r.stderr.strip()[-200:]))
+        check("with_token 127.0.0.1:" in r.stdout,
+              "... and accepted with token_file=: %s" % r.stdout.strip()[-100:])
+        r = snippet(TOKEN, "mixed", prefix=ns)
+        # grpcio binds 0.0.0.0 as [::] (both families) where IPv6 is up.
+        check("refused" in r.stdout and ("listens on 0.0.0.0:" in r.stdout
+                                         or "listens on [::]:" in r.stdout)
+              and "beyond loopback" in r.stdout and "auth_token_file" in r.stdout,
+              "serve('127.0.0.1:P', server=s) with s on 127.0.0.1:P and 0.0.0.0:Q and no token "
+              "is refused naming 0.0.0.0:Q (or [::]:Q): %s %s"
               % (r.stdout.strip()[:300], r.stderr.strip()[-200:]))
         check("with_token 127.0.0.1:" in r.stdout,
               "... and accepted with token_file=: %s" % r.stdout.strip()[-100:])

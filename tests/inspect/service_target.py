@@ -2,8 +2,8 @@
 memory and workers look like from outside.
 
   service_target.py hostile ARG  threads named (prctl) to forge report lines:
-                                 LF, "findings: x1", "[leak] forg", ESC, and
-                                 bytes that are not UTF-8; ARG (on the
+                                 LF, "findings: x1", "[leak] forg", ESC,
+                                 U+202E, and bytes that are not UTF-8; ARG (on the
                                  command line) and the environment carry more.
   service_target.py pools        real pools named as CPython 3.14 names OS
                                  threads (the Python name cut to 15 bytes):
@@ -54,7 +54,9 @@ def name_os_threads_like_cpython_314():
 
 
 def hostile():
-    names = [b"\nfindings: x1", b"\n  [leak] forg", b"\x1b[2Jfake: lin", b"bad\xff\xfe\n"]
+    # U+202E (RIGHT-TO-LEFT OVERRIDE): "\u202egnp.exe" would read "exe.png".
+    names = [b"\nfindings: x1", b"\n  [leak] forg", b"\x1b[2Jfake: lin", b"bad\xff\xfe\n",
+             "\u202egnp.exe".encode()]
     for n in names:
         threading.Thread(target=lambda n=n: (set_os_name(n), STOP.wait()), daemon=True).start()
     set_os_name(b"\x1b[31mmain\n")

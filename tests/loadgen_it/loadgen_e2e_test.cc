@@ -168,6 +168,33 @@ TEST(LoadgenE2E, UnreachableServerIsOneLineNamingTheAddress) {
   EXPECT_THAT(r2.err, HasSubstr("cannot connect to the server at 127.0.0.1:1 within 1s"));
 }
 
+// A real server's replies over --max_receive_mb (the bodies --return_body
+// asks for) fail the step with a line naming the size and the flag; the
+// same replies under the bound pass.
+TEST(LoadgenE2E, RepliesOverMaxReceiveMbFailNamingTheFlag) {
+  auto server = StartServer(1, "test_handler.py");
+  ASSERT_NE(server, nullptr);
+  auto run = [&](const std::string& store, const std::string& out) {
+    return ServerProcess::Run(
+        Loadgen(), {"--target=" + server->data_address(), "--control=", "--concurrency=1",
+                    "--channels=1", "--requests=3", "--return_body", "--params=store=" + store,
+                    "--max_receive_mb=1", "--progress=none", "--out=" + out});
+  };
+  auto over = run("1500000", Tmp("over_bound"));
+  EXPECT_EQ(over.exit_code, 1) << over.err;
+  EXPECT_THAT(over.err, HasSubstr("RESOURCE_EXHAUSTED: Received message larger than max (1500"));
+  EXPECT_THAT(over.err, HasSubstr("a reply over --max_receive_mb=1 (raise it"));
+  const auto ev = Events(Tmp("over_bound"));
+  const Event* l = FindLoad(ev);
+  ASSERT_NE(l, nullptr);  // the failed step is recorded
+  EXPECT_THAT(l->load().first_error(), HasSubstr("--max_receive_mb=1"));
+  EXPECT_TRUE(ev.back().has_footer());
+
+  auto under = run("900000", Tmp("under_bound"));
+  EXPECT_EQ(under.exit_code, 0) << under.err;
+  EXPECT_EQ(server->Stop(), 0);
+}
+
 TEST(LoadgenE2E, ServerKilledMidStepFailsTheStepAndKeepsTheRecords) {
   auto server = StartServer(2);
   ASSERT_NE(server, nullptr);
@@ -258,6 +285,8 @@ TEST(LoadgenE2E, BadInputIsRejectedBeforeAnyTraffic) {
       {{"--requests=5", "--duration=2s"}, "--requests and --duration are alternatives"},
       {{"--builtin=quick", "--wait=-1s"}, "--wait=-1s: a wait step lasts 1ms to 24h"},
       {{"--builtin=quick", "--wait=25h"}, "--wait=25h: a wait step lasts 1ms to 24h"},
+      {{"--builtin=quick", "--max_receive_mb=0"}, "--max_receive_mb"},
+      {{"--builtin=quick", "--max_receive_mb=2048"}, "--max_receive_mb"},
   };
   for (const auto& c : cases) {
     auto args = Addr(*server);
