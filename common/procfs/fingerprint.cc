@@ -77,23 +77,6 @@ std::string VersionFromLibraryName(absl::string_view path) {
 
 }  // namespace
 
-int CountCpuList(absl::string_view list) {
-  list = absl::StripAsciiWhitespace(list);
-  if (list.empty()) return -1;
-  int count = 0;
-  for (absl::string_view part : absl::StrSplit(list, ',')) {
-    std::pair<absl::string_view, absl::string_view> r = absl::StrSplit(part, '-');
-    int lo = 0, hi = 0;
-    if (!absl::SimpleAtoi(r.first, &lo) || lo < 0) return -1;
-    hi = lo;
-    if (!r.second.empty() && !absl::SimpleAtoi(r.second, &hi)) return -1;
-    if (hi < lo || hi - lo > 1 << 20) return -1;
-    count += hi - lo + 1;
-    if (count > 1 << 20) return -1;  // no machine has a million CPUs
-  }
-  return count;
-}
-
 std::string SelectedMode(absl::string_view text) {
   const size_t open = text.find('[');
   const size_t close = text.find(']', open == absl::string_view::npos ? 0 : open);
@@ -184,12 +167,7 @@ void ReadFingerprint(int pid, rsslab::v1::Fingerprint* out) {
     out->set_cpus_online(std::max(0, CountCpuList(*online)));
   }
   if (absl::StatusOr<std::string> status = ReadProcFile(pid, "status"); status.ok()) {
-    for (absl::string_view line : absl::StrSplit(*status, '\n')) {
-      if (absl::ConsumePrefix(&line, "Cpus_allowed_list:")) {
-        out->set_cpus_allowed(std::max(0, CountCpuList(line)));
-        break;
-      }
-    }
+    out->set_cpus_allowed(std::max(0, CountCpuList(StatusField(*status, "Cpus_allowed_list"))));
   }
   if (absl::StatusOr<std::string> cg = ReadProcFile(pid, "cgroup"); cg.ok()) {
     out->set_cgroup_cpu_max(CgroupCpuMax(*cg, "/sys/fs/cgroup"));

@@ -32,9 +32,7 @@ void ReadFingerprint(int pid, rsslab::v1::Fingerprint* out);
 // -> "2.1"; empty when the name carries none).
 void ReadOutsideFingerprint(int pid, absl::string_view maps_text, rsslab::v1::Fingerprint* out);
 
-// Parsers, exposed for tests.
-// "0-3,6,8-9" -> 7; -1 when malformed or empty.
-int CountCpuList(absl::string_view list);
+// Parsers, exposed for tests (CPU lists: procfs::CountCpuList).
 // "always [madvise] never" -> "madvise"; "" when no mode is bracketed.
 std::string SelectedMode(absl::string_view text);
 // The version in glibc's banner ("... stable release version 2.36."), found

@@ -16,16 +16,6 @@ namespace rsslab {
 namespace procfs {
 namespace {
 
-TEST(FingerprintTest, CountsCpuLists) {
-  EXPECT_EQ(CountCpuList("0-1"), 2);
-  EXPECT_EQ(CountCpuList("0-3,6,8-9\n"), 7);
-  EXPECT_EQ(CountCpuList("5"), 1);
-  EXPECT_EQ(CountCpuList(""), -1);
-  EXPECT_EQ(CountCpuList("3-1"), -1);
-  EXPECT_EQ(CountCpuList("a-b"), -1);
-  EXPECT_EQ(CountCpuList("0-99999999"), -1);
-}
-
 TEST(FingerprintTest, SelectedModeIsTheBracketedOne) {
   EXPECT_EQ(SelectedMode("always [madvise] never"), "madvise");
   EXPECT_EQ(SelectedMode("[always] madvise never"), "always");
