@@ -24,7 +24,8 @@ void SetLoadgenUsage() {
       "  rsslab_loadgen --builtin=sweep ... --cells=3 --local [--results_dir=DIR]   one cell here\n"
       "  rsslab_loadgen merge --out=DIR RUN_DIR...   one sweep from run directories of one matrix\n"
       "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl\n"
-      "  rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%'] [--format=md|--json]");
+      "  rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%'] [--format=md|--json]\n"
+      "      [--gate=rss --floor_mib=1 --floor_pct=5] [--ignore_fingerprint=FIELD,...]");
 }
 
 }  // namespace rsslab

@@ -1,6 +1,7 @@
 #include "common/procfs/outside_snapshot.h"
 
 #include "absl/time/clock.h"
+#include "common/procfs/fingerprint.h"
 #include "common/procfs/procfs.h"
 
 namespace rsslab {
@@ -24,6 +25,7 @@ absl::StatusOr<rsslab::v1::Snapshot> OutsideSnapshot(int pid) {
   if (env.ok()) {
     for (const auto& [k, v] : *env) (*s.mutable_allocator_env())[k] = v;
   }
+  ReadOutsideFingerprint(pid, *maps, s.mutable_fingerprint());
   s.set_unix_nanos(absl::ToUnixNanos(absl::Now()));
   s.set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - start));
   return s;

@@ -10,10 +10,12 @@
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "loadgen/results/event_log.h"
 #include "loadgen/results/summary.h"
@@ -207,6 +209,17 @@ std::string Change(const FigureResult& fr) {
   return absl::StrFormat("%+.1f%%", fr.change_pct);
 }
 
+// "+10.0 [+7.0, +13.0]" in display units; "[none]" without an interval.
+std::string ShiftText(int f, const FigureResult& fr) {
+  auto v = [f](double raw) {
+    const double d = FigureDisplay(f, raw);
+    const int digits = f == kFigQps ? 0 : (f == kFigP50 || f == kFigP99) ? 2 : 1;
+    return absl::StrFormat("%+.*f", digits, d);
+  };
+  if (!fr.shift.has_interval) return absl::StrCat(v(fr.shift.shift), " [none]");
+  return absl::StrCat(v(fr.shift.shift), " [", v(fr.shift.low), ", ", v(fr.shift.high), "]");
+}
+
 std::string Verdict(int f, const FigureResult& fr) {
   if (!fr.significant) return "~";
   const bool up = fr.new_median > fr.base_median;
@@ -311,6 +324,12 @@ void AddSweepSamples(const std::string& dir, int setup_index, const std::vector<
                      CompareSide* side_out) {
   CompareSide& side = *side_out;
   const SweepSummary sw = BuildSweepSummary(events);
+  std::map<std::string, rsslab::v1::Fingerprint> fingerprints;  // by cell
+  for (const Event& e : events) {
+    if (e.has_snapshot() && e.snapshot().has_fingerprint()) {
+      fingerprints.emplace(e.cell(), e.snapshot().fingerprint());  // the first wins
+    }
+  }
   for (const CellSummary& c : sw.cells) {
     if (!c.ok) {
       side.notes.push_back(absl::StrFormat("%s: cell %s left out (%s)", dir, c.cell,
@@ -332,13 +351,14 @@ void AddSweepSamples(const std::string& dir, int setup_index, const std::vector<
     s.value[kFigThreads] = c.max_threads;
     s.value[kFigArenas] = c.max_arenas;
     s.fill = c.fill;
+    if (auto it = fingerprints.find(c.cell); it != fingerprints.end()) s.fingerprint = it->second;
     GroupFor(&side, true, c.profile, c.threads, c.allocator, "").samples.push_back(s);
   }
 }
 
 // A completed run, one sample, grouped by scenario, workers and allocator setup.
 void AddRunSample(const std::string& dir, int setup_index, const RunSummary& r,
-                  CompareSide* side_out) {
+                  const rsslab::v1::Fingerprint* fingerprint, CompareSide* side_out) {
   CompareSide& side = *side_out;
   if (!r.completed) {
     side.notes.push_back(absl::StrFormat("%s: left out (run incomplete%s%s)", dir,
@@ -372,6 +392,7 @@ void AddRunSample(const std::string& dir, int setup_index, const RunSummary& r,
   s.value[kFigThreads] = r.threads;
   s.value[kFigArenas] = r.arenas;
   s.fill = r.fill;
+  if (fingerprint != nullptr) s.fingerprint = *fingerprint;
   // The allocator variables the server started with (the same in every
   // snapshot of a run): runs with other settings are another group.
   std::string env;
@@ -449,8 +470,14 @@ absl::StatusOr<CompareSide> LoadCompareSide(const std::string& path) {
       continue;
     }
     SummaryBuilder b;
-    for (const Event& e : *events) b.Add(e);
-    AddRunSample(dir, setup_index, b.summary(), &side);
+    const rsslab::v1::Fingerprint* fingerprint = nullptr;
+    for (const Event& e : *events) {
+      b.Add(e);
+      if (fingerprint == nullptr && e.has_snapshot() && e.snapshot().has_fingerprint()) {
+        fingerprint = &e.snapshot().fingerprint();
+      }
+    }
+    AddRunSample(dir, setup_index, b.summary(), fingerprint, &side);
   }
   if (!only.empty()) {
     if (absl::Status s = KeepOnly(path, root, only, &side); !s.ok()) return s;
@@ -491,9 +518,137 @@ absl::StatusOr<Threshold> ParseThreshold(absl::string_view spec) {
   return t;
 }
 
+absl::Status CheckFingerprintKey(absl::string_view key) {
+  for (const char* k : kFingerprintKeys) {
+    if (key == k) return absl::OkStatus();
+  }
+  bool name = !key.empty() && !absl::ascii_isdigit(key[0]);
+  for (char c : key) name = name && (absl::ascii_isupper(c) || absl::ascii_isdigit(c) || c == '_');
+  if (name && key.size() <= 128) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--ignore_fingerprint: unknown field \"%s\"; use %s, or an environment variable's NAME "
+      "(e.g. MALLOC_ARENA_MAX)",
+      key, absl::StrJoin(kFingerprintKeys, ", ")));
+}
+
+std::vector<std::string> FingerprintDifferences(const rsslab::v1::Fingerprint& a,
+                                                const rsslab::v1::Fingerprint& b,
+                                                const std::vector<std::string>& ignore,
+                                                std::vector<std::string>* keys,
+                                                const std::string& where_a,
+                                                const std::string& where_b) {
+  std::vector<std::string> out;
+  auto ignored = [&](absl::string_view key) {
+    return std::find(ignore.begin(), ignore.end(), key) != ignore.end();
+  };
+  auto in = [](const std::string& v, const std::string& where) {
+    return where.empty() ? v : absl::StrCat(v, " in ", where);
+  };
+  auto field = [&](const char* key, const char* what, const std::string& x, const std::string& y) {
+    // Not recorded on one side (empty): nothing to compare.
+    if (x.empty() || y.empty() || x == y || ignored(key)) return;
+    out.push_back(absl::StrFormat("%s (%s vs %s)", what, in(x, where_a), in(y, where_b)));
+    if (keys != nullptr) keys->push_back(key);
+  };
+  auto num = [](int v) { return v > 0 ? absl::StrCat(v) : std::string(); };
+  field("glibc_version", "glibc version", a.glibc_version(), b.glibc_version());
+  field("allocator", "allocator", a.allocator(), b.allocator());
+  if (a.allocator() == b.allocator()) {
+    field("allocator_version", "allocator version", a.allocator_version(), b.allocator_version());
+  }
+  if (!ignored("start_env")) {
+    std::set<std::string> names;
+    for (const auto& kv : a.start_env()) names.insert(kv.first);
+    for (const auto& kv : b.start_env()) names.insert(kv.first);
+    for (const std::string& n : names) {
+      auto ia = a.start_env().find(n), ib = b.start_env().find(n);
+      const std::string x = ia == a.start_env().end() ? "unset" : ia->second;
+      const std::string y = ib == b.start_env().end() ? "unset" : ib->second;
+      if (x == y || ignored(n)) continue;
+      out.push_back(absl::StrFormat("%s at start (%s vs %s)", n, in(x, where_a), in(y, where_b)));
+      if (keys != nullptr) keys->push_back(n);
+    }
+  }
+  field("cpus_online", "CPUs online", num(a.cpus_online()), num(b.cpus_online()));
+  field("cpus_allowed", "CPUs allowed", num(a.cpus_allowed()), num(b.cpus_allowed()));
+  field("cgroup_cpu_max", "cgroup CPU limit", a.cgroup_cpu_max(), b.cgroup_cpu_max());
+  field("thp_enabled", "transparent huge pages", a.thp_enabled(), b.thp_enabled());
+  return out;
+}
+
+std::string FingerprintLine(const rsslab::v1::Fingerprint& f) {
+  std::vector<std::string> parts;
+  auto or_unknown = [](const std::string& v) { return v.empty() ? std::string("?") : v; };
+  parts.push_back(absl::StrCat("glibc ", or_unknown(f.glibc_version())));
+  parts.push_back(absl::StrCat(or_unknown(f.allocator()),
+                               f.allocator_version().empty() ? "" : " ", f.allocator_version()));
+  parts.push_back(absl::StrFormat("%d of %d CPUs", f.cpus_allowed(), f.cpus_online()));
+  parts.push_back(absl::StrCat("cgroup CPU ", or_unknown(f.cgroup_cpu_max())));
+  parts.push_back(absl::StrCat("THP ", or_unknown(f.thp_enabled())));
+  std::map<std::string, std::string> env(f.start_env().begin(), f.start_env().end());
+  std::vector<std::string> kv;
+  for (const auto& [k, v] : env) kv.push_back(absl::StrCat(k, "=", v));
+  parts.push_back(absl::StrCat("start env { ", kv.empty() ? "(none)" : absl::StrJoin(kv, " "),
+                               " }"));
+  return absl::StrJoin(parts, ", ");
+}
+
+const char* GateVerdictName(GateVerdict v) {
+  switch (v) {
+    case GateVerdict::kNoChange: return "no change";
+    case GateVerdict::kImprovement: return "improvement";
+    case GateVerdict::kRegression: return "regression";
+    case GateVerdict::kCantTell: return "can't tell";
+  }
+  return "?";
+}
+
+absl::StatusOr<std::vector<int>> ParseGateFigures(absl::string_view spec) {
+  std::vector<int> out;
+  for (absl::string_view k : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
+    k = absl::StripAsciiWhitespace(k);
+    if (k == "rss") {
+      for (int f : {kFigRssUnderLoad, kFigRssAfterShrink, kFigRssAfterIdle, kFigRssTrimGlobal,
+                    kFigRssTrimPerThread}) {
+        out.push_back(f);
+      }
+      continue;
+    }
+    const int f = FigureByKey(k);
+    if (f < 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--gate=%s: unknown figure \"%s\"; use rss or figures: %s", spec, k, FigureKeys()));
+    }
+    out.push_back(f);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+GateVerdict CompareResult::Gate(std::vector<std::string>* why) const {
+  bool regression = false, cant_tell = false;
+  for (const PairResult& p : pairs) {
+    for (int f : gate) {
+      const FigureResult& fr = p.figure[f];
+      if (!fr.present) continue;
+      if (fr.verdict == GateVerdict::kRegression) regression = true;
+      if (fr.verdict == GateVerdict::kCantTell) cant_tell = true;
+      if (why != nullptr) {
+        why->push_back(absl::StrFormat("%s %s: %s", PairName(p), FigureInfo(f).key,
+                                       GateVerdictName(fr.verdict)));
+      }
+    }
+  }
+  return regression ? GateVerdict::kRegression
+         : cant_tell ? GateVerdict::kCantTell
+                     : GateVerdict::kNoChange;
+}
+
 bool CompareResult::Refused() const {
   for (const PairResult& p : pairs) {
     if (!p.refused.empty() && !p.forced) return true;
+    if (!p.fingerprint_mismatch.empty()) return true;
   }
   return false;
 }
@@ -568,6 +723,63 @@ GroupPairs PairGroups(const CompareSide& base, const CompareSide& neu, bool swee
   return pairs;
 }
 
+constexpr double kBytesPerMiB = 1048576.0;
+
+GateVerdict Judge(bool higher_is_better, const Shift& s, double floor) {
+  if (!s.has_interval) return GateVerdict::kCantTell;
+  // The interval with "worse" pointing up.
+  const double lo = higher_is_better ? -s.high : s.low;
+  const double hi = higher_is_better ? -s.low : s.high;
+  if (lo > floor) return GateVerdict::kRegression;
+  if (hi < -floor) return GateVerdict::kImprovement;
+  if (lo >= -floor && hi <= floor) return GateVerdict::kNoChange;
+  return GateVerdict::kCantTell;
+}
+
+// Every repeat's fingerprint against the base's first: the first
+// difference between the sides (or within one side) in p->fingerprint_mismatch.
+// Sweep cells of two different profiles differ in their allocator setup by
+// design (the profile is the setup): those fields are not checked there.
+void CheckFingerprints(const CompareGroup& b, const CompareGroup& n, const CompareOptions& o,
+                       PairResult* p) {
+  std::vector<std::string> ignore = o.ignore_fingerprint;
+  if (b.sweep && b.name != n.name) {
+    for (const char* k : {"allocator", "allocator_version", "start_env"}) ignore.push_back(k);
+  }
+  const CompareSample* ref = nullptr;
+  const CompareGroup* ref_group = nullptr;
+  for (const auto* g : {&b, &n}) {
+    for (const CompareSample& s : g->samples) {
+      if (!s.fingerprint) {
+        ++p->unfingerprinted;
+      } else if (ref == nullptr) {
+        ref = &s;
+        ref_group = g;
+      }
+    }
+  }
+  if (ref == nullptr) return;
+  p->fingerprint = FingerprintLine(*ref->fingerprint);
+  for (const auto* g : {&b, &n}) {
+    for (const CompareSample& s : g->samples) {
+      if (!s.fingerprint || &s == ref) continue;
+      const bool across = g != ref_group;
+      std::vector<std::string> keys;
+      std::vector<std::string> d =
+          across ? FingerprintDifferences(*ref->fingerprint, *s.fingerprint, ignore, &keys)
+                 : FingerprintDifferences(*ref->fingerprint, *s.fingerprint, ignore, &keys,
+                                          ref->source, s.source);
+      if (d.empty()) continue;
+      p->fingerprint_keys = keys;
+      p->fingerprint_mismatch =
+          across ? absl::StrCat("base and new differ in ", absl::StrJoin(d, " and "))
+                 : absl::StrCat(g == &b ? "base" : "new", " repeats differ in ",
+                                absl::StrJoin(d, " and "));
+      return;
+    }
+  }
+}
+
 // One pair's figures: medians, change, the U test; the thresholds it crosses
 // appended to *crossings (not for a pair refused and not forced).
 PairResult ComparePair(const CompareSide& base, const CompareGroup* b, const CompareSide& neu,
@@ -581,6 +793,7 @@ PairResult ComparePair(const CompareSide& base, const CompareGroup* b, const Com
   p.refused = Refusal(base, *b, neu, *n);
   p.forced = !p.refused.empty() && o.force;
   p.differences = Differences(base, *b, neu, *n);
+  CheckFingerprints(*b, *n, o, &p);
   for (int f = 0; f < kNumCompareFigures; ++f) {
     FigureResult& fr = p.figure[f];
     for (const CompareSample& s : b->samples) {
@@ -597,8 +810,12 @@ PairResult ComparePair(const CompareSide& base, const CompareGroup* b, const Com
         fr.base_median != 0 ? (fr.new_median - fr.base_median) / fr.base_median * 100 : 0;
     fr.test = MannWhitneyU(fr.base, fr.neu);
     fr.significant = fr.test.p < o.alpha;
+    fr.shift = HodgesLehmann(fr.base, fr.neu, o.alpha);
+    fr.floor = std::max(std::fabs(fr.base_median) * o.floor_pct / 100,
+                        std::string(FigureInfo(f).unit) == "MiB" ? o.floor_mib * kBytesPerMiB : 0);
+    fr.verdict = Judge(FigureInfo(f).higher_is_better, fr.shift, fr.floor);
   }
-  if (p.refused.empty() || p.forced) {
+  if ((p.refused.empty() || p.forced) && p.fingerprint_mismatch.empty()) {
     for (const Threshold& t : o.thresholds) {
       const FigureResult& fr = p.figure[t.figure];
       if (!fr.present || !fr.significant || fr.base_median == 0) continue;
@@ -619,6 +836,9 @@ absl::StatusOr<CompareResult> Compare(const CompareSide& base, const CompareSide
   r.new_path = neu.path;
   r.alpha = o.alpha;
   r.thresholds = o.thresholds;
+  r.gate = o.gate;
+  r.floor_mib = o.floor_mib;
+  r.floor_pct = o.floor_pct;
   for (const auto* side : {&base, &neu}) {
     for (const std::string& n : side->notes) r.notes.push_back(n);
   }
@@ -671,6 +891,36 @@ absl::StatusOr<CompareResult> Compare(const CompareSide& base, const CompareSide
   return r;
 }
 
+namespace {
+
+// What the shift column and the verdicts mean, one line.
+std::string VerdictLegend(const CompareResult& r) {
+  return absl::StrFormat(
+      "shift: Hodges-Lehmann median of new - base with its %g%% interval; verdict against a "
+      "floor of %g MiB and %g%% (both for a regression)",
+      (1 - r.alpha) * 100, r.floor_mib, r.floor_pct);
+}
+
+// The gate's closing line; empty without --gate.
+std::string GateLine(const CompareResult& r) {
+  if (r.gate.empty()) return "";
+  std::vector<std::string> why;
+  const GateVerdict g = r.Gate(&why);
+  std::vector<std::string> figures;
+  for (int f : r.gate) figures.push_back(FigureInfo(f).key);
+  std::vector<std::string> not_clean;
+  for (const std::string& w : why) {
+    if (!absl::EndsWith(w, ": no change") && !absl::EndsWith(w, ": improvement")) {
+      not_clean.push_back(w);
+    }
+  }
+  return absl::StrFormat("gate (%s): %s%s%s", absl::StrJoin(figures, ", "),
+                         g == GateVerdict::kNoChange ? "pass" : GateVerdictName(g),
+                         not_clean.empty() ? "" : " - ", absl::StrJoin(not_clean, "; "));
+}
+
+}  // namespace
+
 std::string CompareText(const CompareResult& r) {
   std::string out = absl::StrFormat("base: %s\nnew:  %s\npairs: %s\n", r.base_path, r.new_path,
                                     r.pairing);
@@ -678,6 +928,7 @@ std::string CompareText(const CompareResult& r) {
                         "test: two-sided Mann-Whitney U over the repeats (exact up to 60 values), alpha %g; "
                         "\"~\" = no significant change\n",
                         r.alpha);
+  absl::StrAppend(&out, VerdictLegend(r), "\n");
   for (const PairResult& p : r.pairs) {
     absl::StrAppendFormat(&out, "\n%s  (%d vs %d repeats)\n", PairName(p), p.n_base, p.n_new);
     if (!p.refused.empty()) {
@@ -685,15 +936,26 @@ std::string CompareText(const CompareResult& r) {
                       p.refused, p.forced ? "" : " (--force compares anyway, marked)", "\n");
       if (!p.forced) continue;
     }
+    if (!p.fingerprint_mismatch.empty()) {
+      absl::StrAppend(&out, "  NOT COMPARABLE: ", p.fingerprint_mismatch, "\n");
+      continue;
+    }
     for (const std::string& d : p.differences) absl::StrAppend(&out, "  differs: ", d, "\n");
-    std::vector<std::vector<std::string>> rows = {{"figure", "base", "new", "change", "p", ""}};
+    if (!p.fingerprint.empty()) absl::StrAppend(&out, "  fingerprint: ", p.fingerprint, "\n");
+    if (p.unfingerprinted > 0) {
+      absl::StrAppendFormat(&out, "  fingerprint: not recorded in %d repeat(s) (older runs); not checked there\n",
+                            p.unfingerprinted);
+    }
+    std::vector<std::vector<std::string>> rows = {
+        {"figure", "base", "new", "change", "shift [CI]", "verdict", "p", ""}};
     for (int f = 0; f < kNumCompareFigures; ++f) {
       const FigureResult& fr = p.figure[f];
       if (!fr.present) continue;
       rows.push_back({Title(f), Value(f, fr.base_median), Value(f, fr.new_median), Change(fr),
+                      ShiftText(f, fr), GateVerdictName(fr.verdict),
                       absl::StrFormat("%.3f", fr.test.p), Verdict(f, fr)});
     }
-    std::vector<size_t> w(6, 0);
+    std::vector<size_t> w(8, 0);
     for (const auto& row : rows) {
       for (size_t c = 0; c < row.size(); ++c) w[c] = std::max(w[c], row[c].size());
     }
@@ -701,8 +963,8 @@ std::string CompareText(const CompareResult& r) {
       std::string line = "  ";
       for (size_t c = 0; c < row.size(); ++c) {
         const std::string pad(w[c] - row[c].size(), ' ');
-        // The figure name left-aligned, numbers right-aligned.
-        line += c == 0 ? row[c] + pad : (c == 5 ? row[c] : pad + row[c]);
+        // The figure name and verdict left-aligned, numbers right-aligned.
+        line += c == 0 || c == 5 ? row[c] + pad : (c == 7 ? row[c] : pad + row[c]);
         if (c + 1 < row.size()) line += "  ";
       }
       absl::StrAppend(&out, absl::StripTrailingAsciiWhitespace(line), "\n");
@@ -724,6 +986,7 @@ std::string CompareText(const CompareResult& r) {
       absl::StrAppend(&out, "thresholds: none crossed (", absl::StrJoin(specs, ", "), ")\n");
     }
   }
+  if (std::string g = GateLine(r); !g.empty()) absl::StrAppend(&out, "\n", g, "\n");
   return out;
 }
 
@@ -731,8 +994,8 @@ std::string CompareMarkdown(const CompareResult& r) {
   std::string md = absl::StrFormat(
       "# rsslab compare\n\nBase: `%s`  \nNew: `%s`  \nPairs: %s  \n"
       "Test: two-sided Mann-Whitney U over the repeats (exact up to 60 values), alpha %g; \"~\" = no "
-      "significant change.\n",
-      r.base_path, r.new_path, r.pairing, r.alpha);
+      "significant change.  \n%s.\n",
+      r.base_path, r.new_path, r.pairing, r.alpha, VerdictLegend(r));
   for (const PairResult& p : r.pairs) {
     absl::StrAppendFormat(&md, "\n## %s (%d vs %d repeats)\n\n", PairName(p), p.n_base,
                           p.n_new);
@@ -741,15 +1004,26 @@ std::string CompareMarkdown(const CompareResult& r) {
                       p.refused, "\n\n");
       if (!p.forced) continue;
     }
+    if (!p.fingerprint_mismatch.empty()) {
+      absl::StrAppend(&md, "**Not comparable:** ", p.fingerprint_mismatch, "\n\n");
+      continue;
+    }
     for (const std::string& d : p.differences) absl::StrAppend(&md, "- differs: ", d, "\n");
-    if (!p.differences.empty()) md += "\n";
-    md += "| figure | base | new | change | p | |\n|---|---:|---:|---:|---:|---|\n";
+    if (!p.fingerprint.empty()) absl::StrAppend(&md, "- fingerprint: ", p.fingerprint, "\n");
+    if (p.unfingerprinted > 0) {
+      absl::StrAppendFormat(&md, "- fingerprint: not recorded in %d repeat(s) (older runs); not checked there\n",
+                            p.unfingerprinted);
+    }
+    if (!p.differences.empty() || !p.fingerprint.empty() || p.unfingerprinted > 0) md += "\n";
+    md += "| figure | base | new | change | shift [CI] | verdict | p | |\n"
+          "|---|---:|---:|---:|---:|---|---:|---|\n";
     for (int f = 0; f < kNumCompareFigures; ++f) {
       const FigureResult& fr = p.figure[f];
       if (!fr.present) continue;
-      absl::StrAppendFormat(&md, "| %s | %s | %s | %s | %.3f | %s |\n", Title(f),
+      absl::StrAppendFormat(&md, "| %s | %s | %s | %s | %s | %s | %.3f | %s |\n", Title(f),
                             Value(f, fr.base_median), Value(f, fr.new_median), Change(fr),
-                            fr.test.p, Verdict(f, fr));
+                            ShiftText(f, fr), GateVerdictName(fr.verdict), fr.test.p,
+                            Verdict(f, fr));
     }
     if (std::string s = TooFew(p, r.alpha); !s.empty()) absl::StrAppend(&md, "\n", s, ".\n");
   }
@@ -764,6 +1038,7 @@ std::string CompareMarkdown(const CompareResult& r) {
     }
     if (r.crossings.empty()) md += "None crossed.\n";
   }
+  if (std::string g = GateLine(r); !g.empty()) absl::StrAppend(&md, "\n**", g, "**\n");
   return md;
 }
 
@@ -778,10 +1053,12 @@ std::string CompareJson(const CompareResult& r) {
     absl::StrAppendFormat(
         &j,
         "%s{\"base\":%s,\"new\":%s,\"n_base\":%d,\"n_new\":%d,\"min_p\":%s,\"refused\":%s,"
-        "\"forced\":%s,\"differences\":%s,\"figures\":[",
+        "\"forced\":%s,\"differences\":%s,\"fingerprint\":%s,\"fingerprint_mismatch\":%s,"
+        "\"unfingerprinted\":%d,\"figures\":[",
         i ? "," : "", JsonStr(p.base_label), JsonStr(p.new_label), p.n_base, p.n_new,
         JsonNum(MannWhitneyMinP(p.n_base, p.n_new)), JsonStr(p.refused),
-        p.forced ? "true" : "false", JsonList(p.differences));
+        p.forced ? "true" : "false", JsonList(p.differences), JsonStr(p.fingerprint),
+        JsonStr(p.fingerprint_mismatch), p.unfingerprinted);
     bool first = true;
     for (int f = 0; f < kNumCompareFigures; ++f) {
       const FigureResult& fr = p.figure[f];
@@ -796,12 +1073,18 @@ std::string CompareJson(const CompareResult& r) {
           &j,
           "%s{\"figure\":%s,\"title\":%s,\"unit\":%s,\"base_median\":%s,\"new_median\":%s,"
           "\"change_pct\":%s,\"u\":%s,\"p\":%s,\"exact\":%s,\"significant\":%s,\"verdict\":%s,"
+          "\"shift\":%s,\"shift_low\":%s,\"shift_high\":%s,\"shift_coverage\":%s,"
+          "\"floor\":%s,\"gate_verdict\":%s,"
           "\"base_values\":%s,\"new_values\":%s}",
           first ? "" : ",", JsonStr(info.key), JsonStr(info.title), JsonStr(info.unit),
           JsonNum(FigureDisplay(f, fr.base_median)), JsonNum(FigureDisplay(f, fr.new_median)),
           JsonNum(fr.change_pct), JsonNum(fr.test.u), JsonNum(fr.test.p),
           fr.test.exact ? "true" : "false", fr.significant ? "true" : "false",
-          JsonStr(Verdict(f, fr)), list(fr.base), list(fr.neu));
+          JsonStr(Verdict(f, fr)), JsonNum(FigureDisplay(f, fr.shift.shift)),
+          fr.shift.has_interval ? JsonNum(FigureDisplay(f, fr.shift.low)) : "null",
+          fr.shift.has_interval ? JsonNum(FigureDisplay(f, fr.shift.high)) : "null",
+          JsonNum(fr.shift.coverage), JsonNum(FigureDisplay(f, fr.floor)),
+          JsonStr(GateVerdictName(fr.verdict)), list(fr.base), list(fr.neu));
       first = false;
     }
     j += "]}";
@@ -816,10 +1099,15 @@ std::string CompareJson(const CompareResult& r) {
   }
   std::vector<std::string> specs;
   for (const Threshold& t : r.thresholds) specs.push_back(t.spec);
+  std::vector<std::string> gate;
+  for (int f : r.gate) gate.push_back(FigureInfo(f).key);
   absl::StrAppendFormat(&j, "],\"thresholds\":%s,\"unreachable_thresholds\":%s,"
-                        "\"not_compared\":%s,\"notes\":%s}\n",
+                        "\"not_compared\":%s,\"notes\":%s,\"floor_mib\":%s,\"floor_pct\":%s,"
+                        "\"gate\":%s,\"gate_verdict\":%s}\n",
                         JsonList(specs), JsonList(r.Unreachable()), JsonList(r.unpaired),
-                        JsonList(r.notes));
+                        JsonList(r.notes), JsonNum(r.floor_mib), JsonNum(r.floor_pct),
+                        JsonList(gate),
+                        r.gate.empty() ? "null" : JsonStr(GateVerdictName(r.Gate(nullptr))));
   return j;
 }
 

@@ -7,7 +7,8 @@
 //   o.thresholds.push_back(*rsslab::ParseThreshold("rss_after_idle>+10%"));
 //   absl::StatusOr<rsslab::CompareResult> r = rsslab::Compare(*base, *neu, o);
 //   printf("%s", rsslab::CompareText(*r).c_str());
-//   // exit 2 if r->Refused(), 1 if !r->crossings.empty()
+//   // exit 2 if r->Refused(), 1 if !r->crossings.empty() or r->Gate() is a
+//   // regression, 3 if it is "can't tell" (o.gate names the gated figures)
 //
 // A side is a run directory (holds events.jsonl: one sweep, merged sweeps,
 // or one run) or a directory whose subdirectories hold such run directories
@@ -68,6 +69,9 @@ struct CompareSample {
   // The fill check (loadgen/results/fill_check.h): unset when the run has no fill
   // phase; `filled` false means not seed 000's conditions.
   std::optional<rsslab::v1::FillCheck> fill;
+  // The first fingerprint the run's (or cell's) snapshots carry; unset for
+  // runs recorded before snapshots had one.
+  std::optional<rsslab::v1::Fingerprint> fingerprint;
   CompareSample() {
     for (double& v : value) v = -1;
   }
@@ -118,10 +122,58 @@ struct Threshold {
 // InvalidArgument with one line naming what is wrong.
 absl::StatusOr<Threshold> ParseThreshold(absl::string_view spec);
 
+// The fields of a Fingerprint compare checks, each with the key
+// --ignore_fingerprint takes: glibc_version, allocator, allocator_version,
+// cpus_online, cpus_allowed, cgroup_cpu_max, thp_enabled, start_env (every
+// variable), or one variable's NAME (MALLOC_ARENA_MAX).
+inline constexpr const char* kFingerprintKeys[] = {
+    "glibc_version", "allocator",      "allocator_version", "cpus_online",
+    "cpus_allowed",  "cgroup_cpu_max", "thp_enabled",       "start_env"};
+// InvalidArgument naming the key when it is neither a field nor a variable
+// name ([A-Z_][A-Z0-9_]*).
+absl::Status CheckFingerprintKey(absl::string_view key);
+
+// How `a` and `b` differ, one phrase per field not ignored, e.g.
+// "MALLOC_ARENA_MAX at start (unset vs 2)"; each with its key in *keys.
+// Fields one of them did not record (empty, 0) are not compared; a variable
+// missing from a recorded start_env is "unset". `where_a`/`where_b`, when
+// not empty, follow each value ("2 in DIR").
+std::vector<std::string> FingerprintDifferences(const rsslab::v1::Fingerprint& a,
+                                                const rsslab::v1::Fingerprint& b,
+                                                const std::vector<std::string>& ignore,
+                                                std::vector<std::string>* keys,
+                                                const std::string& where_a = "",
+                                                const std::string& where_b = "");
+// One line: "glibc 2.36, glibc 2.36, 2 of 2 CPUs, cgroup CPU max, THP
+// madvise, start env { MALLOC_ARENA_MAX=2 }".
+std::string FingerprintLine(const rsslab::v1::Fingerprint& f);
+
+// The gate's verdict on one figure, from the Hodges-Lehmann shift's
+// interval (new - base, at confidence 1 - alpha) and the floor F: the larger
+// of the absolute floor (MiB figures only) and the relative floor times the
+// base median, so a regression must pass both.
+//   regression   the whole interval is beyond +F on the worse side
+//   improvement  the whole interval is beyond F on the better side
+//   no change    the whole interval lies within [-F, +F]
+//   can't tell   otherwise (it straddles a floor), or no interval reaches
+//                1 - alpha with these repeats (3 vs 3 at alpha 0.05)
+enum class GateVerdict { kNoChange, kImprovement, kRegression, kCantTell };
+const char* GateVerdictName(GateVerdict v);  // "no change", "improvement", ...
+// "rss" (the five RSS figures) or a comma-separated list of figure keys;
+// InvalidArgument naming an unknown one.
+absl::StatusOr<std::vector<int>> ParseGateFigures(absl::string_view spec);
+
 struct CompareOptions {
   double alpha = 0.05;
+  // The floors of the gate's verdicts (see GateVerdict).
+  double floor_mib = 1;
+  double floor_pct = 5;
+  // Figures whose verdicts decide the exit status (--gate); empty: none.
+  std::vector<int> gate;
   bool force = false;  // compare pairs that are not comparable, marked
   std::vector<Threshold> thresholds;
+  // Fingerprint keys whose differences are allowed (--ignore_fingerprint).
+  std::vector<std::string> ignore_fingerprint;
 };
 
 struct FigureResult {
@@ -131,6 +183,9 @@ struct FigureResult {
   double change_pct = 0;   // (new - base) / base; 0 when base is 0
   MannWhitney test;
   bool significant = false;  // p < alpha
+  Shift shift;               // Hodges-Lehmann, new - base, raw units
+  double floor = 0;          // F in raw units
+  GateVerdict verdict = GateVerdict::kCantTell;
 };
 
 struct PairResult {
@@ -143,6 +198,14 @@ struct PairResult {
   // Settings that differ but do not prevent the comparison (load flags,
   // handler, server flags): shown so a reader knows what changed.
   std::vector<std::string> differences;
+  // The runs' fingerprints differ (one line, "base and new differ in ...");
+  // --force does not override it, --ignore_fingerprint=KEY does, per field.
+  std::string fingerprint_mismatch;
+  std::vector<std::string> fingerprint_keys;  // the keys that differ
+  // The base's first fingerprint (FingerprintLine), empty if none recorded;
+  // and how many repeats recorded none.
+  std::string fingerprint;
+  int unfingerprinted = 0;
   FigureResult figure[kNumCompareFigures];
 };
 
@@ -163,10 +226,17 @@ struct CompareResult {
   std::vector<std::string> notes;     // from both sides
   std::vector<Crossing> crossings;    // thresholds crossed (forced pairs too)
   std::vector<Threshold> thresholds;
-  // Some pair is not comparable and --force was not given: nothing compared.
+  // Some pair is not comparable and --force was not given, or some pair's
+  // fingerprints differ: nothing compared.
   bool Refused() const;
   // Thresholds that no pair could trip (too few repeats for alpha).
   std::vector<std::string> Unreachable() const;
+  // The gate over the --gate figures of every pair: kRegression if any is a
+  // regression, else kCantTell if any can't tell, else kNoChange (also with
+  // no gate figures); `why` (may be null) lists "pair figure: verdict".
+  std::vector<int> gate;
+  double floor_mib = 1, floor_pct = 5;
+  GateVerdict Gate(std::vector<std::string>* why) const;
 };
 
 // InvalidArgument when nothing can be paired (a sentence naming what each

@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/echo.h"
@@ -36,11 +37,26 @@ ABSL_FLAG(std::string, fail_if, "",
           "compare: exit 1 when a significant change crosses this, e.g. "
           "'rss_after_idle>+10%' or 'qps<-5%'; several: repeat the flag or separate with commas.");
 
+ABSL_FLAG(std::string, ignore_fingerprint, "",
+          "compare: fingerprint fields allowed to differ between the runs, comma-separated: "
+          "glibc_version, allocator, allocator_version, cpus_online, cpus_allowed, "
+          "cgroup_cpu_max, thp_enabled, start_env, or a variable's NAME (MALLOC_ARENA_MAX).");
+
+ABSL_FLAG(std::string, gate, "",
+          "compare: figures whose verdicts decide the exit status (1 regression, 3 can't tell, "
+          "0 otherwise): rss (the five RSS figures) or figure keys, comma-separated.");
+ABSL_FLAG(double, floor_mib, 1,
+          "compare: absolute floor of a verdict on a MiB figure: a regression must exceed it "
+          "and --floor_pct.");
+ABSL_FLAG(double, floor_pct, 5,
+          "compare: relative floor of a verdict, percent of the base median.");
+
 namespace rsslab {
 namespace {
 
 constexpr int kExitCrossed = 1;
 constexpr int kExitUsage = 2;
+constexpr int kExitCantTell = 3;
 
 int Fail(const std::string& msg) {
   fprintf(stderr, "rsslab_loadgen: compare: %s\n", msg.c_str());
@@ -182,6 +198,28 @@ absl::StatusOr<MainOptions> OptionsFromFlags(const std::vector<std::string>& arg
   m.format = absl::GetFlag(FLAGS_json) ? Format::kJson
              : format == "md"          ? Format::kMarkdown
                                        : Format::kText;
+  o.floor_mib = absl::GetFlag(FLAGS_floor_mib);
+  if (!(o.floor_mib >= 0 && o.floor_mib <= 1e6)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--floor_mib=%g: use a size in MiB from 0 to 1000000, e.g. 1", o.floor_mib));
+  }
+  o.floor_pct = absl::GetFlag(FLAGS_floor_pct);
+  if (!(o.floor_pct >= 0 && o.floor_pct <= 1000)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--floor_pct=%g: use a percentage from 0 to 1000, e.g. 5", o.floor_pct));
+  }
+  absl::StatusOr<std::vector<int>> gate = ParseGateFigures(absl::GetFlag(FLAGS_gate));
+  if (!gate.ok()) return gate.status();
+  o.gate = *gate;
+  for (absl::string_view k :
+       absl::StrSplit(absl::GetFlag(FLAGS_ignore_fingerprint), ',', absl::SkipWhitespace())) {
+    k = absl::StripAsciiWhitespace(k);
+    if (absl::Status s = CheckFingerprintKey(k); !s.ok()) return s;
+    if (o.ignore_fingerprint.size() >= 256) {
+      return absl::InvalidArgumentError("--ignore_fingerprint: more than 256 fields");
+    }
+    o.ignore_fingerprint.push_back(std::string(k));
+  }
   for (const std::string& spec : FailIfSpecs(argv)) {
     absl::StatusOr<Threshold> t = ParseThreshold(spec);
     if (!t.ok()) return t.status();
@@ -192,6 +230,14 @@ absl::StatusOr<MainOptions> OptionsFromFlags(const std::vector<std::string>& arg
 
 void PrintRefusals(const CompareResult& r) {
   for (const PairResult& p : r.pairs) {
+    if (!p.fingerprint_mismatch.empty()) {
+      fprintf(stderr,
+              "rsslab_loadgen: compare: %s; not comparable (--ignore_fingerprint=%s compares "
+              "anyway)\n",
+              Echo(p.fingerprint_mismatch, 1024).c_str(),
+              Echo(absl::StrJoin(p.fingerprint_keys, ","), 512).c_str());
+      continue;
+    }
     if (p.refused.empty()) continue;
     fprintf(stderr,
             "rsslab_loadgen: compare: %s and %s are not comparable: %s (--force compares "
@@ -246,7 +292,9 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
     fprintf(stderr, "rsslab_loadgen: compare: no plot: %s\n", m->no_plot_why.c_str());
   }
   const bool plotted = m->png.empty() || Plot(*r, m->png);
-  if (!r->crossings.empty()) return kExitCrossed;
+  const GateVerdict gate = r->Gate(nullptr);
+  if (!r->crossings.empty() || gate == GateVerdict::kRegression) return kExitCrossed;
+  if (gate == GateVerdict::kCantTell) return kExitCantTell;
   return plotted ? 0 : 1;
 }
 

@@ -38,6 +38,8 @@ struct Cell {
   int threads_seen = 20;
   int64_t evictions = 50;
   std::string arena_max;  // MALLOC_ARENA_MAX in the server's environment
+  bool fingerprint = false;  // snapshots carry a Fingerprint (newer runs)
+  int cpus = 2;              // its cpus_online and cpus_allowed
 };
 
 Event Header(bool sweep, double scale, int fill_requests) {
@@ -87,6 +89,17 @@ void AddRecords(EventLog* log, const std::string& profile, int threads, int repe
     cache->set_evicted_bytes(static_cast<int64_t>((c.evictions > 0 ? 50 : 0) * kMiB));
     s->set_allocator("glibc");
     if (!c.arena_max.empty()) (*s->mutable_allocator_env())["MALLOC_ARENA_MAX"] = c.arena_max;
+    if (c.fingerprint) {
+      auto* f = s->mutable_fingerprint();
+      f->set_glibc_version("2.36");
+      f->set_allocator("glibc");
+      f->set_allocator_version("2.36");
+      f->set_cpus_online(c.cpus);
+      f->set_cpus_allowed(c.cpus);
+      f->set_cgroup_cpu_max("max");
+      f->set_thp_enabled("madvise");
+      *f->mutable_start_env() = s->allocator_env();
+    }
     tag(e, phase);
   };
   Event load;
@@ -346,6 +359,168 @@ TEST(CompareTest, RunsUnderAnotherAllocatorEnvironmentPairAcrossSetups) {
   ASSERT_EQ(r->pairs.size(), 2u);
   EXPECT_EQ(r->pairs[1].base_label, r->pairs[1].new_label);
   EXPECT_EQ(r->pairing, "by scenario x workers");
+}
+
+std::vector<Cell> Fingerprinted(std::vector<Cell> cells, const std::string& arena_max = "",
+                                int cpus = 2) {
+  for (Cell& c : cells) {
+    c.fingerprint = true;
+    c.arena_max = arena_max;
+    c.cpus = cpus;
+  }
+  return cells;
+}
+
+// Runs whose fingerprints differ are refused with the difference named, and
+// --force does not override it: only --ignore_fingerprint, per field.
+TEST(CompareTest, RunsWhoseFingerprintsDifferAreRefusedNamingTheField) {
+  const std::string a = Runs("fp-a", 16, Fingerprinted(Idle({100, 101, 102, 103})));
+  const std::string b = Runs("fp-b", 16, Fingerprinted(Idle({80, 81, 82, 83}), "2"));
+  CompareOptions o;
+  o.force = true;
+  auto r = CompareDirs(a, b, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->pairs.size(), 1u);
+  EXPECT_TRUE(r->Refused());
+  EXPECT_EQ(r->pairs[0].fingerprint_mismatch,
+            "base and new differ in MALLOC_ARENA_MAX at start (unset vs 2)");
+  EXPECT_EQ(r->pairs[0].fingerprint_keys, std::vector<std::string>{"MALLOC_ARENA_MAX"});
+  EXPECT_THAT(CompareText(*r), HasSubstr("NOT COMPARABLE: base and new differ in"));
+
+  o.ignore_fingerprint = {"MALLOC_ARENA_MAX"};
+  r = CompareDirs(a, b, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->Refused());
+  EXPECT_THAT(CompareText(*r),
+              HasSubstr("fingerprint: glibc 2.36, glibc 2.36, 2 of 2 CPUs, cgroup CPU max, THP "
+                        "madvise, start env { (none) }"));
+  o.ignore_fingerprint = {"start_env"};
+  r = CompareDirs(a, b, o);
+  EXPECT_FALSE(r->Refused());
+
+  // Another machine: more CPUs (glibc's arena limit is 8 x cores).
+  const std::string c = Runs("fp-c", 16, Fingerprinted(Idle({100, 101, 102, 103}), "", 4));
+  r = CompareDirs(a, c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->pairs[0].fingerprint_mismatch,
+            "base and new differ in CPUs online (2 vs 4) and CPUs allowed (2 vs 4)");
+  // Within one side: the repeats themselves are not comparable.
+  std::vector<Cell> mixed = Fingerprinted(Idle({100, 101, 102}));
+  mixed.push_back(Fingerprinted(Idle({103}), "", 4)[0]);
+  const std::string m = Runs("fp-mixed", 16, mixed);
+  r = CompareDirs(m, a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->pairs[0].fingerprint_mismatch,
+              HasSubstr("base repeats differ in CPUs online (2 in " + m + "/run0 vs 4 in " + m +
+                        "/run3)"));
+  // Runs from before fingerprints: nothing to check, and the output says so.
+  const std::string old = Runs("fp-old", 16, Idle({100, 101, 102, 103}));
+  r = CompareDirs(old, a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->Refused());
+  EXPECT_EQ(r->pairs[0].unfingerprinted, 4);
+  EXPECT_THAT(CompareText(*r), HasSubstr("not recorded in 4 repeat(s)"));
+}
+
+TEST(CompareTest, SweepProfilesMayDifferInAllocatorSetupButNotInMachine) {
+  const std::string a = Sweep("fp-sw-a", "glibc", 64, Fingerprinted(Idle({100, 101, 102, 103})));
+  const std::string b =
+      Sweep("fp-sw-b", "glibc-arena2", 64, Fingerprinted(Idle({80, 81, 82, 83}), "2"));
+  auto r = CompareDirs(a, b);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->Refused()) << r->pairs[0].fingerprint_mismatch;
+  const std::string c =
+      Sweep("fp-sw-c", "glibc-arena2", 64, Fingerprinted(Idle({80, 81, 82, 83}), "2", 8));
+  r = CompareDirs(a, c);
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(r->pairs[0].fingerprint_mismatch, HasSubstr("CPUs online (2 vs 8)"));
+}
+
+// The gate's verdict on RSS after idle for base 100..103 MiB against `neu`.
+GateVerdict IdleVerdict(const std::string& name, std::vector<double> base,
+                        std::vector<double> neu, CompareOptions o = {}, Shift* shift = nullptr) {
+  const std::string a = Sweep(name + "-a", "glibc", 64, Idle(base));
+  const std::string b = Sweep(name + "-b", "glibc", 64, Idle(neu));
+  o.gate = {kFigRssAfterIdle};
+  auto r = CompareDirs(a, b, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return GateVerdict::kNoChange;
+  const FigureResult& fr = r->pairs[0].figure[kFigRssAfterIdle];
+  if (shift != nullptr) *shift = fr.shift;
+  // The gate passes an improvement.
+  EXPECT_EQ(r->Gate(nullptr), fr.verdict == GateVerdict::kImprovement ? GateVerdict::kNoChange
+                                                                      : fr.verdict);
+  return fr.verdict;
+}
+
+// Base 100..103 MiB (median 101.5): the floor is max(1 MiB, 5 % = 5.075
+// MiB). At 4 vs 4 the 95 % interval of the shift is [smallest, largest
+// pairwise difference] (k = 1), so new = base + d gives [d - 3, d + 3].
+TEST(CompareTest, VerdictsFromTheShiftIntervalAndTheFloors) {
+  Shift s;
+  // +10: [7, 13], all beyond 5.075.
+  EXPECT_EQ(IdleVerdict("v-reg", {100, 101, 102, 103}, {110, 111, 112, 113}, {}, &s),
+            GateVerdict::kRegression);
+  EXPECT_NEAR(s.shift, 10 * kMiB, 1);
+  EXPECT_NEAR(s.low, 7 * kMiB, 1);
+  EXPECT_NEAR(s.high, 13 * kMiB, 1);
+  // -20: [-23, -17].
+  EXPECT_EQ(IdleVerdict("v-imp", {100, 101, 102, 103}, {80, 81, 82, 83}),
+            GateVerdict::kImprovement);
+  // +1: [-2, 4], within +-5.075.
+  EXPECT_EQ(IdleVerdict("v-same", {100, 101, 102, 103}, {101, 102, 103, 104}),
+            GateVerdict::kNoChange);
+  // +4: [1, 7] straddles the floor: significant, but maybe not material.
+  EXPECT_EQ(IdleVerdict("v-straddle", {100, 101, 102, 103}, {104, 105, 106, 107}),
+            GateVerdict::kCantTell);
+  // Both floors are required for a regression: +10 is below a 20 % floor,
+  // and below a 15 MiB one.
+  CompareOptions o;
+  o.floor_pct = 20;
+  EXPECT_EQ(IdleVerdict("v-pct", {100, 101, 102, 103}, {110, 111, 112, 113}, o),
+            GateVerdict::kNoChange);
+  o.floor_pct = 1;
+  o.floor_mib = 15;
+  EXPECT_EQ(IdleVerdict("v-mib", {100, 101, 102, 103}, {110, 111, 112, 113}, o),
+            GateVerdict::kNoChange);
+}
+
+// 3 vs 3 can never reach 95 % (the most extreme split alone has p = 0.1):
+// however far apart, the verdict is "can't tell", never "no change".
+TEST(CompareTest, ThreeAgainstThreeCannotTell) {
+  Shift s;
+  EXPECT_EQ(IdleVerdict("v-3a", {100, 101, 102}, {200, 201, 202}, {}, &s),
+            GateVerdict::kCantTell);
+  EXPECT_FALSE(s.has_interval);
+  EXPECT_NEAR(s.shift, 100 * kMiB, 1);
+  EXPECT_EQ(IdleVerdict("v-3b", {100, 101, 102}, {100, 101, 102}), GateVerdict::kCantTell);
+  const std::string a = Sweep("v-3c-a", "glibc", 64, Idle({100, 101, 102}));
+  CompareOptions o;
+  o.gate = {kFigRssAfterIdle};
+  auto r = CompareDirs(a, a, o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_THAT(CompareText(*r), HasSubstr("+0.0 [none]  can't tell"));
+  EXPECT_THAT(CompareText(*r),
+              HasSubstr("gate (rss_after_idle): can't tell - glibc x 64 threads rss_after_idle: "
+                        "can't tell"));
+}
+
+TEST(CompareTest, GateFiguresAreParsed) {
+  auto g = ParseGateFigures("rss, vmhwm,rss_after_idle");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->size(), 6u);
+  EXPECT_TRUE(ParseGateFigures("").ok());
+  EXPECT_THAT(ParseGateFigures("rss_idle").status().message(),
+              HasSubstr("unknown figure \"rss_idle\""));
+}
+
+TEST(CompareTest, IgnoreFingerprintKeysAreChecked) {
+  EXPECT_TRUE(CheckFingerprintKey("cpus_online").ok());
+  EXPECT_TRUE(CheckFingerprintKey("MALLOC_ARENA_MAX").ok());
+  absl::Status s = CheckFingerprintKey("cores");
+  EXPECT_THAT(s.message(), HasSubstr("unknown field \"cores\""));
+  EXPECT_FALSE(CheckFingerprintKey("1ABC").ok());
+  EXPECT_FALSE(CheckFingerprintKey("").ok());
 }
 
 TEST(CompareTest, NothingToPairOrMixedKindsIsOneSentence) {

@@ -91,4 +91,67 @@ MannWhitney MannWhitneyU(const std::vector<double>& a, const std::vector<double>
   return r;
 }
 
+int MannWhitneyIntervalRank(int n, int m, double alpha, double* coverage) {
+  if (coverage != nullptr) *coverage = 0;
+  if (n <= 0 || m <= 0 || !(alpha > 0 && alpha < 1)) return 0;
+  const int total = n + m;
+  const double nm = static_cast<double>(n) * m;
+  if (total > kMannWhitneyExactMaxTotal) {
+    // Normal approximation: k = floor(nm/2 - z(1 - alpha/2) sd(U)), with z
+    // found by bisection on erfc (no inverse in <cmath>).
+    double lo = 0, hi = 40;
+    for (int i = 0; i < 200; ++i) {
+      const double mid = (lo + hi) / 2;
+      (std::erfc(mid / std::sqrt(2.0)) > alpha ? lo : hi) = mid;
+    }
+    const double sd = std::sqrt(nm * (total + 1) / 12);
+    const int k = std::max(0, static_cast<int>(std::floor(nm / 2 - lo * sd)));
+    if (coverage != nullptr && k > 0) *coverage = 1 - alpha;
+    return k;
+  }
+  // count[j][s]: j-subsets of the ranks 0..total-1 with sum s; U of such a
+  // subset as the first sample is s - j(j-1)/2, from 0 to n*m.
+  const int max_sum = total * n;
+  std::vector<std::vector<double>> count(n + 1, std::vector<double>(max_sum + 1, 0));
+  count[0][0] = 1;
+  for (int item = 0; item < total; ++item) {
+    for (int j = std::min(n, item + 1); j >= 1; --j) {
+      for (int s = max_sum; s >= item; --s) count[j][s] += count[j - 1][s - item];
+    }
+  }
+  const double all = Choose(total, n);
+  const int offset = n * (n - 1) / 2;
+  double cdf = 0;  // P(U <= c)
+  int k = 0;
+  for (int c = 0; c <= static_cast<int>(nm); ++c) {
+    const double next = cdf + count[n][c + offset] / all;
+    if (next > alpha / 2) break;
+    cdf = next;
+    k = c + 1;  // P(U <= k - 1) = cdf <= alpha / 2
+  }
+  if (coverage != nullptr && k > 0) *coverage = 1 - 2 * cdf;
+  return k;
+}
+
+Shift HodgesLehmann(const std::vector<double>& a, const std::vector<double>& b, double alpha) {
+  Shift r;
+  if (a.empty() || b.empty()) return r;
+  std::vector<double> d;
+  d.reserve(a.size() * b.size());
+  for (double x : a) {
+    for (double y : b) d.push_back(y - x);
+  }
+  std::sort(d.begin(), d.end());
+  const size_t n = d.size();
+  r.shift = n % 2 ? d[n / 2] : (d[n / 2 - 1] + d[n / 2]) / 2;
+  r.k = MannWhitneyIntervalRank(static_cast<int>(a.size()), static_cast<int>(b.size()), alpha,
+                                &r.coverage);
+  if (r.k > 0 && static_cast<size_t>(r.k) <= n) {
+    r.has_interval = true;
+    r.low = d[r.k - 1];
+    r.high = d[n - r.k];
+  }
+  return r;
+}
+
 }  // namespace rsslab

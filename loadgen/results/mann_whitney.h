@@ -50,6 +50,41 @@ MannWhitney MannWhitneyU(const std::vector<double>& a, const std::vector<double>
 // n against m distinct values (complete separation).
 double MannWhitneyMinP(int n, int m);
 
+// The Hodges-Lehmann estimate of the shift from a to b, with its
+// distribution-free confidence interval (Hollander & Wolfe, "Nonparametric
+// Statistical Methods", the two-sample location problem):
+//
+//   the n*m pairwise differences b_j - a_i, sorted: D(1) <= ... <= D(nm);
+//   shift = their median;
+//   interval = [D(k), D(nm + 1 - k)], where k is the largest integer with
+//   P(U <= k - 1) <= alpha / 2 under "no difference", U's exact
+//   distribution for distinct values (normal approximation above
+//   kMannWhitneyExactMaxTotal values). Its coverage is 1 - 2 P(U <= k - 1),
+//   at least 1 - alpha.
+//
+//   // 4 vs 4: k = 1 (P(U <= 0) = 1/70 <= 0.025 < P(U <= 1) = 2/70), the
+//   // interval is [smallest, largest difference] with coverage 68/70.
+//   rsslab::Shift s = rsslab::HodgesLehmann({100, 101, 102, 103},
+//                                           {110, 111, 112, 113}, 0.05);
+//   // s.shift = 10, s.low = 7, s.high = 13, s.has_interval = true
+//
+// k = 0 means no interval reaches 1 - alpha with these sample sizes (3 vs 3
+// at alpha 0.05: the most extreme split alone has probability 2/20 = 0.1):
+// has_interval is false. Ties in the data leave the estimate as it is; the
+// interval then uses the critical value for distinct values, as usual.
+struct Shift {
+  double shift = 0;          // median of b_j - a_i
+  double low = 0, high = 0;  // the interval, when has_interval
+  bool has_interval = false;
+  double coverage = 0;       // 1 - 2 P(U <= k - 1) (exact), or the asked 1 - alpha
+  int k = 0;                 // the rank of the interval's ends
+};
+Shift HodgesLehmann(const std::vector<double>& a, const std::vector<double>& b, double alpha);
+
+// The k above for n against m values (0 when none reaches 1 - alpha), and
+// *coverage (may be null) set to the interval's coverage.
+int MannWhitneyIntervalRank(int n, int m, double alpha, double* coverage);
+
 }  // namespace rsslab
 
 #endif  // RSSLAB_LOADGEN_RESULTS_MANN_WHITNEY_H_

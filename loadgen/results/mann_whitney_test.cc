@@ -139,5 +139,58 @@ TEST(MannWhitneyTest, LargeSamplesUseTheNormalApproximation) {
   EXPECT_NEAR(tied.p, 0.0221, 0.0005);
 }
 
+// The interval's rank k against the textbook critical values of U (two-sided
+// alpha 0.05, reject when U <= critical): k = critical + 1. n = m = 5: the
+// counts of U = 0, 1, 2, 3 are 1, 1, 2, 3 out of C(10,5) = 252, so
+// P(U <= 2) = 4/252 <= 0.025 < P(U <= 3) = 7/252: k = 3, coverage
+// 1 - 8/252. n = m = 4: P(U <= 0) = 1/70 <= 0.025 < 2/70: k = 1. n = m = 3:
+// P(U <= 0) = 1/20 > 0.025: no interval (k = 0). n = m = 8: critical 13.
+TEST(HodgesLehmannTest, IntervalRankIsTheTextbookCriticalValuePlusOne) {
+  double coverage = 0;
+  EXPECT_EQ(MannWhitneyIntervalRank(5, 5, 0.05, &coverage), 3);
+  EXPECT_NEAR(coverage, 1 - 8.0 / 252, 1e-12);
+  EXPECT_EQ(MannWhitneyIntervalRank(4, 4, 0.05, &coverage), 1);
+  EXPECT_NEAR(coverage, 1 - 2.0 / 70, 1e-12);
+  EXPECT_EQ(MannWhitneyIntervalRank(3, 3, 0.05, &coverage), 0);
+  EXPECT_EQ(coverage, 0);
+  EXPECT_EQ(MannWhitneyIntervalRank(3, 5, 0.05, nullptr), 1);  // P(U <= 0) = 1/56
+  EXPECT_EQ(MannWhitneyIntervalRank(8, 8, 0.05, nullptr), 14);
+  EXPECT_EQ(MannWhitneyIntervalRank(10, 10, 0.05, nullptr), 24);  // critical 23
+  // 3 vs 3 reaches 75 %: P(U <= 1) = 2/20 <= 0.125 < P(U <= 2) = 4/20.
+  EXPECT_EQ(MannWhitneyIntervalRank(3, 3, 0.25, &coverage), 2);
+  EXPECT_NEAR(coverage, 0.8, 1e-12);
+}
+
+// By hand: a = 10 12 14 16 18, b = 13 15 19 20 24. The 25 differences b - a,
+// sorted: -5 -3 -3 -1 -1 1 1 1 2 3 3 3 4 5 5 6 6 7 8 8 9 10 10 12 14. The
+// median (13th) is 4; with k = 3 the 95 % interval is [D(3), D(23)] =
+// [-3, 10].
+TEST(HodgesLehmannTest, ShiftAndIntervalByHand) {
+  Shift s = HodgesLehmann({10, 12, 14, 16, 18}, {13, 15, 19, 20, 24}, 0.05);
+  EXPECT_DOUBLE_EQ(s.shift, 4);
+  ASSERT_TRUE(s.has_interval);
+  EXPECT_EQ(s.k, 3);
+  EXPECT_DOUBLE_EQ(s.low, -3);
+  EXPECT_DOUBLE_EQ(s.high, 10);
+  // 4 vs 4, every new value 10 above: the differences run 7..13 (median 10),
+  // and k = 1 takes the extremes.
+  s = HodgesLehmann({100, 101, 102, 103}, {110, 111, 112, 113}, 0.05);
+  EXPECT_DOUBLE_EQ(s.shift, 10);
+  EXPECT_DOUBLE_EQ(s.low, 7);
+  EXPECT_DOUBLE_EQ(s.high, 13);
+  // 3 vs 3 gives an estimate but no 95 % interval, however far apart.
+  s = HodgesLehmann({1, 2, 3}, {1001, 1002, 1003}, 0.05);
+  EXPECT_DOUBLE_EQ(s.shift, 1000);
+  EXPECT_FALSE(s.has_interval);
+}
+
+// Above 60 values, the normal approximation: n = m = 40, sd(U) =
+// sqrt(1600 * 81 / 12) = 103.92, k = floor(800 - 1.95996 * 103.92) = 596.
+TEST(HodgesLehmannTest, LargeSamplesUseTheNormalApproximation) {
+  double coverage = 0;
+  EXPECT_EQ(MannWhitneyIntervalRank(40, 40, 0.05, &coverage), 596);
+  EXPECT_DOUBLE_EQ(coverage, 0.95);
+}
+
 }  // namespace
 }  // namespace rsslab

@@ -1,5 +1,6 @@
 #include "memory/snapshot/process_snapshot.h"
 
+#include <gnu/libc-version.h>
 #include <unistd.h>
 
 #include <map>
@@ -8,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
+#include "common/procfs/fingerprint.h"
 #include "common/procfs/procfs.h"
 #include "memory/alloc/alloc.h"
 
@@ -28,6 +30,28 @@ void FillProcessSnapshot(const ProcessSnapshotOptions& options, rsslab::v1::Snap
     for (const auto& kv : *env) (*out->mutable_allocator_env())[kv.first] = kv.second;
   }
   a.FillStats(out->mutable_allocator_stats());
+  FillFingerprint(*out, out->mutable_fingerprint());
+}
+
+void FillFingerprint(const rsslab::v1::Snapshot& filled, rsslab::v1::Fingerprint* out) {
+  procfs::ReadFingerprint(0, out);
+  out->set_glibc_version(gnu_get_libc_version());
+  // The allocator's own word on its version, from the stats just read.
+  const rsslab::v1::AllocatorStats& st = filled.allocator_stats();
+  out->set_allocator(filled.allocator());
+  std::string version;
+  if (filled.allocator() == "glibc") {
+    version = gnu_get_libc_version();
+  } else if (filled.allocator() == "jemalloc") {
+    version = st.jemalloc().version();
+  } else if (filled.allocator() == "mimalloc") {
+    version = !st.mimalloc().version_text().empty() ? st.mimalloc().version_text()
+              : st.mimalloc().version() > 0 ? std::to_string(st.mimalloc().version())
+                                            : "";
+  } else if (filled.allocator() == "tcmalloc") {
+    version = st.tcmalloc().version();
+  }
+  out->set_allocator_version(version);
 }
 
 void FillTrimHistory(const Trimmer& trimmer, rsslab::v1::Snapshot* out) {

@@ -27,9 +27,13 @@ struct ProcessSnapshotOptions {
 
 // unix_nanos, pid, status, thread_names, memory_map, allocator,
 // allocator_library, allocator_env (what /proc/self/environ says the
-// process started with) and allocator_stats. Unreadable /proc files leave
+// process started with), allocator_stats and fingerprint. Unreadable /proc files leave
 // their fields empty: a snapshot never fails.
 void FillProcessSnapshot(const ProcessSnapshotOptions& options, rsslab::v1::Snapshot* out);
+
+// This process's Fingerprint, with glibc's and the allocator's versions as
+// they report them; `filled` holds allocator and allocator_stats already.
+void FillFingerprint(const rsslab::v1::Snapshot& filled, rsslab::v1::Fingerprint* out);
 
 // last_trim, trims_total, recent_trims and auto_trims_total.
 void FillTrimHistory(const Trimmer& trimmer, rsslab::v1::Snapshot* out);

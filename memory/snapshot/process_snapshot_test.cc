@@ -3,6 +3,7 @@
 
 #include "memory/snapshot/process_snapshot.h"
 
+#include <gnu/libc-version.h>
 #include <unistd.h>
 
 #include "gtest/gtest.h"
@@ -23,6 +24,12 @@ TEST(ProcessSnapshotTest, FillsProcfsAndAllocatorOfThisProcess) {
   EXPECT_FALSE(s.allocator_library().empty());
   EXPECT_TRUE(s.allocator_stats().has_glibc());
   EXPECT_EQ(s.memory_map().largest_size(), 0);
+  // The fingerprint compare checks: versions as the libraries report them.
+  EXPECT_EQ(s.fingerprint().glibc_version(), gnu_get_libc_version());
+  EXPECT_EQ(s.fingerprint().allocator(), "glibc");
+  EXPECT_EQ(s.fingerprint().allocator_version(), gnu_get_libc_version());
+  EXPECT_GT(s.fingerprint().cpus_allowed(), 0);
+  EXPECT_FALSE(s.fingerprint().thp_enabled().empty());
 
   rsslab::v1::Snapshot d;
   FillProcessSnapshot({.detail = true}, &d);

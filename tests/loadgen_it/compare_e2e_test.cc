@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,7 +55,8 @@ step { name: "trim" set_phase { phase: "trim" gc: true } }
 
 // `count` runs, each against a fresh server with `workers` workers, into
 // DIR/run<i>.
-void Runs(const std::string& dir, int workers, int count, const std::string& scale = "1") {
+void Runs(const std::string& dir, int workers, int count, const std::string& scale = "1",
+          const std::map<std::string, std::string>& env = {}) {
   const std::string scenario = ScenarioFile();
   for (int i = 0; i < count; ++i) {
     ServerProcess::Options o;
@@ -62,6 +64,7 @@ void Runs(const std::string& dir, int workers, int count, const std::string& sca
     o.args = {"--listen=127.0.0.1:0", "--control_listen=127.0.0.1:0",
               absl::StrCat("--threads=", workers),
               "--handler=" + ServerProcess::Runfile("server/handlers/web_worker.py")};
+    o.env = env;
     auto server = ServerProcess::Start(o);
     ASSERT_TRUE(server.ok()) << server.status();
     ServerProcess::Result r = ServerProcess::Run(
@@ -86,6 +89,7 @@ class CompareE2eTest : public ::testing::Test {
     Runs(Tmp("twelve"), 12, 4);
     Runs(Tmp("one-again"), 1, 3);
     Runs(Tmp("half"), 1, 1, "0.5");
+    Runs(Tmp("arena2"), 1, 1, "1", {{"MALLOC_ARENA_MAX", "2"}});
   }
 };
 
@@ -194,6 +198,48 @@ TEST_F(CompareE2eTest, AnotherScaleIsRefusedUnlessForced) {
   r = Compare({Tmp("one"), Tmp("half"), "--force", "--plot="});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("FORCED, not comparable: different scale"));
+}
+
+// The server's start environment is part of every run's fingerprint: a run
+// under MALLOC_ARENA_MAX=2 is refused against the plain runs, in one line
+// naming the variable, unless that field is ignored on purpose.
+TEST_F(CompareE2eTest, AnotherStartEnvironmentIsRefusedByFingerprint) {
+  ServerProcess::Result r = Compare({Tmp("one"), Tmp("arena2"), "--plot=", "--force"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(r.err,
+            "rsslab_loadgen: compare: base and new differ in MALLOC_ARENA_MAX at start (unset vs "
+            "2); not comparable (--ignore_fingerprint=MALLOC_ARENA_MAX compares anyway)\n");
+  EXPECT_EQ(r.out, "");
+  r = Compare({Tmp("one"), Tmp("arena2"), "--plot=", "--ignore_fingerprint=MALLOC_ARENA_MAX"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("differs: allocator environment: { (none) } -> { "
+                               "MALLOC_ARENA_MAX=2 }"));
+  // The same setup: the fingerprint the server recorded about itself.
+  r = Compare({Tmp("one"), Tmp("one-again"), "--plot="});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("  fingerprint: glibc 2."));
+  EXPECT_THAT(r.out, Not(HasSubstr("not recorded")));
+  r = Compare({Tmp("one"), Tmp("arena2"), "--ignore_fingerprint=cores"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--ignore_fingerprint: unknown field \"cores\""));
+}
+
+// The gate's exit status: 11 more workers are a regression in thread count
+// (exit 1); RSS at 4 vs 3 repeats can never reach a 95 % interval (exit 3);
+// without --gate the verdicts are shown and the status is as before.
+TEST_F(CompareE2eTest, GateExitStatus) {
+  ServerProcess::Result r = Compare({Tmp("one"), Tmp("twelve"), "--gate=threads", "--plot="});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_THAT(Row(r.out, "OS threads (max)"), HasSubstr("regression"));
+  EXPECT_THAT(r.out, HasSubstr("gate (threads): regression - "));
+  r = Compare({Tmp("one"), Tmp("one-again"), "--gate=rss", "--plot="});
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_THAT(Row(r.out, "RSS after idle"), HasSubstr("[none]  can't tell"));
+  r = Compare({Tmp("one"), Tmp("one-again"), "--plot="});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = Compare({Tmp("one"), Tmp("twelve"), "--gate=rss_idle"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--gate=rss_idle: unknown figure"));
 }
 
 TEST_F(CompareE2eTest, BadInputIsOneLineAndExit2) {
