@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "control/snapshot_text.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
+#include "common/trim_modes.h"
 #include "common/flags_parse.h"
 #include "common/auth.h"
 #include "common/echo.h"
@@ -105,12 +107,11 @@ void SetDeadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::GetFlag(FLAGS_timeout)));
 }
 
+// The one table of names (common/trim_modes.h).
 bool ParseMode(const std::string& m, rsslab::v1::TrimMode* out) {
-  if (m == "default") *out = rsslab::v1::TRIM_MODE_DEFAULT;
-  else if (m == "global") *out = rsslab::v1::TRIM_GLOBAL_ONLY;
-  else if (m == "per_thread") *out = rsslab::v1::TRIM_PER_THREAD;
-  else if (m == "purge") *out = rsslab::v1::TRIM_FREE_BLOCK_PURGE;
-  else return false;
+  std::optional<rsslab::v1::TrimMode> mode = ParseTrimModeName(m);
+  if (!mode) return false;
+  *out = *mode;
   return true;
 }
 
@@ -188,7 +189,7 @@ int InspectCommand(const Args& args) {
 
 bool ModeFromFlag(rsslab::v1::TrimMode* mode) {
   if (ParseMode(absl::GetFlag(FLAGS_mode), mode)) return true;
-  fprintf(stderr, "rsslab_ctl: --mode must be default, global, per_thread or purge\n");
+  fprintf(stderr, "rsslab_ctl: --mode must be %s\n", TrimModeNames().c_str());
   return false;
 }
 

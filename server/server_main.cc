@@ -405,7 +405,7 @@ class Serving {
   Serving(std::unique_ptr<ServerCore> core, const Config& config)
       : core_(std::move(core)),
         load_(core_.get(), &config.security),
-        control_(core_.get(), absl::GetFlag(FLAGS_max_watch_streams), &config.security) {
+        control_(core_->control(), absl::GetFlag(FLAGS_max_watch_streams), &config.security) {
     int data_port = 0, control_port = 0;
     std::unique_ptr<grpc::ServerCompletionQueue> load_cq;
     data_server_ = Listen(

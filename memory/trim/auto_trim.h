@@ -106,10 +106,6 @@ class AutoTrimPolicy {
   bool armed_ = false;
 };
 
-// Resident bytes from /proc/self/statm: one small read, no smaps walk.
-// -1 if unreadable.
-int64_t StatmRssBytes();
-
 // Runs an AutoTrimPolicy on its own thread (named rsslab-trim).
 //
 //   AutoTrimThread t(options, {sample_fn, trim_fn});
