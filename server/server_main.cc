@@ -37,7 +37,7 @@
 #include "common/units.h"
 #include "control/service/control_service.h"
 #include "control/service/request_check.h"
-#include "memory/trim/auto_trim_table.h"
+#include "common/auto_trim_table.h"
 #include "server/core.h"
 #include "server/load_service.h"
 #include "server/server_metrics.h"
@@ -130,7 +130,7 @@ void Need(const absl::Status& s) {
   if (!s.ok()) DieUsage(std::string(s.message()));
 }
 
-// An --auto_trim* flag against memory/trim/auto_trim_table.h, the range
+// An --auto_trim* flag against common/auto_trim_table.h, the range
 // rsslab.auto_trim() applies too.
 void NeedAutoTrim(absl::string_view flag, double value) {
   Need(CheckAutoTrimValue(*FindAutoTrimFlag(flag), value, AutoTrimCaller::kServerFlag));

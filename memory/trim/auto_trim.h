@@ -36,7 +36,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "memory/trim/auto_trim_table.h"
+#include "common/auto_trim_table.h"
 
 namespace rsslab {
 

@@ -477,7 +477,7 @@ PYBIND11_MODULE(_rsslab, m) {
   if (PyModule_AddFunctions(m.ptr(), kPerRequest) != 0) throw py11::error_already_set();
   m.def("requests", []() { return State().requests(); });
   m.def("start_auto_trim", &StartAutoTrim);
-  // The one table of auto-trim modes and ranges (memory/trim/auto_trim_table.h),
+  // The one table of auto-trim modes and ranges (common/auto_trim_table.h),
   // for rsslab.auto_trim() and `python -m rsslab run --auto_trim`.
   m.def("auto_trim_modes", []() {
     py11::list modes;

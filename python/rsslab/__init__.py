@@ -455,7 +455,7 @@ def auto_trim(mode="after_burst", *, signal="auto", gap_mb=16, settle_s=2.0,
     if mode is None or mode == "off":
         _native.stop_auto_trim()
         return None
-    # Modes and ranges: the one table in memory/trim/auto_trim_table.h, the
+    # Modes and ranges: the one table in common/auto_trim_table.h, the
     # server's --auto_trim* flags' too.
     _native.check_auto_trim_mode(mode if isinstance(mode, str) else repr(mode),
                                  "auto_trim(mode=)")
