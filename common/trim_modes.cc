@@ -39,6 +39,12 @@ std::string TrimModeNames() {
   return Listed([](const TrimModeInfo& m) { return std::string(m.name); });
 }
 
+std::string TrimModeAlternatives() {
+  std::string out;
+  for (const TrimModeInfo& m : kTrimModes) absl::StrAppend(&out, out.empty() ? "" : "|", m.name);
+  return out;
+}
+
 std::string TrimModeChoices() {
   return Listed([](const TrimModeInfo& m) {
     return absl::StrCat(static_cast<int>(m.mode), " (", m.spoken, ")");

@@ -48,6 +48,10 @@ std::optional<v1::TrimMode> ParseTrimModeName(absl::string_view name);
 // "default, global, per_thread or purge".
 std::string TrimModeNames();
 
+// "default|global|per_thread|purge", for usage lines (rsslab_ctl's, and
+// docs/SERVER.md's, which trim_modes_test holds against this).
+std::string TrimModeAlternatives();
+
 // "0 (default), 1 (global only), 2 (per thread) or 3 (free-block purge)".
 std::string TrimModeChoices();
 

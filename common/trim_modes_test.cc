@@ -1,5 +1,9 @@
 #include "common/trim_modes.h"
 
+#include <fstream>
+#include <sstream>
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace rsslab {
@@ -24,8 +28,21 @@ TEST(TrimModesTest, TheTableCoversTheProtoOnce) {
 
 TEST(TrimModesTest, ListsForMessages) {
   EXPECT_EQ(TrimModeNames(), "default, global, per_thread or purge");
+  EXPECT_EQ(TrimModeAlternatives(), "default|global|per_thread|purge");
   EXPECT_EQ(TrimModeChoices(),
             "0 (default), 1 (global only), 2 (per thread) or 3 (free-block purge)");
+}
+
+// The docs name the modes as the table does (rsslab_ctl's usage line is
+// built from it).
+TEST(TrimModesTest, TheServerDocNamesTheTablesModes) {
+  std::ifstream in("docs/SERVER.md");
+  ASSERT_TRUE(in.good()) << "docs/SERVER.md not in the test's runfiles";
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("rsslab_ctl trim --mode=" + TrimModeAlternatives() + " "),
+            std::string::npos)
+      << "docs/SERVER.md: the trim line should read --mode=" << TrimModeAlternatives();
 }
 
 }  // namespace

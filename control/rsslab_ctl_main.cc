@@ -115,16 +115,19 @@ bool ParseMode(const std::string& m, rsslab::v1::TrimMode* out) {
   return true;
 }
 
-constexpr char kUsage[] =
+// The trim modes' names come from their one table (common/trim_modes.h).
+std::string Usage() {
+  return absl::StrCat(
     "rsslab_ctl [--control=HOST:PORT|all:NAME|pid:PID] COMMAND\n"
     "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
     "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
     "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
-    "  trim [--mode=default|global|per_thread|purge]    release free memory now\n"
+    "  trim [--mode=", TrimModeAlternatives(), "]    release free memory now\n"
     "  workers                                          --control=all:NAME: the service's live workers\n"
     "  inspect --pid=PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]\n"
     "                                                   any process from outside: threads, memory,\n"
-    "                                                   allocator, environment, diagnosis";
+    "                                                   allocator, environment, diagnosis");
+}
 
 using Args = std::vector<char*>;
 using Stub = rsslab::v1::Control::Stub;
@@ -342,7 +345,7 @@ int ControlCommands(const std::string& cmd, const Args& args, const registry::Co
 }
 
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
+  absl::SetProgramUsageMessage(Usage());
   Args args = ParseFlags(argc, argv);
   if (args.size() < 2) {
     fprintf(stderr, "rsslab_ctl: missing command (phase, snapshot, watch, trim, inspect); see --help\n");
