@@ -106,7 +106,8 @@ rsslab::v1::TrimResult ControlOps::Release(rsslab::v1::TrimMode mode, const std:
   const bool every_heap = mode == rsslab::v1::TRIM_FREE_BLOCK_PURGE;
   const bool purging =
       every_heap ||
-      (mode == rsslab::v1::TRIM_MODE_DEFAULT && alloc::Allocator::Get().name() == "mimalloc");
+      (mode == rsslab::v1::TRIM_MODE_DEFAULT &&
+       alloc::Allocator::Get().KeepsPagesWithLiveBlocks());
   auto total = std::make_shared<alloc::PurgeTotal>();
   std::function<void()> step;
   if (every_heap) {

@@ -1,6 +1,5 @@
 #include "python/native/package_state.h"
 
-#include <malloc.h>
 #include <pthread.h>
 #include <pybind11/stl.h>
 #include <time.h>
@@ -56,7 +55,7 @@ ControlOps::Options OpsOptions(TrackedThreads* threads) {
   ControlOps::Options o;
   o.threads = threads;
   o.worker_timeout = absl::InfiniteDuration();
-  o.thread_stats = alloc::Allocator::Get().name() == "mimalloc";
+  o.thread_stats = alloc::Allocator::Get().KeepsPagesWithLiveBlocks();
   o.follow_up_in_pass = true;
   // The process's own MemTotal, as rsslab_server without --max_cache_limit_mb.
   o.cache_ceiling = MemTotalCeiling();
@@ -183,11 +182,7 @@ uint64_t PackageState::LoadCount() {
 // glibc: mallinfo2 (a short walk of the arenas, five times a second); the
 // other allocators' counters are ControlOps' own (-1 for mimalloc, whose
 // release builds keep none).
-int64_t PackageState::HeldBytes() {
-  if (alloc::Allocator::Get().name() != "glibc") return -1;
-  struct mallinfo2 mi = mallinfo2();
-  return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
-}
+int64_t PackageState::HeldBytes() { return alloc::Allocator::Get().InUseBytesByWalk(); }
 
 void PackageState::StartAutoTrim(const AutoTrimOptions& options, const std::string& signal) {
   StopAutoTrim();
