@@ -160,11 +160,13 @@ bool LargeMallocIsMmapped(size_t kib) {
 // A server core after load: phase fill, then --warm_requests handler calls,
 // so each worker gets (and fills) an arena. *errors counts failed calls.
 absl::Status Warm(rsslab::ServerCore& core, int* errors) {
-  rsslab::v1::SetPhaseRequest fill;
-  fill.set_phase("fill");
-  fill.set_gc(false);
+  rsslab::SetPhaseCall fill;
+  fill.phase = rsslab::v1::PHASE_FILL;
+  fill.cache_limit_bytes = rsslab::kDefaultFillCacheBytes;
+  fill.gc = false;
   rsslab::v1::SetPhaseResponse fill_resp;
-  absl::Status s = core.SetPhase(fill, &fill_resp, /*python_deadline=*/absl::InfiniteDuration());
+  absl::Status s = core.control()->SetPhase(fill, &fill_resp,
+                                            /*python_deadline=*/absl::InfiniteDuration());
   if (!s.ok()) return s;
   const int warm = absl::GetFlag(FLAGS_warm_requests);
   std::vector<rsslab::v1::HandleRequest> reqs(warm);

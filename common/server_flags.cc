@@ -16,7 +16,7 @@
 #include "common/echo.h"
 #include "common/handler_params.h"
 #include "common/units.h"
-#include "memory/trim/auto_trim_table.h"
+#include "common/auto_trim_table.h"
 
 namespace rsslab {
 namespace {
@@ -61,7 +61,7 @@ const std::vector<ServerFlagRule>& Table() {
       {"shutdown_grace_ms", R::kInt, 0, kHour_ms, "", kReq},
       {"handler_budget_ms", R::kInt, 0, kHour_ms, "", kReq},
     };
-    // The --auto_trim* rows come from memory/trim/auto_trim_table.h.
+    // The --auto_trim* rows come from common/auto_trim_table.h.
     r->push_back(AutoTrimModeRule());
     for (const AutoTrimKnob& k : AutoTrimKnobs()) {
       if (*k.flag != '\0') r->push_back(AutoTrimRule(k));

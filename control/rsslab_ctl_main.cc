@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "control/snapshot_text.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/control.grpc.pb.h"
+#include "common/trim_modes.h"
 #include "common/flags_parse.h"
 #include "common/auth.h"
 #include "common/echo.h"
@@ -109,25 +111,27 @@ void SetDeadline(grpc::ClientContext* ctx) {
   ctx->set_deadline(absl::ToChronoTime(absl::Now() + absl::GetFlag(FLAGS_timeout)));
 }
 
+// The one table of names (common/trim_modes.h).
 bool ParseMode(const std::string& m, rsslab::v1::TrimMode* out) {
-  if (m == "default") *out = rsslab::v1::TRIM_MODE_DEFAULT;
-  else if (m == "global") *out = rsslab::v1::TRIM_GLOBAL_ONLY;
-  else if (m == "per_thread") *out = rsslab::v1::TRIM_PER_THREAD;
-  else if (m == "purge") *out = rsslab::v1::TRIM_FREE_BLOCK_PURGE;
-  else return false;
+  std::optional<rsslab::v1::TrimMode> mode = ParseTrimModeName(m);
+  if (!mode) return false;
+  *out = *mode;
   return true;
 }
 
-constexpr char kUsage[] =
+// The trim modes' names come from their one table (common/trim_modes.h).
+std::string Usage() {
+  return absl::StrCat(
     "rsslab_ctl [--control=HOST:PORT|all:NAME|pid:PID [--as_user=USER,...]] COMMAND\n"
     "  phase fill|shrink|idle|trim [--cache_limit_mb=N]   switch phase, print the snapshot\n"
     "  snapshot [--json] [--gc] [--detail]              one snapshot\n"
     "  watch [--interval=1s] [--count=N] [--json]       a snapshot every interval\n"
-    "  trim [--mode=default|global|per_thread|purge]    release free memory now\n"
+    "  trim [--mode=", TrimModeAlternatives(), "]    release free memory now\n"
     "  workers                                          --control=all:NAME: the service's live workers\n"
     "  inspect PID [--json] [--watch=10s [--count=N] [--metrics_listen=ADDR]]   (or --pid=PID)\n"
     "                                                   any process from outside: threads, memory,\n"
-    "                                                   allocator, environment, diagnosis";
+    "                                                   allocator, environment, diagnosis");
+}
 
 using Args = std::vector<char*>;
 using Stub = rsslab::v1::Control::Stub;
@@ -194,7 +198,7 @@ int InspectCommand(const Args& args) {
 
 bool ModeFromFlag(rsslab::v1::TrimMode* mode) {
   if (ParseMode(absl::GetFlag(FLAGS_mode), mode)) return true;
-  fprintf(stderr, "rsslab_ctl: --mode must be default, global, per_thread or purge\n");
+  fprintf(stderr, "rsslab_ctl: --mode must be %s\n", TrimModeNames().c_str());
   return false;
 }
 
@@ -347,7 +351,7 @@ int ControlCommands(const std::string& cmd, const Args& args, const registry::Co
 }
 
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
+  absl::SetProgramUsageMessage(Usage());
   Args args = ParseFlags(argc, argv);
   if (args.size() < 2) {
     fprintf(stderr, "rsslab_ctl: missing command (phase, snapshot, watch, trim, inspect); see --help\n");

@@ -11,9 +11,6 @@
 #include "common/files.h"
 #include "common/phase.h"
 #include "common/units.h"
-#include "memory/alloc/alloc.h"
-#include "memory/alloc/free_block_purge.h"
-#include "memory/snapshot/process_snapshot.h"
 #include "server/python/knobs.h"
 
 namespace rsslab {
@@ -178,41 +175,22 @@ absl::StatusOr<std::unique_ptr<ServerCore>> ServerCore::Create(const Options& op
     core->dispatcher_ = std::make_unique<PythonDispatcher>(core->workers_.get(), runtime, served);
   }
 
-  core->trimmer_ = std::make_unique<Trimmer>(core->workers_.get(), absl::Seconds(10),
-                                             options.trim_thread_stats);
+  ControlOps::Options ops;
+  ops.threads = core->workers_.get();
+  ops.thread_stats = options.trim_thread_stats;
+  ops.cache_ceiling = options.cache_ceiling;
+  ops.start = core->start_;
+  core->ops_ = std::make_unique<ControlOps>(static_cast<ControlHost*>(core.get()), ops);
   if (options.auto_trim.mode != AutoTrimOptions::Mode::kOff) {
     absl::Status valid = ValidateAutoTrimOptions(options.auto_trim);
     if (!valid.ok()) return valid;
-    // The idle server's footprint, so the live estimate needs no smaps.
-    core->baseline_rss_ = StatmRssBytes();
-    core->baseline_allocated_ = alloc::Allocator::Get().AllocatedBytes();
-    ServerCore* c = core.get();
-    AutoTrimThread::Hooks hooks;
-    hooks.sample = [c](AutoTrimSample* s) { c->SampleForAutoTrim(s); };
-    hooks.trim = [c](const std::string& trigger) {
-      c->trimmer_->Run(rsslab::v1::TRIM_MODE_DEFAULT, trigger);
-    };
-    core->auto_trim_ = std::make_unique<AutoTrimThread>(options.auto_trim, std::move(hooks));
-    core->auto_trim_->Start();
+    // Now, idle: the baseline is the idle server's footprint.
+    core->ops_->StartAutoTrim(options.auto_trim);
   }
   return core;
 }
 
 ServerCore::~ServerCore() { Shutdown(); }
-
-void ServerCore::SampleForAutoTrim(AutoTrimSample* s) {
-  s->requests = phase_.Counters().served;
-  s->rss_bytes = StatmRssBytes();
-  // Where the allocator counts allocated bytes (jemalloc, tcmalloc) that is
-  // the live figure; otherwise (glibc, mimalloc) the cache's bytes, the
-  // memory a long-lived heap legitimately holds above the idle baseline.
-  int64_t allocated = alloc::Allocator::Get().AllocatedBytes();
-  if (allocated >= 0 && baseline_allocated_ >= 0) {
-    s->live_bytes = baseline_rss_ + std::max<int64_t>(0, allocated - baseline_allocated_);
-  } else {
-    s->live_bytes = baseline_rss_ + runtime_->cache().Counters().bytes;
-  }
-}
 
 void ServerCore::set_addresses(const std::string& data, const std::string& control) {
   options_.data_address = data;
@@ -291,76 +269,26 @@ void ServerCore::Submit(const rsslab::v1::HandleRequest* request,
       absl::Now()});
 }
 
-absl::Status ServerCore::SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                                  rsslab::v1::SetPhaseResponse* response,
-                                  absl::Duration python_deadline) {
-  absl::StatusOr<SetPhaseCall> call = CheckSetPhase(request, options_.cache_ceiling);
-  if (!call.ok()) return call.status();
-  const v1::Phase phase = call->phase;
-  const int64_t limit = call->cache_limit_bytes;
-  const bool gc = call->gc;
-  SnapshotOptions snap;
-  snap.gc = gc;
-  snap.detail = request.detail();
-  snap.python_deadline = python_deadline;
-
-  if (limit >= 0) {
+absl::Status ServerCore::EnterPhase(const SetPhaseCall& call, absl::Duration /*python_deadline*/,
+                                    rsslab::v1::SetPhaseResponse* response) {
+  if (call.cache_limit_bytes >= 0) {
     // Bounded now, without the GIL (the C++ cache has its own lock); the
     // evicted Python objects are released on the Python control thread,
     // before the snapshot's Python part, once a handler lets the GIL go.
     std::vector<PyObject*> dropped;
-    runtime_->cache().ResizeKeeping(limit, &dropped);
+    runtime_->cache().ResizeKeeping(call.cache_limit_bytes, &dropped);
     ReleaseLater(std::move(dropped));
   }
-  response->set_previous_phase(phase_.Set(phase));
-  if (phase == v1::PHASE_TRIM) {
-    TakeSnapshot(snap, response->mutable_before());
-    *response->mutable_trim() = RunTrim(request.trim_mode(), "phase", python_deadline);
-    if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
-    snap.gc = false;  // the "before" snapshot already collected
-  }
-  // Past the deadline, the snapshot's python.unavailable says why; the
-  // evicted entries are then released once the GIL is free.
-  TakeSnapshot(snap, response->mutable_snapshot());
+  response->set_previous_phase(phase_.Set(call.phase));
   return absl::OkStatus();
 }
 
-rsslab::v1::TrimResult ServerCore::RunTrim(rsslab::v1::TrimMode mode, const std::string& trigger,
-                                           absl::Duration worker_timeout) {
-  if (mode != rsslab::v1::TRIM_FREE_BLOCK_PURGE) {
-    return trimmer_->Run(mode, trigger, worker_timeout);
-  }
-  // Every worker walks its heap after its own release, however little it
-  // holds (threshold 0): an explicit request, not a timer's.
-  auto total = std::make_shared<alloc::PurgeTotal>();
-  rsslab::v1::TrimResult r =
-      trimmer_->Run(mode, trigger, worker_timeout, total->Step([] { return int64_t{0}; }));
-  total->ToProto(r.mutable_free_block_purge());
-  return r;
+bool ServerCore::CollectGarbage(absl::Duration deadline, std::string* why) {
+  return RunPythonWithin([](PythonRuntime& rt) { rt.Collect(); }, deadline, why);
 }
 
-absl::Status ServerCore::Trim(const rsslab::v1::TrimRequest& request,
-                              rsslab::v1::TrimResponse* response,
-                              absl::Duration python_deadline) {
-  if (absl::Status m = CheckTrim(request); !m.ok()) return m;
-  std::string gc_skipped;
-  if (request.gc() &&
-      !RunPythonWithin([](PythonRuntime& rt) { rt.Collect(); }, python_deadline, &gc_skipped)) {
-    gc_skipped = absl::StrCat("gc skipped: ", gc_skipped);
-  } else {
-    gc_skipped.clear();
-  }
-  *response->mutable_trim() = RunTrim(request.mode(), "manual", python_deadline);
-  if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
-  SnapshotOptions after;
-  after.python_deadline = python_deadline;
-  TakeSnapshot(after, response->mutable_after());
-  // The trim ran without its gc: said where the caller looks for Python.
-  if (!gc_skipped.empty()) response->mutable_after()->mutable_python()->set_unavailable(gc_skipped);
-  return absl::OkStatus();
-}
-
-int64_t ServerCore::FillPython(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
+void ServerCore::FillPythonPart(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
+  if (!options.python) return;
   int64_t gc_us = 0;
   rsslab::v1::PythonInfo py;
   std::string why;
@@ -378,7 +306,7 @@ int64_t ServerCore::FillPython(const SnapshotOptions& options, rsslab::v1::Snaps
   } else {
     out->mutable_python()->set_unavailable(why);
   }
-  return gc_us;
+  out->set_gc_duration_us(gc_us);
 }
 
 namespace {
@@ -438,33 +366,17 @@ void ServerCore::FillConfig(rsslab::v1::ServerConfig* cfg) const {
   cfg->set_churn_overlap_ms(absl::ToInt64Milliseconds(options_.churn_overlap));
   cfg->set_data_address(options_.data_address);
   cfg->set_control_address(options_.control_address);
-  cfg->set_auto_trim(AutoTrimModeName(options_.auto_trim.mode));
   cfg->set_dispatch(options_.dispatcher ? options_.dispatcher->name : "python");
   for (const auto& kv : runtime_->effective_params()) {
     (*cfg->mutable_handler_params())[kv.first] = kv.second;
   }
 }
 
-void ServerCore::TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
-  // Python's part first (it may collect garbage, which changes the rest),
-  // within its deadline: the rest needs no GIL and is filled regardless.
-  const int64_t gc_us = options.python ? FillPython(options, out) : 0;
-  absl::Time t0 = absl::Now();
-  ProcessSnapshotOptions process;
-  process.detail = options.detail;
-  FillProcessSnapshot(process, out);
-  out->set_gc_duration_us(gc_us);
-  out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
+void ServerCore::FillHostPart(bool detail, rsslab::v1::Snapshot* out) {
   FillPhase(phase_.Counters(), out);
   FillCache(runtime_->cache().Counters(), out->mutable_cache());
-  FillWorkers(options.detail, out->mutable_workers());
-  FillTrimHistory(*trimmer_, out);
-  if (auto_trim_) {
-    FillAutoTrimState(auto_trim_->last(), options_.auto_trim, baseline_rss_,
-                      out->mutable_auto_trim());
-  }
+  FillWorkers(detail, out->mutable_workers());
   FillConfig(out->mutable_config());
-  out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
 }
 
 std::string ServerCore::BusyWorkers() const {
@@ -489,7 +401,7 @@ void ServerCore::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   // Before the workers: a trim's per-thread pass needs them.
-  if (auto_trim_) auto_trim_->Stop();
+  if (ops_) ops_->StopAutoTrim();
   if (workers_) workers_->Stop();
   if (py_control_) py_control_->Stop(absl::InfiniteDuration());  // before Finalize
   if (runtime_) runtime_->Finalize();

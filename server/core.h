@@ -1,7 +1,9 @@
 // The server's state and behaviour, independent of gRPC: the embedded
 // interpreter, the worker pool that runs the handler, the phase, trims and
 // snapshots. The gRPC services (load_service, control_service) are thin
-// layers over this.
+// layers over this. The Control operations are ControlOps'
+// (control/ops/control_ops.h); the server hosts them (ControlHost): its
+// workers, its cache and phase, its Python part of a snapshot.
 //
 // Example:
 //   ServerCore::Options o;            // 4 workers, a 100 MiB cache (see Options)
@@ -11,6 +13,7 @@
 //                   [](const absl::Status& s) { ... });
 //   rsslab::v1::Snapshot snap;
 //   (*core)->TakeSnapshot({.gc = true}, &snap);
+//   ControlService control((*core)->control(), /*max_watch_streams=*/8, &security);
 //   (*core)->Shutdown();              // joins workers, finalizes Python
 
 #ifndef RSSLAB_SERVER_CORE_H_
@@ -34,6 +37,7 @@
 #include "common/gil_runner.h"
 #include "common/units.h"
 #include "common/phase.h"
+#include "control/ops/control_ops.h"
 #include "control/service/control_backend.h"
 #include "control/service/request_check.h"
 #include "memory/trim/auto_trim.h"
@@ -53,7 +57,7 @@ enum class ThreadMode { kFixed, kChurn };
 std::optional<ThreadMode> ParseThreadMode(absl::string_view name);
 const char* ThreadModeName(ThreadMode mode);
 
-class ServerCore : public ControlBackend {
+class ServerCore : private ControlHost {
  public:
   struct Options {
     // Python worker threads (exactly this many run the handler).
@@ -102,18 +106,17 @@ class ServerCore : public ControlBackend {
   void Submit(const rsslab::v1::HandleRequest* request, rsslab::v1::HandleResponse* response,
               std::function<bool()> cancelled, Done done);
 
-  // SetPhase semantics (see control.proto); validates its arguments.
-  // Neither waits for the GIL beyond `python_deadline`: the cache is
-  // bounded at once (its evicted Python objects released on the Python
-  // control thread when the GIL is free), gc is skipped past the deadline
-  // (the snapshot's python.unavailable says why), and the trim's
-  // per-thread pass waits for each worker at most as long.
-  absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                        rsslab::v1::SetPhaseResponse* response,
-                        absl::Duration python_deadline) override;
-  absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response,
-                    absl::Duration python_deadline) override;
-  void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) override;
+  // The Control service's backend (SetPhase, Trim, snapshots): checked
+  // calls only (ControlCalls checks). Python is waited for at most each
+  // call's python_deadline: the cache is bounded at once (its evicted Python
+  // objects released on the Python control thread when the GIL is free),
+  // gc is skipped past the deadline (the snapshot's python.unavailable says
+  // why), and a trim's per-thread pass waits for each worker at most as
+  // long.
+  ControlBackend* control() { return ops_.get(); }
+  void TakeSnapshot(const SnapshotOptions& options, rsslab::v1::Snapshot* out) {
+    ops_->TakeSnapshot(options, out);
+  }
 
   // Refuses new calls (UNAVAILABLE) and waits up to `grace` for the calls
   // already accepted to finish; returns how many are still running.
@@ -133,22 +136,29 @@ class ServerCore : public ControlBackend {
   // for the Prometheus histogram; recorded lock-free by the workers.
   const metrics::LatencyHistogram& handler_latency() const { return handler_latency_; }
   // Trim totals for the Prometheus counters.
-  const Trimmer& trimmer() const { return *trimmer_; }
+  const Trimmer& trimmer() const { return ops_->trimmer(); }
 
   // Drains and joins the workers, then finalizes Python. Call once, on the
   // thread that called Create().
   void Shutdown();
 
  private:
-  // TakeSnapshot's steps: the Python part (returns the gc's duration, us),
-  // the worker pool, the configuration.
-  int64_t FillPython(const SnapshotOptions& options, rsslab::v1::Snapshot* out);
+  // ControlHost: what ControlOps asks of this server.
+  uint64_t LoadCount() override { return phase_.Counters().served; }
+  // The cache's bytes: what a long-lived heap legitimately holds above the
+  // idle baseline where the allocator keeps no counter (glibc, mimalloc).
+  int64_t HeldBytes() override { return runtime_->cache().Counters().bytes; }
+  // Phase counters, cache, workers, configuration.
+  void FillHostPart(bool detail, rsslab::v1::Snapshot* out) override;
+  void FillPythonPart(const SnapshotOptions& options, rsslab::v1::Snapshot* out) override;
+  // On rsslab-py0, within the deadline (RunPythonWithin).
+  bool CollectGarbage(absl::Duration deadline, std::string* why) override;
+  // The cache is bounded at once, without the GIL; its evicted Python
+  // objects are released later on rsslab-py0 (ReleaseLater).
+  absl::Status EnterPhase(const SetPhaseCall& call, absl::Duration python_deadline,
+                          rsslab::v1::SetPhaseResponse* response) override;
   void FillWorkers(bool detail, rsslab::v1::WorkerStats* w) const;
   void FillConfig(rsslab::v1::ServerConfig* cfg) const;
-  // The trimmer's release; TRIM_FREE_BLOCK_PURGE adds each worker's
-  // free-block purge after its own release (memory/alloc/free_block_purge.h).
-  rsslab::v1::TrimResult RunTrim(rsslab::v1::TrimMode mode, const std::string& trigger,
-                                 absl::Duration worker_timeout);
   explicit ServerCore(const Options& options);
   // Releases `dropped` (evicted cache entries) on the control-side Python
   // thread when it gets the GIL; does not wait. gRPC's threads never run
@@ -167,13 +177,8 @@ class ServerCore : public ControlBackend {
   std::unique_ptr<WorkerPool> workers_;
   // The Python control thread, rsslab-py0.
   std::unique_ptr<GilRunner> py_control_;
-  std::unique_ptr<Trimmer> trimmer_;
-  // Null when --auto_trim=off. Live estimate = RSS at start (interpreter,
-  // stacks, code) + what was allocated since (see SampleForAutoTrim).
-  std::unique_ptr<AutoTrimThread> auto_trim_;
-  int64_t baseline_rss_ = 0;
-  int64_t baseline_allocated_ = -1;
-  void SampleForAutoTrim(AutoTrimSample* s);
+  // Phases, trims, the automatic trim and snapshots.
+  std::unique_ptr<ControlOps> ops_;
   PhaseState phase_;
   metrics::LatencyHistogram handler_latency_;
   // Calls accepted and not yet answered; draining refuses new ones.

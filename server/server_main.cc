@@ -37,7 +37,7 @@
 #include "common/units.h"
 #include "control/service/control_service.h"
 #include "control/service/request_check.h"
-#include "memory/trim/auto_trim_table.h"
+#include "common/auto_trim_table.h"
 #include "server/core.h"
 #include "server/load_service.h"
 #include "server/server_metrics.h"
@@ -130,7 +130,7 @@ void Need(const absl::Status& s) {
   if (!s.ok()) DieUsage(std::string(s.message()));
 }
 
-// An --auto_trim* flag against memory/trim/auto_trim_table.h, the range
+// An --auto_trim* flag against common/auto_trim_table.h, the range
 // rsslab.auto_trim() applies too.
 void NeedAutoTrim(absl::string_view flag, double value) {
   Need(CheckAutoTrimValue(*FindAutoTrimFlag(flag), value, AutoTrimCaller::kServerFlag));
@@ -405,7 +405,7 @@ class Serving {
   Serving(std::unique_ptr<ServerCore> core, const Config& config)
       : core_(std::move(core)),
         load_(core_.get(), &config.security),
-        control_(core_.get(), absl::GetFlag(FLAGS_max_watch_streams), &config.security) {
+        control_(core_->control(), absl::GetFlag(FLAGS_max_watch_streams), &config.security) {
     int data_port = 0, control_port = 0;
     std::unique_ptr<grpc::ServerCompletionQueue> load_cq;
     data_server_ = Listen(

@@ -255,7 +255,7 @@ TEST(ServerTest, TheProductRunsEveryCallThroughThePythonHandler) {
 }
 
 // The bound rsslab.auto_trim(settle_fraction=) applies too (one table,
-// memory/trim/auto_trim_table.h), the flag named.
+// common/auto_trim_table.h), the flag named.
 TEST(ServerTest, AutoTrimRangesAreTheTablesNamingTheFlag) {
   auto r = ServerProcess::Run(ServerBinary(), {"--listen=127.0.0.1:0",
                                                "--control_listen=127.0.0.1:0",

@@ -88,6 +88,11 @@ class MappedText {
 absl::Status ParseStatus(absl::string_view text, rsslab::v1::ProcStatus* out);
 absl::Status ReadStatus(int pid, rsslab::v1::ProcStatus* out);
 
+// This process's resident bytes from /proc/self/statm: one small read, no
+// status or smaps parse (a trim's before/after figures, the automatic trim's
+// samples five times a second). -1 if unreadable.
+int64_t StatmRssBytes();
+
 // Classifies every mapping of /proc/<pid>/smaps text into exactly one class,
 // so the classes' RSS adds up to rss_bytes. In order of precedence:
 //   heap    [heap], the brk heap (glibc's main arena).

@@ -1,11 +1,12 @@
 // What the Control service calls: phases, trims and snapshots of one
-// process. rsslab_server's ServerCore is one backend; the Python package's
-// in-process service (rsslab.serve()) is another.
+// process, with requests already checked (request_check.h, run by
+// ControlCalls before it dispatches). The one implementation is ControlOps
+// (control/ops/control_ops.h), which rsslab_server and the Python package
+// host.
 //
 // Example:
-//   class MyBackend : public ControlBackend { ... };
-//   MyBackend backend;
-//   ControlService service(&backend, /*max_watch_streams=*/8, &security);
+//   ControlOps ops(&my_host, options);  // a ControlBackend
+//   ControlService service(&ops, /*max_watch_streams=*/8, &security);
 
 #ifndef RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
 #define RSSLAB_CONTROL_SERVICE_CONTROL_BACKEND_H_
@@ -13,11 +14,11 @@
 #include <algorithm>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "proto/control.pb.h"
+#include "control/service/request_check.h"
 #include "proto/snapshot.pb.h"
 
 namespace rsslab {
@@ -34,17 +35,6 @@ struct ControlSnapshotOptions {
   bool python = true;
 };
 
-// A trim mode the proto does not name (a newer or a hostile client) is
-// refused, not treated as the default; `field` names it in the message.
-inline absl::Status CheckTrimMode(int mode, absl::string_view field) {
-  if (!rsslab::v1::TrimMode_IsValid(mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, " must be 0 (default), 1 (global only), 2 (per thread) or 3 (free-block purge); got ",
-        mode));
-  }
-  return absl::OkStatus();
-}
-
 // The Python parts of a call get at most half the caller's time left, and
 // `cap` at most (10 ms at least): the rest still answers within the deadline.
 inline absl::Duration PythonDeadline(absl::Time call_deadline, absl::Duration cap) {
@@ -55,15 +45,15 @@ inline absl::Duration PythonDeadline(absl::Time call_deadline, absl::Duration ca
 class ControlBackend {
  public:
   virtual ~ControlBackend() = default;
-  // Each validates its request; an error status is the RPC's answer.
-  // `python_deadline`: how long the parts that need Python (gc, releasing
-  // evicted cache entries) may wait for the GIL, as for a snapshot; the
-  // rest does not wait for it.
-  virtual absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                                rsslab::v1::SetPhaseResponse* response,
+  // The largest cache_limit_bytes SetPhase accepts (CheckSetPhase's).
+  virtual CacheCeiling cache_ceiling() const = 0;
+  // Calls checked by CheckSetPhase/CheckTrim; an error status is the RPC's
+  // answer. `python_deadline`: how long the parts that need Python (gc,
+  // releasing evicted cache entries) and each worker's share of a trim may
+  // wait, as for a snapshot; the rest does not wait for it.
+  virtual absl::Status SetPhase(const SetPhaseCall& call, rsslab::v1::SetPhaseResponse* response,
                                 absl::Duration python_deadline) = 0;
-  virtual absl::Status Trim(const rsslab::v1::TrimRequest& request,
-                            rsslab::v1::TrimResponse* response,
+  virtual absl::Status Trim(const TrimCall& call, rsslab::v1::TrimResponse* response,
                             absl::Duration python_deadline) = 0;
   virtual void TakeSnapshot(const ControlSnapshotOptions& options,
                             rsslab::v1::Snapshot* out) = 0;

@@ -76,11 +76,14 @@ absl::Status ControlCalls::UnparsedRequest(absl::string_view type) {
   return absl::InvalidArgumentError(absl::StrCat("the request does not parse as rsslab.v1.", type));
 }
 
+// Each request is checked here, once, before the backend sees it.
 absl::Status ControlCalls::SetPhase(const rsslab::v1::SetPhaseRequest& request,
                                     absl::Time call_deadline,
                                     rsslab::v1::SetPhaseResponse* response) {
+  absl::StatusOr<SetPhaseCall> call = CheckSetPhase(request, backend_->cache_ceiling());
+  if (!call.ok()) return call.status();
   return backend_->SetPhase(
-      request, response, PythonDeadline(call_deadline, ControlSnapshotOptions().python_deadline));
+      *call, response, PythonDeadline(call_deadline, ControlSnapshotOptions().python_deadline));
 }
 
 void ControlCalls::GetSnapshot(const rsslab::v1::SnapshotRequest& request,
@@ -94,7 +97,9 @@ void ControlCalls::GetSnapshot(const rsslab::v1::SnapshotRequest& request,
 
 absl::Status ControlCalls::Trim(const rsslab::v1::TrimRequest& request, absl::Time call_deadline,
                                 rsslab::v1::TrimResponse* response) {
-  return backend_->Trim(request, response,
+  absl::StatusOr<TrimCall> call = CheckTrim(request);
+  if (!call.ok()) return call.status();
+  return backend_->Trim(*call, response,
                         PythonDeadline(call_deadline, ControlSnapshotOptions().python_deadline));
 }
 

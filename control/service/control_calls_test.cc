@@ -6,25 +6,28 @@
 #include <thread>  // NOLINT(build/c++11)
 
 #include "absl/time/clock.h"
+#include "common/phase.h"
 #include "gtest/gtest.h"
 
 namespace rsslab {
 namespace {
 
-// Counts what it was asked; the rules under test are ControlCalls'.
+// Counts what it was asked; the rules under test are ControlCalls'. It
+// checks nothing: a request that reaches it was checked before dispatch.
 class CountingBackend : public ControlBackend {
  public:
-  absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                        rsslab::v1::SetPhaseResponse* response,
+  CacheCeiling cache_ceiling() const override { return {int64_t{1} << 30, "a test's 1 GiB"}; }
+  absl::Status SetPhase(const SetPhaseCall& call, rsslab::v1::SetPhaseResponse* response,
                         absl::Duration python_deadline) override {
     last_deadline = python_deadline;
-    response->set_previous_phase("was-" + request.phase());
+    dispatched.fetch_add(1);
+    response->set_previous_phase("was-" + PhaseName(call.phase));
     return absl::OkStatus();
   }
-  absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response,
+  absl::Status Trim(const TrimCall& call, rsslab::v1::TrimResponse* response,
                     absl::Duration python_deadline) override {
-    if (absl::Status m = CheckTrimMode(request.mode(), "mode"); !m.ok()) return m;
     last_deadline = python_deadline;
+    dispatched.fetch_add(1);
     response->mutable_after()->set_phase("trimmed");
     return absl::OkStatus();
   }
@@ -34,6 +37,7 @@ class CountingBackend : public ControlBackend {
     snapshots.fetch_add(1);
   }
   std::atomic<int> snapshots{0};
+  std::atomic<int> dispatched{0};
   absl::Duration last_deadline;
 };
 
@@ -60,6 +64,15 @@ TEST(ControlCallsTest, SerializedCallsParseAnswerAndRefuse) {
   EXPECT_EQ(bad.message(), "the request does not parse as rsslab.v1.TrimRequest");
   absl::Status mode = calls.CallSerialized("Trim", "\x08\x07", absl::InfiniteFuture(), &out);
   EXPECT_EQ(mode.code(), absl::StatusCode::kInvalidArgument) << mode;
+  // Checked before dispatch: the backend never saw the refused requests.
+  rsslab::v1::SetPhaseRequest big;
+  big.set_phase("fill");
+  big.set_cache_limit_bytes(int64_t{2} << 30);
+  absl::Status ceiling =
+      calls.CallSerialized("SetPhase", big.SerializeAsString(), absl::InfiniteFuture(), &out);
+  EXPECT_NE(ceiling.message().find("(the ceiling is a test's 1 GiB)"), absl::string_view::npos)
+      << ceiling;
+  EXPECT_EQ(backend.dispatched.load(), 0);
   absl::Status none = calls.CallSerialized("Reboot", "", absl::InfiniteFuture(), &out);
   EXPECT_EQ(none.code(), absl::StatusCode::kUnimplemented);
 

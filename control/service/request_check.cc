@@ -8,7 +8,7 @@
 #include "common/host_info.h"
 #include "common/phase.h"
 #include "common/units.h"
-#include "control/service/control_backend.h"
+#include "common/trim_modes.h"
 
 namespace rsslab {
 namespace {
@@ -36,6 +36,8 @@ absl::StatusOr<SetPhaseCall> CheckSetPhase(const v1::SetPhaseRequest& request,
   if (absl::Status m = CheckTrimMode(request.trim_mode(), "trim_mode"); !m.ok()) return m;
   SetPhaseCall call;
   call.phase = *parsed;
+  call.detail = request.detail();
+  call.trim_mode = static_cast<v1::TrimMode>(request.trim_mode());
   call.gc = request.has_gc() ? request.gc() : true;
   if (request.has_cache_limit_bytes()) {
     call.cache_limit_bytes = request.cache_limit_bytes();
@@ -52,8 +54,20 @@ absl::StatusOr<SetPhaseCall> CheckSetPhase(const v1::SetPhaseRequest& request,
   return call;
 }
 
-absl::Status CheckTrim(const v1::TrimRequest& request) {
-  return CheckTrimMode(request.mode(), "mode");
+absl::Status CheckTrimMode(int mode, absl::string_view field) {
+  if (!v1::TrimMode_IsValid(mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " must be ", TrimModeChoices(), "; got ", mode));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TrimCall> CheckTrim(const v1::TrimRequest& request) {
+  if (absl::Status m = CheckTrimMode(request.mode(), "mode"); !m.ok()) return m;
+  TrimCall call;
+  call.mode = static_cast<v1::TrimMode>(request.mode());
+  call.gc = request.gc();
+  return call;
 }
 
 }  // namespace rsslab

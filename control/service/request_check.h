@@ -1,5 +1,5 @@
-// The one check of SetPhase and Trim requests, for every Control backend
-// (rsslab_server's ServerCore, the Python package's in-process service):
+// The one check of SetPhase and Trim requests, run by the Control service
+// (ControlCalls) before a call reaches the backend, in every host:
 // phase names, trim modes, the fill/shrink cache-limit defaults and the
 // cache ceiling are decided here, so the two cannot drift apart.
 //
@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "proto/control.pb.h"
 
 namespace rsslab {
@@ -39,7 +40,19 @@ struct SetPhaseCall {
   // shrink); -1 leaves the limit as it is.
   int64_t cache_limit_bytes = -1;
   bool gc = true;  // unset in the request: collect
+  bool detail = false;
+  v1::TrimMode trim_mode = v1::TRIM_MODE_DEFAULT;  // for PHASE_TRIM
 };
+
+// A Trim request as the backend acts on it.
+struct TrimCall {
+  v1::TrimMode mode = v1::TRIM_MODE_DEFAULT;
+  bool gc = false;
+};
+
+// A trim mode the proto does not name (a newer or a hostile client) is
+// refused, not treated as the default; `field` names it in the message.
+absl::Status CheckTrimMode(int mode, absl::string_view field);
 
 // INVALID_ARGUMENT, one line naming the field as the proto spells it, for
 // an unknown phase (quoted with Echo and cut), an unknown trim_mode or a
@@ -48,7 +61,7 @@ absl::StatusOr<SetPhaseCall> CheckSetPhase(const v1::SetPhaseRequest& request,
                                            const CacheCeiling& ceiling);
 
 // INVALID_ARGUMENT for an unknown mode.
-absl::Status CheckTrim(const v1::TrimRequest& request);
+absl::StatusOr<TrimCall> CheckTrim(const v1::TrimRequest& request);
 
 }  // namespace rsslab
 

@@ -458,6 +458,14 @@ int64_t Allocator::AllocatedBytes() const {
   return -1;
 }
 
+int64_t Allocator::InUseBytesByWalk() const {
+  if (name_ != "glibc") return -1;
+  struct mallinfo2 mi = mallinfo2();
+  return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
+}
+
+bool Allocator::KeepsPagesWithLiveBlocks() const { return name_ == "mimalloc"; }
+
 int Allocator::JemallocPurge() const {
   int ret = mallctl_(kJemallocPurgeAll, nullptr, nullptr, nullptr, 0);
   JemallocEpoch();  // so the next stats read sees the purge

@@ -93,6 +93,18 @@ class Allocator {
   // no counter). Used by the automatic trim policy several times a second.
   int64_t AllocatedBytes() const;
 
+  // Bytes in use by a walk of the allocator's own structures, where one
+  // exists and is short (glibc: mallinfo2, a walk of every arena under its
+  // lock); -1 otherwise. For a caller that samples rarely enough to afford
+  // it where AllocatedBytes() has no counter.
+  int64_t InUseBytesByWalk() const;
+
+  // Whether a trim's per-thread pass should also run the free-block purge
+  // (free_block_purge.h) for this allocator family: mimalloc, whose pages
+  // stay resident with any live block. The purge itself says why when the
+  // loaded version's layout was not read.
+  bool KeepsPagesWithLiveBlocks() const;
+
   struct Release {
     std::string call;  // what ran, e.g. "malloc_trim(0)"; "none" if nothing
     int ret = 0;       // its return value (malloc_trim: 1 = memory released)

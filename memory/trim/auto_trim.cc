@@ -1,8 +1,6 @@
 #include "memory/trim/auto_trim.h"
 
-#include <fcntl.h>
 #include <pthread.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -100,19 +98,6 @@ AutoTrimDecision AutoTrimPolicy::Observe(const AutoTrimSample& s) {
       break;
   }
   return d;
-}
-
-int64_t StatmRssBytes() {
-  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  char buf[128];
-  ssize_t n = read(fd, buf, sizeof(buf) - 1);
-  close(fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
-  long long size = 0, resident = 0;  // NOLINT(runtime/int)
-  if (sscanf(buf, "%lld %lld", &size, &resident) != 2) return -1;
-  return resident * sysconf(_SC_PAGESIZE);
 }
 
 AutoTrimThread::AutoTrimThread(const AutoTrimOptions& options, Hooks hooks)

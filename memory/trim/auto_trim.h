@@ -36,7 +36,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "memory/trim/auto_trim_table.h"
+#include "common/auto_trim_table.h"
 
 namespace rsslab {
 
@@ -105,10 +105,6 @@ class AutoTrimPolicy {
   absl::Time interval_anchor_;
   bool armed_ = false;
 };
-
-// Resident bytes from /proc/self/statm: one small read, no smaps walk.
-// -1 if unreadable.
-int64_t StatmRssBytes();
 
 // Runs an AutoTrimPolicy on its own thread (named rsslab-trim).
 //

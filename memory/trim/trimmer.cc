@@ -13,12 +13,6 @@
 namespace rsslab {
 namespace {
 
-int64_t RssNow() {
-  rsslab::v1::ProcStatus st;
-  if (!procfs::ReadStatus(0, &st).ok()) return -1;
-  return st.rss_bytes();
-}
-
 // Per-thread results: a worker counts as reached only if both its release
 // and its follow-up visit ran; its pause is the sum of the two.
 void FillWorkerResults(
@@ -132,7 +126,7 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   r.set_unix_nanos(absl::ToUnixNanos(absl::Now()));
   r.set_trigger(trigger);
   r.set_allocator(a.name());
-  r.set_rss_before_bytes(RssNow());
+  r.set_rss_before_bytes(procfs::StatmRssBytes());
   r.set_allocator_resident_before(a.ResidentBytes());
 
   // For the whole trim, so the global release frees with immediate decommit
@@ -148,7 +142,7 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
     r.set_call(rel.call);
     r.set_call_return(rel.ret);
   }
-  r.set_rss_between_bytes(RssNow());
+  r.set_rss_between_bytes(procfs::StatmRssBytes());
   r.set_allocator_resident_between(a.ResidentBytes());
   r.set_global_freed_bytes(r.rss_before_bytes() - r.rss_between_bytes());
 
@@ -167,7 +161,7 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   // mimalloc 3.x: the purges its collects skipped while the delay was 0.
   const alloc::Allocator::Release after_restore = a.ReleaseAfterRestore(delay);
   r.set_after_restore_call(after_restore.call);
-  r.set_rss_after_bytes(RssNow());
+  r.set_rss_after_bytes(procfs::StatmRssBytes());
   r.set_allocator_resident_after(a.ResidentBytes());
   r.set_per_thread_freed_bytes(r.rss_between_bytes() - r.rss_after_bytes());
   r.set_freed_bytes(r.rss_before_bytes() - r.rss_after_bytes());

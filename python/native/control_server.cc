@@ -19,7 +19,6 @@
 #include "common/phase.h"
 #include "common/thread_signals.h"
 #include "common/units.h"
-#include "control/service/control_backend.h"
 #include "control/service/control_calls.h"
 #include "control/service/request_check.h"
 #include "memory/snapshot/snapshot_metrics.h"
@@ -74,81 +73,45 @@ absl::Status StatusFromPython(const std::string& phase) {
       absl::StrCat("the service's on_phase callback for '", phase, "' raised: "), msg));
 }
 
-class PackageBackend : public ControlBackend {
- public:
-  // The on_phase callback is the service's own Python: waited for at most
-  // `python_deadline` (it goes on running past it, abandoned).
-  absl::Status SetPhase(const rsslab::v1::SetPhaseRequest& request,
-                        rsslab::v1::SetPhaseResponse* response,
-                        absl::Duration python_deadline) override {
-    // The process's own MemTotal, as rsslab_server without --max_cache_limit_mb.
-    static const CacheCeiling ceiling = MemTotalCeiling();
-    absl::StatusOr<SetPhaseCall> call = CheckSetPhase(request, ceiling);
-    if (!call.ok()) return call.status();
-    const v1::Phase phase = call->phase;
-    const int64_t limit = call->cache_limit_bytes;
-    const std::string name = PhaseName(phase);
-    absl::Status status = absl::OkStatus();
-    std::string previous;
-    std::string no_callback;
-    const bool ran = WithGil([&] {
-      if (g_phase_hook == nullptr) {
-        status = absl::UnavailableError("the rsslab package is shutting down");
-        return;
-      }
-      // The hook waits for the callback at most python_deadline.
-      PyObject* r = PyObject_CallFunction(g_phase_hook, "sLd", name.c_str(),
-                                          static_cast<long long>(limit),  // NOLINT(runtime/int)
-                                          absl::ToDoubleSeconds(python_deadline));
-      if (r == nullptr) {
-        status = StatusFromPython(name);
-        return;
-      }
-      // (previous phase, why no callback ran or "")
-      if (PyTuple_Check(r) && PyTuple_Size(r) == 2) {
-        PyObject* p = PyTuple_GetItem(r, 0);
-        PyObject* n = PyTuple_GetItem(r, 1);
-        if (const char* c = PyUnicode_Check(p) ? PyUnicode_AsUTF8(p) : nullptr) previous = c;
-        if (const char* c = PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : nullptr) no_callback = c;
-      }
-      PyErr_Clear();
-      Py_DECREF(r);
-    });
-    if (!ran) return absl::UnavailableError("the Python interpreter is shutting down");
-    if (!status.ok()) return status;
-    response->set_previous_phase(previous);
-    response->set_no_callback(no_callback);
-    ControlSnapshotOptions snap{call->gc, request.detail()};
-    if (phase == v1::PHASE_TRIM) {
-      TakeSnapshot(snap, response->mutable_before());
-      *response->mutable_trim() =
-          State().Release(request.trim_mode(), absl::Seconds(10), "phase");
-      snap.gc = false;  // the "before" snapshot already collected
+}  // namespace
+
+absl::Status CallPhaseHook(const SetPhaseCall& call, absl::Duration python_deadline,
+                           rsslab::v1::SetPhaseResponse* response) {
+  const std::string name = PhaseName(call.phase);
+  absl::Status status = absl::OkStatus();
+  std::string previous;
+  std::string no_callback;
+  const bool ran = WithGil([&] {
+    if (g_phase_hook == nullptr) {
+      status = absl::UnavailableError("the rsslab package is shutting down");
+      return;
     }
-    TakeSnapshot(snap, response->mutable_snapshot());
-    return absl::OkStatus();
-  }
-
-  absl::Status Trim(const rsslab::v1::TrimRequest& request, rsslab::v1::TrimResponse* response,
-                    absl::Duration /*python_deadline*/) override {
-    if (absl::Status m = CheckTrim(request); !m.ok()) return m;
-    if (request.gc()) WithGil([] { PyGC_Collect(); });
-    *response->mutable_trim() = State().Release(request.mode(), absl::Seconds(10), "manual");
-    TakeSnapshot(ControlSnapshotOptions{}, response->mutable_after());
-    return absl::OkStatus();
-  }
-
-  void TakeSnapshot(const ControlSnapshotOptions& options, rsslab::v1::Snapshot* out) override {
-    State().TakeSnapshot(options, out);
-  }
-};
-
-// Stateless: one for the process, never destroyed (a watch stream may
-// outlive a stop).
-PackageBackend* Backend() {
-  static PackageBackend* backend = new PackageBackend;
-  return backend;
+    // The hook waits for the callback at most python_deadline.
+    PyObject* r = PyObject_CallFunction(g_phase_hook, "sLd", name.c_str(),
+                                        static_cast<long long>(call.cache_limit_bytes),  // NOLINT(runtime/int)
+                                        absl::ToDoubleSeconds(python_deadline));
+    if (r == nullptr) {
+      status = StatusFromPython(name);
+      return;
+    }
+    // (previous phase, why no callback ran or "")
+    if (PyTuple_Check(r) && PyTuple_Size(r) == 2) {
+      PyObject* p = PyTuple_GetItem(r, 0);
+      PyObject* n = PyTuple_GetItem(r, 1);
+      if (const char* c = PyUnicode_Check(p) ? PyUnicode_AsUTF8(p) : nullptr) previous = c;
+      if (const char* c = PyUnicode_Check(n) ? PyUnicode_AsUTF8(n) : nullptr) no_callback = c;
+    }
+    PyErr_Clear();
+    Py_DECREF(r);
+  });
+  if (!ran) return absl::UnavailableError("the Python interpreter is shutting down");
+  if (!status.ok()) return status;
+  response->set_previous_phase(previous);
+  response->set_no_callback(no_callback);
+  return absl::OkStatus();
 }
+
+namespace {
 
 // The transport listens elsewhere (the process's grpcio, or _rsslab_grpc.so):
 // here are the rules, the token and the address.
@@ -256,7 +219,7 @@ absl::Status OpenControlCalls(const std::string& address, const std::string& tok
   if (absl::Status c = r->security->CheckListen(address, "control"); !c.ok()) return c;
   r->host = hp->host;
   r->calls = std::make_shared<ControlCalls>(
-      Backend(), kControlMaxWatchStreams, "the rsslab package's fixed limit");
+      State().control(), kControlMaxWatchStreams, "the rsslab package's fixed limit");
   g_running = std::move(r);
   return absl::OkStatus();
 }

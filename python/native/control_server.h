@@ -26,6 +26,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "control/service/request_check.h"
+#include "proto/control.pb.h"
 
 namespace rsslab {
 namespace py {
@@ -35,6 +38,13 @@ namespace py {
 // TimeoutError when the callback did not return within timeout_s.
 void SetPhaseHook(PyObject* hook);
 void ClearPhaseHook();
+
+// The package's part of SetPhase (ControlHost::EnterPhase): the hook, GIL
+// not held; sets previous_phase and no_callback. FAILED_PRECONDITION when
+// the service's callback raised, DEADLINE_EXCEEDED when it did not return
+// within `python_deadline`, UNAVAILABLE while shutting down.
+absl::Status CallPhaseHook(const SetPhaseCall& call, absl::Duration python_deadline,
+                           rsslab::v1::SetPhaseResponse* response);
 
 // Once, at import: after fork() the child forgets the parent's Control rules
 // and /metrics server (it has none of their threads) and can open its own.

@@ -32,7 +32,10 @@
 #include "common/echo.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "common/phase.h"
 #include "common/procfs/procfs.h"
+#include "common/trim_modes.h"
+#include "control/service/request_check.h"
 #include "memory/alloc/alloc.h"
 #include "memory/snapshot/process_snapshot.h"
 #include "memory/trim/auto_trim.h"
@@ -105,16 +108,16 @@ bool IsAllocatorVariable(const std::string& name) {
   return !procfs::AllocatorEnv({{name, ""}}).empty();
 }
 
-rsslab::v1::TrimMode ModeFromInt(int mode) {
-  return rsslab::v1::TrimMode_IsValid(mode) ? static_cast<rsslab::v1::TrimMode>(mode)
-                                            : rsslab::v1::TRIM_MODE_DEFAULT;
-}
-
 py11::dict Release(int mode, double timeout_s, const std::string& trigger) {
+  // The Control service's check: a number the proto does not name is refused.
+  if (absl::Status m = CheckTrimMode(mode, "release(mode=)"); !m.ok()) {
+    throw py11::value_error(std::string(m.message()));
+  }
   rsslab::v1::TrimResult r;
   {
     py11::gil_scoped_release nogil;
-    r = State().Release(ModeFromInt(mode), absl::Seconds(timeout_s), trigger);
+    r = State().Release(static_cast<rsslab::v1::TrimMode>(mode), absl::Seconds(timeout_s),
+                        trigger);
   }
   py11::dict d = MessageToDict(r);
   const alloc::FreeBlockPurge p = State().last_purge();
@@ -426,6 +429,26 @@ PyMethodDef kPerRequest[] = {
     {nullptr, nullptr, 0, nullptr},
 };
 
+// The one tables the Python half reads rather than copies.
+void BindTables(py11::module_& m) {
+  // The one table of trim modes (common/trim_modes.h): [(name, number)], for
+  // rsslab.release(mode=).
+  m.def("trim_modes", []() {
+    py11::list modes;
+    for (const TrimModeInfo& t : kTrimModes) {
+      modes.append(py11::make_tuple(t.name, static_cast<int>(t.mode)));
+    }
+    return modes;
+  });
+  // The one list of phases (common/phase.h): "start" and the cycle's four.
+  m.def("phases", []() {
+    py11::list names;
+    names.append(PhaseName(rsslab::v1::PHASE_START));
+    for (rsslab::v1::Phase p : kCyclePhases) names.append(PhaseName(p));
+    return names;
+  });
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_rsslab, m) {
@@ -438,6 +461,7 @@ PYBIND11_MODULE(_rsslab, m) {
   // as everything rsslab echoes (common/echo.h).
   m.def("echo", [](const std::string& text, size_t max_bytes) { return Echo(text, max_bytes); });
   m.def("release", &Release);
+  BindTables(m);
   m.def("snapshot", &Snapshot);
   m.def("cap_arenas", &CapArenas);
   m.def("set_thread_hooks", [](py11::object targets, py11::object submit) {
@@ -453,7 +477,7 @@ PYBIND11_MODULE(_rsslab, m) {
   if (PyModule_AddFunctions(m.ptr(), kPerRequest) != 0) throw py11::error_already_set();
   m.def("requests", []() { return State().requests(); });
   m.def("start_auto_trim", &StartAutoTrim);
-  // The one table of auto-trim modes and ranges (memory/trim/auto_trim_table.h),
+  // The one table of auto-trim modes and ranges (common/auto_trim_table.h),
   // for rsslab.auto_trim() and `python -m rsslab run --auto_trim`.
   m.def("auto_trim_modes", []() {
     py11::list modes;

@@ -1,6 +1,5 @@
 #include "python/native/package_state.h"
 
-#include <malloc.h>
 #include <pthread.h>
 #include <pybind11/stl.h>
 #include <time.h>
@@ -15,6 +14,7 @@
 #include "common/thread_signals.h"
 #include "memory/alloc/alloc.h"
 #include "memory/snapshot/process_snapshot.h"
+#include "python/native/control_server.h"
 #include "python/native/gil_runner.h"
 
 namespace py11 = pybind11;
@@ -29,55 +29,10 @@ uint64_t ProcessCpuMillis() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec / 1000000);
 }
 
-// Bytes the program holds: the allocator's own counter where it is cheap
-// (jemalloc, tcmalloc), glibc's mallinfo2 (a short walk of the arenas, five
-// times a second), -1 for mimalloc (release builds keep no counter).
-int64_t AllocatedNow() {
-  const alloc::Allocator& a = alloc::Allocator::Get();
-  if (a.name() == "glibc") {
-    struct mallinfo2 mi = mallinfo2();
-    return static_cast<int64_t>(mi.uordblks + mi.hblkhd);
-  }
-  return a.AllocatedBytes();
-}
-
 template <typename T>
 T Get(const py11::dict& d, const char* key, T fallback) {
   if (!d.contains(key) || d[key].is_none()) return fallback;
   return d[key].cast<T>();
-}
-
-// A worker's block walk (free_block_purge.h) runs only when a look at its
-// walkable pages finds at least this much resident in their free blocks: a
-// release every 2 s under steady load finds less on almost every worker
-// and skips the walk, which visits every block of the heap; a release
-// after a burst finds megabytes. At 64 workers what a skip can leave
-// behind is at most 64 x 256 KiB.
-constexpr int64_t kPurgeMinResidentBytes = 256 << 10;
-// Within kPurgeSpacing of this thread's last walk, only a burst's worth:
-// under steady load each worker refills some free blocks between releases
-// (a walk on a third of 64 workers, each 16-110 ms on a loaded 2-core
-// machine, at every release 2 s apart), which it would fault back in soon.
-// With 10 s, the walk that came due every 10 s paused a worker 26-31 ms
-// under a steady 300 requests/s (docs/PACKAGE.md, "Measured"): a few MiB
-// per worker are not worth that more often than every 5 minutes.
-constexpr int64_t kPurgeSoonAgainBytes = 4 << 20;
-constexpr absl::Duration kPurgeSpacing = absl::Seconds(300);
-thread_local absl::Time t_last_walk = absl::InfinitePast();
-
-// after_burst: RSS grew by a burst's worth since the last release ended
-// (kBurstGrowth, or half again): then every heap with a little to return
-// is walked, however recently.
-constexpr int64_t kBurstGrowth = 64 << 20;
-
-int64_t PurgeThresholdThisThread(bool after_burst) {
-  if (after_burst) return kPurgeMinResidentBytes;
-  return absl::Now() - t_last_walk < kPurgeSpacing ? kPurgeSoonAgainBytes
-                                                   : kPurgeMinResidentBytes;
-}
-
-void NoteWalkThisThread(const alloc::FreeBlockPurge& p) {
-  if (p.ran && !p.skipped) t_last_walk = absl::Now();
 }
 
 }  // namespace
@@ -98,20 +53,25 @@ PackageState& State() { return *StateSlot(); }
 
 // mimalloc: each worker's heap is measured right before and after its
 // release (WorkerTrim.before/after: committed against used bytes), which
-// shows what a release cannot return (docs/PACKAGE.md, "What stays").
-PackageState::PackageState()
-    : start_(absl::Now()),
-      trimmer_(&threads_, absl::Seconds(10),
-               /*thread_stats=*/alloc::Allocator::Get().name() == "mimalloc") {
-  // One visit per worker per release (each visit is a task queued among
-  // the service's requests).
-  trimmer_.set_follow_up_in_pass(true);
+// shows what a release cannot return (docs/PACKAGE.md, "What stays"). One
+// visit per worker per release (each visit is a task queued among the
+// service's requests): the follow-up in the same visit. No cap of its own
+// on the wait for a worker: release(timeout=) and each call's deadline set
+// it.
+namespace {
+ControlOps::Options OpsOptions(TrackedThreads* threads) {
+  ControlOps::Options o;
+  o.threads = threads;
+  o.worker_timeout = absl::InfiniteDuration();
+  o.thread_stats = alloc::Allocator::Get().KeepsPagesWithLiveBlocks();
+  o.follow_up_in_pass = true;
+  // The process's own MemTotal, as rsslab_server without --max_cache_limit_mb.
+  o.cache_ceiling = MemTotalCeiling();
+  return o;
 }
+}  // namespace
 
-alloc::FreeBlockPurge PackageState::last_purge() {
-  absl::MutexLock l(&purge_mu_);
-  return last_purge_;
-}
+PackageState::PackageState() : ops_(this, OpsOptions(&threads_)) {}
 
 void PackageState::ObserveRequest(absl::Duration handler_time, bool error) {
   requests_.fetch_add(1, std::memory_order_relaxed);
@@ -121,44 +81,25 @@ void PackageState::ObserveRequest(absl::Duration handler_time, bool error) {
 
 rsslab::v1::TrimResult PackageState::Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
                                              const std::string& trigger) {
-  // mimalloc (2.0.x, 3.x) returns a page only with its last live block; the
-  // purge returns the pages inside its free blocks, on each tracked thread
-  // right after that thread's collect (free_block_purge.h).
-  const bool purge = alloc::Allocator::Get().name() == "mimalloc" &&
-                     mode != rsslab::v1::TRIM_GLOBAL_ONLY;
-  const int64_t rss = StatmRssBytes();
-  const int64_t last = last_rss_after_.load();
-  const bool after_burst = last <= 0 || rss - last >= std::min<int64_t>(kBurstGrowth, last / 2);
-  auto sum = std::make_shared<alloc::PurgeTotal>();
-  std::function<void()> purge_step;
-  if (purge) {
-    purge_step = sum->Step([after_burst] { return PurgeThresholdThisThread(after_burst); },
-                           NoteWalkThisThread);
-  }
-  TrackedThreads::SetCallTimeout(timeout);
-  // The purge before each worker's after-figures, so they show what stays.
-  rsslab::v1::TrimResult r =
-      trimmer_.Run(mode, trigger, absl::InfiniteDuration(), std::move(purge_step));
-  TrackedThreads::SetCallTimeout(absl::InfiniteDuration());
+  return ops_.Release(mode, trigger, timeout);
+}
+
+void PackageState::ExplainEmptyPass(rsslab::v1::TrimResult* r) {
   // No tracked thread ran the release: say why, rather than an empty call.
-  if (r.per_thread() && r.thread_call().empty()) {
-    if (r.workers_size() == 0) {
-      r.set_thread_call("none (no tracked threads)");
-    } else if (threads().last_clean_count() == r.workers_size()) {
-      r.set_thread_call("none (no tracked thread served since its last release)");
-    }
+  if (r->workers_size() == 0) {
+    r->set_thread_call("none (no tracked threads)");
+  } else if (threads().last_clean_count() == r->workers_size()) {
+    r->set_thread_call("none (no tracked thread served since its last release)");
   }
-  last_rss_after_.store(StatmRssBytes());
-  if (purge) {
-    sum->ToProto(r.mutable_free_block_purge());
-    absl::MutexLock pl(&purge_mu_);
-    last_purge_ = sum->Get();
-  }
-  if (trigger.rfind("auto", 0) != 0) {
-    absl::MutexLock l(&auto_mu_);
-    if (auto_trim_) auto_trim_->NoteTrim(absl::Now());
-  }
-  return r;
+}
+
+absl::Status PackageState::EnterPhase(const SetPhaseCall& call, absl::Duration python_deadline,
+                                      rsslab::v1::SetPhaseResponse* response) {
+  return CallPhaseHook(call, python_deadline, response);
+}
+
+bool PackageState::CollectGarbage(absl::Duration deadline, std::string* why) {
+  return Gil().RunWithin([] { PyGC_Collect(); }, deadline, why);
 }
 
 void PackageState::SetSnapshotHook(PyObject* hook) {
@@ -167,8 +108,8 @@ void PackageState::SetSnapshotHook(PyObject* hook) {
   snapshot_hook_ = hook;
 }
 
-bool PackageState::FillPythonPart(bool gc, absl::Duration deadline, rsslab::v1::Snapshot* out,
-                                  std::string* why) {
+bool PackageState::RunSnapshotHook(bool gc, absl::Duration deadline, rsslab::v1::Snapshot* out,
+                                   std::string* why) {
   return Gil().RunWithin([&] {
     if (snapshot_hook_ == nullptr) return;
     try {
@@ -214,108 +155,76 @@ bool PackageState::FillPythonPart(bool gc, absl::Duration deadline, rsslab::v1::
   }, deadline, why);
 }
 
-void PackageState::TakeSnapshot(const ControlSnapshotOptions& options,
-                                rsslab::v1::Snapshot* out) {
-  // First: a gc.collect() changes the rest.
+void PackageState::FillPythonPart(const ControlSnapshotOptions& options,
+                                  rsslab::v1::Snapshot* out) {
   std::string why;
-  if (options.python && FillPythonPart(options.gc, options.python_deadline, out, &why)) {
+  if (options.python && RunSnapshotHook(options.gc, options.python_deadline, out, &why)) {
     absl::MutexLock l(&seen_mu_);
     if (!out->phase().empty()) seen_phase_ = out->phase();
     seen_workers_ = out->workers();
-  } else {
-    if (options.python) out->mutable_python()->set_unavailable(why);
-    absl::MutexLock l(&seen_mu_);
-    out->set_phase(seen_phase_);
-    *out->mutable_workers() = seen_workers_;
+    return;
   }
-  const absl::Time t0 = absl::Now();
-  ProcessSnapshotOptions o;
-  o.detail = options.detail;
-  FillProcessSnapshot(o, out);
-  out->set_uptime_s(absl::ToDoubleSeconds(t0 - start_));
-  out->set_requests_served(requests());
-  out->set_handler_errors(handler_errors());
-  FillTrimHistory(trimmer_, out);
-  {
-    absl::MutexLock l(&auto_mu_);
-    out->mutable_config()->set_auto_trim(
-        AutoTrimModeName(auto_trim_ ? auto_options_.mode : AutoTrimOptions::Mode::kOff));
-    if (auto_trim_) {
-      FillAutoTrimState(auto_trim_->last(), auto_options_, baseline_rss_,
-                        out->mutable_auto_trim());
-    }
-  }
-  out->set_snapshot_duration_us(absl::ToInt64Microseconds(absl::Now() - t0));
+  if (options.python) out->mutable_python()->set_unavailable(why);
+  absl::MutexLock l(&seen_mu_);
+  out->set_phase(seen_phase_);
+  *out->mutable_workers() = seen_workers_;
 }
 
-void PackageState::Sample(AutoTrimSample* s) {
+void PackageState::FillHostPart(bool /*detail*/, rsslab::v1::Snapshot* out) {
+  out->set_requests_served(requests());
+  out->set_handler_errors(handler_errors());
+}
+
+uint64_t PackageState::LoadCount() {
   const uint64_t req = requests();
-  if (!on_requests_ && !counting_cpu_.load() && req > 0) {
+  if (!on_requests_.load() && !counting_cpu_.load() && req > 0) {
     // "auto": the first counted request switches the signal, continuing
     // from the last CPU figure so the policy sees a monotonic count.
-    on_requests_ = true;
+    on_requests_.store(true);
     load_offset_ = last_load_;
   }
-  last_load_ = on_requests_ ? load_offset_ + req : ProcessCpuMillis();
-  s->requests = last_load_;
-  s->rss_bytes = StatmRssBytes();
-  const int64_t allocated = AllocatedNow();
-  s->live_bytes = baseline_rss_;
-  if (allocated >= 0 && baseline_allocated_ >= 0) {
-    s->live_bytes += std::max<int64_t>(0, allocated - baseline_allocated_);
-  }
+  last_load_ = on_requests_.load() ? load_offset_ + req : ProcessCpuMillis();
+  return last_load_;
 }
+
+// glibc: mallinfo2 (a short walk of the arenas, five times a second); the
+// other allocators' counters are ControlOps' own (-1 for mimalloc, whose
+// release builds keep none).
+int64_t PackageState::HeldBytes() { return alloc::Allocator::Get().InUseBytesByWalk(); }
 
 void PackageState::StartAutoTrim(const AutoTrimOptions& options, const std::string& signal) {
   StopAutoTrim();
-  absl::MutexLock l(&auto_mu_);
-  auto_options_ = options;
-  signal_ = signal;
-  baseline_rss_ = StatmRssBytes();
-  baseline_allocated_ = AllocatedNow();
-  on_requests_ = signal == "requests";
+  on_requests_.store(signal == "requests");
   // "cpu" never switches; "auto" switches on the first counted request.
   counting_cpu_.store(signal == "cpu");
   load_offset_ = 0;
   last_load_ = 0;
-  AutoTrimThread::Hooks hooks;
-  hooks.sample = [this](AutoTrimSample* s) { Sample(s); };
-  hooks.trim = [this](const std::string& trigger) {
-    Release(rsslab::v1::TRIM_MODE_DEFAULT, absl::Seconds(2), trigger);
-  };
-  auto_trim_ = std::make_unique<AutoTrimThread>(options, std::move(hooks));
   ScopedAsyncSignalsBlocked blocked;  // its thread never runs the process's handlers
-  auto_trim_->Start();
+  ops_.StartAutoTrim(options);
 }
 
 void PackageState::StopAutoTrim() {
-  std::unique_ptr<AutoTrimThread> t;
-  {
-    absl::MutexLock l(&auto_mu_);
-    t = std::move(auto_trim_);
-  }
-  if (!t) return;
   // A pass in progress would hold the join for its whole deadline.
-  threads_.Refuse(true);
-  threads_.Abort();
-  t->Stop();
-  threads_.Refuse(false);
+  const bool stopped = ops_.StopAutoTrim([this] {
+    threads_.Refuse(true);
+    threads_.Abort();
+  });
+  if (stopped) threads_.Refuse(false);
 }
 
 py11::dict PackageState::AutoTrimInfo() {
   py11::dict d;
-  absl::MutexLock l(&auto_mu_);
-  d["mode"] = AutoTrimModeName(auto_trim_ ? auto_options_.mode : AutoTrimOptions::Mode::kOff);
-  if (!auto_trim_) return d;
-  d["signal"] = on_requests_ ? "requests" : "cpu";
-  AutoTrimDecision last = auto_trim_->last();
-  d["rate"] = last.rate;
-  d["peak_rate"] = last.peak_rate;
-  d["gap_bytes"] = last.gap_bytes;
-  d["load_dropped"] = last.low;
-  d["armed"] = last.armed;
-  d["baseline_rss_bytes"] = baseline_rss_;
-  d["auto_trims"] = trimmer_.auto_count();
+  const ControlOps::AutoTrimState st = ops_.auto_trim_state();
+  d["mode"] = AutoTrimModeName(st.on ? st.options.mode : AutoTrimOptions::Mode::kOff);
+  if (!st.on) return d;
+  d["signal"] = on_requests_.load() ? "requests" : "cpu";
+  d["rate"] = st.last.rate;
+  d["peak_rate"] = st.last.peak_rate;
+  d["gap_bytes"] = st.last.gap_bytes;
+  d["load_dropped"] = st.last.low;
+  d["armed"] = st.last.armed;
+  d["baseline_rss_bytes"] = st.baseline_rss_bytes;
+  d["auto_trims"] = trimmer().auto_count();
   return d;
 }
 

@@ -1,14 +1,15 @@
-// The package's process-wide state: one Trimmer over the tracked threads,
-// the automatic trim thread and its load signal, the request counter, the
-// snapshot assembly (memory/snapshot plus what Python reports through a
-// hook), and later the Control service. One instance (State()), created on
-// import and stopped by the package's atexit handler before finalization.
+// The package's process-wide state, and its host of the Control operations
+// (control/ops/control_ops.h: phases, trims, the automatic trim, snapshots,
+// the same code as rsslab_server's): the tracked threads, the automatic
+// trim's load signal, the request counter, the on_phase and snapshot hooks
+// into Python. One instance (State()), created on import and stopped by the
+// package's atexit handler before finalization.
 //
 // Example:
 //   rsslab::v1::TrimResult r = State().Release(rsslab::v1::TRIM_MODE_DEFAULT,
 //                                              absl::Seconds(2), "manual");
 //   rsslab::v1::Snapshot s;
-//   State().TakeSnapshot(SnapshotOptions{}, &s);
+//   State().TakeSnapshot(ControlSnapshotOptions{}, &s);
 
 #ifndef RSSLAB_PYTHON_NATIVE_PACKAGE_STATE_H_
 #define RSSLAB_PYTHON_NATIVE_PACKAGE_STATE_H_
@@ -26,6 +27,7 @@
 #include "absl/time/time.h"
 #include "common/metrics/latency_histogram.h"
 #include "memory/alloc/free_block_purge.h"
+#include "control/ops/control_ops.h"
 #include "control/service/control_backend.h"
 #include "memory/trim/auto_trim.h"
 #include "memory/trim/trimmer.h"
@@ -35,27 +37,33 @@
 namespace rsslab {
 namespace py {
 
-class PackageState {
+class PackageState : private ControlHost {
  public:
   PackageState();
 
   TrackedThreads& threads() { return threads_; }
-  const Trimmer& trimmer() const { return trimmer_; }
+  const Trimmer& trimmer() const { return ops_.trimmer(); }
+  // The Control service's backend.
+  ControlBackend* control() { return &ops_; }
 
-  // Any thread, GIL not held. The per-thread part waits at most `timeout`.
+  // rsslab.release(): any thread, GIL not held. The per-thread part waits
+  // at most `timeout`; the mode means what it means to a Control call.
   rsslab::v1::TrimResult Release(rsslab::v1::TrimMode mode, absl::Duration timeout,
                                  const std::string& trigger);
   // Any thread, GIL not held. The Python part (through the hook) waits at
   // most options.python_deadline for the GIL, as the server's does; past it
   // python.unavailable says why and the rest is filled. python = false:
   // none at all (/metrics), the last phase and workers seen are used.
-  void TakeSnapshot(const ControlSnapshotOptions& options, rsslab::v1::Snapshot* out);
+  void TakeSnapshot(const ControlSnapshotOptions& options, rsslab::v1::Snapshot* out) {
+    ops_.TakeSnapshot(options, out);
+  }
 
   void CountRequests(uint64_t n) { requests_.fetch_add(n, std::memory_order_relaxed); }
   uint64_t requests() const { return requests_.load(std::memory_order_relaxed); }
-  // The free-block purge of the last release (mimalloc 2.0.x and 3.x: on each
-  // tracked thread after its collect; free_block_purge.h), summed.
-  alloc::FreeBlockPurge last_purge();
+  // The free-block purge of the last release that ran one (mimalloc's
+  // default, or mode purge; on each tracked thread after its collect;
+  // free_block_purge.h), summed.
+  alloc::FreeBlockPurge last_purge() const { return ops_.last_purge(); }
 
   // One request the interceptor timed (its handler's time, queueing
   // excluded): counted, and in the latency histogram /metrics serves.
@@ -91,18 +99,22 @@ class PackageState {
   void ClearHooks();
 
  private:
-  void Sample(AutoTrimSample* s);
+  // ControlHost: what ControlOps asks of the package.
+  absl::Status EnterPhase(const SetPhaseCall& call, absl::Duration python_deadline,
+                          rsslab::v1::SetPhaseResponse* response) override;
+  bool CollectGarbage(absl::Duration deadline, std::string* why) override;
+  void FillPythonPart(const ControlSnapshotOptions& options, rsslab::v1::Snapshot* out) override;
+  void FillHostPart(bool detail, rsslab::v1::Snapshot* out) override;
+  uint64_t LoadCount() override;
+  int64_t HeldBytes() override;
+  void ExplainEmptyPass(rsslab::v1::TrimResult* r) override;
   // False (with `why`) when the GIL was not had within `deadline`.
-  bool FillPythonPart(bool gc, absl::Duration deadline, rsslab::v1::Snapshot* out,
-                      std::string* why);
+  bool RunSnapshotHook(bool gc, absl::Duration deadline, rsslab::v1::Snapshot* out,
+                       std::string* why);
 
-  const absl::Time start_;
   TrackedThreads threads_;
-  Trimmer trimmer_;
   std::atomic<uint64_t> requests_{0};
   std::atomic<uint64_t> errors_{0};
-  absl::Mutex purge_mu_;
-  alloc::FreeBlockPurge last_purge_ ABSL_GUARDED_BY(purge_mu_);
   metrics::LatencyHistogram handler_latency_;
   // The Python part's last phase and worker figures, for snapshots taken
   // without Python (/metrics never waits for the GIL).
@@ -110,20 +122,17 @@ class PackageState {
   std::string seen_phase_ ABSL_GUARDED_BY(seen_mu_) = "start";
   rsslab::v1::WorkerStats seen_workers_ ABSL_GUARDED_BY(seen_mu_);
   std::atomic<int64_t> arena_cap_{0};
-  std::atomic<int64_t> last_rss_after_{0};  // RSS when the last release ended
   PyObject* snapshot_hook_ = nullptr;  // GIL held to touch
 
-  absl::Mutex auto_mu_;  // held while starting or stopping the policy
-  std::unique_ptr<AutoTrimThread> auto_trim_ ABSL_GUARDED_BY(auto_mu_);
-  AutoTrimOptions auto_options_ ABSL_GUARDED_BY(auto_mu_);
-  std::string signal_ ABSL_GUARDED_BY(auto_mu_);
-  // Sampling state, touched by the policy thread only (and Start).
-  int64_t baseline_rss_ = 0;
-  int64_t baseline_allocated_ = -1;
+  // The automatic trim's load signal (LoadCount), touched by the policy
+  // thread only (and StartAutoTrim, while no policy runs).
   uint64_t last_load_ = 0;
   uint64_t load_offset_ = 0;
-  bool on_requests_ = false;
+  std::atomic<bool> on_requests_{false};
   std::atomic<bool> counting_cpu_{true};
+
+  // Last: built over the members above, and stopped before they go.
+  ControlOps ops_;
 };
 
 PackageState& State();

@@ -55,8 +55,10 @@ _stopped = False
 # service's cache_stats gets half.
 _CACHE_STATS_TIMEOUT_S = 1.0
 
-_MODES = {"default": 0, "global": 1, "global_only": 1, "per_thread": 2}
-_PHASES = ("start", "fill", "shrink", "idle", "trim")
+# The one tables (common/trim_modes.h, common/phase.h), from the native half.
+_MODES = dict(_native.trim_modes())
+_MODES["global_only"] = _MODES["global"]  # the enum's own word, also taken
+_PHASES = tuple(_native.phases())
 
 
 def _check_number(name, value, low, high):
@@ -395,16 +397,19 @@ def _summary(r, mode):
 def release(mode="default", timeout=2.0):
     """Gives free memory back through whichever allocator is loaded.
 
-    mode: "default" (global release plus every tracked thread), "global",
-    "per_thread". timeout: seconds to wait for busy tracked threads; those
+    mode: "default" (global release plus every tracked thread; on mimalloc
+    each thread then returns the pages inside its heap's free blocks where a
+    look finds enough to), "purge" (that walk on every thread), "global",
+    "per_thread": what rsslab_ctl trim --mode= names, the same in
+    rsslab_server. timeout: seconds to wait for busy tracked threads; those
     still busy are listed in threads_not_reached. Returns rss_before,
     rss_after, freed (bytes), duration_s, threads_reached,
     threads_not_reached and the full TrimResult under "result". The GIL is
     not held while the allocator releases or while threads are waited for.
     """
     if mode not in _MODES:
-        raise ValueError("release(mode=) must be one of default, global, per_thread; got %r"
-                         % (mode,))
+        raise ValueError("release(mode=) must be one of %s; got %r"
+                         % (", ".join(n for n, _ in _native.trim_modes()), mode))
     timeout = _check_number("release(timeout=)", timeout, 0.001, 600)
     return _summary(_native.release(_MODES[mode], timeout, "manual"), mode)
 
@@ -450,7 +455,7 @@ def auto_trim(mode="after_burst", *, signal="auto", gap_mb=16, settle_s=2.0,
     if mode is None or mode == "off":
         _native.stop_auto_trim()
         return None
-    # Modes and ranges: the one table in memory/trim/auto_trim_table.h, the
+    # Modes and ranges: the one table in common/auto_trim_table.h, the
     # server's --auto_trim* flags' too.
     _native.check_auto_trim_mode(mode if isinstance(mode, str) else repr(mode),
                                  "auto_trim(mode=)")

@@ -1,4 +1,4 @@
-#include "memory/trim/auto_trim_table.h"
+#include "common/auto_trim_table.h"
 
 #include <cmath>
 #include <cstdint>

@@ -12,8 +12,8 @@
 //   CheckAutoTrimValue(k, 1.5, AutoTrimCaller::kPackage);
 //     // "auto_trim(settle_fraction=) must be between 0 and 0.99; got 1.5"
 
-#ifndef RSSLAB_MEMORY_TRIM_AUTO_TRIM_TABLE_H_
-#define RSSLAB_MEMORY_TRIM_AUTO_TRIM_TABLE_H_
+#ifndef RSSLAB_COMMON_AUTO_TRIM_TABLE_H_
+#define RSSLAB_COMMON_AUTO_TRIM_TABLE_H_
 
 #include <string>
 #include <vector>
@@ -78,4 +78,4 @@ std::string AutoTrimModeNames(absl::string_view sep);
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_MEMORY_TRIM_AUTO_TRIM_TABLE_H_
+#endif  // RSSLAB_COMMON_AUTO_TRIM_TABLE_H_
