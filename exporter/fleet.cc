@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -75,6 +76,37 @@ std::string JsonString(absl::string_view v) {
   return out;
 }
 
+// The trims by trigger, with the package's own names: every trigger has a
+// series (0 until it fires), so rate() works from the first scrape.
+void AppendLedger(const rsslab::v1::Snapshot& s, const Labels& l, Exposition* e) {
+  std::map<std::string, rsslab::v1::TrimTotals> by_trigger;
+  for (const char* t : {"manual", "phase", "auto_after_burst", "auto_interval"}) {
+    by_trigger[t].set_trigger(t);
+  }
+  for (const rsslab::v1::TrimTotals& t : s.trim_totals()) by_trigger[t.trigger()] = t;
+  const auto with = [&l](const std::string& trigger) {
+    Labels out = l;
+    out.emplace_back("trigger", trigger);
+    return out;
+  };
+  for (const auto& [trigger, t] : by_trigger) {
+    const Labels lt = with(trigger);
+    e->Counter("rsslab_trims_by_trigger_total", "Trims run, by trigger.", t.count(), lt);
+    e->Counter("rsslab_trim_freed_bytes_total",
+               "RSS given back by trims (before - after, counted when positive), by trigger.",
+               t.freed_bytes(), lt);
+    e->Counter("rsslab_trim_duration_seconds_total",
+               "Time spent trimming (global release + per-thread pass), by trigger.",
+               static_cast<double>(t.duration_us()) / 1e6, lt);
+    e->Counter("rsslab_trim_worker_pause_seconds_total",
+               "Sum over trims of the longest time one thread spent in its release, by trigger.",
+               static_cast<double>(t.worker_pause_us()) / 1e6, lt);
+    e->Gauge("rsslab_trim_longest_worker_pause_seconds",
+             "The longest time one thread spent in any one trim's release, by trigger.",
+             static_cast<double>(t.longest_worker_pause_us()) / 1e6, lt);
+  }
+}
+
 // From Control: the allocator's own figures, trims and the live estimate.
 void AppendControl(const Member& m, const Labels& l, Exposition* e) {
   const rsslab::v1::Snapshot& s = m.control;
@@ -92,6 +124,7 @@ void AppendControl(const Member& m, const Labels& l, Exposition* e) {
   e->Counter("rsslab_trims_total", "Trims run (phase, manual and automatic).", s.trims_total(), l);
   e->Counter("rsslab_auto_trims_total", "Trims run by the automatic policy.",
              s.auto_trims_total(), l);
+  AppendLedger(s, l, e);
   if (s.has_auto_trim()) {
     // The package's live estimate (baseline RSS plus what the allocator
     // grew by): known where automatic trimming runs.
@@ -187,7 +220,7 @@ void Fleet::AskControls(std::vector<Member>* members) {
   int pending = 0;
   {
     absl::MutexLock lock(&mu_);
-    std::map<std::string, std::unique_ptr<rsslab::v1::Control::Stub>> kept;
+    std::set<std::string> listed;
     for (size_t i = 0; i < members->size(); ++i) {
       Member& m = (*members)[i];
       if (m.role != "worker" || m.entry.address.empty()) continue;
@@ -197,9 +230,12 @@ void Fleet::AskControls(std::vector<Member>* members) {
       calls[i]->rpc = StubFor(m.entry.address)->AsyncGetSnapshot(&calls[i]->ctx, req, &cq);
       calls[i]->rpc->Finish(&m.control, &calls[i]->status, reinterpret_cast<void*>(i));
       ++pending;
-      kept[m.entry.address] = std::move(stubs_[m.entry.address]);
+      listed.insert(m.entry.address);
     }
-    stubs_.swap(kept);  // addresses no longer listed lose their channel
+    // Addresses no longer listed lose their channel (their calls are done).
+    for (auto it = stubs_.begin(); it != stubs_.end();) {
+      it = listed.count(it->first) > 0 ? std::next(it) : stubs_.erase(it);
+    }
   }
   // Every call has a deadline, so this ends within control_timeout.
   for (; pending > 0; --pending) {

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
 from package_tree import check  # noqa: E402
 EXPORTER = os.path.join(WS, "exporter/rsslab_exporter")
+CTL = os.path.join(WS, "control/rsslab_ctl")
 PY = "/usr/bin/python3"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
@@ -188,6 +189,24 @@ def main():
                                                if v == 1]) == 2, query(prom, 'up{job="workers"}')))
         check(ok, "Prometheus found both workers' own /metrics through /sd and scraped them: %s"
               % sd)
+
+        # The ledger: a manual trim of every worker, counted by the exporter
+        # as each worker's own /metrics counts it.
+        r = subprocess.run([CTL, "--control=all:shop", "--timeout=10s", "trim"], env=env(),
+                           capture_output=True, text=True, timeout=30)
+        check(r.returncode == 0, "rsslab_ctl --control=all:shop trim: %s" % r.stderr.strip()[-300:])
+
+        def ledger():
+            q = 'rsslab_trims_by_trigger_total{service="shop",trigger="manual",job="%s"}'
+            mine = {m["pid"]: v for m, v in query(prom, q % "rsslab")}
+            theirs = {m["pid"]: v for m, v in query(prom, q % "workers")}
+            return mine == theirs and sorted(mine.values()) == [1.0, 1.0], (mine, theirs)
+        ok, got = wait_for("ledger", ledger)
+        check(ok, "the exporter's manual trims per worker equal each worker's own count (1): %s"
+              % (got,))
+        freed = query(prom, 'rsslab_trim_freed_bytes_total{job="rsslab",service="shop",'
+                            'trigger="manual"}')
+        check(len(freed) == 2, "bytes returned by trigger per worker: %s" % freed)
 
         killed = workers[0]
         os.kill(killed, signal.SIGKILL)
