@@ -5,7 +5,8 @@ Debian's `prometheus` on loopback scrapes rsslab_exporter every second,
 and discovers the workers' own /metrics through the exporter's /sd
 (http_sd). The service: grpcio with the package, a master forking 2
 workers, each calling rsslab.serve(name="shop", metrics=...) and forking a
-replacement when one dies. Checked with PromQL over Prometheus's HTTP API:
+replacement when one dies; and gunicorn `gthread` (4 workers, Flask), the
+package in `post_fork`. Checked with PromQL over Prometheus's HTTP API:
 one series per process with the right labels (service, pid, role,
 allocator, allocator_version), the master from /proc only, every worker's
 Control answering, both workers' own /metrics up through /sd; after a
@@ -70,6 +71,27 @@ while True:                      # a worker that dies is replaced
     spawn()
 '''
 
+GUNICORN_CONF = r'''
+workers = 4
+threads = 4
+worker_class = "gthread"
+bind = "127.0.0.1:%(port)d"
+def post_fork(server, worker):
+    import rsslab
+    rsslab.track_all()
+    rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0", name="web")
+'''
+
+FLASK_APP = r'''
+import os
+from flask import Flask
+app = Flask(__name__)
+@app.route("/work")
+def work():
+    keep = [bytearray(4096) for _ in range(64)]
+    return "%d %d" % (os.getpid(), len(keep))
+'''
+
 CLIENT = r'''
 import sys, grpc
 port, n = int(sys.argv[1]), int(sys.argv[2])
@@ -125,8 +147,50 @@ def wait_for(what, fn, timeout=15):
     return last or (False, "nothing")
 
 
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return sorted(int(p) for p in f.read().split())
+    except OSError:
+        return []
+
+
+def start_gunicorn(port):
+    d = os.path.join(TMP, "gunicorn")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "gconf.py"), "w") as f:
+        f.write(GUNICORN_CONF % {"port": port})
+    with open(os.path.join(d, "app.py"), "w") as f:
+        f.write(FLASK_APP)
+    return subprocess.Popen([PY, "-m", "gunicorn", "-c", "gconf.py", "app:app"], cwd=d,
+                            env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def gunicorn_checks(prom, g, port):
+    """4 gthread workers and their master, one series each."""
+    answered = 0
+    for _ in range(200):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/work" % port, timeout=10) as r:
+                answered += bool(r.read())
+        except OSError:
+            time.sleep(0.1)
+    check(answered == 200, "gunicorn: a burst of 200 requests answered: %d" % answered)
+    workers = children(g.pid)
+
+    def series():
+        got = query(prom, 'rsslab_process_resident_memory_bytes{job="rsslab",service="web"}')
+        roles = {int(m["pid"]): m["role"] for m, _ in got}
+        want = {w: "worker" for w in workers}
+        want[g.pid] = "master"
+        return len(workers) == 4 and roles == want, (workers, roles)
+    ok, got = wait_for("gunicorn", series)
+    check(ok, "gunicorn gthread: one series per worker (4) and the master %d: %s" % (g.pid, got))
+
+
 def main():
     procs = []
+    svc_proc = []  # the grpcio master, killed with its process group
     t0 = time.monotonic()
     try:
         exp = subprocess.Popen([EXPORTER, "--listen=127.0.0.1:0"], env=env(),
@@ -140,7 +204,12 @@ def main():
         svc = subprocess.Popen([PY, "-c", SERVICE, str(port)], env=env(), cwd=TMP,
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
         procs.append(svc)
+        svc_proc.append(svc)
         workers = [int(svc.stdout.readline()), int(svc.stdout.readline())]
+
+        gport = free_port()
+        g = start_gunicorn(gport)
+        procs.append(g)
 
         prom_port = free_port()
         prom = "127.0.0.1:%d" % prom_port
@@ -158,6 +227,8 @@ def main():
                               "--web.listen-address=" + prom], cwd=TMP,
                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, "prom.log"), "w"))
         procs.append(p)
+        check(wait_for("prometheus", lambda: (get("http://%s/-/ready" % prom) != "", ""))[0],
+              "Prometheus is ready on %s" % prom)
 
         r = subprocess.run([PY, "-c", CLIENT, str(port), "100"], env=env(), cwd=TMP,
                            capture_output=True, text=True, timeout=60)
@@ -185,10 +256,12 @@ def main():
               "both workers' Control answered, the master has none: %s" % up)
         trims = query(prom, 'rsslab_trims_total{job="rsslab",service="shop"}')
         check(len(trims) == 2, "trims counted per worker: %s" % trims)
-        ok, sd = wait_for("sd", lambda: (len([v for _, v in query(prom, 'up{job="workers"}')
-                                               if v == 1]) == 2, query(prom, 'up{job="workers"}')))
+        ok, sd = wait_for("sd", lambda: (len([v for _, v in query(prom, 'up{job="workers",service="shop"}')
+                                               if v == 1]) == 2, query(prom, 'up{job="workers",service="shop"}')))
         check(ok, "Prometheus found both workers' own /metrics through /sd and scraped them: %s"
               % sd)
+
+        gunicorn_checks(prom, g, gport)
 
         # The ledger: a manual trim of every worker, counted by the exporter
         # as each worker's own /metrics counts it.
@@ -226,7 +299,7 @@ def main():
     finally:
         for p in procs:
             if p.poll() is None:
-                if p is procs[1] if len(procs) > 1 else False:
+                if p in svc_proc:
                     os.killpg(p.pid, signal.SIGKILL)
                 else:
                     p.terminate()
