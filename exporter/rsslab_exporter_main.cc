@@ -50,6 +50,27 @@ namespace {
 volatile sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
 
+rsslab::exporter::FleetOptions FleetOptionsFromFlags(const rsslab::registry::Trust& trust,
+                                                   const rsslab::Security& security) {
+  using namespace rsslab;
+  exporter::FleetOptions o;
+  o.dirs = registry::Dirs();
+  o.trust = trust;
+  o.security = security;
+  o.control_timeout = absl::GetFlag(FLAGS_control_timeout);
+  const std::string cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
+  if (!cgroup_root.empty()) {
+    // Read per scrape: the cgroup's figures are the point; they move.
+    o.extra = [cgroup_root](metrics::Exposition* e) {
+      absl::StatusOr<std::string> self = procfs::ReadProcFile(0, "cgroup");
+      if (!self.ok()) return;
+      absl::StatusOr<exporter::CgroupMemory> m = exporter::ReadCgroupMemory(cgroup_root, *self);
+      if (m.ok()) exporter::AppendCgroupMetrics(*m, e);
+    };
+  }
+  return o;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -78,21 +99,7 @@ int main(int argc, char** argv) {
     DieUsage("--control_timeout must be more than 0 and at most 60s");
   }
 
-  exporter::FleetOptions o;
-  o.dirs = registry::Dirs();
-  o.trust = *trust;
-  o.security = *security;
-  o.control_timeout = absl::GetFlag(FLAGS_control_timeout);
-  const std::string cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
-  if (!cgroup_root.empty()) {
-    o.extra = [cgroup_root](metrics::Exposition* e) {
-      absl::StatusOr<std::string> self = procfs::ReadProcFile(0, "cgroup");
-      if (!self.ok()) return;
-      absl::StatusOr<exporter::CgroupMemory> m = exporter::ReadCgroupMemory(cgroup_root, *self);
-      if (m.ok()) exporter::AppendCgroupMetrics(*m, e);
-    };
-  }
-  exporter::Fleet fleet(std::move(o));
+  exporter::Fleet fleet(FleetOptionsFromFlags(*trust, *security));
 
   metrics::MetricsHttpServer::Options ho;
   ho.thread_name = "rsslab-exporter";
