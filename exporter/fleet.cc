@@ -22,13 +22,17 @@ namespace {
 using metrics::Exposition;
 using metrics::Labels;
 
-// The parent of `pid` (0 when unknown), from /proc/PID/stat.
-int ParentOf(int pid) {
+// /proc/PID/stat's fields (all 0 when it cannot be read).
+procfs::ThreadView StatOf(int pid) {
   absl::StatusOr<std::string> stat = procfs::ReadProcFile(pid, "stat");
   procfs::ThreadView v;
-  if (!stat.ok() || !procfs::ParseThreadStat(absl::StripAsciiWhitespace(*stat), &v)) return 0;
-  return v.ppid;
+  if (!stat.ok() || !procfs::ParseThreadStat(absl::StripAsciiWhitespace(*stat), &v)) {
+    return procfs::ThreadView();
+  }
+  return v;
 }
+
+int ParentOf(int pid) { return StatOf(pid).ppid; }
 
 std::string ExeOf(int pid) {
   char buf[4096];
@@ -134,6 +138,15 @@ void AppendControl(const Member& m, const Labels& l, Exposition* e) {
     e->Gauge("rsslab_retained_bytes", "RSS above the live estimate: what a trim could return.",
              s.auto_trim().gap_bytes(), l);
   }
+  if (m.has_regrowth) {
+    e->Gauge("rsslab_trim_regrowth_bytes",
+             "RSS taken back in the minute after the last trim (highest RSS seen by the "
+             "exporter's scrapes minus the trim's RSS after).",
+             m.regrowth_bytes, l);
+    e->Gauge("rsslab_trim_regrowth_minor_faults",
+             "Minor page faults in the minute after the last trim (from the first scrape after it).",
+             static_cast<int64_t>(m.regrowth_minor_faults), l);
+  }
   if (s.has_last_trim()) {
     const rsslab::v1::TrimResult& t = s.last_trim();
     e->Gauge("rsslab_last_trim_freed_bytes", "RSS the last trim gave back (before - after).",
@@ -147,6 +160,21 @@ void AppendControl(const Member& m, const Labels& l, Exposition* e) {
 }
 
 }  // namespace
+
+void UpdateRegrowth(const rsslab::v1::TrimResult& last, int64_t rss_now, uint64_t faults_now,
+                    absl::Time now, Regrowth* r) {
+  if (last.unix_nanos() != r->trim_unix_nanos) {
+    *r = Regrowth();
+    r->trim_unix_nanos = last.unix_nanos();
+    r->rss_after = last.rss_after_bytes();
+    r->max_rss = last.rss_after_bytes();
+    r->faults_start = r->faults_last = faults_now;
+  }
+  if (now <= absl::FromUnixNanos(r->trim_unix_nanos) + kRegrowthWindow) {
+    r->max_rss = std::max(r->max_rss, rss_now);
+    r->faults_last = std::max(r->faults_last, faults_now);
+  }
+}
 
 std::vector<Member> FindMasters(const std::vector<registry::Entry>& workers,
                                 const registry::Trust& trust) {
@@ -269,7 +297,27 @@ std::vector<Member> Fleet::Scan() {
     if (s.ok()) m.proc = *std::move(s);
   }
   AskControls(&members);
+  for (Member& m : members) m.minor_faults = StatOf(m.entry.pid).minflt;  // after the calls
+  const absl::Time now = absl::Now();
   absl::MutexLock lock(&mu_);
+  std::map<std::pair<int, uint64_t>, Regrowth> regrowth;
+  for (Member& m : members) {
+    if (m.role != "worker") continue;
+    const std::pair<int, uint64_t> key{m.entry.pid, m.entry.start_ticks};
+    auto known = regrowth_.find(key);
+    if (!m.proc_ok || !m.control_ok || !m.control.has_last_trim()) {
+      // A Control late this once keeps what was followed so far.
+      if (known != regrowth_.end()) regrowth[key] = known->second;
+      continue;
+    }
+    Regrowth r = known != regrowth_.end() ? known->second : Regrowth();
+    UpdateRegrowth(m.control.last_trim(), m.proc.status().rss_bytes(), m.minor_faults, now, &r);
+    m.has_regrowth = true;
+    m.regrowth_bytes = std::max<int64_t>(0, r.max_rss - r.rss_after);
+    m.regrowth_minor_faults = r.faults_last - r.faults_start;
+    regrowth[key] = r;
+  }
+  regrowth_.swap(regrowth);  // exited workers' are dropped
   ignored_ = static_cast<int64_t>(l.ignored.size());
   std::map<std::pair<int, uint64_t>, std::string> versions;
   std::map<int, const Member*> by_pid;

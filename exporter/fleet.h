@@ -47,12 +47,33 @@ struct Member {
   registry::Entry entry;  // a master's: only pid and service
   std::string role;       // "worker" | "master"
   std::string allocator_version;  // from Control (a master: its worker's), or ""
+  uint64_t minor_faults = 0;      // /proc/PID/stat minflt
+  bool has_regrowth = false;      // a trim seen: the fields below are set
+  int64_t regrowth_bytes = 0;
+  uint64_t regrowth_minor_faults = 0;
   bool proc_ok = false;
   rsslab::v1::Snapshot proc;  // from /proc (procfs::OutsideSnapshot)
   bool control_ok = false;
   std::string control_error;
   rsslab::v1::Snapshot control;  // GetSnapshot, workers only
 };
+
+// What one worker took back after its last trim, followed scrape by scrape
+// for a minute after it (as fine as the scrape interval).
+struct Regrowth {
+  int64_t trim_unix_nanos = 0;  // which trim (0: none seen yet)
+  int64_t rss_after = 0;        // the trim's own rss_after_bytes
+  int64_t max_rss = 0;          // the highest RSS seen in the minute after it
+  uint64_t faults_start = 0;    // minor faults at the first scrape after it
+  uint64_t faults_last = 0;     // ... and at the last within the minute
+};
+inline constexpr absl::Duration kRegrowthWindow = absl::Minutes(1);
+
+// Moves `r` on with one scrape of the worker: a new trim (by its time)
+// starts over; within kRegrowthWindow of the trim the RSS and faults now
+// count, after it the figures stay.
+void UpdateRegrowth(const rsslab::v1::TrimResult& last, int64_t rss_now, uint64_t faults_now,
+                    absl::Time now, Regrowth* r);
 
 // The masters of `workers`: each worker's parent that is not a registered
 // worker itself, runs the same program (the same /proc/PID/exe and
@@ -93,6 +114,8 @@ class Fleet {
   // The allocator version per (pid, start): the label stays the same when
   // one Control call fails.
   std::map<std::pair<int, uint64_t>, std::string> versions_ ABSL_GUARDED_BY(mu_);
+  // Per (pid, start): the regrowth after its last trim.
+  std::map<std::pair<int, uint64_t>, Regrowth> regrowth_ ABSL_GUARDED_BY(mu_);
   int64_t ignored_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -77,6 +77,9 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
   t->set_trigger("manual");
   t->set_count(3);
   t->set_longest_worker_pause_us(1500);
+  w.has_regrowth = true;
+  w.regrowth_bytes = 4096;
+  w.regrowth_minor_faults = 7;
   Member master = w;
   master.entry.pid = getpid();
   master.role = "master";
@@ -99,12 +102,38 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
                                            ",trigger=\"phase\"} 0\n")));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_longest_worker_pause_seconds{", lw,
                                            ",trigger=\"manual\"} 0.0015\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_regrowth_bytes{", lw, "} 4096\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_regrowth_minor_faults{", lw, "} 7\n")));
   // The master has no Control; the exited one no series at all.
   EXPECT_THAT(text, Not(HasSubstr(absl::StrCat("rsslab_control_up{service=\"shop\",pid=\"", getpid()))));
   EXPECT_THAT(text, Not(HasSubstr("pid=\"999999\"")));
   // One HELP per family, however many processes.
   EXPECT_EQ(text.find("# HELP rsslab_process_threads"),
             text.rfind("# HELP rsslab_process_threads"));
+}
+
+TEST(RegrowthTest, TheMinuteAfterATrimIsFollowedThenKept) {
+  const absl::Time trim = absl::FromUnixSeconds(1000);
+  rsslab::v1::TrimResult t;
+  t.set_unix_nanos(absl::ToUnixNanos(trim));
+  t.set_rss_after_bytes(100);
+  Regrowth r;
+  UpdateRegrowth(t, 120, 50, trim + absl::Seconds(1), &r);  // the first scrape after it
+  EXPECT_EQ(r.max_rss - r.rss_after, 20);
+  EXPECT_EQ(r.faults_last - r.faults_start, 0u);
+  UpdateRegrowth(t, 180, 90, trim + absl::Seconds(30), &r);
+  UpdateRegrowth(t, 150, 95, trim + absl::Seconds(59), &r);
+  EXPECT_EQ(r.max_rss - r.rss_after, 80);  // the highest seen
+  EXPECT_EQ(r.faults_last - r.faults_start, 45u);
+  UpdateRegrowth(t, 500, 900, trim + absl::Seconds(90), &r);  // past the minute: kept
+  EXPECT_EQ(r.max_rss - r.rss_after, 80);
+  EXPECT_EQ(r.faults_last - r.faults_start, 45u);
+  // The next trim starts over.
+  t.set_unix_nanos(absl::ToUnixNanos(trim + absl::Seconds(100)));
+  t.set_rss_after_bytes(300);
+  UpdateRegrowth(t, 310, 1000, trim + absl::Seconds(101), &r);
+  EXPECT_EQ(r.max_rss - r.rss_after, 10);
+  EXPECT_EQ(r.faults_last - r.faults_start, 0u);
 }
 
 TEST(ServiceDiscoveryTest, WorkersWithAMetricsAddressOnlyEscaped) {

@@ -280,6 +280,10 @@ def main():
         freed = query(prom, 'rsslab_trim_freed_bytes_total{job="rsslab",service="shop",'
                             'trigger="manual"}')
         check(len(freed) == 2, "bytes returned by trigger per worker: %s" % freed)
+        ok, regrowth = wait_for("regrowth", lambda: (len(query(
+            prom, 'rsslab_trim_regrowth_bytes{job="rsslab",service="shop"}')) == 2, query(
+            prom, 'rsslab_trim_regrowth_bytes{job="rsslab",service="shop"}')))
+        check(ok, "the regrowth after the trim followed per worker: %s" % (regrowth,))
 
         killed = workers[0]
         os.kill(killed, signal.SIGKILL)
