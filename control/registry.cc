@@ -403,6 +403,14 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view text, int file_pid) {
       if (!pid.ok()) return pid.status();
       e.pid = *pid;
       has_pid = true;
+    } else if (key == "metrics") {
+      // The package's own /metrics (serve(metrics=...)), for an exporter's
+      // service discovery.
+      if (absl::Status st = CheckAddress(value); !st.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("metrics= ", Echo(value, 64),
+                                                       " is not HOST:PORT"));
+      }
+      e.metrics_address = std::string(value);
     } else if (key == "start") {
       if (value.empty() || !std::all_of(value.begin(), value.end(), absl::ascii_isdigit) ||
           !absl::SimpleAtoi(value, &e.start_ticks)) {
@@ -487,8 +495,12 @@ std::vector<std::string> Dirs() {
   return dirs;
 }
 
-Listing ListService(absl::string_view service, const std::vector<std::string>& dirs,
-                    const Trust& trust, bool clean) {
+namespace {
+
+// ListService, or every service's workers when `service` is empty.
+Listing ListMatching(absl::string_view service, const std::vector<std::string>& dirs,
+                     const Trust& trust, bool clean) {
+  const auto named = [service](const std::string& s) { return service.empty() || s == service; };
   Listing out;
   std::map<int, Entry> by_pid;
   for (const std::string& dir : dirs) {
@@ -512,7 +524,7 @@ Listing ListService(absl::string_view service, const std::vector<std::string>& d
         // Any service's stale entry of a trusted user is cleaned; only this
         // service's is said.
         const bool removed = clean && RemoveIfSame(path, inode);
-        if (parsed.service == service) out.ignored.push_back({path, std::string(e.status().message()), removed});
+        if (named(parsed.service)) out.ignored.push_back({path, std::string(e.status().message()), removed});
         continue;
       }
       if (absl::IsInvalidArgument(e.status()) && !ProcessRuns(file_pid)) {
@@ -526,12 +538,12 @@ Listing ListService(absl::string_view service, const std::vector<std::string>& d
         // service (then why they are not used is said); a malformed one of
         // a live process cannot say whose it is: said.
         const bool foreign = absl::IsPermissionDenied(e.status());
-        if ((!foreign && parsed.service.empty()) || parsed.service == service) {
+        if ((!foreign && parsed.service.empty()) || (!parsed.service.empty() && named(parsed.service))) {
           out.ignored.push_back({path, std::string(e.status().message()), false});
         }
         continue;
       }
-      if (e->service != service || by_pid.count(e->pid) > 0) continue;
+      if (!named(e->service) || by_pid.count(e->pid) > 0) continue;
       by_pid.emplace(e->pid, *e);
     }
     closedir(d);
@@ -545,6 +557,18 @@ Listing ListService(absl::string_view service, const std::vector<std::string>& d
     out.workers.push_back(std::move(e));
   }
   return out;
+}
+
+}  // namespace
+
+Listing ListService(absl::string_view service, const std::vector<std::string>& dirs,
+                    const Trust& trust, bool clean) {
+  if (service.empty()) return Listing();  // no service has no name
+  return ListMatching(service, dirs, trust, clean);
+}
+
+Listing ListAll(const std::vector<std::string>& dirs, const Trust& trust, bool clean) {
+  return ListMatching("", dirs, trust, clean);
 }
 
 absl::StatusOr<Entry> FindPid(int pid, const std::vector<std::string>& dirs, const Trust& trust) {

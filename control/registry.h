@@ -8,6 +8,7 @@
 //   service=shop           the service's name: [A-Za-z0-9._-], 1..64 bytes
 //   pid=1234               the writer's pid (must match the file name)
 //   start=98765            its start time, /proc/PID/stat field 22 (ticks)
+//   metrics=127.0.0.1:9464 optional: its own /metrics (serve(metrics=...))
 //
 // An entry is never trusted: it is used only while a process with that pid
 // runs, started at that time (a reused pid is not believed), owned by the
@@ -51,6 +52,7 @@ struct Entry {
   int pid = 0;
   uint64_t start_ticks = 0;
   int uid = -1;  // the owner of the file and the process (set once trusted)
+  std::string metrics_address;  // HOST:PORT of its /metrics, or ""
 };
 
 // Whose processes a reader sends its calls (and its token) to: always its
@@ -113,6 +115,10 @@ std::vector<std::string> Dirs();
 // (unless it was replaced since it was read).
 Listing ListService(absl::string_view service, const std::vector<std::string>& dirs,
                     const Trust& trust, bool clean);
+
+// ListService for every service at once (an exporter of all workers):
+// every live, trusted entry, by pid, at most kMaxWorkers in all.
+Listing ListAll(const std::vector<std::string>& dirs, const Trust& trust, bool clean);
 
 // The live, trusted entry of one pid, from the first of `dirs` that has a
 // file.

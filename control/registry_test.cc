@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <grp.h>
 #include <sys/socket.h>
@@ -92,6 +93,40 @@ TEST_F(RegistryTest, ParsesTheFourLinesAndIgnoresNewerKeys) {
   EXPECT_EQ(e->service, "a.b-c_9");
   EXPECT_EQ(e->pid, 12);
   EXPECT_EQ(e->start_ticks, 34u);
+}
+
+TEST_F(RegistryTest, AMetricsLineNamesTheWorkersOwnEndpoint) {
+  absl::StatusOr<Entry> e =
+      ParseEntry("127.0.0.1:5\nservice=a\npid=12\nstart=34\nmetrics=127.0.0.1:9464\n", 12);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->metrics_address, "127.0.0.1:9464");
+  e = ParseEntry("127.0.0.1:5\nservice=a\npid=12\nstart=34\n", 12);
+  ASSERT_TRUE(e.ok()) << e.status();
+  EXPECT_EQ(e->metrics_address, "");
+  e = ParseEntry("127.0.0.1:5\nservice=a\npid=12\nstart=34\nmetrics=x\n", 12);
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(std::string(e.status().message()), HasSubstr("metrics= x is not HOST:PORT"));
+}
+
+TEST_F(RegistryTest, ListAllFindsEveryServicesWorkers) {
+  const int me = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(child, 0);
+  Write(me, Text(me, StartTicks(me), "shop"));
+  Write(child, Text(child, StartTicks(child), "cart"));
+  Write(child + 100000, Text(child + 100000, 1, "cart"));  // stale: no such pid
+  Listing l = ListAll({dir_}, Trust::Self(), /*clean=*/false);
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  ASSERT_EQ(l.workers.size(), 2u);
+  EXPECT_EQ(l.workers[0].service, me < child ? "shop" : "cart");
+  EXPECT_EQ(l.workers[1].service, me < child ? "cart" : "shop");
+  EXPECT_EQ(l.ignored.size(), 1u);
+  EXPECT_TRUE(ListService("", {dir_}, Trust::Self(), false).workers.empty());
 }
 
 TEST_F(RegistryTest, MalformedEntriesAreNamedInOneLine) {

@@ -32,26 +32,42 @@ std::string Exposition::EscapeLabel(absl::string_view v) {
   return absl::StrReplaceAll(v, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}});
 }
 
+std::string Exposition::Text() const {
+  std::string text;
+  for (const auto& f : families_) text += f.second;
+  return text;
+}
+
 void Exposition::Family(absl::string_view name, absl::string_view type, absl::string_view help) {
-  if (family_ == name) return;
-  family_ = std::string(name);
+  if (current_ < families_.size() && families_[current_].first == name) return;
+  // Few families (tens): a linear search costs less than a map's nodes.
+  for (size_t i = 0; i < families_.size(); ++i) {
+    if (families_[i].first == name) {
+      current_ = i;
+      return;
+    }
+  }
+  current_ = families_.size();
+  std::string text;
   // HELP text escapes only \ and newline.
-  absl::StrAppend(&text_, "# HELP ", name, " ",
+  absl::StrAppend(&text, "# HELP ", name, " ",
                   absl::StrReplaceAll(help, {{"\\", "\\\\"}, {"\n", "\\n"}}), "\n");
-  absl::StrAppend(&text_, "# TYPE ", name, " ", type, "\n");
+  absl::StrAppend(&text, "# TYPE ", name, " ", type, "\n");
+  families_.emplace_back(std::string(name), std::move(text));
 }
 
 void Exposition::Sample(absl::string_view name, const Labels& labels, absl::string_view value) {
-  text_.append(name.data(), name.size());
+  std::string& out = families_[current_].second;
+  out.append(name.data(), name.size());
   if (!labels.empty()) {
-    text_.push_back('{');
+    out.push_back('{');
     for (size_t i = 0; i < labels.size(); ++i) {
-      if (i > 0) text_.push_back(',');
-      absl::StrAppend(&text_, labels[i].first, "=\"", EscapeLabel(labels[i].second), "\"");
+      if (i > 0) out.push_back(',');
+      absl::StrAppend(&out, labels[i].first, "=\"", EscapeLabel(labels[i].second), "\"");
     }
-    text_.push_back('}');
+    out.push_back('}');
   }
-  absl::StrAppend(&text_, " ", value, "\n");
+  absl::StrAppend(&out, " ", value, "\n");
 }
 
 void Exposition::Gauge(absl::string_view name, absl::string_view help, double value,

@@ -29,9 +29,10 @@ inline constexpr absl::string_view kContentType = "text/plain; version=0.0.4; ch
 
 class Exposition {
  public:
-  // Samples of one family must be added one after another (the format
-  // wants a family's samples together); HELP/TYPE are written once, at the
-  // family's first sample. Integers are printed exactly.
+  // The format wants a family's samples together: samples are kept per
+  // family, in the order families first appear, so they may be added in any
+  // order (one process's families, then the next process's). HELP/TYPE are
+  // written once, from the family's first sample. Integers print exactly.
   void Gauge(absl::string_view name, absl::string_view help, double value,
              const Labels& labels = {});
   void Gauge(absl::string_view name, absl::string_view help, int64_t value,
@@ -44,7 +45,7 @@ class Exposition {
   void Histogram(absl::string_view name, absl::string_view help,
                  const LatencyHistogram::Counts& counts, const Labels& labels = {});
 
-  const std::string& Text() const { return text_; }
+  std::string Text() const;
 
   // "1.5", "42", "+Inf", "NaN": Prometheus's float syntax.
   static std::string FormatDouble(double v);
@@ -52,11 +53,13 @@ class Exposition {
   static std::string EscapeLabel(absl::string_view v);
 
  private:
+  // Selects (creating at its first sample) the family samples go to.
   void Family(absl::string_view name, absl::string_view type, absl::string_view help);
   void Sample(absl::string_view name, const Labels& labels, absl::string_view value);
 
-  std::string text_;
-  std::string family_;
+  // Each family's HELP/TYPE lines and samples, in first-seen order.
+  std::vector<std::pair<std::string, std::string>> families_;  // name, text
+  size_t current_ = 0;
 };
 
 }  // namespace metrics

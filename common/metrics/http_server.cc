@@ -13,11 +13,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/ascii.h"
 #include "common/listen.h"
 #include "common/metrics/exposition.h"
 
@@ -38,6 +41,19 @@ std::string Response(absl::string_view status, absl::string_view content_type,
                                "Connection: close\r\n\r\n");
   if (!head) r.append(body.data(), body.size());
   return r;
+}
+
+// The value of the first header `name` (lower case) in a request head,
+// trimmed; nullopt when absent.
+std::optional<std::string> Header(absl::string_view head, absl::string_view name) {
+  for (absl::string_view line : absl::StrSplit(head, '\n')) {
+    size_t colon = line.find(':');
+    if (colon == absl::string_view::npos) continue;
+    if (absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(line.substr(0, colon)), name)) {
+      return std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -260,10 +276,21 @@ std::string MetricsHttpServer::Answer(absl::string_view req) {
                     "Allow: GET, HEAD\r\n");
   }
   const bool head = parts[0] == "HEAD";
+  if (options_.authorize) {
+    std::optional<std::string> authorization = Header(req, "authorization");
+    if (!options_.authorize(authorization ? &*authorization : nullptr).ok()) {
+      return Response("401 Unauthorized", "text/plain", "a bearer token is required\n", head,
+                      "WWW-Authenticate: Bearer\r\n");
+    }
+  }
   absl::string_view path = parts[1].substr(0, parts[1].find('?'));
   if (path == "/metrics") {
     served_.fetch_add(1);
     return Response("200 OK", kContentType, render_(), head);
+  }
+  if (auto route = options_.routes.find(std::string(path)); route != options_.routes.end()) {
+    served_.fetch_add(1);
+    return Response("200 OK", route->second.content_type, route->second.render(), head);
   }
   return Response("404 Not Found", "text/plain", "not found; try /metrics\n", head);
 }

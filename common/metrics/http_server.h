@@ -21,10 +21,12 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
@@ -49,6 +51,17 @@ class MetricsHttpServer {
     int max_connections = 32;
     // Thread name (15 bytes at most).
     std::string thread_name = "rsslab-metrics";
+    // Paths served besides /metrics (e.g. "/sd"), each with its body's
+    // content type; rendered on this thread, like /metrics.
+    struct Route {
+      std::string content_type;
+      Render render;
+    };
+    std::map<std::string, Route> routes;
+    // When set, every request must pass it, given its Authorization
+    // header's value (nullptr: none), e.g. Credentials::AuthorizeHeader;
+    // a request that does not gets 401.
+    std::function<absl::Status(const std::string* authorization)> authorize;
   };
 
   // Binds (no SO_REUSEPORT: a taken port is an error naming the address),

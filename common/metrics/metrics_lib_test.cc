@@ -43,6 +43,20 @@ TEST(ExpositionTest, FamiliesSamplesAndEscaping) {
   EXPECT_EQ(Exposition::FormatDouble(0.1 + 0.2), "0.30000000000000004");
 }
 
+TEST(ExpositionTest, InterleavedFamiliesAreGroupedInFirstSeenOrder) {
+  // One process's families, then the next one's: each family's samples
+  // end up together, as the format requires.
+  Exposition e;
+  for (const char* pid : {"1", "2"}) {
+    e.Gauge("rss", "RSS.", int64_t{10}, {{"pid", pid}});
+    e.Gauge("threads", "Threads.", int64_t{3}, {{"pid", pid}});
+  }
+  EXPECT_EQ(e.Text(),
+            "# HELP rss RSS.\n# TYPE rss gauge\nrss{pid=\"1\"} 10\nrss{pid=\"2\"} 10\n"
+            "# HELP threads Threads.\n# TYPE threads gauge\n"
+            "threads{pid=\"1\"} 3\nthreads{pid=\"2\"} 3\n");
+}
+
 TEST(LatencyHistogramTest, BucketsAreCumulativeAndConsistent) {
   LatencyHistogram h;
   h.Observe(absl::Microseconds(50));    // <= 100us
@@ -149,6 +163,32 @@ TEST_F(HttpServerTest, ErrorsForEverythingElse) {
   // Still serving.
   EXPECT_TRUE(absl::StartsWith(Exchange(server_->port(), "GET /metrics HTTP/1.1\r\n\r\n"),
                                "HTTP/1.1 200 OK"));
+}
+
+TEST(HttpServerRoutes, ExtraPathsAndABearerTokenCheck) {
+  MetricsHttpServer::Options o;
+  o.routes["/sd"] = {"application/json", [] { return std::string("[]"); }};
+  o.authorize = [](const std::string* a) {
+    return a != nullptr && *a == "Bearer s3cret" ? absl::OkStatus()
+                                                 : absl::UnauthenticatedError("no");
+  };
+  auto s = MetricsHttpServer::Start("127.0.0.1:0", [] { return std::string("x 1\n"); }, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const int port = (*s)->port();
+  std::string r = Exchange(port, "GET /sd HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 200 OK\r\n")) << r;
+  EXPECT_TRUE(absl::StrContains(r, "Content-Type: application/json\r\n")) << r;
+  EXPECT_TRUE(absl::EndsWith(r, "\r\n\r\n[]")) << r;
+  // The header's name in any case; without it, or with another token: 401.
+  EXPECT_TRUE(absl::StartsWith(
+      Exchange(port, "GET /metrics HTTP/1.1\r\nauthorization:Bearer s3cret\r\n\r\n"),
+      "HTTP/1.1 200 OK"));
+  r = Exchange(port, "GET /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_TRUE(absl::StartsWith(r, "HTTP/1.1 401 Unauthorized")) << r;
+  EXPECT_FALSE(absl::StrContains(r, "x 1")) << r;
+  EXPECT_TRUE(absl::StartsWith(
+      Exchange(port, "GET /sd HTTP/1.1\r\nAuthorization: Bearer wrong\r\n\r\n"),
+      "HTTP/1.1 401 Unauthorized"));
 }
 
 TEST_F(HttpServerTest, SlowClientIsCutOffAndOthersAreServed) {

@@ -21,8 +21,12 @@ namespace metrics {
 // rsslab_process_resident_memory_bytes, ..._max_bytes, rsslab_process_anon_memory_bytes,
 // rsslab_process_threads, rsslab_glibc_arenas, rsslab_glibc_arena_resident_bytes,
 // rsslab_heap_resident_bytes, rsslab_thread_stacks_resident_bytes, rsslab_allocator_info.
+// `labels` (e.g. one worker's service and pid, in an exporter of many
+// processes) go on every sample; rsslab_allocator_info adds allocator= and
+// library= unless `labels` has them.
 void ProcessGauges(const rsslab::v1::ProcStatus& st, const rsslab::v1::MemoryMap& mm,
-                   const std::string& allocator, const std::string& library, Exposition* e);
+                   const std::string& allocator, const std::string& library, Exposition* e,
+                   const Labels& labels = {});
 
 }  // namespace metrics
 }  // namespace rsslab

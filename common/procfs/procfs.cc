@@ -664,9 +664,13 @@ bool ParseThreadStat(absl::string_view line, ThreadView* out) {
   if (state.size() != 1) return false;
   uint32_t flags = 0;
   uint64_t start = 0;
+  int ppid = 0;
+  uint64_t minflt = 0;
   for (int field = 4; field <= 22; ++field) {
     absl::string_view tok = NextToken(&rest);
     if (tok.empty()) return false;
+    if (field == 4 && !absl::SimpleAtoi(tok, &ppid)) return false;
+    if (field == 10 && !absl::SimpleAtoi(tok, &minflt)) return false;
     if (field == 9 && !absl::SimpleAtoi(tok, &flags)) return false;
     if (field == 22 && !absl::SimpleAtoi(tok, &start)) return false;
   }
@@ -675,6 +679,8 @@ bool ParseThreadStat(absl::string_view line, ThreadView* out) {
   out->state = state[0];
   out->flags = flags;
   out->start_ticks = start;
+  out->ppid = ppid;
+  out->minflt = minflt;
   return true;
 }
 

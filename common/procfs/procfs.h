@@ -183,6 +183,8 @@ absl::Status ThreadCensus(
 struct ThreadView {
   int tid = 0;
   char state = '?';            // stat field 3: R S D I T t Z X ...
+  int ppid = 0;                // stat field 4: the parent's pid
+  uint64_t minflt = 0;         // stat field 10: minor faults (the process's, in /proc/PID/stat)
   uint64_t start_ticks = 0;    // stat field 22: clock ticks after boot
   uint32_t flags = 0;          // stat field 9 (PF_KTHREAD = 0x00200000)
   absl::string_view comm;      // at most 15 bytes (TASK_COMM_LEN - 1)

@@ -385,6 +385,8 @@ TEST(ParseThreadStatTest, CommWithSpacesAndParens) {
   EXPECT_EQ(t.tid, 4242);
   EXPECT_EQ(t.comm, "a) (b c");
   EXPECT_EQ(t.state, 'S');
+  EXPECT_EQ(t.ppid, 1);
+  EXPECT_EQ(t.minflt, 100u);
   EXPECT_EQ(t.flags, 4194368u);
   EXPECT_EQ(t.start_ticks, 123456u);
 }

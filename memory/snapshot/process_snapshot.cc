@@ -59,6 +59,15 @@ void FillTrimHistory(const Trimmer& trimmer, rsslab::v1::Snapshot* out) {
   out->set_trims_total(trimmer.count());
   for (rsslab::v1::TrimResult& t : trimmer.recent()) *out->add_recent_trims() = std::move(t);
   out->set_auto_trims_total(trimmer.auto_count());
+  for (const auto& [trigger, t] : trimmer.totals()) {
+    rsslab::v1::TrimTotals* p = out->add_trim_totals();
+    p->set_trigger(trigger);
+    p->set_count(t.count);
+    p->set_freed_bytes(t.freed_bytes);
+    p->set_duration_us(absl::ToInt64Microseconds(t.duration));
+    p->set_worker_pause_us(absl::ToInt64Microseconds(t.worker_pause));
+    p->set_longest_worker_pause_us(absl::ToInt64Microseconds(t.longest_worker_pause));
+  }
 }
 
 void FillAutoTrimState(const AutoTrimDecision& d, const AutoTrimOptions& options,

@@ -176,6 +176,7 @@ rsslab::v1::TrimResult Trimmer::Run(rsslab::v1::TrimMode mode, const std::string
   t.freed_bytes += static_cast<uint64_t>(std::max<int64_t>(0, r.freed_bytes()));
   t.duration += absl::Microseconds(r.trim_duration_us() + r.per_thread_duration_us());
   t.worker_pause += absl::Microseconds(r.max_worker_pause_us());
+  t.longest_worker_pause = std::max(t.longest_worker_pause, absl::Microseconds(r.max_worker_pause_us()));
   recent_.push_back(r);
   if (recent_.size() > kRecent) recent_.pop_front();
   return r;

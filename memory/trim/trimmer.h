@@ -81,6 +81,7 @@ class Trimmer {
     // Global release + per-thread pass.
     absl::Duration duration;
     absl::Duration worker_pause;  // sum of each trim's max worker pause
+    absl::Duration longest_worker_pause;  // the largest of them
   };
   std::map<std::string, TriggerTotals> totals() const;
 

@@ -11,7 +11,8 @@ address where `rsslab_ctl inspect --pid=PID` looks for it:
 DIR/rsslab-control-<pid>.addr, DIR = $XDG_RUNTIME_DIR of the start
 environment if it names a directory, else /tmp; mode 0600, written atomically,
 removed at stop while it still holds this address. Its lines: HOST:PORT,
-service=NAME, pid=PID, start=TICKS (/proc/self/stat field 22), so that every
+service=NAME, pid=PID, start=TICKS (/proc/self/stat field 22), and
+metrics=HOST:PORT with serve(metrics=...), so that every
 worker of a pre-fork service is found by its name (`rsslab_ctl
 --control=all:NAME`) and a reader can tell a reused pid (control/registry.h).
 """
@@ -110,6 +111,7 @@ def _publish(address, name):
         with os.fdopen(fd, "w") as f:
             f.write("%s\nservice=%s\npid=%d\nstart=%d\n"
                     % (address, name, os.getpid(), _start_ticks()))
+            f.write("metrics=%s\n" % sys.modules["rsslab"]._metrics_address if sys.modules["rsslab"]._metrics_address else "")
         os.replace(tmp, final)
         tmp = None
         _addr_file = final

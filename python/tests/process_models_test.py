@@ -88,8 +88,8 @@ def addresses(pids, want, timeout=20):
         for pid in pids:
             try:
                 with open(os.path.join(RUN, "rsslab-control-%d.addr" % pid)) as f:
-                    lines = f.read().splitlines()  # HOST:PORT, service=, pid=, start=
-                if len(lines) == 4:
+                    lines = f.read().splitlines()  # HOST:PORT, service=, pid=, start=[, metrics=]
+                if len(lines) >= 4:
                     found[pid] = lines[0]
             except OSError:
                 pass

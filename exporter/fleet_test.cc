@@ -1,0 +1,159 @@
+// exporter/fleet: the parts of a scrape that need no running service (the
+// masters of forked workers, the series a scrape builds, /sd's JSON);
+// //exporter:prometheus_test runs the whole under Prometheus.
+#include "exporter/fleet.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/procfs/outside_snapshot.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rsslab {
+namespace exporter {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+registry::Entry Worker(int pid, const std::string& service = "shop") {
+  registry::Entry e;
+  e.pid = pid;
+  e.service = service;
+  e.address = "127.0.0.1:1";
+  return e;
+}
+
+class ForkedChild : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    child_ = fork();
+    if (child_ == 0) {
+      pause();
+      _exit(0);
+    }
+    ASSERT_GT(child_, 0);
+  }
+  void TearDown() override {
+    kill(child_, SIGKILL);
+    waitpid(child_, nullptr, 0);
+  }
+  pid_t child_ = 0;
+};
+
+TEST_F(ForkedChild, TheForkingParentIsTheMaster) {
+  // The child is a fork of this test: the same executable and command line.
+  std::vector<Member> m = FindMasters({Worker(child_)}, registry::Trust::Self());
+  ASSERT_EQ(m.size(), 1u);
+  EXPECT_EQ(m[0].entry.pid, getpid());
+  EXPECT_EQ(m[0].entry.service, "shop");
+  EXPECT_EQ(m[0].role, "master");
+  // A parent that is registered itself is a worker, not a master.
+  EXPECT_TRUE(FindMasters({Worker(child_), Worker(getpid())}, registry::Trust::Self()).empty());
+  // A parent of a user not trusted is not read.
+  registry::Trust other;
+  other.uids = {static_cast<int>(geteuid()) + 4242};
+  EXPECT_TRUE(FindMasters({Worker(child_)}, other).empty());
+}
+
+TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
+  Member w;
+  w.entry = Worker(child_);
+  w.role = "worker";
+  w.allocator_version = "2.36";
+  absl::StatusOr<rsslab::v1::Snapshot> s = procfs::OutsideSnapshot(child_);
+  ASSERT_TRUE(s.ok()) << s.status();
+  w.proc = *s;
+  w.proc_ok = true;
+  w.control_ok = true;
+  w.control.set_trims_total(3);
+  rsslab::v1::TrimTotals* t = w.control.add_trim_totals();
+  t->set_trigger("manual");
+  t->set_count(3);
+  t->set_longest_worker_pause_us(1500);
+  w.has_regrowth = true;
+  w.regrowth_bytes = 4096;
+  w.regrowth_minor_faults = 7;
+  Member master = w;
+  master.entry.pid = getpid();
+  master.role = "master";
+  Member gone = w;
+  gone.entry.pid = 999999;
+  gone.proc_ok = false;  // exited since it was listed
+  metrics::Exposition e;
+  AppendMembers({master, w, gone}, &e);
+  const std::string text = e.Text();
+  const std::string lw = absl::StrCat("service=\"shop\",pid=\"", child_,
+                                      "\",role=\"worker\",allocator=\"", w.proc.allocator(),
+                                      "\",allocator_version=\"2.36\"");
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_process_resident_memory_bytes{", lw, "} ")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_process_resident_memory_bytes{service=\"shop\",pid=\"",
+                                           getpid(), "\",role=\"master\"")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_control_up{", lw, "} 1\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trims_by_trigger_total{", lw,
+                                           ",trigger=\"manual\"} 3\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trims_by_trigger_total{", lw,
+                                           ",trigger=\"phase\"} 0\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_longest_worker_pause_seconds{", lw,
+                                           ",trigger=\"manual\"} 0.0015\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_regrowth_bytes{", lw, "} 4096\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_regrowth_minor_faults{", lw, "} 7\n")));
+  // The master has no Control; the exited one no series at all.
+  EXPECT_THAT(text, Not(HasSubstr(absl::StrCat("rsslab_control_up{service=\"shop\",pid=\"", getpid()))));
+  EXPECT_THAT(text, Not(HasSubstr("pid=\"999999\"")));
+  // One HELP per family, however many processes.
+  EXPECT_EQ(text.find("# HELP rsslab_process_threads"),
+            text.rfind("# HELP rsslab_process_threads"));
+}
+
+TEST(RegrowthTest, TheMinuteAfterATrimIsFollowedThenKept) {
+  const absl::Time trim = absl::FromUnixSeconds(1000);
+  rsslab::v1::TrimResult t;
+  t.set_unix_nanos(absl::ToUnixNanos(trim));
+  t.set_rss_after_bytes(100);
+  Regrowth r;
+  UpdateRegrowth(t, 120, 50, trim + absl::Seconds(1), &r);  // the first scrape after it
+  EXPECT_EQ(r.max_rss - r.rss_after, 20);
+  EXPECT_EQ(r.faults_last - r.faults_start, 0u);
+  UpdateRegrowth(t, 180, 90, trim + absl::Seconds(30), &r);
+  UpdateRegrowth(t, 150, 95, trim + absl::Seconds(59), &r);
+  EXPECT_EQ(r.max_rss - r.rss_after, 80);  // the highest seen
+  EXPECT_EQ(r.faults_last - r.faults_start, 45u);
+  UpdateRegrowth(t, 500, 900, trim + absl::Seconds(90), &r);  // past the minute: kept
+  EXPECT_EQ(r.max_rss - r.rss_after, 80);
+  EXPECT_EQ(r.faults_last - r.faults_start, 45u);
+  // The next trim starts over.
+  t.set_unix_nanos(absl::ToUnixNanos(trim + absl::Seconds(100)));
+  t.set_rss_after_bytes(300);
+  UpdateRegrowth(t, 310, 1000, trim + absl::Seconds(101), &r);
+  EXPECT_EQ(r.max_rss - r.rss_after, 10);
+  EXPECT_EQ(r.faults_last - r.faults_start, 0u);
+}
+
+TEST(ServiceDiscoveryTest, WorkersWithAMetricsAddressOnlyEscaped) {
+  Member a, b, c;
+  a.role = b.role = "worker";
+  c.role = "master";
+  a.entry = Worker(10);
+  a.entry.metrics_address = "127.0.0.1:9464";
+  b.entry = Worker(11);  // no metrics=
+  c.entry = Worker(12);
+  c.entry.metrics_address = "127.0.0.1:1";
+  Member d = a;
+  d.entry.pid = 13;
+  d.entry.metrics_address = "h\"x\\:1";  // a hostile entry's text stays a JSON string
+  EXPECT_EQ(ServiceDiscoveryJson({a, b, c, d}),
+            "[{\"targets\":[\"127.0.0.1:9464\"],\"labels\":{\"service\":\"shop\",\"pid\":\"10\"}},"
+            "{\"targets\":[\"h\\\"x\\\\:1\"],\"labels\":{\"service\":\"shop\",\"pid\":\"13\"}}]\n");
+  EXPECT_EQ(ServiceDiscoveryJson({}), "[]\n");
+}
+
+}  // namespace
+}  // namespace exporter
+}  // namespace rsslab
