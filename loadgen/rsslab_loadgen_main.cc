@@ -22,7 +22,7 @@
 #include "loadgen/results/report_main.h"
 #include "loadgen/run/run_main.h"
 #include "loadgen/run/sweep_main.h"
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 #include "loadgen/sweep/merge_main.h"
 #include "loadgen/usage.h"
 

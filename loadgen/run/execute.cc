@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "loadgen/call_flags.h"
 #include "loadgen/results/cli.h"
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 #include "loadgen/runner.h"
 #include "loadgen/sweep/sweep.h"
 #include "loadgen/sweep/sweep_flags.h"

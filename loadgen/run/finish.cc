@@ -17,7 +17,7 @@
 #include "loadgen/results/summary.h"
 #include "loadgen/results/summary_render.h"
 #include "loadgen/results/sweep_summary.h"
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 
 namespace rsslab {
 namespace run {

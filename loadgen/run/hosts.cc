@@ -14,7 +14,7 @@
 #include "common/host_info.h"
 #include "common/shipped.h"
 #include "loadgen/results/cli.h"
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 #include "loadgen/sweep/sweep_flags.h"
 
 namespace rsslab {

@@ -18,7 +18,7 @@
 #include "control/registry_flags.h"
 #include "loadgen/flags_check.h"
 #include "loadgen/results/cells.h"
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 #include "loadgen/scenario.h"
 #include "loadgen/sweep/agents_list.h"
 #include "loadgen/sweep/sweep.h"

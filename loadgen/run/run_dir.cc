@@ -21,7 +21,7 @@
 #include "common/host_info.h"
 #include "loadgen/results/cells.h"
 #include "loadgen/results/cli.h"
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 #include "loadgen/sweep/cell_host.h"
 #include "loadgen/sweep/resume_identity.h"
 

@@ -17,7 +17,7 @@
 #include "loadgen/run/hosts.h"
 #include "loadgen/run/invocation.h"
 #include "loadgen/run/run_dir.h"
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 #include "loadgen/scenario.h"
 #include "loadgen/sweep/cell_host.h"
 #include "loadgen/sweep/sweep_flags.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "loadgen/results/cli.h"
 #include "loadgen/run/run_main.h"
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 
 namespace rsslab {
 

@@ -1,4 +1,4 @@
-#include "loadgen/run_flags.h"
+#include "loadgen/run/run_flags.h"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 // the run directory, progress and metrics. A sweep's own flags are in
 // loadgen/sweep/sweep_flags.h, compare's in loadgen/results/compare_main.cc.
 //
-//   #include "loadgen/run_flags.h"
+//   #include "loadgen/run/run_flags.h"
 //   const std::string target = absl::GetFlag(FLAGS_target);
 #ifndef RSSLAB_LOADGEN_RUN_FLAGS_H_
 #define RSSLAB_LOADGEN_RUN_FLAGS_H_
