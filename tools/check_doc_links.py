@@ -53,6 +53,10 @@ What is checked, and why:
   text just before the marker must end with that FIGURE exactly, so a
   figure that drifts from its source fails here and each figure has one
   source.
+- Every test time in docs/TESTING.md's tables is the one the test-times
+  result page it links (docs/results/YYYY-MM-DD-...test-times.md, the
+  newest it names) records for that target, with the commit that
+  measured it (check_test_times).
 - In a usage page, a sentence that says "measured" and states a number
   with a decimal point followed by " MiB" or "x" (12.5 MiB, 2.13x) carries
   a marker right after that number: a measurement is quoted from its
@@ -492,6 +496,38 @@ def check_test_list(root):
     return problems
 
 
+TEST_ROW_RE = re.compile(r"^\|\s*`(//[^`]+)`\s*\|\s*(.*?)\s*\|")
+TEST_TIMES_LINK_RE = re.compile(r"\]\(results/(\d{4}-\d{2}-\d{2}-[a-z0-9.-]*test-times\.md)\)")
+
+
+def check_test_times(root):
+    """Every time in docs/TESTING.md's tables is the one its test-times result page records."""
+    testing = os.path.join(root, "docs", "TESTING.md")
+    if not os.path.isfile(testing):
+        return []
+    rows = [(n, m.group(1), m.group(2)) for n, line in prose_lines(testing)
+            for m in [TEST_ROW_RE.match(line)] if m]
+    with open(testing, encoding="utf-8") as f:
+        links = TEST_TIMES_LINK_RE.findall(f.read())
+    if not rows:
+        return []
+    if not links:
+        return ["docs/TESTING.md: its test times name no result page results/YYYY-MM-DD-...test-times.md"]
+    page = os.path.join(root, "docs", "results", sorted(links)[-1])
+    if not os.path.isfile(page):
+        return []  # check_links reports the broken link
+    recorded = {m.group(1): m.group(2) for _, line in prose_lines(page)
+                for m in [TEST_ROW_RE.match(line)] if m}
+    problems = []
+    for n, label, time in rows:
+        if recorded.get(label) != time:
+            problems.append("docs/TESTING.md:%d: %s takes '%s' but %s records %s: a test time is "
+                            "measured; record it there with the commit that measured it" %
+                            (n, label, time, os.path.relpath(page, root),
+                             "'%s'" % recorded[label] if label in recorded else "none"))
+    return problems
+
+
 # ------------------------------------------------- how the docs are kept
 
 USAGE_MAX_LINES = 400
@@ -738,6 +774,7 @@ def main(argv):
     problems += check_layout(root, readme)
     problems += check_docs_linked(root, readme, files[1:])
     problems += check_test_list(root)
+    problems += check_test_times(root)
     problems += check_readme_length(readme)
     problems += check_flags(root, written)
     problems += check_usage_length(root)
