@@ -53,6 +53,14 @@ What is checked, and why:
   text just before the marker must end with that FIGURE exactly, so a
   figure that drifts from its source fails here and each figure has one
   source.
+- Every test time in docs/TESTING.md's tables is the one the test-times
+  result page it links (docs/results/YYYY-MM-DD-...test-times.md, the
+  newest it names) records for that target, with the commit that
+  measured it (check_test_times).
+- In a usage page, a sentence that says "measured" and states a number
+  with a decimal point followed by " MiB" or "x" (12.5 MiB, 2.13x) carries
+  a marker right after that number: a measurement is quoted from its
+  result, not restated (check_unquoted_measurements).
 - The product holds nothing of the machine it was written on and nothing
   about how it was written (MACHINE_PATTERNS, TEAM_PATTERNS below): no
   absolute paths outside the checkout (/work/..., /home/..., /root/... in a
@@ -488,6 +496,38 @@ def check_test_list(root):
     return problems
 
 
+TEST_ROW_RE = re.compile(r"^\|\s*`(//[^`]+)`\s*\|\s*(.*?)\s*\|")
+TEST_TIMES_LINK_RE = re.compile(r"\]\(results/(\d{4}-\d{2}-\d{2}-[a-z0-9.-]*test-times\.md)\)")
+
+
+def check_test_times(root):
+    """Every time in docs/TESTING.md's tables is the one its test-times result page records."""
+    testing = os.path.join(root, "docs", "TESTING.md")
+    if not os.path.isfile(testing):
+        return []
+    rows = [(n, m.group(1), m.group(2)) for n, line in prose_lines(testing)
+            for m in [TEST_ROW_RE.match(line)] if m]
+    with open(testing, encoding="utf-8") as f:
+        links = TEST_TIMES_LINK_RE.findall(f.read())
+    if not rows:
+        return []
+    if not links:
+        return ["docs/TESTING.md: its test times name no result page results/YYYY-MM-DD-...test-times.md"]
+    page = os.path.join(root, "docs", "results", sorted(links)[-1])
+    if not os.path.isfile(page):
+        return []  # check_links reports the broken link
+    recorded = {m.group(1): m.group(2) for _, line in prose_lines(page)
+                for m in [TEST_ROW_RE.match(line)] if m}
+    problems = []
+    for n, label, time in rows:
+        if recorded.get(label) != time:
+            problems.append("docs/TESTING.md:%d: %s takes '%s' but %s records %s: a test time is "
+                            "measured; record it there with the commit that measured it" %
+                            (n, label, time, os.path.relpath(page, root),
+                             "'%s'" % recorded[label] if label in recorded else "none"))
+    return problems
+
+
 # ------------------------------------------------- how the docs are kept
 
 USAGE_MAX_LINES = 400
@@ -625,6 +665,62 @@ def check_figures(root, md):
     return problems
 
 
+# A measured figure a usage page states without quoting its result: a
+# number with a decimal point followed by " MiB" or "x" in a sentence that
+# says "measured" (settings and limits are round numbers; a measured figure
+# rarely is). Code spans and the markers themselves are not read.
+MEASURED_RE = re.compile(r"\bmeasured\b", re.I)
+DECIMAL_FIG_RE = re.compile(r"(?<![\w.+-])\d[\d,]*\.\d+(?: MiB\b|x(?!\w))")
+CODE_SPAN_RE = re.compile(r"`[^`]*`")
+COMMENT_RE = re.compile(r"<!--.*?-->")
+SENTENCE_END_RE = re.compile(r"(?<=[.!?:;])\s+(?=[A-Z(\[*`])")
+FIG_AFTER_RE = re.compile(r"\s*\**\s*<!--\s*fig:")
+
+
+def paragraphs(md):
+    """Lists of (line number, text): prose paragraphs, and each table row alone."""
+    paras, cur = [], []
+    for n, line in prose_lines(md):
+        s = line.lstrip()
+        if not s or s.startswith(("|", "#")):
+            if cur:
+                paras.append(cur)
+                cur = []
+            if s.startswith("|"):
+                paras.append([(n, line)])
+            continue
+        cur.append((n, line))
+    if cur:
+        paras.append(cur)
+    return paras
+
+
+def check_unquoted_measurements(root, md):
+    problems = []
+    rel = os.path.relpath(md, root)
+    for para in paragraphs(md):
+        text, starts = "", []
+        for n, line in para:
+            starts.append((len(text), n))
+            text += line + " "
+        blank = lambda m: " " * len(m.group(0))
+        masked = COMMENT_RE.sub(blank, CODE_SPAN_RE.sub(blank, text))
+        pos = 0
+        for sentence in SENTENCE_END_RE.split(masked):
+            at = masked.index(sentence, pos)
+            pos = at + len(sentence)
+            if not MEASURED_RE.search(sentence):
+                continue
+            for m in DECIMAL_FIG_RE.finditer(sentence):
+                if FIG_AFTER_RE.match(text[at + m.end():]):
+                    continue
+                n = [line_no for start, line_no in starts if start <= at + m.start()][-1]
+                problems.append("%s:%d: '%s' in a sentence that says measured, with no "
+                                "<!-- fig: results/...#key --> after it: quote it from its result "
+                                "page, or move it there" % (rel, n, m.group(0)))
+    return problems
+
+
 def check_hygiene(root):
     problems = []
     for rel in sorted(tracked_files(root)):
@@ -678,9 +774,12 @@ def main(argv):
     problems += check_layout(root, readme)
     problems += check_docs_linked(root, readme, files[1:])
     problems += check_test_list(root)
+    problems += check_test_times(root)
     problems += check_readme_length(readme)
     problems += check_flags(root, written)
     problems += check_usage_length(root)
+    for md in usage_pages(root):
+        problems += check_unquoted_measurements(root, md)
     problems += check_result_pages(root)
     problems += check_hygiene(root)
     for p in problems:
@@ -690,7 +789,8 @@ def main(argv):
         return 1
     print("check_doc_links: %d pages, every link, label and flag resolves, the layout matches the "
           "tree, every doc is linked from the README, every test target is in docs/TESTING.md, "
-          "every quoted figure matches its result page, no usage page over %d lines, nothing of "
+          "every quoted figure matches its result page, no unquoted measured figure, no usage page "
+          "over %d lines, nothing of "
           "the build machine or of how the product is made" % (len(pages), USAGE_MAX_LINES))
     return 0
 
