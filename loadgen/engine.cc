@@ -18,6 +18,7 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "loadgen/engine_state.h"
+#include "loadgen/receive_bound.h"
 #include "proto/load.grpc.pb.h"
 
 namespace rsslab {
@@ -153,8 +154,9 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
     // them gRPC would share one TCP connection among "separate" channels.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("rsslab.channel_index", i);
-    // A reply over the bound fails its call alone (RESOURCE_EXHAUSTED).
-    args.SetMaxReceiveMessageSize(MaxReceiveBytes(options.max_receive_mb));
+    // A reply over the bound fails its call alone (RESOURCE_EXHAUSTED), and
+    // what gRPC holds for replies being assembled stays under a quota.
+    BoundReceive(&args, options.max_receive_mb);
     // No transparent retries: the engine counts every failure itself, and
     // the retry filter adds per-call work (buffering each batch) for nothing
     // (callgrind: 56k -> 48k user instructions per no-op RPC). The client

@@ -14,6 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "common/echo.h"
 #include "common/units.h"
+#include "loadgen/receive_bound.h"
 #include "loadgen/results/summary_render.h"
 
 namespace rsslab {
@@ -97,7 +98,7 @@ Runner::~Runner() = default;
 
 std::shared_ptr<grpc::Channel> Runner::ControlChannel(const std::string& address) const {
   grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(MaxReceiveBytes(options_.max_receive_mb));
+  BoundReceive(&args, options_.max_receive_mb);
   return options_.security != nullptr
              ? options_.security->Channel(address, args)
              : grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);

@@ -24,6 +24,11 @@ std::string CallErrorText(int code, absl::string_view message, int max_receive_m
       absl::StartsWith(message, "Received message larger than max")) {
     absl::StrAppend(&text, ": a reply over --max_receive_mb=", max_receive_mb,
                     " (raise it to accept larger replies)");
+  } else if (code == kResourceExhausted && absl::StartsWith(message, "Buffers full")) {
+    // gRPC's resource quota cancelled a call (receive_bound.h).
+    absl::StrAppend(&text, ": the replies in flight passed the loadgen's memory quota (",
+                    ReceiveQuotaMb(max_receive_mb), " MiB: 2 x --max_receive_mb=",
+                    max_receive_mb, ", at least ", kMinReceiveQuotaMb, ")");
   }
   return text;
 }

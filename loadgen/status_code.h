@@ -34,8 +34,19 @@ inline constexpr int kMaxReceiveMbLimit = 2047;  // gRPC's bound is an int of by
 // The bound in bytes, for grpc::ChannelArguments::SetMaxReceiveMessageSize.
 inline int MaxReceiveBytes(int max_receive_mb) { return max_receive_mb * (1 << 20); }
 
+// The memory all the loadgen's channels together may hold in gRPC (read
+// buffers, replies being assembled, call arenas), in MiB: 2 x
+// --max_receive_mb, so that a reply at the bound fits beside the other
+// calls, and at least 64 (1000 replies of 64 KiB in flight take 62.5).
+// Past it gRPC cancels calls (receive_bound.h).
+inline constexpr int kMinReceiveQuotaMb = 64;
+inline int ReceiveQuotaMb(int max_receive_mb) {
+  return 2 * max_receive_mb > kMinReceiveQuotaMb ? 2 * max_receive_mb : kMinReceiveQuotaMb;
+}
+
 // "CODE: message" of a failed call; a reply over the bound (gRPC's "Received
-// message larger than max (N vs. M)") also names --max_receive_mb.
+// message larger than max (N vs. M)") also names --max_receive_mb, and so
+// does a call the memory quota cancelled ("Buffers full").
 std::string CallErrorText(int code, absl::string_view message, int max_receive_mb);
 
 }  // namespace rsslab

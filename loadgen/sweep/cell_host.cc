@@ -27,6 +27,7 @@
 #include "common/server_flags.h"
 #include "common/shipped.h"
 #include "grpcpp/grpcpp.h"
+#include "loadgen/receive_bound.h"
 #include "loadgen/status_code.h"
 #include "proto/agent.grpc.pb.h"
 
@@ -49,7 +50,7 @@ class AgentHost : public CellHost {
       : o_(o),
         channel_([&o] {
           grpc::ChannelArguments args;
-          args.SetMaxReceiveMessageSize(MaxReceiveBytes(o.max_receive_mb));
+          BoundReceive(&args, o.max_receive_mb);
           return o.security != nullptr
                      ? o.security->Channel(o.address, args)
                      : grpc::CreateCustomChannel(o.address, grpc::InsecureChannelCredentials(),

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,8 +87,10 @@ int Child::Wait(absl::Duration timeout) {
   const absl::Time end = absl::Now() + timeout;
   int st = 0;
   while (absl::Now() < end) {
-    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+    struct rusage ru {};
+    if (wait4(pid_, &st, WNOHANG, &ru) == pid_) {
       reaped_ = true;
+      max_rss_kb_ = ru.ru_maxrss;
       return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
     }
     absl::SleepFor(absl::Milliseconds(20));

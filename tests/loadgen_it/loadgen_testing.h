@@ -50,6 +50,8 @@ class Child {
   bool WaitForStderr(const std::string& text, absl::Duration timeout);
   // Exit code, 128+signal, or -1 on timeout.
   int Wait(absl::Duration timeout);
+  // The reaped child's peak RSS (ru_maxrss) in KiB; 0 before Wait reaps it.
+  long max_rss_kb() const { return max_rss_kb_; }
   void Kill();
   pid_t pid() const { return pid_; }
   std::string Stdout() const { return ReadFile(out_path_); }
@@ -59,6 +61,7 @@ class Child {
   std::string out_path_, err_path_;
   pid_t pid_ = -1;
   bool reaped_ = false;
+  long max_rss_kb_ = 0;
 };
 
 }  // namespace testing
