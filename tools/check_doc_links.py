@@ -61,6 +61,7 @@ What is checked, and why:
   with a decimal point followed by " MiB" or "x" (12.5 MiB, 2.13x) carries
   a marker right after that number: a measurement is quoted from its
   result, not restated (check_unquoted_measurements).
+- docs/METRICS.md names only metrics the code exports (check_metric_names).
 - The product holds nothing of the machine it was written on and nothing
   about how it was written (MACHINE_PATTERNS, TEAM_PATTERNS below): no
   absolute paths outside the checkout (/work/..., /home/..., /root/... in a
@@ -462,6 +463,39 @@ def check_flags(root, files):
     return problems
 
 
+# The metrics reference (docs/METRICS.md) names only metrics a program of
+# the checkout exports: each rsslab_* name there (a histogram's _bucket,
+# _count and _sum taken off) must stand as a string in the code.
+METRIC_NAME_RE = re.compile(r"\brsslab_[a-z0-9_]+")
+METRIC_PAGE = os.path.join("docs", "METRICS.md")
+
+
+def check_metric_names(root):
+    page = os.path.join(root, METRIC_PAGE)
+    if not os.path.isfile(page):
+        return []
+    code = []
+    for rel in tracked_files(root):
+        path = os.path.join(root, rel)
+        if rel.endswith((".cc", ".h", ".py")) and os.path.isfile(path) and not os.path.islink(path):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                code.append(f.read())
+    code = "\n".join(code)
+    problems, seen = [], set()
+    with open(page, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for n, line in enumerate(lines, 1):
+        for name in METRIC_NAME_RE.findall(line):
+            name = re.sub(r"_(bucket|count|sum)$", "", name)
+            if name in seen:
+                continue
+            seen.add(name)
+            if ('"%s' % name) not in code:
+                problems.append("%s:%d: %s: no program of the checkout exports a metric of this "
+                                "name" % (METRIC_PAGE, n, name))
+    return problems
+
+
 README_MAX_LINES = 250
 
 
@@ -777,6 +811,7 @@ def main(argv):
     problems += check_test_times(root)
     problems += check_readme_length(readme)
     problems += check_flags(root, written)
+    problems += check_metric_names(root)
     problems += check_usage_length(root)
     for md in usage_pages(root):
         problems += check_unquoted_measurements(root, md)
