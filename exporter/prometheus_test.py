@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -108,18 +107,7 @@ print(ok)
 
 
 def env():
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD"))}
-    e.update({"PYTHONPATH": PKG, "XDG_RUNTIME_DIR": RUN})
-    return e
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return package_tree.service_env(PKG, RUN)
 
 
 def get(url, timeout=5):
@@ -200,18 +188,18 @@ def main():
         check(ready[:2] == ["rsslab_exporter", "ready"], "the exporter's ready line: %s" % ready)
         exp_addr = ready[2].split("=", 1)[1]
 
-        port = free_port()
+        port = package_tree.free_port()
         svc = subprocess.Popen([PY, "-c", SERVICE, str(port)], env=env(), cwd=TMP,
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
         procs.append(svc)
         svc_proc.append(svc)
         workers = [int(svc.stdout.readline()), int(svc.stdout.readline())]
 
-        gport = free_port()
+        gport = package_tree.free_port()
         g = start_gunicorn(gport)
         procs.append(g)
 
-        prom_port = free_port()
+        prom_port = package_tree.free_port()
         prom = "127.0.0.1:%d" % prom_port
         cfg = os.path.join(TMP, "prometheus.yml")
         with open(cfg, "w") as f:

@@ -23,7 +23,6 @@ saying it crashed, within a few seconds.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -46,10 +45,7 @@ PKG = package_tree.make(WS, TMP)
 
 
 def env():
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD"))}
-    e.update({"PYTHONPATH": PKG, "XDG_RUNTIME_DIR": TMP, "PYTHONFAULTHANDLER": "1"})
-    return e
+    return package_tree.service_env(PKG, TMP, PYTHONFAULTHANDLER="1")
 
 
 # Keeps Control busy from a process of its own: GetSnapshot and SetPhase in
@@ -180,14 +176,6 @@ def application(env, start_response):
 '''
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def worker_addresses(master, run, want, timeout=20):
     deadline = time.monotonic() + timeout
     found = {}
@@ -219,7 +207,7 @@ def uwsgi_checks():
             f.write(UWSGI_APP)
         e = env()
         e.update({"TR": tr, "XDG_RUNTIME_DIR": d})
-        port = free_port()
+        port = package_tree.free_port()
         log = open(os.path.join(d, "uwsgi.log"), "w+")
         p = subprocess.Popen(["uwsgi", "--plugin", "python3", "--master", "--processes", "2",
                               "--threads", "4", "--http-socket", "127.0.0.1:%d" % port,

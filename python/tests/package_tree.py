@@ -4,6 +4,8 @@ and the check() the package's tests report with.
   root = package_tree.make(WS, TMP)   # then PYTHONPATH=root: import rsslab
   check(cond, "what was checked")      # a failed one is kept in failures
   run_parts("name_test", (part_a, part_b))  # each timed; exits 1 on a failure
+  env = service_env(root, run_dir)     # a service's environment: the package importable
+  port = free_port()                   # a loopback port free right now
 
 rsslab/*.py and the two Bazel-built extensions under their CPython names
 (the wheel's layout, python/wheel/build_wheel.py), copied into TMP/pkg.
@@ -11,6 +13,7 @@ rsslab/*.py and the two Bazel-built extensions under their CPython names
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import time
@@ -54,3 +57,21 @@ def run_parts(test, parts):
     print("%s: %.1f s, %d failure(s)" % (test, time.monotonic() - t0, len(failures)))
     if failures:
         sys.exit(1)
+
+
+def service_env(pkg_root, run_dir, **extra):
+    """This process's environment for a service the test starts: no allocator
+    settings of the caller's (a profile is the test's to choose), the package
+    importable from pkg_root, address files in run_dir."""
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD"))}
+    e.update({"PYTHONPATH": pkg_root, "XDG_RUNTIME_DIR": run_dir})
+    e.update(extra)
+    return e
+
+
+def free_port():
+    """A loopback TCP port nothing listens on at this moment."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -58,18 +58,7 @@ os.makedirs(RUN, exist_ok=True)
 
 
 def env():
-    e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("MALLOC_", "GLIBC_TUNABLES", "LD_PRELOAD"))}
-    e.update({"PYTHONPATH": PKG, "XDG_RUNTIME_DIR": RUN})
-    return e
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    return package_tree.service_env(PKG, RUN)
 
 
 def children(pid):
@@ -307,7 +296,7 @@ def gunicorn_checks():
     if not shutil.which("gunicorn"):
         check(False, "gunicorn: Debian's gunicorn is installed (./rsslab setup)")
         return
-    port = free_port()
+    port = package_tree.free_port()
     d = os.path.join(TMP, "gunicorn")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "gconf.py"), "w") as f:
@@ -453,7 +442,7 @@ def stopped_worker_checks(found):
 
 
 def grpc_multiprocessing_checks():
-    port = free_port()
+    port = package_tree.free_port()
     p = subprocess.Popen([PY, "-c", GRPC_MP, str(port)], env=env(), cwd=TMP,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -505,7 +494,7 @@ def uwsgi_checks():
     if not shutil.which("uwsgi"):
         check(False, "uWSGI: Debian's uwsgi-core is installed (./rsslab setup)")
         return
-    port = free_port()
+    port = package_tree.free_port()
     d = os.path.join(TMP, "uwsgi")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "app.py"), "w") as f:
