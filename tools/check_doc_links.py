@@ -63,12 +63,11 @@ What is checked, and why:
   result, not restated (check_unquoted_measurements).
 - docs/METRICS.md names only metrics the code exports (check_metric_names).
 - The product holds nothing of the machine it was written on and nothing
-  about how it was written (MACHINE_PATTERNS, TEAM_PATTERNS below): no
-  absolute paths outside the checkout (/work/..., /home/..., /root/... in a
-  page), no lock files or `flock` on them, no words about who works on it
-  or where ("engineers", "worktree", "this branch", "this commit", ...). A
-  page says what the product does and what was measured, with the machine
-  described by what it is (cores, load average).
+  about how it was written: no absolute paths of the build machine, no lock
+  files or `flock` on them, no words about who works on it or where (the
+  patterns are MACHINE_PATTERNS and TEAM_PATTERNS below, the one place that
+  names them). A page says what the product does and what was measured,
+  with the machine described by what it is (cores, load average).
 Links inside fenced code blocks and `code spans` are not links and are not
 checked.
 """
