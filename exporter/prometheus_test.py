@@ -175,6 +175,26 @@ def gunicorn_checks(prom, g, port):
     ok, got = wait_for("gunicorn", series)
     check(ok, "gunicorn gthread: one series per worker (4) and the master %d: %s" % (g.pid, got))
 
+    # A killed worker: gunicorn's master forks a new one; the exporter's
+    # next scrapes drop the dead one's series and show the new one's.
+    killed = workers[0]
+    os.kill(killed, signal.SIGKILL)
+    ok, now = wait_for("respawn", lambda: (len(children(g.pid)) == 4 and killed not in
+                                            children(g.pid), children(g.pid)))
+    check(ok, "gunicorn replaced worker %d: %s" % (killed, now))
+    fresh = [w for w in now if w not in workers]
+
+    def replaced():
+        got = query(prom, 'rsslab_process_resident_memory_bytes{service="web",role="worker"}')
+        pids = sorted(int(m["pid"]) for m, _ in got)
+        return pids == sorted(now), pids
+    ok, pids = wait_for("gunicorn replaced", replaced)
+    check(ok, "gunicorn: killed worker %d's series gone, its replacement %s's there (PromQL): %s"
+          % (killed, fresh, pids))
+    q = 'rsslab_process_resident_memory_bytes{pid="%d"}' % killed
+    ok, stale = wait_for("gunicorn gone", lambda: (query(prom, q) == [], query(prom, q)))
+    check(ok, "gunicorn: no series of the killed worker %d in either job: %s" % (killed, stale))
+
 
 def main():
     procs = []
