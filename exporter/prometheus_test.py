@@ -10,8 +10,10 @@ package in `post_fork`. Checked with PromQL over Prometheus's HTTP API:
 one series per process with the right labels (service, pid, role,
 allocator, allocator_version), the master from /proc only, every worker's
 Control answering, both workers' own /metrics up through /sd; after a
-worker is SIGKILLed and replaced, its series is gone and the replacement's
-is there.
+worker is SIGKILLed and replaced (grpcio's and gunicorn's), its series is
+gone and the replacement's is there. Every query of
+deploy/grafana/service.json returns series, and its panels are drawn from
+this Prometheus into the test's undeclared outputs (service_panels.png).
 """
 
 import json
@@ -34,6 +36,10 @@ EXPORTER = os.path.join(WS, "exporter/rsslab_exporter")
 CTL = os.path.join(WS, "control/rsslab_ctl")
 PY = "/usr/bin/python3"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+GRAFANA = os.path.join(WS, "deploy/grafana")
+os.environ.setdefault("MPLCONFIGDIR", os.path.join(TMP, "matplotlib"))  # HOME may be read-only
+sys.path.insert(0, GRAFANA)
+import render_panels  # noqa: E402
 
 PKG = package_tree.make(WS, TMP)
 RUN = os.path.join(TMP, "run")  # XDG_RUNTIME_DIR: where the registry entries go
@@ -50,11 +56,13 @@ def handle(request, context):
 def worker():
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     pool = rsslab.track(cf.ThreadPoolExecutor(max_workers=4))
-    server = grpc.server(pool, options=[("grpc.so_reuseport", 1)])
+    server = grpc.server(pool, interceptors=[rsslab.grpc_interceptor()],
+                         options=[("grpc.so_reuseport", 1)])
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
         "mp.Work", {"Do": grpc.unary_unary_rpc_method_handler(handle)}),))
     server.add_insecure_port("127.0.0.1:%d" % port)
     server.start()
+    rsslab.auto_trim("after_burst")  # keeps the live estimate: retained bytes
     rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0", name="shop")
     signal.pause()
 def spawn():
@@ -78,13 +86,19 @@ bind = "127.0.0.1:%(port)d"
 def post_fork(server, worker):
     import rsslab
     rsslab.track_all()
+    rsslab.auto_trim("after_burst")
     rsslab.serve("127.0.0.1:0", metrics="127.0.0.1:0", name="web")
 '''
 
 FLASK_APP = r'''
 import os
 from flask import Flask
+import rsslab
 app = Flask(__name__)
+@app.after_request
+def counted(response):
+    rsslab.count_request()
+    return response
 @app.route("/work")
 def work():
     keep = [bytearray(4096) for _ in range(64)]
@@ -196,6 +210,34 @@ def gunicorn_checks(prom, g, port):
     check(ok, "gunicorn: no series of the killed worker %d in either job: %s" % (killed, stale))
 
 
+def dashboard_checks(prom):
+    """Every query of deploy/grafana/service.json returns series now."""
+    d = render_panels.load(os.path.join(GRAFANA, "service.json"))
+    limited = bool(query(prom, 'rsslab_cgroup_memory_limit_bytes{job="rsslab"}'))
+    empty, n = [], 0
+    for title, t in render_panels.targets(d):
+        expr = render_panels.expand(t["expr"], {"job": "rsslab"}, "5s")
+        if "rsslab_cgroup_memory_limit_bytes" in expr and not limited:
+            continue  # this cgroup has no limit: the exporter rightly exports none
+        n += 1
+        if not query(prom, expr):
+            empty.append("%s: %s" % (title, expr))
+    check(n >= 12 and not empty, "service.json: all %d queries return series%s: %s"
+          % (n, "" if limited else " (the limit's skipped: this cgroup has none)", empty))
+
+
+def draw(prom, t_prom):
+    """The dashboard's panels over this test's run, as a PNG among the
+    test's undeclared outputs (docs/results/2026-12-06-service-panels.md)."""
+    out = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or TMP
+    path = os.path.join(out, "service_panels.png")
+    end = int(time.time()) + 1
+    drawn = render_panels.render(prom, render_panels.load(os.path.join(GRAFANA, "service.json")),
+                                 path, int(t_prom), end, 1, {"job": "rsslab"})
+    check(os.path.getsize(path) > 10000 and drawn.get("Worker RSS", 0) >= 8,
+          "the panels drawn from this Prometheus into %s: %s" % (path, drawn))
+
+
 def main():
     procs = []
     svc_proc = []  # the grpcio master, killed with its process group
@@ -235,6 +277,7 @@ def main():
                               "--web.listen-address=" + prom], cwd=TMP,
                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, "prom.log"), "w"))
         procs.append(p)
+        t_prom = time.time()
         check(wait_for("prometheus", lambda: (get("http://%s/-/ready" % prom) != "", ""))[0],
               "Prometheus is ready on %s" % prom)
 
@@ -293,6 +336,8 @@ def main():
             prom, 'rsslab_trim_regrowth_bytes{job="rsslab",service="shop"}')))
         check(ok, "the regrowth after the trim followed per worker: %s" % (regrowth,))
 
+        dashboard_checks(prom)
+
         killed = workers[0]
         os.kill(killed, signal.SIGKILL)
         replacement = int(svc.stdout.readline())
@@ -308,6 +353,7 @@ def main():
         q = '%s{pid="%d"}' % (rss.split("{")[0], killed)
         ok, stale = wait_for("gone", lambda: (query(prom, q) == [], query(prom, q)))
         check(ok, "no series of the killed worker %d in either job: %s" % (killed, stale))
+        draw(prom, t_prom)
     finally:
         for p in procs:
             if p.poll() is None:
