@@ -118,22 +118,47 @@ TEST(RegrowthTest, TheMinuteAfterATrimIsFollowedThenKept) {
   t.set_unix_nanos(absl::ToUnixNanos(trim));
   t.set_rss_after_bytes(100);
   Regrowth r;
-  UpdateRegrowth(t, 120, 50, trim + absl::Seconds(1), &r);  // the first scrape after it
+  UpdateRegrowth(t, 120, 50, 0, trim + absl::Seconds(1), &r);  // the first scrape after it
   EXPECT_EQ(r.max_rss - r.rss_after, 20);
   EXPECT_EQ(r.faults_last - r.faults_start, 0u);
-  UpdateRegrowth(t, 180, 90, trim + absl::Seconds(30), &r);
-  UpdateRegrowth(t, 150, 95, trim + absl::Seconds(59), &r);
+  UpdateRegrowth(t, 180, 90, 0, trim + absl::Seconds(30), &r);
+  UpdateRegrowth(t, 150, 95, 0, trim + absl::Seconds(59), &r);
   EXPECT_EQ(r.max_rss - r.rss_after, 80);  // the highest seen
   EXPECT_EQ(r.faults_last - r.faults_start, 45u);
-  UpdateRegrowth(t, 500, 900, trim + absl::Seconds(90), &r);  // past the minute: kept
+  UpdateRegrowth(t, 500, 900, 0, trim + absl::Seconds(90), &r);  // past the minute: kept
   EXPECT_EQ(r.max_rss - r.rss_after, 80);
   EXPECT_EQ(r.faults_last - r.faults_start, 45u);
   // The next trim starts over.
   t.set_unix_nanos(absl::ToUnixNanos(trim + absl::Seconds(100)));
   t.set_rss_after_bytes(300);
-  UpdateRegrowth(t, 310, 1000, trim + absl::Seconds(101), &r);
+  UpdateRegrowth(t, 310, 1000, 0, trim + absl::Seconds(101), &r);
   EXPECT_EQ(r.max_rss - r.rss_after, 10);
   EXPECT_EQ(r.faults_last - r.faults_start, 0u);
+}
+
+TEST(RegrowthTest, TheNextBurstByTheRequestCount) {
+  const absl::Time trim = absl::FromUnixSeconds(1000);
+  rsslab::v1::TrimResult t;
+  t.set_unix_nanos(absl::ToUnixNanos(trim));
+  t.set_rss_after_bytes(100);
+  Regrowth r;
+  const auto at = [&](int s) { return trim + absl::Seconds(s); };
+  UpdateRegrowth(t, 105, 10, 500, at(15), &r);  // the first scrape after it: the count's base
+  UpdateRegrowth(t, 104, 12, 500, at(30), &r);  // quiet: no burst yet
+  EXPECT_FALSE(r.burst_started);
+  UpdateRegrowth(t, 160, 40, 700, at(120), &r);  // a burst (past the minute: only it counts)
+  UpdateRegrowth(t, 190, 70, 900, at(135), &r);  // still rising
+  EXPECT_TRUE(r.burst_started);
+  EXPECT_FALSE(r.burst_done);
+  UpdateRegrowth(t, 170, 75, 900, at(150), &r);  // quiet: the burst is over
+  ASSERT_TRUE(r.burst_done);
+  EXPECT_EQ(r.burst_max_rss - r.rss_after, 90);  // the highest RSS up to its end
+  EXPECT_EQ(r.burst_faults, 65u);                 // from the first scrape to its end
+  EXPECT_EQ(r.burst_requests, 400u);
+  EXPECT_EQ(r.max_rss - r.rss_after, 5);  // the minute's figure is its own
+  UpdateRegrowth(t, 400, 500, 2000, at(165), &r);  // later bursts: kept
+  EXPECT_EQ(r.burst_max_rss - r.rss_after, 90);
+  EXPECT_EQ(r.burst_requests, 400u);
 }
 
 TEST(ServiceDiscoveryTest, WorkersWithAMetricsAddressOnlyEscaped) {

@@ -46,12 +46,18 @@ RUN = os.path.join(TMP, "run")  # XDG_RUNTIME_DIR: where the registry entries go
 os.makedirs(RUN, exist_ok=True)
 
 SERVICE = r'''
-import concurrent.futures as cf, os, signal, sys
+import concurrent.futures as cf, os, signal, sys, threading
 import grpc                      # imported before the fork, as gRPC's example does
 import rsslab
 port = int(sys.argv[1])
+# Recycling as Celery's --max-memory-per-child does it (KiB, after a call).
+limit_kib = int(sys.argv[2].split("=")[1]) if len(sys.argv) > 2 else 0
 def handle(request, context):
     keep = [bytearray(4096) for _ in range(64)]
+    with open("/proc/self/statm") as f:
+        rss_kib = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    if limit_kib and rss_kib > limit_kib:
+        threading.Timer(0.1, os._exit, (0,)).start()
     return bytes([len(keep) % 256])
 def worker():
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -120,6 +126,72 @@ print(ok)
 '''
 
 
+UWSGI_APP = r'''
+import rsslab, uwsgi
+def _serve():                    # in each worker, after the fork
+    rsslab.serve("127.0.0.1:0", name="loop")
+uwsgi.post_fork_hook = _serve
+def application(env, start_response):
+    rsslab.count_request()
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [b"ok"]
+'''
+
+
+def start_uwsgi():
+    """uWSGI with --reload-on-rss=1 (MiB): below any fresh worker's size."""
+    d = os.path.join(TMP, "uwsgi")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "app.py"), "w") as f:
+        f.write(UWSGI_APP)
+    return subprocess.Popen(["uwsgi", "--plugin", "python3", "--master", "--processes", "1",
+                             "--http-socket", "127.0.0.1:%d" % package_tree.free_port(),
+                             "--wsgi-file", "app.py", "--die-on-term", "--reload-on-rss", "1"],
+                            cwd=d, env=env(), stdout=subprocess.DEVNULL,
+                            stderr=open(os.path.join(d, "uwsgi.log"), "w"))
+
+
+def recycling_checks(prom):
+    """The limits read from each server's command line, and the advice."""
+    ok, got = wait_for("loop", lambda: (
+        [v for _, v in query(prom, 'rsslab_recycle_limit_below_fresh{service="loop"}')] == [1.0],
+        query(prom, '{service="loop",__name__=~"rsslab_recycle_.*"}')))
+    check(ok, "uWSGI --reload-on-rss=1: its worker's limit is below its own size, "
+              "rsslab_recycle_limit_below_fresh 1: %s" % (got,))
+    lim = query(prom, 'rsslab_recycle_rss_limit_bytes{service="loop",flag="--reload-on-rss"}')
+    check([v for _, v in lim] == [1048576.0], "uWSGI: --reload-on-rss=1 read as 1 MiB: %s" % lim)
+    web = query(prom, 'rsslab_recycle_max_requests{job="rsslab",service="web",'
+                      'flag="--max-requests"}')
+    jit = query(prom, 'rsslab_recycle_max_requests_jitter{job="rsslab",service="web"}')
+    check(len(web) == 4 and {v for _, v in web} == {100000.0} and {v for _, v in jit} == {10.0},
+          "gunicorn --max-requests 100000 --max-requests-jitter 10 on each worker: %s %s"
+          % (web, jit))
+    shop = query(prom, 'rsslab_recycle_rss_limit_bytes{job="rsslab",service="shop",'
+                       'flag="--max-memory-per-child"}')
+    check(len(shop) == 2 and {v for _, v in shop} == {1024.0 ** 3},
+          "the grpcio service's --max-memory-per-child=1048576 (KiB) read as 1 GiB: %s" % shop)
+    below = query(prom, 'rsslab_recycle_limit_below_fresh{job="rsslab",service="shop"}')
+    check({v for _, v in below} == {0.0}, "1 GiB is above its workers: %s" % below)
+    # After 100 requests since the exporter first saw it: the growth per
+    # request, and requests until its 1 GiB: (1 GiB - first RSS) / growth.
+    ok, adv = wait_for("advice", lambda: (all(
+        v > 0 for _, v in query(prom, 'rsslab_recycle_suggested_max_requests{service="shop"}'))
+        and len(query(prom, 'rsslab_recycle_suggested_max_requests{service="shop"}')) >= 1,
+        query(prom, '{service="shop",__name__=~"rsslab_(recycle_suggested|worker_rss_growth).*"}')))
+    check(ok, "the grpcio service: growth per request and a suggested max requests: %s" % (adv,))
+    g, first, rss, sug = (
+        {m["pid"]: v for m, v in query(prom, q)} for q in (
+            'rsslab_worker_rss_growth_per_request_bytes{service="shop"}',
+            'rsslab_worker_first_rss_bytes{service="shop"}',
+            'rsslab_process_resident_memory_bytes{job="rsslab",service="shop",role="worker"}',
+            'rsslab_recycle_suggested_max_requests{service="shop"}'))
+    for pid, s in sug.items():
+        want = (1024 ** 3 - first[pid]) / g[pid] if g.get(pid) else None
+        check(want is not None and abs(s - min(1e9, want)) <= 1 + 0.001 * s,
+              "pid %s: suggested max requests %d = (1 GiB - first RSS %d) / growth %.1f"
+              % (pid, s, first.get(pid, 0), g.get(pid, 0)))
+
+
 def env():
     return package_tree.service_env(PKG, RUN)
 
@@ -164,7 +236,8 @@ def start_gunicorn(port):
         f.write(GUNICORN_CONF % {"port": port})
     with open(os.path.join(d, "app.py"), "w") as f:
         f.write(FLASK_APP)
-    return subprocess.Popen([PY, "-m", "gunicorn", "-c", "gconf.py", "app:app"], cwd=d,
+    return subprocess.Popen([PY, "-m", "gunicorn", "-c", "gconf.py", "--max-requests", "100000",
+                             "--max-requests-jitter", "10", "app:app"], cwd=d,
                             env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -251,7 +324,8 @@ def main():
         exp_addr = ready[2].split("=", 1)[1]
 
         port = package_tree.free_port()
-        svc = subprocess.Popen([PY, "-c", SERVICE, str(port)], env=env(), cwd=TMP,
+        svc = subprocess.Popen([PY, "-c", SERVICE, str(port), "--max-memory-per-child=1048576"],
+                               env=env(), cwd=TMP,
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
         procs.append(svc)
         svc_proc.append(svc)
@@ -260,6 +334,7 @@ def main():
         gport = package_tree.free_port()
         g = start_gunicorn(gport)
         procs.append(g)
+        procs.append(start_uwsgi())
 
         prom_port = package_tree.free_port()
         prom = "127.0.0.1:%d" % prom_port
@@ -335,6 +410,20 @@ def main():
             prom, 'rsslab_trim_regrowth_bytes{job="rsslab",service="shop"}')) == 2, query(
             prom, 'rsslab_trim_regrowth_bytes{job="rsslab",service="shop"}')))
         check(ok, "the regrowth after the trim followed per worker: %s" % (regrowth,))
+
+        # The next burst after the trim: its end (a scrape with no new
+        # request) gives what it took back, its faults and its requests.
+        r = subprocess.run([PY, "-c", CLIENT, str(port), "300"], env=env(), cwd=TMP,
+                           capture_output=True, text=True, timeout=60)
+        check(r.stdout.strip() == "300", "a second burst of 300 requests answered: %s"
+              % r.stdout.strip())
+        bq = 'rsslab_trim_burst_requests{job="rsslab",service="shop"}'
+        ok, burst = wait_for("burst", lambda: (
+            len(query(prom, bq)) == 2 and sum(v for _, v in query(prom, bq)) >= 150,
+            query(prom, '{job="rsslab",service="shop",__name__=~"rsslab_trim_burst.*"}')))
+        check(ok, "the burst after the trim seen to its end per worker (requests, bytes taken "
+                  "back, faults): %s" % (burst,))
+        recycling_checks(prom)
 
         dashboard_checks(prom)
 
