@@ -147,7 +147,8 @@ void AppendRecycling(const Member& m, const Labels& l, Exposition* e) {
   }
   if (a.has_growth) {
     e->Gauge("rsslab_worker_rss_growth_per_request_bytes",
-             "RSS growth per request since the exporter's first scrape of the worker.",
+             "Growth per request: the highest RSS since the exporter's first scrape of the worker "
+             "minus the RSS then, over the requests since.",
              a.growth_per_request, l);
   }
   if (a.has_suggested_max_requests) {
@@ -388,7 +389,9 @@ void Fleet::Follow(std::vector<Member>* members, absl::Time now, int64_t budget_
     m.has_recycling = true;
     m.first_rss = h.first_rss;
     m.recycling_limits = h.limits;
-    m.recycling = Advise(h.limits, {h.first_rss, h.first_requests, rss, requests}, budget_bytes);
+    h.max_rss = std::max(h.max_rss, rss);
+    m.recycling = Advise(h.limits, {h.first_rss, h.first_requests, h.max_rss, requests},
+                         budget_bytes);
     if (m.control.has_last_trim()) {
       Regrowth& r = h.regrowth;
       UpdateRegrowth(m.control.last_trim(), rss, m.minor_faults, requests, now, &r);

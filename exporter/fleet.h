@@ -143,6 +143,7 @@ class Fleet {
     bool seen = false;  // the fields below are set
     int64_t first_rss = 0;
     uint64_t first_requests = 0;
+    int64_t max_rss = 0;  // since the first scrape
     RecyclingLimits limits;
   };
   // Moves each worker's History on with this scrape and fills its

@@ -50,13 +50,18 @@ import concurrent.futures as cf, os, signal, sys, threading
 import grpc                      # imported before the fork, as gRPC's example does
 import rsslab
 port = int(sys.argv[1])
-# Recycling as Celery's --max-memory-per-child does it (KiB, after a call).
-limit_kib = int(sys.argv[2].split("=")[1]) if len(sys.argv) > 2 else 0
+# Recycling as Celery's --max-memory-per-child (KiB) and
+# --max-tasks-per-child do it, after a call.
+flags = dict(a.split("=") for a in sys.argv[2:])
+limit_kib = int(flags.get("--max-memory-per-child", 0))
+max_calls = int(flags.get("--max-tasks-per-child", 0))
+calls = [0]
 def handle(request, context):
     keep = [bytearray(4096) for _ in range(64)]
     with open("/proc/self/statm") as f:
         rss_kib = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
-    if limit_kib and rss_kib > limit_kib:
+    calls[0] += 1
+    if (limit_kib and rss_kib > limit_kib) or (max_calls and calls[0] >= max_calls):
         threading.Timer(0.1, os._exit, (0,)).start()
     return bytes([len(keep) % 256])
 def worker():
@@ -229,6 +234,17 @@ def children(pid):
         return []
 
 
+def http_burst(port, n):
+    answered = 0
+    for _ in range(n):
+        try:
+            with urllib.request.urlopen("http://127.0.0.1:%d/work" % port, timeout=10) as r:
+                answered += bool(r.read())
+        except OSError:
+            time.sleep(0.1)
+    return answered
+
+
 def start_gunicorn(port):
     d = os.path.join(TMP, "gunicorn")
     os.makedirs(d, exist_ok=True)
@@ -243,13 +259,7 @@ def start_gunicorn(port):
 
 def gunicorn_checks(prom, g, port):
     """4 gthread workers and their master, one series each."""
-    answered = 0
-    for _ in range(200):
-        try:
-            with urllib.request.urlopen("http://127.0.0.1:%d/work" % port, timeout=10) as r:
-                answered += bool(r.read())
-        except OSError:
-            time.sleep(0.1)
+    answered = http_burst(port, 200)
     check(answered == 200, "gunicorn: a burst of 200 requests answered: %d" % answered)
     workers = children(g.pid)
 
@@ -300,13 +310,16 @@ def dashboard_checks(prom):
 
 
 def draw(prom, t_prom):
-    """The dashboard's panels over this test's run, as a PNG among the
+    """The dashboard's per-worker panels over this test's run, as a PNG among the
     test's undeclared outputs (docs/results/2026-12-06-service-panels.md)."""
     out = os.environ.get("TEST_UNDECLARED_OUTPUTS_DIR") or TMP
     path = os.path.join(out, "service_panels.png")
     end = int(time.time()) + 1
+    first = render_panels.query_range(prom, 'rsslab_exporter_workers{job="rsslab"}',
+                                      int(t_prom), end, 1)
+    start = int(first[0][1][0][0]) - 1 if first else int(t_prom)  # from its first scrape
     drawn = render_panels.render(prom, render_panels.load(os.path.join(GRAFANA, "service.json")),
-                                 path, int(t_prom), end, 1, {"job": "rsslab"})
+                                 path, start, end, 1, {"job": "rsslab"}, row="Per worker")
     check(os.path.getsize(path) > 10000 and drawn.get("Worker RSS", 0) >= 8,
           "the panels drawn from this Prometheus into %s: %s" % (path, drawn))
 
@@ -324,7 +337,8 @@ def main():
         exp_addr = ready[2].split("=", 1)[1]
 
         port = package_tree.free_port()
-        svc = subprocess.Popen([PY, "-c", SERVICE, str(port), "--max-memory-per-child=1048576"],
+        svc = subprocess.Popen([PY, "-c", SERVICE, str(port), "--max-memory-per-child=1048576",
+                                "--max-tasks-per-child=100000"],
                                env=env(), cwd=TMP,
                                stdout=subprocess.PIPE, text=True, start_new_session=True)
         procs.append(svc)
@@ -352,9 +366,9 @@ def main():
                               "--web.listen-address=" + prom], cwd=TMP,
                              stdout=subprocess.DEVNULL, stderr=open(os.path.join(TMP, "prom.log"), "w"))
         procs.append(p)
-        t_prom = time.time()
         check(wait_for("prometheus", lambda: (get("http://%s/-/ready" % prom) != "", ""))[0],
               "Prometheus is ready on %s" % prom)
+        t_prom = time.time()  # its first scrapes: where the panels drawn start
 
         r = subprocess.run([PY, "-c", CLIENT, str(port), "100"], env=env(), cwd=TMP,
                            capture_output=True, text=True, timeout=60)

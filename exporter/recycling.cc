@@ -90,7 +90,7 @@ RecyclingAdvice Advise(const RecyclingLimits& limits, const RetentionSample& s,
     return a;
   }
   a.has_growth = true;
-  a.growth_per_request = static_cast<double>(std::max<int64_t>(0, s.rss - s.first_rss)) /
+  a.growth_per_request = static_cast<double>(std::max<int64_t>(0, s.max_rss - s.first_rss)) /
                          static_cast<double>(s.requests - s.first_requests);
   const int64_t budget = limits.rss_limit_bytes > 0 ? limits.rss_limit_bytes : budget_bytes;
   if (a.growth_per_request > 0 && budget > s.first_rss) {

@@ -5,7 +5,7 @@
 // read from the command line (a forked worker's is its master's).
 //
 //   RecyclingLimits l = ParseRecyclingLimits(proc_pid_cmdline_text);
-//   RecyclingAdvice a = Advise(l, {first_rss, first_requests, rss, requests}, budget);
+//   RecyclingAdvice a = Advise(l, {first_rss, first_requests, max_rss, requests}, budget);
 //   if (a.limit_below_fresh) ...  // every fresh worker starts above its limit
 #ifndef RSSLAB_EXPORTER_RECYCLING_H_
 #define RSSLAB_EXPORTER_RECYCLING_H_
@@ -39,8 +39,8 @@ RecyclingLimits ParseRecyclingLimits(absl::string_view cmdline);
 struct RetentionSample {
   int64_t first_rss = 0;        // RSS at the exporter's first scrape of the worker
   uint64_t first_requests = 0;  // its request count then
-  int64_t rss = 0;              // now
-  uint64_t requests = 0;
+  int64_t max_rss = 0;          // the highest RSS seen since (a trim does not hide growth)
+  uint64_t requests = 0;        // its request count now
 };
 
 // Requests since the first scrape below which no growth rate is given (a
@@ -48,7 +48,7 @@ struct RetentionSample {
 inline constexpr uint64_t kMinRequestsForGrowth = 100;
 
 struct RecyclingAdvice {
-  // (rss - first_rss) / (requests - first_requests), at least 0.
+  // (max_rss - first_rss) / (requests - first_requests), at least 0.
   bool has_growth = false;
   double growth_per_request = 0;
   // floor((B - first_rss) / growth): requests until the worker reaches B,

@@ -78,7 +78,8 @@ TEST(AdviseTest, GrowthAndTheSuggestions) {
   RecyclingLimits l;
   l.max_requests = 1000;
   l.max_requests_jitter = 100;
-  // 40 MiB at the first scrape (10 requests served), 60 MiB after 2010:
+  // 40 MiB at the first scrape (10 requests served), 60 MiB at the highest
+  // since, 2010 served now:
   // 20 MiB over 2000 requests = 10,485.76 bytes per request.
   const RetentionSample s{40 << 20, 10, 60 << 20, 2010};
   RecyclingAdvice a = Advise(l, s, /*budget_bytes=*/int64_t{140} << 20);

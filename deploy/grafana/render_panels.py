@@ -7,7 +7,7 @@ with their legends, bytes in MiB) into one PNG with matplotlib:
 
   deploy/grafana/render_panels.py --prometheus=127.0.0.1:9090 \\
       --dashboard=deploy/grafana/service.json --out=panels.png \\
-      --minutes=10 --var=job=rsslab_exporter --panels='^(Worker|Retained|Trims|Bytes|Regrowth|Container)'
+      --minutes=10 --var=job=rsslab_exporter --row='Per worker'
 
 Dashboard variables are given with --var=NAME=VALUE (a regex where the
 dashboard matches with =~; unset ones match everything), and
@@ -31,13 +31,17 @@ def load(path):
         return json.load(f)
 
 
-def panels(dashboard):
-    """The dashboard's panels with queries, in order (rows' nested ones too)."""
+def panels(dashboard, row=None):
+    """The dashboard's panels with queries, in order (rows' nested ones
+    too); with `row`, only those under the row of that title."""
+    current = None
     for p in dashboard.get("panels", []):
-        if p.get("targets"):
+        if p.get("type") == "row":
+            current = p.get("title")
+        if p.get("targets") and row in (None, current):
             yield p
         for q in p.get("panels", []):
-            if q.get("targets"):
+            if q.get("targets") and row in (None, p.get("title")):
                 yield q
 
 
@@ -77,14 +81,23 @@ def legend(fmt, labels):
     return re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: labels.get(m.group(1), ""), fmt).strip()
 
 
-def render(prom, dashboard, out, start, end, step, variables, title_regex=None, columns=2):
-    """Draws the panels whose title matches title_regex; returns how many
-    series each drew ({title: n})."""
+def byte_scale(largest):
+    """(divisor, unit) that shows `largest` bytes as a plain number."""
+    for div, unit in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if largest >= div:
+            return div, unit
+    return 1, "bytes"
+
+
+def render(prom, dashboard, out, start, end, step, variables, title_regex=None, columns=2,
+           row=None):
+    """Draws the panels whose title matches title_regex (under the row
+    titled `row`, if given); returns how many series each drew ({title: n})."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    chosen = [p for p in panels(dashboard)
+    chosen = [p for p in panels(dashboard, row)
               if title_regex is None or re.search(title_regex, p["title"])]
     if not chosen:
         raise ValueError("no panel title matches %r" % title_regex)
@@ -93,21 +106,24 @@ def render(prom, dashboard, out, start, end, step, variables, title_regex=None, 
     drawn = {}
     for ax, p in zip([a for r in axes for a in r], chosen):
         unit = p.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
-        scale, suffix = (1 / 1048576, " (MiB)") if unit == "bytes" else (1, " (%s)" % unit
-                                                                          if unit not in ("", "short") else "")
-        n = 0
+        series = []
         for t in p["targets"]:
             expr = expand(t["expr"], variables, "%ds" % (4 * step))
             for labels, values in query_range(prom, expr, start, end, step):
-                if n >= MAX_SERIES:
-                    break
-                ax.plot([x - start for x, _ in values], [v * scale for _, v in values],
-                        label=legend(t.get("legendFormat", ""), labels), linewidth=1.2)
-                n += 1
+                series.append((legend(t.get("legendFormat", ""), labels), values))
+        series = series[:MAX_SERIES]
+        div, ylabel = 1, "" if unit in ("", "short") else unit
+        if unit == "bytes":
+            div, ylabel = byte_scale(max([abs(v) for _, vs in series for _, v in vs] or [0]))
+        for name, values in series:
+            ax.plot([x - start for x, _ in values], [v / div for _, v in values], label=name,
+                    linewidth=1.2, marker="." if len(values) < 3 else None)
+        n = len(series)
         drawn[p["title"]] = n
+        ax.set_xlim(0, end - start)
         ax.set_title(p["title"], fontsize=10)
         ax.set_xlabel("seconds", fontsize=8)
-        ax.set_ylabel(suffix.strip(" ()") or "", fontsize=8)
+        ax.set_ylabel(ylabel, fontsize=8)
         ax.tick_params(labelsize=7)
         ax.grid(alpha=0.3)
         if n:
@@ -118,7 +134,7 @@ def render(prom, dashboard, out, start, end, step, variables, title_regex=None, 
         ax.axis("off")
     fig.suptitle("%s (Prometheus %s, %d s)" % (dashboard.get("title", ""), prom, end - start),
                  fontsize=11)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.97))
     fig.savefig(out, dpi=80)
     plt.close(fig)
     return drawn
@@ -133,6 +149,7 @@ def main(argv):
     ap.add_argument("--step", type=int, default=0, help="seconds between points (default: range/200)")
     ap.add_argument("--var", action="append", default=[], help="NAME=VALUE of a dashboard variable")
     ap.add_argument("--panels", default=None, help="only panels whose title matches this regex")
+    ap.add_argument("--row", default=None, help="only panels under the row of this title")
     a = ap.parse_args(argv)
     if not 0 < a.minutes <= 7 * 24 * 60:
         ap.error("--minutes must be more than 0 and at most a week")
@@ -145,7 +162,8 @@ def main(argv):
     end = int(time.time())
     start = end - int(a.minutes * 60)
     step = a.step or max(1, (end - start) // 200)
-    drawn = render(a.prometheus, load(a.dashboard), a.out, start, end, step, variables, a.panels)
+    drawn = render(a.prometheus, load(a.dashboard), a.out, start, end, step, variables, a.panels,
+                   row=a.row)
     for title, n in drawn.items():
         print("%-50s %d series" % (title, n))
     print("wrote %s" % a.out)
