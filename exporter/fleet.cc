@@ -226,6 +226,19 @@ void AppendControl(const Member& m, const Labels& l, Exposition* e) {
   }
 }
 
+// The recycling limits on a worker's command line (a fork's is its
+// master's); where the worker has retitled itself (setproctitle: gunicorn,
+// Celery) and shows none, those of its parent, if trusted.
+RecyclingLimits LimitsOf(int pid, const registry::Trust& trust) {
+  absl::StatusOr<std::string> own = procfs::ReadProcFile(pid, "cmdline");
+  RecyclingLimits l = own.ok() ? ParseRecyclingLimits(*own) : RecyclingLimits();
+  if (l.max_requests > 0 || l.rss_limit_bytes > 0 || !l.errors.empty()) return l;
+  const int parent = ParentOf(pid);
+  if (parent <= 1 || !trust.Has(OwnerOf(parent))) return l;
+  absl::StatusOr<std::string> theirs = procfs::ReadProcFile(parent, "cmdline");
+  return theirs.ok() ? ParseRecyclingLimits(*theirs) : l;
+}
+
 }  // namespace
 
 void UpdateRegrowth(const rsslab::v1::TrimResult& last, int64_t rss_now, uint64_t faults_now,
@@ -379,9 +392,7 @@ void Fleet::Follow(std::vector<Member>* members, absl::Time now, int64_t budget_
       h.seen = true;
       h.first_rss = rss;
       h.first_requests = requests;
-      // A fork's command line is its master's: the server's own flags.
-      absl::StatusOr<std::string> cmdline = procfs::ReadProcFile(m.entry.pid, "cmdline");
-      if (cmdline.ok()) h.limits = ParseRecyclingLimits(*cmdline);
+      h.limits = LimitsOf(m.entry.pid, options_.trust);
       for (const std::string& e : h.limits.errors) {
         fprintf(stderr, "rsslab_exporter: pid %d's command line: %s\n", m.entry.pid, e.c_str());
       }

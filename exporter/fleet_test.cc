@@ -80,6 +80,16 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
   w.has_regrowth = true;
   w.regrowth_bytes = 4096;
   w.regrowth_minor_faults = 7;
+  w.has_burst_regrowth = true;
+  w.burst_regrowth_bytes = 8192;
+  w.burst_requests = 300;
+  w.has_recycling = true;
+  w.first_rss = 1000;
+  w.recycling_limits.rss_limit_bytes = 900;
+  w.recycling_limits.rss_limit_flag = "--reload-on-rss";
+  w.recycling.limit_below_fresh = true;
+  w.recycling.has_growth = true;
+  w.recycling.growth_per_request = 2.5;
   Member master = w;
   master.entry.pid = getpid();
   master.role = "master";
@@ -104,6 +114,17 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
                                            ",trigger=\"manual\"} 0.0015\n")));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_regrowth_bytes{", lw, "} 4096\n")));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_regrowth_minor_faults{", lw, "} 7\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_burst_regrowth_bytes{", lw, "} 8192\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_burst_requests{", lw, "} 300\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_worker_first_rss_bytes{", lw, "} 1000\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_recycle_rss_limit_bytes{", lw,
+                                           ",flag=\"--reload-on-rss\"} 900\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_recycle_limit_below_fresh{", lw, "} 1\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_worker_rss_growth_per_request_bytes{", lw,
+                                           "} 2.5\n")));
+  // No max_requests, no suggestion: no series rather than a 0.
+  EXPECT_THAT(text, Not(HasSubstr("rsslab_recycle_max_requests{")));
+  EXPECT_THAT(text, Not(HasSubstr("rsslab_recycle_suggested_max_requests{")));
   // The master has no Control; the exited one no series at all.
   EXPECT_THAT(text, Not(HasSubstr(absl::StrCat("rsslab_control_up{service=\"shop\",pid=\"", getpid()))));
   EXPECT_THAT(text, Not(HasSubstr("pid=\"999999\"")));

@@ -145,6 +145,9 @@ def application(env, start_response):
 
 def start_uwsgi():
     """uWSGI with --reload-on-rss=1 (MiB): below any fresh worker's size."""
+    if not shutil.which("uwsgi"):
+        check(False, "uWSGI: Debian's uwsgi-core is installed (./rsslab setup)")
+        raise SystemExit(1)
     d = os.path.join(TMP, "uwsgi")
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "app.py"), "w") as f:
