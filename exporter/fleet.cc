@@ -226,9 +226,8 @@ void AppendControl(const Member& m, const Labels& l, Exposition* e) {
   }
 }
 
-// The recycling limits on a worker's command line (a fork's is its
-// master's); where the worker has retitled itself (setproctitle: gunicorn,
-// Celery) and shows none, those of its parent, if trusted.
+}  // namespace
+
 RecyclingLimits LimitsOf(int pid, const registry::Trust& trust) {
   absl::StatusOr<std::string> own = procfs::ReadProcFile(pid, "cmdline");
   RecyclingLimits l = own.ok() ? ParseRecyclingLimits(*own) : RecyclingLimits();
@@ -238,8 +237,6 @@ RecyclingLimits LimitsOf(int pid, const registry::Trust& trust) {
   absl::StatusOr<std::string> theirs = procfs::ReadProcFile(parent, "cmdline");
   return theirs.ok() ? ParseRecyclingLimits(*theirs) : l;
 }
-
-}  // namespace
 
 void UpdateRegrowth(const rsslab::v1::TrimResult& last, int64_t rss_now, uint64_t faults_now,
                     uint64_t requests_now, absl::Time now, Regrowth* r) {

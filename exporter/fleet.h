@@ -104,6 +104,11 @@ void UpdateRegrowth(const rsslab::v1::TrimResult& last, int64_t rss_now, uint64_
 std::vector<Member> FindMasters(const std::vector<registry::Entry>& workers,
                                 const registry::Trust& trust);
 
+// The recycling limits on a worker's command line (a fork's is its
+// master's); where the worker has retitled itself (setproctitle: gunicorn,
+// Celery) and shows none, those of its parent, if its user is trusted.
+RecyclingLimits LimitsOf(int pid, const registry::Trust& trust);
+
 // "2.36", "5.3.0", "3.0.1", "gperftools 2.10" from a Control snapshot, or "".
 std::string AllocatorVersion(const rsslab::v1::Snapshot& s);
 

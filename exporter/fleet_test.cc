@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/procfs/procfs.h"
 #include "common/procfs/outside_snapshot.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -131,6 +134,31 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
   // One HELP per family, however many processes.
   EXPECT_EQ(text.find("# HELP rsslab_process_threads"),
             text.rfind("# HELP rsslab_process_threads"));
+}
+
+TEST(LimitsOfTest, ARetitledWorkerReadsItsParentsCommandLine) {
+  // A parent whose command line has --max-requests 77, its child retitled
+  // (exec -a, as setproctitle does) with no flags of its own.
+  FILE* p = popen("exec /bin/bash -c '(exec -a \"worker: retitled\" sleep 30) & echo $!; wait' "
+                  "--max-requests 77", "r");
+  ASSERT_NE(p, nullptr);
+  int child = 0;
+  ASSERT_EQ(fscanf(p, "%d", &child), 1);
+  absl::StatusOr<std::string> cmd;
+  for (int i = 0; i < 100; ++i) {  // until the exec has happened
+    cmd = procfs::ReadProcFile(child, "cmdline");
+    if (cmd.ok() && absl::StartsWith(*cmd, "worker: retitled")) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const RecyclingLimits l = LimitsOf(child, registry::Trust::Self());
+  registry::Trust other;
+  other.uids = {static_cast<int>(geteuid()) + 4242};
+  const RecyclingLimits untrusted = LimitsOf(child, other);
+  kill(child, SIGKILL);
+  pclose(p);
+  EXPECT_EQ(l.max_requests, 77);
+  EXPECT_EQ(l.max_requests_flag, "--max-requests");
+  EXPECT_EQ(untrusted.max_requests, 0);  // a parent of a user not trusted is not read
 }
 
 TEST(RegrowthTest, TheMinuteAfterATrimIsFollowedThenKept) {
