@@ -100,10 +100,12 @@ RecyclingAdvice Advise(const RecyclingLimits& limits, const RetentionSample& s,
   }
   if (limits.max_requests > 0) {
     a.has_suggested_rss_limit = true;
-    a.suggested_rss_limit_bytes =
-        s.first_rss + static_cast<int64_t>(std::llround(
-                          a.growth_per_request *
-                          static_cast<double>(limits.max_requests + limits.max_requests_jitter)));
+    // In double, capped: a huge growth times 2^40 requests stays in range.
+    const double at_limit =
+        static_cast<double>(s.first_rss) +
+        a.growth_per_request *
+            static_cast<double>(limits.max_requests + limits.max_requests_jitter);
+    a.suggested_rss_limit_bytes = static_cast<int64_t>(std::llround(std::min(at_limit, 0x1p62)));
   }
   return a;
 }

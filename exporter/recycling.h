@@ -56,9 +56,9 @@ struct RecyclingAdvice {
   // and B > first_rss; at most 10^9.
   bool has_suggested_max_requests = false;
   int64_t suggested_max_requests = 0;
-  // first_rss + growth x (max_requests + jitter): the RSS a worker reaches
-  // when its request limit replaces it; an RSS limit there replaces it no
-  // later. Needs a max_requests setting and the growth.
+  // first_rss + growth x (max_requests + jitter), at most 2^62: the RSS a
+  // worker reaches when its request limit replaces it; an RSS limit there
+  // replaces it no later. Needs a max_requests setting and the growth.
   bool has_suggested_rss_limit = false;
   int64_t suggested_rss_limit_bytes = 0;
   // An RSS limit at or below the worker's first RSS: a fresh worker is over

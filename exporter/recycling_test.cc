@@ -126,6 +126,11 @@ TEST(AdviseTest, NoGrowthNoBudgetNoSuggestion) {
   RecyclingAdvice tiny = Advise(l, {int64_t{40} << 20, 0, (int64_t{40} << 20) + 1, 1000000},
                                 int64_t{1} << 40);
   EXPECT_EQ(tiny.suggested_max_requests, 1000000000);
+  // The largest limits and growth: capped at 2^62 bytes, no overflow.
+  l.max_requests = int64_t{1} << 40;
+  l.max_requests_jitter = int64_t{1} << 40;
+  RecyclingAdvice huge = Advise(l, {0, 0, int64_t{1} << 50, 100}, -1);
+  EXPECT_EQ(huge.suggested_rss_limit_bytes, int64_t{1} << 62);
 }
 
 }  // namespace
