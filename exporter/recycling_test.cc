@@ -68,7 +68,8 @@ TEST(ParseRecyclingLimitsTest, ZeroIsOffBadValuesAreNamed) {
                           "to 2^40",
                           "--max-tasks-per-child: no value"));
   // Flags it does not know, and look-alikes, are not read.
-  RecyclingLimits n = ParseRecyclingLimits(Cmdline({"x", "--max-requestsX=4", "max-requests", "7"}));
+  RecyclingLimits n =
+      ParseRecyclingLimits(Cmdline({"x", "--max-requestsX=4", "max-requests", "7"}));
   EXPECT_EQ(n.max_requests, 0);
   EXPECT_TRUE(n.errors.empty());
   EXPECT_EQ(ParseRecyclingLimits("").max_requests, 0);
