@@ -372,6 +372,11 @@ def main():
         check(wait_for("prometheus", lambda: (get("http://%s/-/ready" % prom) != "", ""))[0],
               "Prometheus is ready on %s" % prom)
         t_prom = time.time()  # its first scrapes: where the panels drawn start
+        # The exporter's first scrape of both workers before any request:
+        # their first RSS is a fresh worker's (the recycling advice's F).
+        first = 'rsslab_worker_first_rss_bytes{job="rsslab",service="shop"}'
+        ok, seen = wait_for("first", lambda: (len(query(prom, first)) == 2, query(prom, first)))
+        check(ok, "the exporter saw both workers before the first request: %s" % (seen,))
 
         r = subprocess.run([PY, "-c", CLIENT, str(port), "100"], env=env(), cwd=TMP,
                            capture_output=True, text=True, timeout=60)
