@@ -100,7 +100,10 @@ def render(prom, dashboard, out, start, end, step, variables, title_regex=None, 
     chosen = [p for p in panels(dashboard, row)
               if title_regex is None or re.search(title_regex, p["title"])]
     if not chosen:
-        raise ValueError("no panel title matches %r" % title_regex)
+        raise ValueError("no panel%s%s in %s" % (
+            " under the row %r" % row if row is not None else "",
+            " whose title matches %r" % title_regex if title_regex is not None else "",
+            dashboard.get("title", "the dashboard")))
     rows = (len(chosen) + columns - 1) // columns
     fig, axes = plt.subplots(rows, columns, figsize=(7.5 * columns, 3.4 * rows), squeeze=False)
     drawn = {}
@@ -162,8 +165,11 @@ def main(argv):
     end = int(time.time())
     start = end - int(a.minutes * 60)
     step = a.step or max(1, (end - start) // 200)
-    drawn = render(a.prometheus, load(a.dashboard), a.out, start, end, step, variables, a.panels,
-                   row=a.row)
+    try:
+        drawn = render(a.prometheus, load(a.dashboard), a.out, start, end, step, variables,
+                       a.panels, row=a.row)
+    except (OSError, ValueError, RuntimeError, KeyError) as e:  # one line, not a traceback
+        sys.exit("render_panels.py: %s" % e)
     for title, n in drawn.items():
         print("%-50s %d series" % (title, n))
     print("wrote %s" % a.out)
