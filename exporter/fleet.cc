@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 #include <set>
 
@@ -111,6 +112,59 @@ void AppendLedger(const rsslab::v1::Snapshot& s, const Labels& l, Exposition* e)
   }
 }
 
+// The recycling limits the worker's command line sets and what its
+// observed growth means for them (exporter/recycling.h).
+void AppendRecycling(const Member& m, const Labels& l, Exposition* e) {
+  const RecyclingLimits& lim = m.recycling_limits;
+  const RecyclingAdvice& a = m.recycling;
+  const auto with_flag = [&l](const std::string& flag) {
+    Labels out = l;
+    out.emplace_back("flag", flag);
+    return out;
+  };
+  e->Gauge("rsslab_worker_first_rss_bytes",
+           "RSS at the exporter's first scrape of the worker (a fresh worker's size when the "
+           "exporter saw it start).",
+           m.first_rss, l);
+  if (lim.max_requests > 0) {
+    e->Gauge("rsslab_recycle_max_requests",
+             "Requests (Celery: tasks) after which the server replaces a worker, from its "
+             "command line.",
+             lim.max_requests, with_flag(lim.max_requests_flag));
+  }
+  if (lim.max_requests_jitter > 0) {
+    e->Gauge("rsslab_recycle_max_requests_jitter", "gunicorn's --max-requests-jitter.",
+             lim.max_requests_jitter, l);
+  }
+  if (lim.rss_limit_bytes > 0) {
+    e->Gauge("rsslab_recycle_rss_limit_bytes",
+             "RSS above which the server replaces a worker, from its command line.",
+             lim.rss_limit_bytes, with_flag(lim.rss_limit_flag));
+    e->Gauge("rsslab_recycle_limit_below_fresh",
+             "1 if the RSS limit is at or below the worker's first RSS: fresh workers start "
+             "over their limit and are replaced after every request (they loop).",
+             int64_t{a.limit_below_fresh ? 1 : 0}, l);
+  }
+  if (a.has_growth) {
+    e->Gauge("rsslab_worker_rss_growth_per_request_bytes",
+             "Growth per request: the highest RSS since the exporter's first scrape of the worker "
+             "minus the RSS then, over the requests since.",
+             a.growth_per_request, l);
+  }
+  if (a.has_suggested_max_requests) {
+    e->Gauge("rsslab_recycle_suggested_max_requests",
+             "Requests until the worker reaches its RSS limit (or, without one, its share of "
+             "90 % of the cgroup's limit) at its observed growth per request.",
+             a.suggested_max_requests, l);
+  }
+  if (a.has_suggested_rss_limit) {
+    e->Gauge("rsslab_recycle_suggested_rss_limit_bytes",
+             "The RSS a worker reaches when its max_requests (plus jitter) replaces it, at its "
+             "observed growth per request.",
+             a.suggested_rss_limit_bytes, l);
+  }
+}
+
 // From Control: the allocator's own figures, trims and the live estimate.
 void AppendControl(const Member& m, const Labels& l, Exposition* e) {
   const rsslab::v1::Snapshot& s = m.control;
@@ -147,6 +201,19 @@ void AppendControl(const Member& m, const Labels& l, Exposition* e) {
              "Minor page faults in the minute after the last trim (from the first scrape after it).",
              static_cast<int64_t>(m.regrowth_minor_faults), l);
   }
+  if (m.has_burst_regrowth) {
+    e->Gauge("rsslab_trim_burst_regrowth_bytes",
+             "RSS taken back by the end of the first burst of requests after the last trim "
+             "(highest RSS seen from the trim to the burst's end minus the trim's RSS after).",
+             m.burst_regrowth_bytes, l);
+    e->Gauge("rsslab_trim_burst_regrowth_minor_faults",
+             "Minor page faults from the first scrape after the last trim to the end of the "
+             "burst after it.",
+             static_cast<int64_t>(m.burst_regrowth_minor_faults), l);
+    e->Gauge("rsslab_trim_burst_requests", "Requests in the first burst after the last trim.",
+             static_cast<int64_t>(m.burst_requests), l);
+  }
+  if (m.has_recycling) AppendRecycling(m, l, e);
   if (s.has_last_trim()) {
     const rsslab::v1::TrimResult& t = s.last_trim();
     e->Gauge("rsslab_last_trim_freed_bytes", "RSS the last trim gave back (before - after).",
@@ -161,19 +228,41 @@ void AppendControl(const Member& m, const Labels& l, Exposition* e) {
 
 }  // namespace
 
+RecyclingLimits LimitsOf(int pid, const registry::Trust& trust) {
+  absl::StatusOr<std::string> own = procfs::ReadProcFile(pid, "cmdline");
+  RecyclingLimits l = own.ok() ? ParseRecyclingLimits(*own) : RecyclingLimits();
+  if (l.max_requests > 0 || l.rss_limit_bytes > 0 || !l.errors.empty()) return l;
+  const int parent = ParentOf(pid);
+  if (parent <= 1 || !trust.Has(OwnerOf(parent))) return l;
+  absl::StatusOr<std::string> theirs = procfs::ReadProcFile(parent, "cmdline");
+  return theirs.ok() ? ParseRecyclingLimits(*theirs) : l;
+}
+
 void UpdateRegrowth(const rsslab::v1::TrimResult& last, int64_t rss_now, uint64_t faults_now,
-                    absl::Time now, Regrowth* r) {
+                    uint64_t requests_now, absl::Time now, Regrowth* r) {
   if (last.unix_nanos() != r->trim_unix_nanos) {
     *r = Regrowth();
     r->trim_unix_nanos = last.unix_nanos();
     r->rss_after = last.rss_after_bytes();
-    r->max_rss = last.rss_after_bytes();
+    r->max_rss = r->burst_max_rss = last.rss_after_bytes();
     r->faults_start = r->faults_last = faults_now;
+    r->requests_last = requests_now;  // the count the next burst rises from
   }
   if (now <= absl::FromUnixNanos(r->trim_unix_nanos) + kRegrowthWindow) {
     r->max_rss = std::max(r->max_rss, rss_now);
     r->faults_last = std::max(r->faults_last, faults_now);
   }
+  if (r->burst_done) return;
+  r->burst_max_rss = std::max(r->burst_max_rss, rss_now);
+  if (requests_now > r->requests_last) {
+    if (!r->burst_started) r->burst_first_requests = r->requests_last;
+    r->burst_started = true;
+  } else if (r->burst_started) {  // a quiet interval: the burst is over
+    r->burst_done = true;
+    r->burst_faults = faults_now >= r->faults_start ? faults_now - r->faults_start : 0;
+    r->burst_requests = requests_now - r->burst_first_requests;
+  }
+  r->requests_last = requests_now;
 }
 
 std::vector<Member> FindMasters(const std::vector<registry::Entry>& workers,
@@ -282,6 +371,51 @@ void Fleet::AskControls(std::vector<Member>* members) {
   }
 }
 
+void Fleet::Follow(std::vector<Member>* members, absl::Time now, int64_t budget_bytes) {
+  std::map<std::pair<int, uint64_t>, History> history;
+  for (Member& m : *members) {
+    if (m.role != "worker") continue;
+    const std::pair<int, uint64_t> key{m.entry.pid, m.entry.start_ticks};
+    auto known = history_.find(key);
+    History h = known != history_.end() ? known->second : History();
+    if (!m.proc_ok || !m.control_ok) {
+      // A Control late this once keeps what was followed so far.
+      if (known != history_.end()) history[key] = h;
+      continue;
+    }
+    const int64_t rss = m.proc.status().rss_bytes();
+    const uint64_t requests = m.control.requests_served();
+    if (!h.seen) {
+      h.seen = true;
+      h.first_rss = rss;
+      h.first_requests = requests;
+      h.limits = LimitsOf(m.entry.pid, options_.trust);
+      for (const std::string& e : h.limits.errors) {
+        fprintf(stderr, "rsslab_exporter: pid %d's command line: %s\n", m.entry.pid, e.c_str());
+      }
+    }
+    m.has_recycling = true;
+    m.first_rss = h.first_rss;
+    m.recycling_limits = h.limits;
+    h.max_rss = std::max(h.max_rss, rss);
+    m.recycling = Advise(h.limits, {h.first_rss, h.first_requests, h.max_rss, requests},
+                         budget_bytes);
+    if (m.control.has_last_trim()) {
+      Regrowth& r = h.regrowth;
+      UpdateRegrowth(m.control.last_trim(), rss, m.minor_faults, requests, now, &r);
+      m.has_regrowth = true;
+      m.regrowth_bytes = std::max<int64_t>(0, r.max_rss - r.rss_after);
+      m.regrowth_minor_faults = r.faults_last - r.faults_start;
+      m.has_burst_regrowth = r.burst_done;
+      m.burst_regrowth_bytes = std::max<int64_t>(0, r.burst_max_rss - r.rss_after);
+      m.burst_regrowth_minor_faults = r.burst_faults;
+      m.burst_requests = r.burst_requests;
+    }
+    history[key] = h;
+  }
+  history_.swap(history);  // exited workers' are dropped
+}
+
 std::vector<Member> Fleet::Scan() {
   registry::Listing l = registry::ListAll(options_.dirs, options_.trust, /*clean=*/false);
   std::vector<Member> members = FindMasters(l.workers, options_.trust);
@@ -298,26 +432,14 @@ std::vector<Member> Fleet::Scan() {
   }
   AskControls(&members);
   for (Member& m : members) m.minor_faults = StatOf(m.entry.pid).minflt;  // after the calls
-  const absl::Time now = absl::Now();
-  absl::MutexLock lock(&mu_);
-  std::map<std::pair<int, uint64_t>, Regrowth> regrowth;
-  for (Member& m : members) {
-    if (m.role != "worker") continue;
-    const std::pair<int, uint64_t> key{m.entry.pid, m.entry.start_ticks};
-    auto known = regrowth_.find(key);
-    if (!m.proc_ok || !m.control_ok || !m.control.has_last_trim()) {
-      // A Control late this once keeps what was followed so far.
-      if (known != regrowth_.end()) regrowth[key] = known->second;
-      continue;
-    }
-    Regrowth r = known != regrowth_.end() ? known->second : Regrowth();
-    UpdateRegrowth(m.control.last_trim(), m.proc.status().rss_bytes(), m.minor_faults, now, &r);
-    m.has_regrowth = true;
-    m.regrowth_bytes = std::max<int64_t>(0, r.max_rss - r.rss_after);
-    m.regrowth_minor_faults = r.faults_last - r.faults_start;
-    regrowth[key] = r;
+  int64_t budget = -1;
+  const int64_t limit = options_.memory_limit ? options_.memory_limit() : -1;
+  if (!l.workers.empty() && limit > 0) {
+    budget = static_cast<int64_t>(0.9 * static_cast<double>(limit) /
+                                  static_cast<double>(l.workers.size()));
   }
-  regrowth_.swap(regrowth);  // exited workers' are dropped
+  absl::MutexLock lock(&mu_);
+  Follow(&members, absl::Now(), budget);
   ignored_ = static_cast<int64_t>(l.ignored.size());
   std::map<std::pair<int, uint64_t>, std::string> versions;
   std::map<int, const Member*> by_pid;

@@ -27,6 +27,7 @@
 #include "common/auth.h"
 #include "common/metrics/exposition.h"
 #include "control/registry.h"
+#include "exporter/recycling.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/snapshot.pb.h"
 
@@ -40,6 +41,9 @@ struct FleetOptions {
   absl::Duration control_timeout = absl::Seconds(2);  // per worker
   // Extra families appended to every scrape (the cgroup's), or null.
   std::function<void(metrics::Exposition*)> extra;
+  // The memory limit of the workers' cgroup (-1: none), or null: 90 % of it
+  // shared by the workers is the budget of the recycling advice.
+  std::function<int64_t()> memory_limit;
 };
 
 // One process of the fleet, as one scrape saw it.
@@ -51,6 +55,14 @@ struct Member {
   bool has_regrowth = false;      // a trim seen: the fields below are set
   int64_t regrowth_bytes = 0;
   uint64_t regrowth_minor_faults = 0;
+  bool has_burst_regrowth = false;  // the burst after the last trim has ended
+  int64_t burst_regrowth_bytes = 0;
+  uint64_t burst_regrowth_minor_faults = 0;
+  uint64_t burst_requests = 0;
+  bool has_recycling = false;     // followed since a first scrape: the fields below are set
+  int64_t first_rss = 0;          // RSS at the exporter's first scrape of it
+  RecyclingLimits recycling_limits;  // from its command line
+  RecyclingAdvice recycling;
   bool proc_ok = false;
   rsslab::v1::Snapshot proc;  // from /proc (procfs::OutsideSnapshot)
   bool control_ok = false;
@@ -59,27 +71,43 @@ struct Member {
 };
 
 // What one worker took back after its last trim, followed scrape by scrape
-// for a minute after it (as fine as the scrape interval).
+// (as fine as the scrape interval): within a minute after it, and by the
+// end of the next burst. A burst, by the worker's request count: it starts
+// at the first scrape whose count rose since the one before, and ends at
+// the first scrape after that whose count did not.
 struct Regrowth {
   int64_t trim_unix_nanos = 0;  // which trim (0: none seen yet)
   int64_t rss_after = 0;        // the trim's own rss_after_bytes
   int64_t max_rss = 0;          // the highest RSS seen in the minute after it
   uint64_t faults_start = 0;    // minor faults at the first scrape after it
   uint64_t faults_last = 0;     // ... and at the last within the minute
+  uint64_t requests_last = 0;   // the request count at the last scrape
+  bool burst_started = false;
+  bool burst_done = false;
+  uint64_t burst_first_requests = 0;  // the count just before the burst
+  int64_t burst_max_rss = 0;          // the highest RSS from the trim to the burst's end
+  uint64_t burst_faults = 0;          // minor faults from the first scrape to the burst's end
+  uint64_t burst_requests = 0;        // requests in the burst
 };
 inline constexpr absl::Duration kRegrowthWindow = absl::Minutes(1);
 
 // Moves `r` on with one scrape of the worker: a new trim (by its time)
 // starts over; within kRegrowthWindow of the trim the RSS and faults now
-// count, after it the figures stay.
+// count, after it the figures stay; until the next burst has ended, so do
+// they for the burst's figures.
 void UpdateRegrowth(const rsslab::v1::TrimResult& last, int64_t rss_now, uint64_t faults_now,
-                    absl::Time now, Regrowth* r);
+                    uint64_t requests_now, absl::Time now, Regrowth* r);
 
 // The masters of `workers`: each worker's parent that is not a registered
 // worker itself, runs the same program (the same /proc/PID/exe and
 // cmdline: a fork) and is owned by a trusted user. By pid, once each.
 std::vector<Member> FindMasters(const std::vector<registry::Entry>& workers,
                                 const registry::Trust& trust);
+
+// The recycling limits on a worker's command line (a fork's is its
+// master's); where the worker has retitled itself (setproctitle: gunicorn,
+// Celery) and shows none, those of its parent, if its user is trusted.
+RecyclingLimits LimitsOf(int pid, const registry::Trust& trust);
 
 // "2.36", "5.3.0", "3.0.1", "gperftools 2.10" from a Control snapshot, or "".
 std::string AllocatorVersion(const rsslab::v1::Snapshot& s);
@@ -114,8 +142,22 @@ class Fleet {
   // The allocator version per (pid, start): the label stays the same when
   // one Control call fails.
   std::map<std::pair<int, uint64_t>, std::string> versions_ ABSL_GUARDED_BY(mu_);
-  // Per (pid, start): the regrowth after its last trim.
-  std::map<std::pair<int, uint64_t>, Regrowth> regrowth_ ABSL_GUARDED_BY(mu_);
+  // What the exporter follows of one worker across scrapes.
+  struct History {
+    Regrowth regrowth;  // after its last trim
+    bool seen = false;  // the fields below are set
+    int64_t first_rss = 0;
+    uint64_t first_requests = 0;
+    int64_t max_rss = 0;  // since the first scrape
+    RecyclingLimits limits;
+  };
+  // Moves each worker's History on with this scrape and fills its
+  // regrowth and recycling fields.
+  void Follow(std::vector<Member>* members, absl::Time now, int64_t budget_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Per (pid, start).
+  std::map<std::pair<int, uint64_t>, History> history_ ABSL_GUARDED_BY(mu_);
   int64_t ignored_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -10,7 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/procfs/procfs.h"
 #include "common/procfs/outside_snapshot.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -80,6 +83,16 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
   w.has_regrowth = true;
   w.regrowth_bytes = 4096;
   w.regrowth_minor_faults = 7;
+  w.has_burst_regrowth = true;
+  w.burst_regrowth_bytes = 8192;
+  w.burst_requests = 300;
+  w.has_recycling = true;
+  w.first_rss = 1000;
+  w.recycling_limits.rss_limit_bytes = 900;
+  w.recycling_limits.rss_limit_flag = "--reload-on-rss";
+  w.recycling.limit_below_fresh = true;
+  w.recycling.has_growth = true;
+  w.recycling.growth_per_request = 2.5;
   Member master = w;
   master.entry.pid = getpid();
   master.role = "master";
@@ -104,6 +117,17 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
                                            ",trigger=\"manual\"} 0.0015\n")));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_regrowth_bytes{", lw, "} 4096\n")));
   EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_regrowth_minor_faults{", lw, "} 7\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_burst_regrowth_bytes{", lw, "} 8192\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_trim_burst_requests{", lw, "} 300\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_worker_first_rss_bytes{", lw, "} 1000\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_recycle_rss_limit_bytes{", lw,
+                                           ",flag=\"--reload-on-rss\"} 900\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_recycle_limit_below_fresh{", lw, "} 1\n")));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("rsslab_worker_rss_growth_per_request_bytes{", lw,
+                                           "} 2.5\n")));
+  // No max_requests, no suggestion: no series rather than a 0.
+  EXPECT_THAT(text, Not(HasSubstr("rsslab_recycle_max_requests{")));
+  EXPECT_THAT(text, Not(HasSubstr("rsslab_recycle_suggested_max_requests{")));
   // The master has no Control; the exited one no series at all.
   EXPECT_THAT(text, Not(HasSubstr(absl::StrCat("rsslab_control_up{service=\"shop\",pid=\"", getpid()))));
   EXPECT_THAT(text, Not(HasSubstr("pid=\"999999\"")));
@@ -112,28 +136,78 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
             text.rfind("# HELP rsslab_process_threads"));
 }
 
+TEST(LimitsOfTest, ARetitledWorkerReadsItsParentsCommandLine) {
+  // A parent whose command line has --max-requests 77, its child retitled
+  // (exec -a, as setproctitle does) with no flags of its own.
+  FILE* p = popen("exec /bin/bash -c '(exec -a \"worker: retitled\" sleep 30) & echo $!; wait' "
+                  "--max-requests 77", "r");
+  ASSERT_NE(p, nullptr);
+  int child = 0;
+  ASSERT_EQ(fscanf(p, "%d", &child), 1);
+  absl::StatusOr<std::string> cmd;
+  for (int i = 0; i < 100; ++i) {  // until the exec has happened
+    cmd = procfs::ReadProcFile(child, "cmdline");
+    if (cmd.ok() && absl::StartsWith(*cmd, "worker: retitled")) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const RecyclingLimits l = LimitsOf(child, registry::Trust::Self());
+  registry::Trust other;
+  other.uids = {static_cast<int>(geteuid()) + 4242};
+  const RecyclingLimits untrusted = LimitsOf(child, other);
+  kill(child, SIGKILL);
+  pclose(p);
+  EXPECT_EQ(l.max_requests, 77);
+  EXPECT_EQ(l.max_requests_flag, "--max-requests");
+  EXPECT_EQ(untrusted.max_requests, 0);  // a parent of a user not trusted is not read
+}
+
 TEST(RegrowthTest, TheMinuteAfterATrimIsFollowedThenKept) {
   const absl::Time trim = absl::FromUnixSeconds(1000);
   rsslab::v1::TrimResult t;
   t.set_unix_nanos(absl::ToUnixNanos(trim));
   t.set_rss_after_bytes(100);
   Regrowth r;
-  UpdateRegrowth(t, 120, 50, trim + absl::Seconds(1), &r);  // the first scrape after it
+  UpdateRegrowth(t, 120, 50, 0, trim + absl::Seconds(1), &r);  // the first scrape after it
   EXPECT_EQ(r.max_rss - r.rss_after, 20);
   EXPECT_EQ(r.faults_last - r.faults_start, 0u);
-  UpdateRegrowth(t, 180, 90, trim + absl::Seconds(30), &r);
-  UpdateRegrowth(t, 150, 95, trim + absl::Seconds(59), &r);
+  UpdateRegrowth(t, 180, 90, 0, trim + absl::Seconds(30), &r);
+  UpdateRegrowth(t, 150, 95, 0, trim + absl::Seconds(59), &r);
   EXPECT_EQ(r.max_rss - r.rss_after, 80);  // the highest seen
   EXPECT_EQ(r.faults_last - r.faults_start, 45u);
-  UpdateRegrowth(t, 500, 900, trim + absl::Seconds(90), &r);  // past the minute: kept
+  UpdateRegrowth(t, 500, 900, 0, trim + absl::Seconds(90), &r);  // past the minute: kept
   EXPECT_EQ(r.max_rss - r.rss_after, 80);
   EXPECT_EQ(r.faults_last - r.faults_start, 45u);
   // The next trim starts over.
   t.set_unix_nanos(absl::ToUnixNanos(trim + absl::Seconds(100)));
   t.set_rss_after_bytes(300);
-  UpdateRegrowth(t, 310, 1000, trim + absl::Seconds(101), &r);
+  UpdateRegrowth(t, 310, 1000, 0, trim + absl::Seconds(101), &r);
   EXPECT_EQ(r.max_rss - r.rss_after, 10);
   EXPECT_EQ(r.faults_last - r.faults_start, 0u);
+}
+
+TEST(RegrowthTest, TheNextBurstByTheRequestCount) {
+  const absl::Time trim = absl::FromUnixSeconds(1000);
+  rsslab::v1::TrimResult t;
+  t.set_unix_nanos(absl::ToUnixNanos(trim));
+  t.set_rss_after_bytes(100);
+  Regrowth r;
+  const auto at = [&](int s) { return trim + absl::Seconds(s); };
+  UpdateRegrowth(t, 105, 10, 500, at(15), &r);  // the first scrape after it: the count's base
+  UpdateRegrowth(t, 104, 12, 500, at(30), &r);  // quiet: no burst yet
+  EXPECT_FALSE(r.burst_started);
+  UpdateRegrowth(t, 160, 40, 700, at(120), &r);  // a burst (past the minute: only it counts)
+  UpdateRegrowth(t, 190, 70, 900, at(135), &r);  // still rising
+  EXPECT_TRUE(r.burst_started);
+  EXPECT_FALSE(r.burst_done);
+  UpdateRegrowth(t, 170, 75, 900, at(150), &r);  // quiet: the burst is over
+  ASSERT_TRUE(r.burst_done);
+  EXPECT_EQ(r.burst_max_rss - r.rss_after, 90);  // the highest RSS up to its end
+  EXPECT_EQ(r.burst_faults, 65u);                 // from the first scrape to its end
+  EXPECT_EQ(r.burst_requests, 400u);
+  EXPECT_EQ(r.max_rss - r.rss_after, 5);  // the minute's figure is its own
+  UpdateRegrowth(t, 400, 500, 2000, at(165), &r);  // later bursts: kept
+  EXPECT_EQ(r.burst_max_rss - r.rss_after, 90);
+  EXPECT_EQ(r.burst_requests, 400u);
 }
 
 TEST(ServiceDiscoveryTest, WorkersWithAMetricsAddressOnlyEscaped) {

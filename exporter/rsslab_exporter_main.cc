@@ -67,6 +67,12 @@ rsslab::exporter::FleetOptions FleetOptionsFromFlags(const rsslab::registry::Tru
       absl::StatusOr<exporter::CgroupMemory> m = exporter::ReadCgroupMemory(cgroup_root, *self);
       if (m.ok()) exporter::AppendCgroupMetrics(*m, e);
     };
+    o.memory_limit = [cgroup_root]() -> int64_t {
+      absl::StatusOr<std::string> self = procfs::ReadProcFile(0, "cgroup");
+      if (!self.ok()) return -1;
+      absl::StatusOr<exporter::CgroupMemory> m = exporter::ReadCgroupMemory(cgroup_root, *self);
+      return m.ok() ? m->limit_bytes : -1;
+    };
   }
   return o;
 }

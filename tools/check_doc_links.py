@@ -385,6 +385,9 @@ OTHER_TOOLS_FLAGS = {
     "h2load": {"warm"},  # --warm-up-time; --rps as ghz's
     "Google Benchmark's binaries (bench/template_build)": {"benchmark_repetitions",
                                                            "benchmark_report_aggregates_only"},
+    # --max-requests(-jitter), --max-tasks-per-child, --max-memory-per-child,
+    # --reload-on-rss: the recycling limits rsslab_exporter reads.
+    "gunicorn, uWSGI and Celery": {"max", "reload"},
     "any program": {"help"},
     "a placeholder in prose": {"flag"},
 }
