@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""rsslab_loadgen gate on a real small service (tests/gate/gate_service.py:
+grpcio, the rsslab package, the seed's handler and cache), base against
+head, interleaved, each run a fresh process:
+
+  leak       head makes a ThreadPoolExecutor per request (seed 002's bug):
+             regression, exit 1; the Markdown report says so
+  cache      head's cache holds 3x what each phase asks: regression, exit 1
+  identical  the same service on both sides: no change, exit 0
+  too_few    --max_repeats=2: can't tell, exit 3
+  env        head starts with MALLOC_ARENA_MAX=2: refused after the first
+             pair, exit 2, naming the variable; a head that dies at start:
+             exit 2, the base's run kept
+
+Sharded: each shard runs the cases whose index matches it.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
+TMP = os.environ.get("TEST_TMPDIR") or "/tmp"
+sys.path.insert(0, os.path.join(WS, "python/tests"))
+import package_tree  # noqa: E402
+from package_tree import check  # noqa: E402
+
+LOADGEN = os.path.join(WS, "loadgen/rsslab_loadgen")
+SERVICE = ("/usr/bin/python3 %s/tests/gate/gate_service.py --port={port} --threads={threads} "
+           "--handler=%s/server/handlers/web_worker.py --peer_dir=%s/bench/peer" % (WS, WS, WS))
+ENV = package_tree.service_env(package_tree.make(WS, TMP), TMP)
+
+
+def gate(name, *extra):
+    """Runs the gate; returns (exit code, stdout, stderr, its directory)."""
+    out = os.path.join(TMP, name)
+    cmd = [LOADGEN, "gate", "--out=" + out, "--service=" + SERVICE,
+           r"--ready=^rsslab_server ready .*control=(?P<control>\S+)",
+           "--scenario=" + os.path.join(WS, "tests/gate/burst.textproto"),
+           "--profile_file=" + os.path.join(WS, "agent/profiles.textproto"),
+           "--report_tool=/bin/true",  # each run's plots: not what is tested, and a second each
+           "--report_md=" + out + ".md"] + list(extra)
+    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=240)
+    print("---- %s: exit %d\n%s%s" % (name, r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
+    return r.returncode, r.stdout, r.stderr, out
+
+
+def leak():
+    rc, out, err, d = gate("leak", "--head_command=" + SERVICE + " --pool_per_request",
+                           "--min_repeats=4", "--max_repeats=6")
+    check(rc == 1, "leak: exit 1 (regression)")
+    check("gate: regression" in out, "leak: the verdict line says regression")
+    check("runs in " + d in out, "leak: the verdict line names the runs' directory")
+    md = open(d + ".md").read() if os.path.exists(d + ".md") else ""
+    check(md.startswith("## Memory gate: regression"), "leak: the report's title is the verdict")
+    for want in ("| RSS under load (MiB) |", "| RSS after idle (MiB) |",
+                 "| RSS after global trim (MiB) |", "**regression**", "```text", "  base |",
+                 "  head |", "Fingerprint", "4 base vs 4 head runs", "--pool_per_request"):
+        check(want in md, "leak: the report has %r" % want)
+    check(os.path.isdir(os.path.join(d, "base/run-04")) and
+          not os.path.exists(os.path.join(d, "base/run-05")),
+          "leak: stopped at 4 runs a side, once every verdict was clear")
+
+
+def cache():
+    # Bodies 4x the seed's median, so the fill overfills the 3x cache too.
+    rc, out, _, _ = gate("cache", "--head_command=" + SERVICE + " --cache_scale=3",
+                         "--params=median=16384", "--min_repeats=4", "--max_repeats=6")
+    check(rc == 1 and "gate: regression" in out, "cache: a 3x cache is a regression, exit 1")
+
+
+def identical():
+    rc, out, _, d = gate("identical", "--min_repeats=4", "--max_repeats=8")
+    check(rc == 0, "identical: exit 0")
+    check("gate: pass" in out, "identical: the verdict line says pass")
+    md = open(d + ".md").read() if os.path.exists(d + ".md") else ""
+    check(md.count("**no change**") == 3, "identical: no change on each of the 3 gated figures")
+
+
+def too_few():
+    rc, out, _, d = gate("too_few", "--max_repeats=2")
+    check(rc == 3, "too_few: exit 3 (can't tell)")
+    check("gate: can't tell (stopped: --max_repeats=2" in out, "too_few: says why it stopped")
+    md = open(d + ".md").read() if os.path.exists(d + ".md") else ""
+    check("[none]" in md, "too_few: the report shows there is no interval")
+
+
+def env():
+    rc, _, err, d = gate("env", "--head_env=MALLOC_ARENA_MAX=2")
+    check(rc == 2, "env: exit 2 (fingerprints differ)")
+    check("differ in MALLOC_ARENA_MAX at start (unset vs 2)" in err, "env: names the variable")
+    check(os.path.isdir(os.path.join(d, "head/run-01")) and
+          not os.path.exists(os.path.join(d, "base/run-02")), "env: refused after the first pair")
+    rc, _, err, d = gate("dies", "--head_command=" + SERVICE + " --no_such_flag")
+    check(rc == 2, "dies: exit 2")
+    check("head run 1 failed (loadgen exit 1)" in err and "exited before it was ready" in err,
+          "dies: names the side, the run and why")
+    check(os.path.exists(os.path.join(d, "base/run-01/events.jsonl")), "dies: the base's run stays")
+
+
+CASES = [leak, cache, identical, too_few, env]
+
+if __name__ == "__main__":
+    if os.environ.get("TEST_SHARD_STATUS_FILE"):
+        open(os.environ["TEST_SHARD_STATUS_FILE"], "w").close()
+    total = int(os.environ.get("TEST_TOTAL_SHARDS", "1"))
+    index = int(os.environ.get("TEST_SHARD_INDEX", "0"))
+    package_tree.run_parts("gate_test", [c for i, c in enumerate(CASES) if i % total == index])
