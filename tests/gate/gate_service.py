@@ -9,9 +9,11 @@ through serve(), and two changes a memory gate should catch:
                       request
   --cache_scale=F     the cache holds F times what each phase asks for (a
                       larger cache: 1.10 is a 10 % larger one)
+  --retain_mb=M       keeps M MiB (written, so resident) from the first fill
+                      on: a retained buffer of a known size
 
   gate_service.py --port=PORT --threads=4 --handler=server/handlers/web_worker.py \
-      --peer_dir=bench/peer [--pool_per_request] [--cache_scale=1.25]
+      --peer_dir=bench/peer [--pool_per_request] [--cache_scale=1.25] [--retain_mb=4.2]
 
 Prints `rsslab_server ready data=127.0.0.1:PORT control=HOST:PORT pid=PID`
 once it serves; SIGTERM stops it.
@@ -31,9 +33,12 @@ p.add_argument("--handler", required=True)
 p.add_argument("--peer_dir", required=True)
 p.add_argument("--pool_per_request", action="store_true")
 p.add_argument("--cache_scale", type=float, default=1.0)
+p.add_argument("--retain_mb", type=float, default=0)
 args = p.parse_args()
 if not 0 < args.cache_scale <= 100:
     sys.exit("gate_service.py: --cache_scale must be in (0, 100]")
+if not 0 <= args.retain_mb <= 4096:
+    sys.exit("gate_service.py: --retain_mb must be in [0, 4096]")
 
 import rsslab  # noqa: E402  (before grpc: nothing has started a thread yet)
 
@@ -46,6 +51,7 @@ from proto import load_pb2_grpc  # noqa: E402
 
 state = peer_server.State(argparse.Namespace(handler=args.handler, cache_limit_mb=100))
 leaked = []  # --pool_per_request: every pool made, so none is collected
+retained = []  # --retain_mb
 
 
 class Load(peer_server.Load):
@@ -63,6 +69,8 @@ for phase in ("fill", "shrink", "idle", "trim"):
     def on_phase(limit, phase=phase):
         if limit is not None:
             state.cache.resize(int(limit * args.cache_scale))
+        if phase == "fill" and args.retain_mb and not retained:
+            retained.append(bytearray(b"\x01") * int(args.retain_mb * (1 << 20)))
         state.phase = phase
     rsslab.on_phase(phase, on_phase)
 rsslab.cache_stats(state.cache.stats)
