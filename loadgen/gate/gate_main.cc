@@ -40,7 +40,7 @@ ABSL_FLAG(std::string, base_dir, "",
           "(--proto, --scenario) resolve in it.");
 ABSL_FLAG(std::string, head_dir, "", "gate: the head's directory (see --base_dir).");
 ABSL_FLAG(std::string, base_rev, "",
-          "gate: a git revision checked out (git worktree) into OUT/src/base, built with "
+          "gate: a git revision checked out (a shared clone) into OUT/src/base, built with "
           "--build, then run as --base_dir.");
 ABSL_FLAG(std::string, head_rev, "", "gate: the head's revision (see --base_rev).");
 ABSL_FLAG(std::string, build, "",
@@ -218,22 +218,37 @@ absl::StatusOr<int> RunToEnd(const Proc& p, const sigset_t& sigs, absl::Time dea
   }
 }
 
-// git worktree per revision, then --build in it.
-absl::Status CheckOut(const gate::Plan& plan, const sigset_t& sigs, std::vector<std::string>* made) {
+// Each revision into OUT/src/SIDE: its commit resolved in --repo, a shared
+// clone (git clone --shared: the repository's objects, nothing copied, the
+// repository itself untouched) checked out at it, then --build in it.
+absl::Status CheckOut(const gate::Plan& plan, const sigset_t& sigs) {
   absl::StatusOr<std::string> git = gate::ResolveProgram("git", "");
   if (!git.ok()) return absl::InvalidArgumentError("--base_rev/--head_rev need git in PATH");
   if (absl::Status m = MakeDirs(plan.out + "/src"); !m.ok()) return m;
   for (int s : {kBase, kHead}) {
     const gate::Side& side = plan.side[s];
-    Proc add{*git, {"-C", plan.repo, "worktree", "add", "--detach", side.dir, side.rev},
-             EnvWith({}), "", absl::StrCat(plan.out, "/src/", kSideName[s], "-checkout.log")};
-    absl::StatusOr<int> rc = RunToEnd(add, sigs, absl::Now() + absl::Minutes(5));
+    const std::string log = absl::StrCat(plan.out, "/src/", kSideName[s], "-checkout.log");
+    Proc parse{*git, {"-C", plan.repo, "rev-parse", "--verify", "--quiet", side.rev + "^{commit}"},
+               EnvWith({}), "", log};
+    absl::StatusOr<int> rc = RunToEnd(parse, sigs, absl::Now() + absl::Minutes(1));
     if (!rc.ok()) return rc.status();
-    if (*rc != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat("--%s_rev=%s: git worktree add failed: %s",
-                                                        kSideName[s], side.rev, LastLine(add.log)));
+    const std::string commit = LastLine(log);
+    if (*rc != 0 || commit.size() < 40) {
+      return absl::InvalidArgumentError(absl::StrFormat("--%s_rev=%s: not a commit in %s",
+                                                        kSideName[s], Echo(side.rev, 256), plan.repo));
     }
-    made->push_back(side.dir);
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"clone", "--quiet", "--shared", "--no-checkout", plan.repo, side.dir},
+          std::vector<std::string>{"-C", side.dir, "checkout", "--quiet", "--detach", commit}}) {
+      Proc p{*git, args, EnvWith({}), "", log};
+      rc = RunToEnd(p, sigs, absl::Now() + absl::Minutes(5));
+      if (!rc.ok()) return rc.status();
+      if (*rc != 0) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--%s_rev=%s: git %s failed: %s", kSideName[s], Echo(side.rev, 256), args[0] == "-C" ? "checkout" : "clone",
+            LastLine(log)));
+      }
+    }
     if (plan.build.empty()) continue;
     fprintf(stderr, "gate: building %s (%s) in %s\n", kSideName[s], side.rev.c_str(), side.dir.c_str());
     Proc build{"/bin/sh", {"-c", plan.build}, EnvWith({}), side.dir,
@@ -247,16 +262,6 @@ absl::Status CheckOut(const gate::Plan& plan, const sigset_t& sigs, std::vector<
     }
   }
   return absl::OkStatus();
-}
-
-void RemoveWorktrees(const gate::Plan& plan, const std::vector<std::string>& made,
-                     const sigset_t& sigs) {
-  absl::StatusOr<std::string> git = gate::ResolveProgram("git", "");
-  for (const std::string& dir : made) {
-    Proc rm{*git, {"-C", plan.repo, "worktree", "remove", "--force", dir}, EnvWith({}), "",
-            plan.out + "/src/remove.log"};
-    (void)RunToEnd(rm, sigs, absl::Now() + absl::Minutes(1));
-  }
 }
 
 absl::StatusOr<CompareResult> Decide(const gate::Plan& plan, const CompareOptions& o) {
@@ -401,17 +406,12 @@ int GateMain(int argc, char** argv, const sigset_t& sigs) {
     }
     if (absl::Status m = MakeDirs(dir); !m.ok()) return Fail(kExitUsage, m.message());
   }
-  std::vector<std::string> worktrees;
   if (!plan->side[kBase].rev.empty()) {
-    absl::Status c = CheckOut(*plan, sigs, &worktrees);
-    if (!c.ok()) {
-      RemoveWorktrees(*plan, worktrees, sigs);
-      return Fail(absl::IsCancelled(c) ? kExitInterrupted : kExitUsage, c.message());
-    }
+    absl::Status c = CheckOut(*plan, sigs);
+    if (!c.ok()) return Fail(absl::IsCancelled(c) ? kExitInterrupted : kExitUsage, c.message());
   }
   for (int s : {kBase, kHead}) {
     if (absl::Status c = gate::ResolveCommand(&plan->side[s]); !c.ok()) {
-      RemoveWorktrees(*plan, worktrees, sigs);
       return Fail(kExitUsage, absl::StrCat(kSideName[s], ": ", c.message()));
     }
   }
@@ -419,7 +419,6 @@ int GateMain(int argc, char** argv, const sigset_t& sigs) {
           Describe(plan->side[kBase]).c_str(), Describe(plan->side[kHead]).c_str(), plan->out.c_str(),
           plan->min_repeats, plan->max_repeats, absl::FormatDuration(plan->time_budget).c_str());
   Outcome out = Interleave(*plan, *o, sigs);
-  RemoveWorktrees(*plan, worktrees, sigs);
   if (!out.result.ok()) return Fail(out.code, out.result.status().message());
   return Finish(*plan, out, start);
 }

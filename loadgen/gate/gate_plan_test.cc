@@ -42,7 +42,13 @@ TEST(GatePlan, RunFlagsPassThroughAndEachRunIsOneLocalCell) {
   EXPECT_THAT(a, Contains("--local"));
   EXPECT_THAT(a, Contains("--repeats=1"));
   EXPECT_THAT(a, Contains("--out=/tmp/gate-plan-test/head/run-03"));
-  EXPECT_THAT(a, Contains("--allow_command=service=/bin/sh"));
+  // The head's start environment through env(1): a launch takes allocator
+  // variables from the profile only.
+  EXPECT_THAT(a, Contains("--allow_command=service=/usr/bin/env"));
+  EXPECT_THAT(a, Contains("--allow_command_args=service=MALLOC_ARENA_MAX=2 /bin/sh svc.sh "
+                          "--port={port} --threads={threads}"));
+  ASSERT_TRUE(ResolveCommand(&p->side[kBase]).ok());
+  EXPECT_THAT(ChildArgs(*p, kBase, 1), Contains("--allow_command=service=/bin/sh"));
   EXPECT_THAT(a, Contains("--concurrency=8"));
   EXPECT_THAT(ChildArgs(*p, kBase, 3), Not(Contains("--concurrency=8")));
 }

@@ -26,7 +26,7 @@ std::string Cell(const std::string& s) {
 std::string Num(double v) { return absl::StrFormat(std::fabs(v) >= 100 ? "%.1f" : "%.2f", v); }
 
 std::string ShiftText(int f, const FigureResult& fr) {
-  if (!fr.shift.has_interval) return absl::StrCat(Num(FigureDisplay(f, fr.shift.shift)), " [none]");
+  if (!fr.shift.has_interval) return absl::StrFormat("%+.2f [none]", FigureDisplay(f, fr.shift.shift));
   return absl::StrFormat("%+.2f [%+.2f, %+.2f]", FigureDisplay(f, fr.shift.shift),
                          FigureDisplay(f, fr.shift.low), FigureDisplay(f, fr.shift.high));
 }

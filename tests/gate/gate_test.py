@@ -10,7 +10,8 @@ head, interleaved, each run a fresh process:
   too_few    --max_repeats=2: can't tell, exit 3
   env        head starts with MALLOC_ARENA_MAX=2: refused after the first
              pair, exit 2, naming the variable; a head that dies at start:
-             exit 2, the base's run kept
+             exit 2, the base's run kept; a --base_rev that is no commit:
+             exit 2
 
 Sharded: each shard runs the cases whose index matches it.
 """
@@ -97,6 +98,10 @@ def env():
     check("head run 1 failed (loadgen exit 1)" in err and "exited before it was ready" in err,
           "dies: names the side, the run and why")
     check(os.path.exists(os.path.join(d, "base/run-01/events.jsonl")), "dies: the base's run stays")
+    rc, _, err, _ = gate("bad_rev", "--base_rev=no-such-rev", "--head_rev=HEAD",
+                         "--repo=" + TMP)
+    check(rc == 2 and "--base_rev=no-such-rev: not a commit in" in err,
+          "bad_rev: a revision that is not a commit is one line, exit 2")
 
 
 CASES = [leak, cache, identical, too_few, env]
