@@ -310,7 +310,8 @@ absl::Status RunSide(const gate::Plan& plan, int s, int repeat, const sigset_t& 
   absl::StatusOr<int> rc = RunToEnd(p, sigs, deadline);
   if (!rc.ok()) {
     return absl::Status(rc.status().code(),
-                        absl::StrFormat("%s run %d: %s", kSideName[s], repeat, rc.status().message()));
+                        absl::StrFormat("%s run %d: %s (log %s; the runs before it stay in %s)",
+                                        kSideName[s], repeat, rc.status().message(), p.log, plan.out));
   }
   if (*rc != 0) {
     return absl::FailedPreconditionError(absl::StrFormat(

@@ -7,7 +7,8 @@ head, interleaved, each run a fresh process:
              regression, exit 1; the Markdown report says so
   cache      head's cache holds 3x what each phase asks: regression, exit 1
   identical  the same service on both sides: no change, exit 0
-  too_few    --max_repeats=2: can't tell, exit 3
+  too_few    --max_repeats=2: can't tell, exit 3; so is --time_budget=1s
+             after one pair
   env        head starts with MALLOC_ARENA_MAX=2: refused after the first
              pair, exit 2, naming the variable; a head that dies at start:
              exit 2, the base's run kept; a --base_rev that is no commit:
@@ -85,6 +86,10 @@ def too_few():
     check("gate: can't tell (stopped: --max_repeats=2" in out, "too_few: says why it stopped")
     md = open(d + ".md").read() if os.path.exists(d + ".md") else ""
     check("[none]" in md, "too_few: the report shows there is no interval")
+    rc, out, _, d = gate("budget", "--time_budget=1s", "--min_repeats=2", "--max_repeats=10")
+    check(rc == 3 and "gate: can't tell (stopped: --time_budget=1s" in out,
+          "budget: a pair that would pass --time_budget is not started: can't tell, exit 3")
+    check(not os.path.exists(os.path.join(d, "base/run-02")), "budget: one pair only")
 
 
 def env():
