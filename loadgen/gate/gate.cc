@@ -25,7 +25,7 @@ constexpr const char* kGateFlags[] = {
     "head_rev",   "build",        "build_timeout", "repo",       "base_env",    "head_env",
     "base_args",  "head_args",    "ready",        "out",         "report_md",   "min_repeats",
     "max_repeats", "time_budget", "gate",         "floor_mib",   "floor_pct",   "alpha",
-    "ignore_fingerprint"};
+    "ignore_fingerprint", "plot"};
 
 // Run flags the gate sets for every run (or that would take a run
 // elsewhere): given by the user they are a usage error.

@@ -27,6 +27,7 @@
 #include "loadgen/gate/gate.h"
 #include "loadgen/gate/gate_report.h"
 #include "loadgen/results/compare.h"
+#include "loadgen/results/compare_main.h"
 
 extern char** environ;
 
@@ -68,6 +69,7 @@ ABSL_DECLARE_FLAG(double, floor_pct);
 ABSL_DECLARE_FLAG(double, alpha);
 ABSL_DECLARE_FLAG(std::string, ignore_fingerprint);
 ABSL_DECLARE_FLAG(std::string, out);
+ABSL_DECLARE_FLAG(std::string, plot);
 
 namespace rsslab {
 namespace {
@@ -382,7 +384,15 @@ int Finish(const gate::Plan& plan, Outcome& out, absl::Time start) {
   fflush(stdout);
   if (!plan.report_md.empty()) {
     gate::ReportInfo info{word, Describe(plan.side[kBase]), Describe(plan.side[kHead]), out.stopped,
-                          plan.out, absl::ToDoubleSeconds(absl::Now() - start), code};
+                          plan.out, absl::ToDoubleSeconds(absl::Now() - start), code, ""};
+    // compare's PNG too (matplotlib): --plot, or beside the report.
+    std::string png = absl::GetFlag(FLAGS_plot);
+    if (png.empty()) {
+      png = plan.report_md.substr(0, plan.report_md.rfind('.') > plan.report_md.rfind('/')
+                                         ? plan.report_md.rfind('.')
+                                         : std::string::npos) + ".png";
+    }
+    if (PlotCompare(r, png)) info.png = png;
     if (absl::Status w = WriteFileAtomically(plan.report_md, gate::GateMarkdown(r, info)); !w.ok()) {
       return Fail(kExitUsage, absl::StrCat("--report_md: ", w.message()));
     }

@@ -134,6 +134,10 @@ std::string GateMarkdown(const CompareResult& r, const ReportInfo& info) {
   for (const PairResult& p : r.pairs) PairSection(r, p, &md);
   absl::StrAppend(&md, "`o` base run, `x` head run, a digit: that many runs in one column, "
                        "`|`: a side's median.\n");
+  if (!info.png.empty()) {
+    const std::string name = info.png.substr(info.png.rfind('/') + 1);
+    absl::StrAppend(&md, "Every figure's runs, plotted: `", Cell(name), "` beside this report.\n");
+  }
   return md;
 }
 

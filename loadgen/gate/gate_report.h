@@ -24,6 +24,7 @@ struct ReportInfo {
   std::string out;              // the gate's directory
   double elapsed_s = 0;
   int exit_code = 0;
+  std::string png;              // compare's plot of every run, if one was written
 };
 
 std::string GateMarkdown(const CompareResult& r, const ReportInfo& info);

@@ -34,15 +34,16 @@ SERVICE = ("/usr/bin/python3 %s/tests/gate/gate_service.py --port={port} --threa
 ENV = package_tree.service_env(package_tree.make(WS, TMP), TMP)
 
 
-def gate(name, *extra):
-    """Runs the gate; returns (exit code, stdout, stderr, its directory)."""
+def gate(name, *extra, plots=False):
+    """Runs the gate; returns (exit code, stdout, stderr, its directory).
+    Without `plots` no PNG is drawn (each run's and the report's): not what
+    most cases test, and a second or two each."""
     out = os.path.join(TMP, name)
     cmd = [LOADGEN, "gate", "--out=" + out, "--service=" + SERVICE,
            r"--ready=^rsslab_server ready .*control=(?P<control>\S+)",
            "--scenario=" + os.path.join(WS, "tests/gate/burst.textproto"),
            "--profile_file=" + os.path.join(WS, "agent/profiles.textproto"),
-           "--report_tool=/bin/true",  # each run's plots: not what is tested, and a second each
-           "--report_md=" + out + ".md"] + list(extra)
+           "--report_md=" + out + ".md"] + ([] if plots else ["--report_tool=/bin/true"]) + list(extra)
     r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=240)
     print("---- %s: exit %d\n%s%s" % (name, r.returncode, r.stdout[-3000:], r.stderr[-3000:]))
     return r.returncode, r.stdout, r.stderr, out
@@ -50,7 +51,7 @@ def gate(name, *extra):
 
 def leak():
     rc, out, err, d = gate("leak", "--head_command=" + SERVICE + " --pool_per_request",
-                           "--min_repeats=4", "--max_repeats=6")
+                           "--min_repeats=4", "--max_repeats=6", plots=True)
     check(rc == 1, "leak: exit 1 (regression)")
     check("gate: regression" in out, "leak: the verdict line says regression")
     check("runs in " + d in out, "leak: the verdict line names the runs' directory")
@@ -60,6 +61,8 @@ def leak():
                  "| RSS after global trim (MiB) |", "**regression**", "```text", "  base |",
                  "  head |", "Fingerprint", "4 base vs 4 head runs", "--pool_per_request"):
         check(want in md, "leak: the report has %r" % want)
+    check(os.path.getsize(d + ".png") > 1000 if os.path.exists(d + ".png") else False,
+          "leak: compare's PNG beside the report")
     check(os.path.isdir(os.path.join(d, "base/run-04")) and
           not os.path.exists(os.path.join(d, "base/run-05")),
           "leak: stopped at 4 runs a side, once every verdict was clear")
