@@ -13,6 +13,8 @@ head, interleaved, each run a fresh process:
              pair, exit 2, naming the variable; a head that dies at start:
              exit 2, the base's run kept; a --base_rev that is no commit:
              exit 2
+  revs       --base_rev/--head_rev: two commits of a service checked
+             out, built (--build) and run, the head's own code as head
 
 Sharded: each shard runs the cases whose index matches it.
 """
@@ -112,7 +114,32 @@ def env():
           "bad_rev: a revision that is not a commit is one line, exit 2")
 
 
-CASES = [leak, cache, identical, too_few, env]
+def revs():
+    """Two commits of a service, checked out, built and run by the gate."""
+    repo = os.path.join(TMP, "repo")
+    os.makedirs(repo, exist_ok=True)
+    git = ["git", "-C", repo, "-c", "user.email=gate@test", "-c", "user.name=gate"]
+    src = open(os.path.join(WS, "tests/gate/gate_service.py")).read()
+    subprocess.run(git + ["init", "-q"], check=True)
+    for i, text in enumerate((src, src.replace('"--retain_mb", type=float, default=0',
+                                               '"--retain_mb", type=float, default=8'))):
+        with open(os.path.join(repo, "svc.py"), "w") as f:
+            f.write(text)
+        subprocess.run(git + ["add", "svc.py"], check=True)
+        subprocess.run(git + ["commit", "-qm", "c%d" % i], check=True)
+    svc = SERVICE.replace(os.path.join(WS, "tests/gate/gate_service.py"), "svc.py")
+    rc, out, err, d = gate("revs", "--service=" + svc, "--repo=" + repo, "--base_rev=HEAD~1",
+                           "--head_rev=HEAD", "--build=touch built", "--max_repeats=2")
+    check(rc == 3, "revs: 2 runs a side, exit 3")
+    check(all(os.path.exists(os.path.join(d, "src", s, "built")) for s in ("base", "head")),
+          "revs: --build ran in each checkout")
+    line = next((l for l in out.splitlines() if l.startswith("  RSS under load (MiB)")), "")
+    change = line.split()[6] if len(line.split()) > 6 else ""
+    check(change.startswith("+") and float(change.strip("+%")) > 10,
+          "revs: the head's commit (8 MiB kept) runs as the head: RSS under load %s" % change)
+
+
+CASES = [leak, cache, identical, too_few, env, revs]
 
 if __name__ == "__main__":
     if os.environ.get("TEST_SHARD_STATUS_FILE"):
