@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <ctime>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -14,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "agent/commands.h"
 #include "common/echo.h"
+#include "common/procfs/procfs.h"
 
 namespace rsslab {
 namespace gate {
@@ -169,6 +171,19 @@ absl::Status MakeSide(const Flags& f, int s, const std::string& out, Side* side)
       ParseEnv(absl::StrCat(kSideName[s], "_env"), base ? f.base_env : f.head_env);
   if (!env.ok()) return env.status();
   side->env = *env;
+  if (side->command.empty()) {
+    // The lab server's launch takes its allocator setup from the profile
+    // only: such a variable would be dropped without a word.
+    std::map<std::string, std::string> named;
+    for (const std::string& kv : side->env) named[kv.substr(0, kv.find('='))] = "";
+    const auto alloc = procfs::AllocatorEnv(named);
+    if (!alloc.empty()) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s_env=%s: the lab server takes its allocator setup from its profile (e.g. "
+          "--%s_args=--profiles=glibc-arena2), not from the environment",
+          kSideName[s], alloc.begin()->first, kSideName[s]));
+    }
+  }
   absl::StatusOr<std::vector<std::string>> args =
       ParseArgs(absl::StrCat(kSideName[s], "_args"), base ? f.base_args : f.head_args);
   if (!args.ok()) return args.status();

@@ -79,6 +79,11 @@ TEST(GatePlan, UsageErrorsNameTheFlag) {
   f.base_args = "--local";
   r = PlanFromArgs(argv, f);
   EXPECT_THAT(r.status().message(), HasSubstr("--base_args: --local: the gate sets it"));
+  f = WithService("");
+  f.head_env = "MALLOC_ARENA_MAX=2";
+  r = PlanFromArgs(argv, f);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("--head_env=MALLOC_ARENA_MAX: the lab server takes its allocator setup"));
   Side s;
   s.command = "no-such-program-here --port={port}";
   EXPECT_THAT(ResolveCommand(&s).message(), HasSubstr("no-such-program-here is not an executable file in PATH"));
