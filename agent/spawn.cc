@@ -102,6 +102,12 @@ absl::StatusOr<pid_t> Spawn(const SpawnOptions& o) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
+    if (!o.cwd.empty() && chdir(o.cwd.c_str()) != 0) {
+      int e = errno;
+      ssize_t ignored = write(err_pipe[1], &e, sizeof(e));
+      (void)ignored;
+      _exit(127);
+    }
     int in = o.stdin_fd >= 0 ? o.stdin_fd : devnull;
     if (in >= 0) dup2(in, 0);
     if (o.stdout_fd >= 0) dup2(o.stdout_fd, 1);

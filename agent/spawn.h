@@ -66,6 +66,8 @@ struct SpawnOptions {
   // is the middle process's, which exits at once and which the caller's
   // reaper collects like any child.
   bool detach = false;
+  // The child's working directory; empty: the parent's.
+  std::string cwd;
 };
 
 // fork + execve. An exec failure (no such binary, not executable) comes back

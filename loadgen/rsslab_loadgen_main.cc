@@ -7,6 +7,7 @@
 //   rsslab_loadgen merge --out=DIR RUN_DIR...         loadgen/sweep/merge_main.h
 //   rsslab_loadgen report RUN_DIR...                  loadgen/results/report_main.h
 //   rsslab_loadgen compare BASE NEW [--fail_if=...]   loadgen/results/compare_main.h
+//   rsslab_loadgen gate --service=... [--head_env=...]  loadgen/gate/gate_main.h
 #include <signal.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/log_cap.h"
 #include "common/flags_parse.h"
+#include "loadgen/gate/gate_main.h"
 #include "loadgen/results/cli.h"
 #include "loadgen/results/compare_main.h"
 #include "loadgen/results/report_main.h"
@@ -44,6 +46,7 @@ int main(int argc, char** argv) {
   const std::string sub = pos.size() >= 2 ? pos[1] : "";
   const std::vector<std::string> rest(pos.begin() + std::min<size_t>(pos.size(), 2), pos.end());
   if (sub == "compare") return rsslab::CompareMain(rest, std::vector<std::string>(argv, argv + argc));
+  if (sub == "gate" && rest.empty()) return rsslab::GateMain(argc, argv, sigs);
   if (sub == "report") return rsslab::ReportMain(rest);
   if (sub == "merge") return rsslab::MergeMain(rest, absl::GetFlag(FLAGS_out));
   if (sub == "run" && rest.empty()) return rsslab::RunMain(argc, argv, sigs);
@@ -51,7 +54,7 @@ int main(int argc, char** argv) {
   if (!sub.empty()) {
     return rsslab::cli::Fail(rsslab::cli::kExitUsage,
                              absl::StrFormat("unexpected argument \"%s\" (see --help)",
-                                             (sub == "run" || sub == "sweep") ? rest[0] : sub));
+                                             (sub == "run" || sub == "sweep" || sub == "gate") ? rest[0] : sub));
   }
   return rsslab::RunMain(argc, argv, sigs);
 }

@@ -25,7 +25,9 @@ void SetLoadgenUsage() {
       "  rsslab_loadgen merge --out=DIR RUN_DIR...   one sweep from run directories of one matrix\n"
       "  rsslab_loadgen report RUN_DIR...   rebuild summaries from events.jsonl\n"
       "  rsslab_loadgen compare BASE NEW [--fail_if='rss_after_idle>+10%'] [--format=md|--json]\n"
-      "      [--gate=rss --floor_mib=1 --floor_pct=5] [--ignore_fingerprint=FIELD,...]");
+      "      [--gate=rss --floor_mib=1 --floor_pct=5] [--ignore_fingerprint=FIELD,...]\n"
+      "  rsslab_loadgen gate --service=CMD [--head_command=CMD | --base_dir/--head_dir=DIR |\n"
+      "      --base_rev/--head_rev=REV --build=SH] [--report_md=FILE] [run flags]   base against head");
 }
 
 }  // namespace rsslab

@@ -94,8 +94,9 @@ std::vector<std::string> FailIfSpecs(const std::vector<std::string>& argv) {
   return out;
 }
 
-// False (after one line on stderr) when no plot was written.
-bool Plot(const CompareResult& r, const std::string& png) {
+}  // namespace
+
+bool PlotCompare(const CompareResult& r, const std::string& png) {
   char tmpl[] = "/tmp/rsslab-compare-XXXXXX.json";
   const int fd = mkstemps(tmpl, 5);
   if (fd < 0) {
@@ -121,8 +122,6 @@ bool Plot(const CompareResult& r, const std::string& png) {
   }
   return true;
 }
-
-}  // namespace
 
 std::string PlotBeside(int fd, std::string* why) {
   struct stat out;
@@ -291,7 +290,7 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
   if (!m->no_plot_why.empty()) {
     fprintf(stderr, "rsslab_loadgen: compare: no plot: %s\n", m->no_plot_why.c_str());
   }
-  const bool plotted = m->png.empty() || Plot(*r, m->png);
+  const bool plotted = m->png.empty() || PlotCompare(*r, m->png);
   const GateVerdict gate = r->Gate(nullptr);
   if (!r->crossings.empty() || gate == GateVerdict::kRegression) return kExitCrossed;
   if (gate == GateVerdict::kCantTell) return kExitCantTell;

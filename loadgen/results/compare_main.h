@@ -15,6 +15,12 @@ namespace rsslab {
 // that are not comparable (without --force).
 int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::string>& argv);
 
+struct CompareResult;
+
+// The base-vs-new plot of `r` (tools/report.py --compare, matplotlib) into
+// `png`; false, after one line on stderr, when none was written.
+bool PlotCompare(const CompareResult& r, const std::string& png);
+
 // Where the plot goes without --plot: beside the file `fd` (stdout) writes
 // the table to, DIR/NAME.md -> DIR/NAME.png. "" and *why when `fd` is not
 // a file with a path (a terminal, a pipe) or is itself a .png.
