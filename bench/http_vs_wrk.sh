@@ -53,6 +53,10 @@ events { worker_connections 4096; }
 http {
   access_log off;
   client_body_temp_path $WORK/nginx/body;
+  proxy_temp_path $WORK/nginx/proxy;
+  fastcgi_temp_path $WORK/nginx/fastcgi;
+  uwsgi_temp_path $WORK/nginx/uwsgi;
+  scgi_temp_path $WORK/nginx/scgi;
   keepalive_requests 100000000;
   keepalive_timeout 300s;
   server {

@@ -3,7 +3,9 @@
 #include <curl/curl.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -187,12 +189,39 @@ struct Slot {
   bool body_over = false, headers_over = false;
   bool in_multi = false;
   bool opens = false;  // h2c: opens its own connection with prior knowledge
+  bool refused = false;  // h2c: wanted a new connection without prior knowledge
+  int* sockets = nullptr;  // the worker's open sockets (h2c)
+  int* opens_pending = nullptr;  // its opening requests without a socket yet
   char errbuf[CURL_ERROR_SIZE] = {};
   ~Slot() {
     if (easy != nullptr) curl_easy_cleanup(easy);
     curl_slist_free_all(headers);
   }
 };
+
+// h2c's connection count: every socket curl opens and closes.
+curl_socket_t OnOpenSocket(void* ud, curlsocktype, curl_sockaddr* a) {
+  Slot* s = static_cast<Slot*>(ud);
+  if (!s->opens) {
+    // Plain HTTP/2 would open it with an HTTP/1.1 Upgrade: the request is
+    // sent again to open it with prior knowledge (Worker::Complete).
+    s->refused = true;
+    return CURL_SOCKET_BAD;
+  }
+  const curl_socket_t fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+  if (fd == CURL_SOCKET_BAD) return fd;
+  ++*s->sockets;
+  if (s->opens) {
+    s->opens = false;  // its connection exists now
+    --*s->opens_pending;
+  }
+  return fd;
+}
+
+int OnCloseSocket(void* ud, curl_socket_t fd) {
+  --*static_cast<int*>(ud);
+  return close(fd);
+}
 
 size_t OnBody(char*, size_t size, size_t n, void* ud) {
   Slot* s = static_cast<Slot*>(ud);
@@ -316,7 +345,10 @@ class Worker {
   RunState* st_;
   int index_, threads_, slots_cap_, conns_;
   bool h2_ = false;
-  int opening_ = 0;  // h2c: connections opened (or being opened) by a request
+  // h2c: the connections open now (curl's socket callbacks count them), and
+  // requests sent to open one that have no socket yet.
+  int sockets_ = 0;
+  int opens_pending_ = 0;
   CURLM* multi_ = nullptr;
   std::vector<std::unique_ptr<Slot>> all_;
   std::vector<Slot*> free_;
@@ -349,6 +381,14 @@ Slot* Worker::NewSlot() {
   // measure the proxy), and no environment lookups per request.
   curl_easy_setopt(e, CURLOPT_PROXY, "");
   if (!h2_) curl_easy_setopt(e, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
+  if (h2_) {
+    s->sockets = &sockets_;
+    s->opens_pending = &opens_pending_;
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, OnOpenSocket);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, s.get());
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, OnCloseSocket);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, &sockets_);
+  }
   if (st_->target->follow_redirects()) {
     curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 1L);
     curl_easy_setopt(e, CURLOPT_MAXREDIRS, 5L);
@@ -404,14 +444,16 @@ bool Worker::Issue(Slot* s, int64_t intended) {
 
 // h2c. libcurl 7.88 (Debian 12) fails a prior-knowledge request sent on a
 // reused connection ("Error in the HTTP2 framing layer": it switches the
-// connection to HTTP/2 a second time; curl issue 10634, fixed in 8.0). So a
-// connection is opened by one request with prior knowledge (a fresh
-// connection), and the others go as plain HTTP/2, which takes an existing
-// HTTP/2 connection as it is: they wait for one (PIPEWAIT) while the
-// connection limit is reached.
+// connection to HTTP/2 a second time; curl issue 10634, fixed in 8.0). So
+// while fewer than the worker's connections are open (or being opened), a
+// request opens a fresh one with prior knowledge; the others go as plain
+// HTTP/2, which takes an existing HTTP/2 connection as it is, waiting for one
+// (PIPEWAIT). A connection the server closed is so reopened with prior
+// knowledge by a later request.
 void Worker::ChooseConnection(Slot* s) {
-  s->opens = opening_ < conns_;
-  if (s->opens) ++opening_;
+  s->opens = s->refused || sockets_ + opens_pending_ < conns_;
+  s->refused = false;
+  if (s->opens) ++opens_pending_;
   curl_easy_setopt(s->easy, CURLOPT_HTTP_VERSION,
                    s->opens ? CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : CURL_HTTP_VERSION_2_0);
   curl_easy_setopt(s->easy, CURLOPT_FRESH_CONNECT, s->opens ? 1L : 0L);
@@ -425,10 +467,27 @@ void Worker::Complete(CURLMsg* msg) {
   curl_multi_remove_handle(multi_, s->easy);
   s->in_multi = false;
   --active_;
+  if (s->refused) {
+    // Never reached the server: the same request again, opening the
+    // connection (its latency still runs from its intended time).
+    if (s->opens) --opens_pending_;
+    ChooseConnection(s);
+    s->body_bytes = s->header_bytes = 0;
+    s->errbuf[0] = '\0';
+    curl_multi_add_handle(multi_, s->easy);
+    s->in_multi = true;
+    ++active_;
+    return;
+  }
   long status = 0;
   curl_easy_getinfo(s->easy, CURLINFO_RESPONSE_CODE, &status);
   // A connection that failed to open is opened again by a later request.
-  if (s->opens && rc != CURLE_OK) --opening_;
+  // An opening request that failed before it had a socket: a later one
+  // opens the connection.
+  if (s->opens) {
+    s->opens = false;
+    --opens_pending_;
+  }
   const int outcome = rc == CURLE_OK && status >= 100 && status < kHttpCodes
                           ? static_cast<int>(status)
                           : Classify(rc == CURLE_OK ? CURLE_WEIRD_SERVER_REPLY : rc, *s);
