@@ -47,7 +47,13 @@ absl::StatusOr<RequestLine> MakeLine(absl::string_view method, absl::string_view
                                     " is not an upper-case token (GET, POST, ...)"));
   }
   l.method = std::string(method);
-  if (path.empty() || path[0] != '/' || !IsPrintable(path) || absl::StrContains(path, ' ')) {
+  // Spaces may sit inside placeholders ({{rand_int 1 9}}), not in the path.
+  std::string bare(path);
+  for (size_t i; (i = bare.find("{{")) != std::string::npos;) {
+    const size_t e = bare.find("}}", i);
+    bare.erase(i, e == std::string::npos ? std::string::npos : e + 2 - i);
+  }
+  if (path.empty() || path[0] != '/' || !IsPrintable(path) || absl::StrContains(bare, ' ')) {
     return Bad(origin, absl::StrCat("path ", Echo(path, 64),
                                     " must start with '/' and be printable without spaces"));
   }
