@@ -37,7 +37,7 @@ bench_workdir
 
 echo "command: $0 (D=$D C=$C T=$T M=$M ROUNDS=$ROUNDS PIN=$PIN)"
 echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), date: $(date -u +%FT%TZ)"
-print_machine "$("$NGINX" -v 2>&1), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1), $(curl-config --version 2>/dev/null || echo libcurl)"
+print_machine "$("$NGINX" -v 2>&1), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1), libcurl $(pkg-config --modversion libcurl 2>/dev/null || echo '?')"
 
 free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -68,7 +68,7 @@ http {
 CONF
 "${SRV_PIN[@]}" "$NGINX" -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" &
 SERVER_PID=$!
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$H1/" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$H1") 2>/dev/null && break; sleep 0.1; done
 
 # Each prints requests/s.
 run_wrk() {
