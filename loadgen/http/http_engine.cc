@@ -280,6 +280,7 @@ class Worker {
   RunState* st_;
   int index_, threads_, slots_cap_, conns_;
   bool h2_ = false;
+  bool added_ = false;  // a request was added since the last perform
   // h2c: the connections open now (curl's socket callbacks count them), and
   // requests sent to open one that have no socket yet.
   int sockets_ = 0;
@@ -374,6 +375,7 @@ bool Worker::Issue(Slot* s, int64_t intended) {
   curl_multi_add_handle(multi_, s->easy);
   s->in_multi = true;
   ++active_;
+  added_ = true;
   return true;
 }
 
@@ -507,6 +509,11 @@ void Worker::Loop(const StopFlag* stop, int64_t t0, Sends* sends) {
     }
     if (st_->open_loop) SendDue(sends);
     if (active_ == 0 && (!st_->open_loop || schedule_done_)) return;
+    // Requests just added start at once, without a poll first.
+    if (added_) {
+      added_ = false;
+      continue;
+    }
     int timeout_ms = 50;
     if (st_->open_loop && !schedule_done_ && active_ < slots_cap_) {
       const int64_t wait = next_intended_ - MonoNs();
