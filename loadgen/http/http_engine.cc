@@ -343,6 +343,7 @@ void Worker::SetRequest(Slot* s, uint64_t idx) {
   curl_easy_setopt(e, CURLOPT_URL, s->req.url.c_str());
   const std::string& m = *s->req.method;
   curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, nullptr);
+  curl_easy_setopt(e, CURLOPT_NOBODY, 0L);  // a HEAD line before may have set it
   if (m == "HEAD") {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else if (s->req.has_body) {
