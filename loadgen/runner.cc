@@ -14,6 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "common/echo.h"
 #include "common/units.h"
+#include "loadgen/http/http_engine.h"
 #include "loadgen/receive_bound.h"
 #include "loadgen/results/summary_render.h"
 
@@ -73,26 +74,42 @@ std::string WithoutControlLine(const Plan& plan, bool outside_snapshots) {
 
 }  // namespace
 
+namespace {
+
+std::unique_ptr<LoadDriver> MakeDriver(const Runner::Options& options) {
+  if (options.http != nullptr) {
+    http::HttpEngine::Options o;
+    o.target = options.http;
+    o.max_errors = options.max_errors;
+    o.connect_timeout = options.connect_timeout;
+    o.client_threads = options.client_threads;
+    o.max_receive_mb = options.max_receive_mb;
+    o.metrics = options.metrics;
+    return std::make_unique<http::HttpEngine>(std::move(o));
+  }
+  LoadEngine::Options o;
+  o.target = options.target;
+  o.max_errors = options.max_errors;
+  o.connect_timeout = options.connect_timeout;
+  o.client_threads = options.client_threads;
+  o.max_receive_mb = options.max_receive_mb;
+  o.callback_api = options.callback_api;
+  o.security = options.security;
+  o.metrics = options.metrics;
+  o.calls = options.calls;
+  o.metadata = options.metadata;
+  return std::make_unique<LoadEngine>(std::move(o));
+}
+
+}  // namespace
+
 Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
                SummaryBuilder* summary)
     : options_(std::move(options)),
       log_(log),
       stop_(stop),
       summary_(summary),
-      engine_([&] {
-        LoadEngine::Options o;
-        o.target = options_.target;
-        o.max_errors = options_.max_errors;
-        o.connect_timeout = options_.connect_timeout;
-        o.client_threads = options_.client_threads;
-        o.max_receive_mb = options_.max_receive_mb;
-        o.callback_api = options_.callback_api;
-        o.security = options_.security;
-        o.metrics = options_.metrics;
-        o.calls = options_.calls;
-        o.metadata = options_.metadata;
-        return o;
-      }()) {}
+      engine_(MakeDriver(options_)) {}
 
 Runner::~Runner() = default;
 
@@ -258,7 +275,7 @@ void Runner::WatchLoop(double interval_s) {
   while (reader->Read(&snap)) {
     Event e;
     e.set_label("watch");
-    const rsslab::v1::Latency lat = engine_.TakeInterval();
+    const rsslab::v1::Latency lat = engine_->TakeInterval();
     if (lat.count() > 0) *e.mutable_interval_latency() = lat;
     last_at = absl::ToUnixNanos(absl::Now());
     e.set_unix_nanos(last_at);
@@ -553,10 +570,11 @@ Runner::StepDone Runner::Load(const PlanStep& step, const Ctx& ctx,
   Line(absl::StrFormat(
       "[%s] %s: load started (%s, %s)", label, step.name,
       spec.rate() > 0
-          ? absl::StrFormat("open loop %.0f/s %s, %d channels", spec.rate(),
-                            spec.arrival(), spec.channels())
-          : absl::StrFormat("closed loop %d outstanding over %d channels",
-                            spec.concurrency(), spec.channels()),
+          ? absl::StrFormat("open loop %.0f/s %s, %d %s", spec.rate(), spec.arrival(),
+                            spec.channels(), options_.http != nullptr ? "connections" : "channels")
+          : absl::StrFormat("closed loop %d outstanding over %d %s", spec.concurrency(),
+                            spec.channels(),
+                            options_.http != nullptr ? "connections" : "channels"),
       spec.requests() > 0 ? absl::StrFormat("%d requests", spec.requests())
                           : absl::StrFormat("%.1f s", spec.duration_s())));
   {
@@ -579,9 +597,9 @@ Runner::StepDone Runner::Load(const PlanStep& step, const Ctx& ctx,
           return snap.status().rss_bytes() / 1048576.0;
         };
       }
-      live.emplace(label, step.name, [this] { return engine_.Progress(); }, std::move(rss));
+      live.emplace(label, step.name, [this] { return engine_->Progress(); }, std::move(rss));
     }
-    r = engine_.Run(spec, step.name, stop_);
+    r = engine_->Run(spec, step.name, stop_);
   }
   Event rec;
   rec.set_label(step.name);
