@@ -24,7 +24,7 @@
 #include "common/listen.h"
 #include "common/procfs/outside_snapshot.h"
 #include "common/procfs/procfs.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/grpc_status.h"
 #include "common/ready_line.h"
 #include "common/server_flags.h"

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/shipped.h"
 
 namespace rsslab {

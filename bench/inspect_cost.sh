@@ -17,7 +17,7 @@ RUNS=${RUNS:-21}
 CTL=${CTL:-$(find_bin rsslab_ctl control 2>/dev/null)} || true
 TARGET=${TARGET:-$(find_bin threads_target tests/inspect 2>/dev/null)} || true
 if [ ! -x "$TARGET" ] || [ ! -x "$CTL" ]; then
-  nice -n 19 bazel build //control:rsslab_ctl //tests/inspect:threads_target >&2
+  nice -n 19 bazel build //ctl:rsslab_ctl //tests/inspect:threads_target >&2
   [ -x "$CTL" ] || CTL=$(find_bin rsslab_ctl control) || exit 1
   [ -x "$TARGET" ] || TARGET=$(find_bin threads_target tests/inspect) || exit 1
 fi

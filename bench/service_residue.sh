@@ -30,7 +30,7 @@ case $COLLECT_SERVING in 0|1) ;; *) echo "service_residue.sh: RSSLAB_RESIDUE_COL
 case $WORKERS in ''|*[!0-9]*) echo "service_residue.sh: RSSLAB_RESIDUE_WORKERS must be a whole number, got '$WORKERS'" >&2; exit 2 ;; esac
 [ "$WORKERS" -ge 1 ] && [ "$WORKERS" -le 256 ] || { echo "service_residue.sh: RSSLAB_RESIDUE_WORKERS must be 1..256, got $WORKERS" >&2; exit 2; }
 "$PY" -c "import rsslab" || { echo "service_residue.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }
-[ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_residue.sh: build //loadgen:rsslab_loadgen //control:rsslab_ctl first" >&2; exit 2; }
+[ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_residue.sh: build //loadgen:rsslab_loadgen //ctl:rsslab_ctl first" >&2; exit 2; }
 mkdir -p "$OUT"
 write_burst_scenario "$OUT/burst.textproto" "$SCALE" service_residue
 exec /usr/bin/python3 - "$ROOT" "$PY" "$LG" "$CTL" "$OUT" "$WORKERS" "$CONDITION" "$COLLECT_SERVING" <<'PYEOF'

@@ -14,7 +14,7 @@ removed at stop while it still holds this address. Its lines: HOST:PORT,
 service=NAME, pid=PID, start=TICKS (/proc/self/stat field 22), and
 metrics=HOST:PORT with serve(metrics=...), so that every
 worker of a pre-fork service is found by its name (`rsslab_ctl
---control=all:NAME`) and a reader can tell a reused pid (control/registry.h).
+--control=all:NAME`) and a reader can tell a reused pid (registry/registry.h).
 """
 
 import importlib

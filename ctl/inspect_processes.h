@@ -1,21 +1,18 @@
-// Parts of BuildInspectReport (inspect.h) kept apart from the main reads:
-// pools told by their threads' names, child processes and the process
-// model (pre-fork masters and their workers), and the walk of glibc's brk
-// heap. Each reads /proc only and fills its part of the report. See
-// docs/INSPECT.md.
+// The processes and pools of an inspected process, for BuildInspectReport
+// (inspect.h): pools told by their threads' names, child processes and the
+// process model (pre-fork masters and their workers). Each reads /proc only
+// and fills its part of the report. See docs/INSPECT.md.
 //
 // Example (inside BuildInspectReport, after the threads are read):
 //   RecognizeNamedPools(&r);
 //   ReadChildren(pid, &r);
-//   WalkGlibcHeaps(pid, maps_text, r.mutable_heap_walk());
-#ifndef RSSLAB_CONTROL_INSPECT_PARTS_H_
-#define RSSLAB_CONTROL_INSPECT_PARTS_H_
+#ifndef RSSLAB_CTL_INSPECT_PROCESSES_H_
+#define RSSLAB_CTL_INSPECT_PROCESSES_H_
 
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
 #include "proto/inspect.pb.h"
 
 namespace rsslab {
@@ -48,17 +45,6 @@ int ParentPid(absl::string_view stat_line);
 // and process_model, scanning /proc/*/stat for parent `pid`.
 void ReadChildren(int pid, rsslab::v1::InspectReport* r);
 
-// Walks glibc's heaps chunk by chunk through /proc/PID/mem: the brk heap
-// (the [heap] line of `maps`) and every thread-arena heap (64 MiB aligned,
-// its heap_info checked), and counts the resident pages inside free chunks
-// from /proc/PID/pagemap: what malloc_trim(0) would give back. Needs ptrace
-// access (root, or the same user where ptrace is allowed); without it, or
-// for a layout that is not glibc's, out->walked stays false and out->note
-// says why (an arena heap that does not chain is left out of the arena
-// figures). Stops after `budget` (out->note says so).
-void WalkGlibcHeaps(int pid, absl::string_view maps, rsslab::v1::HeapWalk* out,
-                    absl::Duration budget = absl::Seconds(2));
-
 }  // namespace rsslab
 
-#endif  // RSSLAB_CONTROL_INSPECT_PARTS_H_
+#endif  // RSSLAB_CTL_INSPECT_PROCESSES_H_

@@ -5,8 +5,8 @@
 //   // phase fill  up 12.3s  served 96000 (in phase 96000)  errors 0
 //   // rss 212.4 MiB  hwm 230.1 MiB  anon 200.0 MiB ...
 
-#ifndef RSSLAB_CONTROL_SNAPSHOT_TEXT_H_
-#define RSSLAB_CONTROL_SNAPSHOT_TEXT_H_
+#ifndef RSSLAB_CTL_SNAPSHOT_TEXT_H_
+#define RSSLAB_CTL_SNAPSHOT_TEXT_H_
 
 #include <cstdint>
 #include <string>
@@ -31,4 +31,4 @@ void PrintJsonLine(const google::protobuf::Message& m);
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_CONTROL_SNAPSHOT_TEXT_H_
+#endif  // RSSLAB_CTL_SNAPSHOT_TEXT_H_

@@ -1,4 +1,4 @@
-#include "control/inspect_cli.h"
+#include "ctl/inspect_cli.h"
 
 #include <cstdio>
 #include <memory>
@@ -10,13 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/growth/growth.h"
 #include "common/metrics/exposition.h"
 #include "common/metrics/http_server.h"
 #include "common/metrics/process_gauges.h"
-#include "control/inspect_rules.h"
-#include "control/snapshot_text.h"
+#include "ctl/inspect_rules.h"
+#include "ctl/snapshot_text.h"
 
 namespace rsslab {
 namespace {

@@ -19,8 +19,8 @@
 // ("rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID"), so
 // scripts and tests wait for either the same way.
 
-#ifndef RSSLAB_SERVER_SERVER_MAIN_H_
-#define RSSLAB_SERVER_SERVER_MAIN_H_
+#ifndef RSSLAB_SERVER_RUN_SERVER_H_
+#define RSSLAB_SERVER_RUN_SERVER_H_
 
 #include <functional>
 
@@ -45,4 +45,4 @@ int RunServer(int argc, char** argv, const ServerProgram& program = {});
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_SERVER_SERVER_MAIN_H_
+#endif  // RSSLAB_SERVER_RUN_SERVER_H_

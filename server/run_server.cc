@@ -1,4 +1,4 @@
-#include "server/server_main.h"
+#include "server/run_server.h"
 
 #include <signal.h>
 #include <sys/stat.h>

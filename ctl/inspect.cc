@@ -1,4 +1,4 @@
-#include "control/inspect.h"
+#include "ctl/inspect.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -23,11 +23,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/procfs/procfs.h"
 #include "common/utf8_message.h"
-#include "control/inspect_parts.h"
-#include "control/registry.h"
+#include "ctl/glibc_heap_walk.h"
+#include "ctl/inspect_processes.h"
+#include "registry/registry.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 
@@ -98,7 +99,7 @@ void AddPartial(InspectReport* r, std::string why) {
 }
 
 // Reads the Control entry of the rsslab package through the registry
-// (control/registry.h): believed only when it is a small regular file of the
+// (registry/registry.h): believed only when it is a small regular file of the
 // target's user, in the entry format, naming this pid and its start time,
 // and whose address is listened on by that process (CheckListener: a port
 // closed and taken by another program is not reported as its Control).

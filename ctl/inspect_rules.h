@@ -6,8 +6,8 @@
 //   absl::StatusOr<rsslab::v1::InspectReport> r = rsslab::BuildInspectReport(pid);
 //   rsslab::Diagnose(&*r);
 //   for (const auto& f : r->findings()) std::cout << f.summary() << "\n";
-#ifndef RSSLAB_CONTROL_INSPECT_RULES_H_
-#define RSSLAB_CONTROL_INSPECT_RULES_H_
+#ifndef RSSLAB_CTL_INSPECT_RULES_H_
+#define RSSLAB_CTL_INSPECT_RULES_H_
 
 #include <cstdint>
 
@@ -40,4 +40,4 @@ void Diagnose(rsslab::v1::InspectReport* r);
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_CONTROL_INSPECT_RULES_H_
+#endif  // RSSLAB_CTL_INSPECT_RULES_H_

@@ -1,4 +1,4 @@
-#include "control/registry.h"
+#include "registry/registry.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -23,7 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/pid.h"
 #include "common/procfs/procfs.h"
 

@@ -5,8 +5,8 @@
 //
 //   absl::Status s = DoTheWork();
 //   if (!s.ok()) return rsslab::cli::Fail(rsslab::cli::ExitCodeOf(s), s.message());
-#ifndef RSSLAB_LOADGEN_RESULTS_CLI_H_
-#define RSSLAB_LOADGEN_RESULTS_CLI_H_
+#ifndef RSSLAB_LOADGEN_RESULTS_EXIT_CODES_H_
+#define RSSLAB_LOADGEN_RESULTS_EXIT_CODES_H_
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
@@ -20,7 +20,7 @@ inline constexpr int kExitUsage = 2;        // bad input; nothing was sent or wr
 inline constexpr int kExitInterrupted = 130;
 
 // Each line of `msg` on stderr as "rsslab_loadgen: LINE", escaped and capped
-// (common/echo.h), at most 40 lines; returns `code`.
+// (common/untrusted_text.h), at most 40 lines; returns `code`.
 int Fail(int code, absl::string_view msg);
 // INVALID_ARGUMENT: kExitUsage; any other error: kExitFailed; OK: kExitOk.
 int ExitCodeOf(const absl::Status& s);
@@ -28,4 +28,4 @@ int ExitCodeOf(const absl::Status& s);
 }  // namespace cli
 }  // namespace rsslab
 
-#endif  // RSSLAB_LOADGEN_RESULTS_CLI_H_
+#endif  // RSSLAB_LOADGEN_RESULTS_EXIT_CODES_H_

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""//tools:report_test: the sweep table's spread marks and trim goal as
+"""//loadgen/results:plots_and_advice_test: the sweep table's spread marks and trim goal as
 `rsslab_loadgen report` (loadgen/results/sweep_summary.cc, the one place a
 sweep is aggregated) writes them into summary.md, summary.csv and
-cells.json, and as tools/report.py phrases them from cells.json.
+cells.json, and as loadgen/results/plots_and_advice.py phrases them from cells.json.
 
 Three repeats per cell. At 64 threads jemalloc's after-idle RSS spreads by
 25 % of its median (90/100/115 MiB: marked, named in "What to do" as not to
@@ -13,9 +13,9 @@ a base RSS of 26 MiB (the fill set_phase's reply) the per-thread trim is
 mimalloc and 2.00x for glibc (missed). A second run directory has jemalloc
 at 1.30x: no profile meets the goal, and "What to do" names the closest.
 
-Shape: report.py's reader (load_table) on the loadgen's cells.json must
+Shape: plots_and_advice.py's reader (load_table) on the loadgen's cells.json must
 give every summary.csv row the same figures (units, keys, goal text); a
-cells.json without a field report.py reads is refused in one line naming
+cells.json without a field plots_and_advice.py reads is refused in one line naming
 it; a sweep directory without cells.json is refused. The committed
 docs/sweep (a real full-scale run) goes through the same reader, and its
 "What to do" must name the leanest profile summary.csv names.
@@ -31,7 +31,7 @@ import tempfile
 MIB = 1048576
 WORKSPACE = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
 LOADGEN = os.path.join(WORKSPACE, "loadgen/rsslab_loadgen")
-REPORT = os.path.join(WORKSPACE, "tools/report.py")
+REPORT = os.path.join(WORKSPACE, "loadgen/results/plots_and_advice.py")
 DAGGER = "\u2020"
 PROFILES = ["jemalloc", "mimalloc", "glibc"]
 THREADS = [1, 64]
@@ -102,8 +102,8 @@ def run(args, want=0):
 
 def load_report_module():
     sys.path.insert(0, os.path.dirname(REPORT))
-    import report  # noqa: E402 (tools/report.py, from the runfiles)
-    return report
+    import plots_and_advice  # noqa: E402 (from the runfiles)
+    return plots_and_advice
 
 
 def csv_rows(path):
@@ -113,7 +113,7 @@ def csv_rows(path):
 
 
 def check_shape(path):
-    """report.py's reading of cells.json gives each summary.csv row its
+    """plots_and_advice.py's reading of cells.json gives each summary.csv row its
     figures: the same keys, units and texts on both sides."""
     rep = load_report_module()
     s = rep.load_table(path)
@@ -140,7 +140,7 @@ def check_shape(path):
 
 
 def both(path):
-    """`rsslab_loadgen report` (which runs report.py): the table, summary.md
+    """`rsslab_loadgen report` (which runs plots_and_advice.py): the table, summary.md
     with its "What to do", and summary.csv's rows, after the shape check."""
     table = run([LOADGEN, "--report_tool=" + REPORT, "report", path])
     check_shape(path)
@@ -150,7 +150,7 @@ def both(path):
 
 
 def check_refusals(tmp, path):
-    """A cells.json without a field report.py reads, and a sweep without
+    """A cells.json without a field plots_and_advice.py reads, and a sweep without
     cells.json: one line each, exit 1, no traceback."""
     broken = os.path.join(tmp, "broken")
     shutil.copytree(path, broken)
@@ -169,7 +169,7 @@ def check_refusals(tmp, path):
 
 
 def check_committed_sweep(tmp):
-    """docs/sweep: report.py reads the committed cells.json, and its "What to
+    """docs/sweep: plots_and_advice.py reads the committed cells.json, and its "What to
     do" names the profile summary.csv says is leanest after idle at 64
     threads."""
     src = os.path.join(WORKSPACE, "docs/sweep")

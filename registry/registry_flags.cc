@@ -1,4 +1,4 @@
-#include "control/registry_flags.h"
+#include "registry/registry_flags.h"
 
 #include <string>
 #include <vector>

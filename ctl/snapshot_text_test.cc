@@ -1,4 +1,4 @@
-#include "control/snapshot_text.h"
+#include "ctl/snapshot_text.h"
 
 #include <unistd.h>
 

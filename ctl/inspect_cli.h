@@ -8,13 +8,13 @@
 //   o.watch = absl::Seconds(10);
 //   o.count = 6;
 //   return rsslab::RunInspect(o);  // exit status: 0, or 2 (bad pid, gone, no permission)
-#ifndef RSSLAB_CONTROL_INSPECT_CLI_H_
-#define RSSLAB_CONTROL_INSPECT_CLI_H_
+#ifndef RSSLAB_CTL_INSPECT_CLI_H_
+#define RSSLAB_CTL_INSPECT_CLI_H_
 
 #include <string>
 
 #include "absl/time/time.h"
-#include "control/inspect.h"
+#include "ctl/inspect.h"
 #include "proto/inspect.pb.h"
 
 namespace rsslab {
@@ -41,4 +41,4 @@ std::string RenderInspectMetrics(const rsslab::v1::InspectReport& report,
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_CONTROL_INSPECT_CLI_H_
+#endif  // RSSLAB_CTL_INSPECT_CLI_H_

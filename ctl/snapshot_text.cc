@@ -1,4 +1,4 @@
-#include "control/snapshot_text.h"
+#include "ctl/snapshot_text.h"
 
 #include <cstdio>
 #include <memory>
@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/utf8_message.h"
 #include "google/protobuf/util/json_util.h"
 

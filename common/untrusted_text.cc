@@ -1,4 +1,4 @@
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 
 #include <cstdint>
 

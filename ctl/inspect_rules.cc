@@ -1,4 +1,4 @@
-#include "control/inspect_rules.h"
+#include "ctl/inspect_rules.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "control/snapshot_text.h"
+#include "ctl/snapshot_text.h"
 
 namespace rsslab {
 namespace {

@@ -1,4 +1,4 @@
-#include "control/registry.h"
+#include "registry/registry.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

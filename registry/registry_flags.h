@@ -1,13 +1,13 @@
 // --as_user: whose registry entries rsslab_ctl and the loadgen believe
-// besides their own user's (control/registry.h, CheckTrusted). Defined once
+// besides their own user's (registry/registry.h, CheckTrusted). Defined once
 // here for every binary that resolves --control=all:NAME or pid:PID.
 //
 //   absl::StatusOr<registry::Trust> trust = registry::TrustFromFlags();
-#ifndef RSSLAB_CONTROL_REGISTRY_FLAGS_H_
-#define RSSLAB_CONTROL_REGISTRY_FLAGS_H_
+#ifndef RSSLAB_REGISTRY_REGISTRY_FLAGS_H_
+#define RSSLAB_REGISTRY_REGISTRY_FLAGS_H_
 
 #include "absl/status/statusor.h"
-#include "control/registry.h"
+#include "registry/registry.h"
 
 namespace rsslab {
 namespace registry {
@@ -18,4 +18,4 @@ absl::StatusOr<Trust> TrustFromFlags();
 }  // namespace registry
 }  // namespace rsslab
 
-#endif  // RSSLAB_CONTROL_REGISTRY_FLAGS_H_
+#endif  // RSSLAB_REGISTRY_REGISTRY_FLAGS_H_

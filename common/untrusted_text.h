@@ -10,8 +10,8 @@
 //   Echo("a\u202eb")                      // "a\\u202eb": no reordered text
 //   EchoMultiline(traceback, 4096)        // keeps LF (a traceback's lines), escapes the rest
 
-#ifndef RSSLAB_COMMON_ECHO_H_
-#define RSSLAB_COMMON_ECHO_H_
+#ifndef RSSLAB_COMMON_UNTRUSTED_TEXT_H_
+#define RSSLAB_COMMON_UNTRUSTED_TEXT_H_
 
 #include <cstddef>
 #include <string>
@@ -55,4 +55,4 @@ std::string ValidUtf8(absl::string_view s);
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_COMMON_ECHO_H_
+#endif  // RSSLAB_COMMON_UNTRUSTED_TEXT_H_

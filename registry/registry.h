@@ -20,8 +20,8 @@
 //   registry::Listing l =
 //       registry::ListService("shop", registry::Dirs(), registry::Trust::Self(), true);
 //   for (const registry::Entry& w : l.workers) ... w.pid, w.address ...
-#ifndef RSSLAB_CONTROL_REGISTRY_H_
-#define RSSLAB_CONTROL_REGISTRY_H_
+#ifndef RSSLAB_REGISTRY_REGISTRY_H_
+#define RSSLAB_REGISTRY_REGISTRY_H_
 
 #include <cstdint>
 #include <string>
@@ -162,4 +162,4 @@ std::string WorkerName(const Entry& e);
 }  // namespace registry
 }  // namespace rsslab
 
-#endif  // RSSLAB_CONTROL_REGISTRY_H_
+#endif  // RSSLAB_REGISTRY_REGISTRY_H_

@@ -11,8 +11,8 @@
 //   rsslab::Diagnose(&*r);                     // fills r->findings()
 //   std::cout << rsslab::InspectText(*r);
 //   // r->partial(): the process exited (or hid a file) while being read
-#ifndef RSSLAB_CONTROL_INSPECT_H_
-#define RSSLAB_CONTROL_INSPECT_H_
+#ifndef RSSLAB_CTL_INSPECT_H_
+#define RSSLAB_CTL_INSPECT_H_
 
 #include <cstdint>
 #include <string>
@@ -35,7 +35,7 @@ struct InspectOptions {
   int max_batches = 1000;
   // Largest mappings kept from smaps.
   int top_mappings = 5;
-  // Longest walk of glibc's heaps (inspect_parts.h WalkGlibcHeaps).
+  // Longest walk of glibc's heaps (glibc_heap_walk.h WalkGlibcHeaps).
   absl::Duration heap_walk_budget = absl::Seconds(2);
 };
 
@@ -72,4 +72,4 @@ std::string InspectSampleLine(const rsslab::v1::InspectSample& s);
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_CONTROL_INSPECT_H_
+#endif  // RSSLAB_CTL_INSPECT_H_

@@ -1,10 +1,10 @@
-#include "loadgen/results/cli.h"
+#include "loadgen/results/exit_codes.h"
 
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_split.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 
 namespace rsslab {
 namespace cli {

@@ -6,9 +6,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "common/echo.h"
-#include "control/inspect.h"
-#include "control/snapshot_text.h"
+#include "common/untrusted_text.h"
+#include "ctl/inspect.h"
+#include "ctl/snapshot_text.h"
 
 namespace rsslab {
 namespace {
