@@ -1,5 +1,7 @@
 #include "agent/launch.h"
 
+#include "agent/exit_text.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

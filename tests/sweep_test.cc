@@ -24,6 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "agent/exit_text.h"
+#include "agent/output_pump.h"
 #include "agent/profiles.h"
 #include "agent/spawn.h"
 #include "gmock/gmock.h"
