@@ -50,7 +50,7 @@ std::string BoundedCallbackMessage(absl::string_view prefix, absl::string_view t
 }
 
 // The Python exception as a status: TimeoutError (the callback did not
-// return within the Python deadline: rsslab/__init__.py runs it on a thread
+// return within the Python deadline: rsslab/_callbacks.py runs it on a thread
 // of its own) DEADLINE_EXCEEDED; anything else the service's callback
 // raised is FAILED_PRECONDITION naming it. (A phase with no callback is not
 // an error: the answer's no_callback says so.)

@@ -4,7 +4,7 @@
 // owns the package's process-wide state (the trimmer over the tracked
 // threads, the automatic trim thread, the request counter).
 //
-// Python never calls this module directly; rsslab/__init__.py validates the
+// Python never calls this module directly; the rsslab package validates the
 // arguments and calls it:
 //   from rsslab import _rsslab as n
 //   n.release(0, 2.0)            # TrimResult as a dict, GIL released
