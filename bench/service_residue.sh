@@ -24,7 +24,7 @@ COLLECT_SERVING=${RSSLAB_RESIDUE_COLLECT_SERVING:-0}
 SCALE=${RSSLAB_FIX_SCALE:-1}
 OUT=${RSSLAB_RESIDUE_OUT:-$ROOT/results/service_residue-$(date -u +%Y%m%dT%H%M%SZ)}
 LG=$(find_bin rsslab_loadgen loadgen) || exit 2
-CTL=$(find_bin rsslab_ctl control) || exit 2
+CTL=$(find_bin rsslab_ctl ctl) || exit 2
 case $CONDITION in e|m) ;; *) echo "service_residue.sh: RSSLAB_RESIDUE_CONDITION must be e or m, got '$CONDITION'" >&2; exit 2 ;; esac
 case $COLLECT_SERVING in 0|1) ;; *) echo "service_residue.sh: RSSLAB_RESIDUE_COLLECT_SERVING must be 0 or 1, got '$COLLECT_SERVING'" >&2; exit 2 ;; esac
 case $WORKERS in ''|*[!0-9]*) echo "service_residue.sh: RSSLAB_RESIDUE_WORKERS must be a whole number, got '$WORKERS'" >&2; exit 2 ;; esac
