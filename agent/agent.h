@@ -38,7 +38,6 @@
 #include "absl/time/time.h"
 #include "agent/commands.h"
 #include "agent/launch.h"
-#include "agent/spawn.h"
 #include "proto/agent.grpc.pb.h"
 #include "proto/profile.pb.h"
 #include "common/auth.h"

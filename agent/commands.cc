@@ -18,7 +18,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/listen.h"
 
 namespace rsslab {

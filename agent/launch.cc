@@ -1,5 +1,7 @@
 #include "agent/launch.h"
 
+#include "agent/exit_text.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/shipped.h"
 
 namespace rsslab {

@@ -1,7 +1,7 @@
 // How a launcher tells a started program is ready: a line of its output
 // (a fixed prefix, rsslab_server's ready line, or an operator's regex), or
 // a TCP port that accepts connections. Used by the one launch path
-// (agent/launch.h) and its output pump (agent/spawn.h).
+// (agent/launch.h) and its output pump (agent/output_pump.h).
 //
 //   absl::StatusOr<rsslab::launch::LineMatch> m =
 //       rsslab::launch::LineMatch::Regex(R"(^shop ready .*control=(?P<control>\S+))");

@@ -19,7 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/time/time.h"
 #include "common/auth.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/flags_parse.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/agent.grpc.pb.h"

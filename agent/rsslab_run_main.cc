@@ -35,6 +35,7 @@
 #include "absl/strings/str_join.h"
 #include "agent/command_flags.h"
 #include "agent/commands.h"
+#include "agent/exit_text.h"
 #include "agent/launch.h"
 #include "agent/profiles.h"
 #include "agent/stop_outcome.h"

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 
 namespace rsslab {
 namespace launch {

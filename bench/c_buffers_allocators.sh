@@ -12,7 +12,7 @@ cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
 SERVER=$(find_bin rsslab_server server) || exit 1
-CTL_BIN=$(find_bin rsslab_ctl control) || exit 1
+CTL_BIN=$(find_bin rsslab_ctl ctl) || exit 1
 LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 1
 ROUNDS=${ROUNDS:-2}
 REQUESTS=${REQUESTS:-1500}

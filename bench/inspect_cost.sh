@@ -14,11 +14,11 @@ ROOT=$PWD
 THREADS=${THREADS:-1000}
 RUNS=${RUNS:-21}
 . "$ROOT/bench/lib.sh"
-CTL=${CTL:-$(find_bin rsslab_ctl control 2>/dev/null)} || true
+CTL=${CTL:-$(find_bin rsslab_ctl ctl 2>/dev/null)} || true
 TARGET=${TARGET:-$(find_bin threads_target tests/inspect 2>/dev/null)} || true
 if [ ! -x "$TARGET" ] || [ ! -x "$CTL" ]; then
-  nice -n 19 bazel build //control:rsslab_ctl //tests/inspect:threads_target >&2
-  [ -x "$CTL" ] || CTL=$(find_bin rsslab_ctl control) || exit 1
+  nice -n 19 bazel build //ctl:rsslab_ctl //tests/inspect:threads_target >&2
+  [ -x "$CTL" ] || CTL=$(find_bin rsslab_ctl ctl) || exit 1
   [ -x "$TARGET" ] || TARGET=$(find_bin threads_target tests/inspect) || exit 1
 fi
 OUT=$(mktemp -d /tmp/rsslab-inspectcost-XXXXXX)

@@ -37,7 +37,7 @@ HOLD_MS=${HOLD_MS:-2}
 LEVEL_S=${LEVEL_S:-8}
 SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
 LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
-CTL=${CTL_BIN:-$(find_bin rsslab_ctl control)} || exit 1
+CTL=${CTL_BIN:-$(find_bin rsslab_ctl ctl)} || exit 1
 for b in "$SERVER" "$LOADGEN" "$CTL"; do
   [ -x "$b" ] || { echo "scaling.sh: $b is missing; run ./rsslab build first" >&2; exit 2; }
 done

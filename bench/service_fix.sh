@@ -32,7 +32,7 @@ STEADY_S=${RSSLAB_FIX_STEADY_S:-20}
 OUT=${RSSLAB_FIX_OUT:-$ROOT/results/service_fix-$(date -u +%Y%m%dT%H%M%SZ)}
 PY=${RSSLAB_FIX_PYTHON:-/usr/bin/python3}   # with the rsslab wheel installed
 LG=$(find_bin rsslab_loadgen loadgen) || exit 2
-CTL=$(find_bin rsslab_ctl control) || exit 2
+CTL=$(find_bin rsslab_ctl ctl) || exit 2
 LIBS=/usr/lib/x86_64-linux-gnu
 MI3=$(mimalloc3_lib)   # pinned in tools/setup/mimalloc3.env
 "$PY" -c "import rsslab" || { echo "service_fix.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }

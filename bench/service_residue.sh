@@ -24,13 +24,13 @@ COLLECT_SERVING=${RSSLAB_RESIDUE_COLLECT_SERVING:-0}
 SCALE=${RSSLAB_FIX_SCALE:-1}
 OUT=${RSSLAB_RESIDUE_OUT:-$ROOT/results/service_residue-$(date -u +%Y%m%dT%H%M%SZ)}
 LG=$(find_bin rsslab_loadgen loadgen) || exit 2
-CTL=$(find_bin rsslab_ctl control) || exit 2
+CTL=$(find_bin rsslab_ctl ctl) || exit 2
 case $CONDITION in e|m) ;; *) echo "service_residue.sh: RSSLAB_RESIDUE_CONDITION must be e or m, got '$CONDITION'" >&2; exit 2 ;; esac
 case $COLLECT_SERVING in 0|1) ;; *) echo "service_residue.sh: RSSLAB_RESIDUE_COLLECT_SERVING must be 0 or 1, got '$COLLECT_SERVING'" >&2; exit 2 ;; esac
 case $WORKERS in ''|*[!0-9]*) echo "service_residue.sh: RSSLAB_RESIDUE_WORKERS must be a whole number, got '$WORKERS'" >&2; exit 2 ;; esac
 [ "$WORKERS" -ge 1 ] && [ "$WORKERS" -le 256 ] || { echo "service_residue.sh: RSSLAB_RESIDUE_WORKERS must be 1..256, got $WORKERS" >&2; exit 2; }
 "$PY" -c "import rsslab" || { echo "service_residue.sh: $PY cannot import rsslab (./rsslab wheel; pip install dist/rsslab-*.whl)" >&2; exit 2; }
-[ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_residue.sh: build //loadgen:rsslab_loadgen //control:rsslab_ctl first" >&2; exit 2; }
+[ -x "$LG" ] && [ -x "$CTL" ] || { echo "service_residue.sh: build //loadgen:rsslab_loadgen //ctl:rsslab_ctl first" >&2; exit 2; }
 mkdir -p "$OUT"
 write_burst_scenario "$OUT/burst.textproto" "$SCALE" service_residue
 exec /usr/bin/python3 - "$ROOT" "$PY" "$LG" "$CTL" "$OUT" "$WORKERS" "$CONDITION" "$COLLECT_SERVING" <<'PYEOF'

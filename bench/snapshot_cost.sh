@@ -18,7 +18,7 @@ ROOT=$PWD
 . "$ROOT/bench/lib.sh"
 BENCH=${BENCH:-$(find_bin snapshot_cost bench)} || exit 1
 SERVER=${SERVER:-$(find_bin rsslab_server server)} || exit 1
-CTL=${CTL:-$(find_bin rsslab_ctl control)} || exit 1
+CTL=${CTL:-$(find_bin rsslab_ctl ctl)} || exit 1
 LOADGEN=${LOADGEN:-$(find_bin rsslab_loadgen loadgen)} || exit 1
 THREADS_LIST=${THREADS_LIST:-"1 64"}
 SNAPSHOTS=${SNAPSHOTS:-200}

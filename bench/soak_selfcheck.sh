@@ -19,7 +19,7 @@ ROOT=$PWD
 . "$ROOT/bench/lib.sh"
 SERVER=$(find_bin rsslab_server server) || exit 1
 LOADGEN=$(find_bin rsslab_loadgen loadgen) || exit 1
-CTL_BIN=$(find_bin rsslab_ctl control) || exit 1
+CTL_BIN=$(find_bin rsslab_ctl ctl) || exit 1
 MINUTES=${MINUTES:-20}
 RATE=${RATE:-300}
 THREADS=${THREADS:-4}

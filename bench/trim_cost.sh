@@ -23,7 +23,7 @@ cd "$(dirname "$(readlink -f "$0")")/.."
 ROOT=$PWD
 . "$ROOT/bench/lib.sh"
 find_run_bins || exit 1
-CTL_BIN=$(find_bin rsslab_ctl control) || exit 1
+CTL_BIN=$(find_bin rsslab_ctl ctl) || exit 1
 RATE=${RATE:-300}
 DURATION=${DURATION:-10s}
 TRIM_EVERY=${TRIM_EVERY:-2}

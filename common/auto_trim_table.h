@@ -1,5 +1,5 @@
 // The one table of automatic-trim modes and knob ranges. rsslab_server's
-// flags (server/server_main.cc, and common/server_flags for the agent and
+// flags (server/run_server.cc, and common/server_flags for the agent and
 // rsslab_run), the Python package's rsslab.auto_trim() and
 // `python -m rsslab run --auto_trim` all read it, so a value is refused with
 // the same bound wherever it comes from; each message names the parameter

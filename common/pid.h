@@ -24,7 +24,7 @@ int PidMax();
 
 // `what` names the input in the error ("--pid", "the ready line's pid").
 // Errors are one line, InvalidArgument, with the input echoed escaped and
-// cut (common/echo.h).
+// cut (common/untrusted_text.h).
 absl::StatusOr<int> ParsePid(absl::string_view text, absl::string_view what);
 
 // The same, with pid_max given (for tests and callers that already read it).

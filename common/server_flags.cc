@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/handler_params.h"
 #include "common/units.h"
 #include "common/auto_trim_table.h"
@@ -38,7 +38,7 @@ ServerFlagRule AutoTrimRule(const AutoTrimKnob& k) {
           std::llround(k.hi * scale)};
 }
 
-// The ranges are the server's own (server/server_main.cc reads them
+// The ranges are the server's own (server/run_server.cc reads them
 // from here); what a request may set is what the agent has always allowed.
 // kDouble ranges are in millionths (settle_fraction: [0, 0.99]).
 const std::vector<ServerFlagRule>& Table() {

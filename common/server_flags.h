@@ -54,7 +54,7 @@ const std::vector<ServerFlagRule>& ServerFlagRules();
 // nullptr for a name the server does not have.
 const ServerFlagRule* FindServerFlag(absl::string_view name);
 // The rule of a flag the server has, for its own range checks
-// (server/server_main.cc); aborts on a name not in the table, a
+// (server/run_server.cc); aborts on a name not in the table, a
 // programming error every test that starts a server catches.
 const ServerFlagRule& ServerFlag(absl::string_view name);
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "google/protobuf/descriptor.h"
 
 namespace rsslab {

@@ -1,6 +1,6 @@
 // A message made fit for JSON output: every string field (nested messages,
 // repeated fields and map entries included) that is not valid UTF-8 gets its
-// bad bytes escaped as \xNN (common/echo.h), so protobuf's JSON printer
+// bad bytes escaped as \xNN (common/untrusted_text.h), so protobuf's JSON printer
 // neither logs "invalid UTF-8" nor writes bytes a JSON reader refuses.
 //
 // Why: strings in rsslab's output come from peers and processes (thread
@@ -19,7 +19,7 @@ namespace rsslab {
 
 // How a string that is not valid UTF-8 is made valid.
 enum class Utf8Fix {
-  kEscape,       // bad bytes as \xNN, control bytes escaped (common/echo.h's Echo)
+  kEscape,       // bad bytes as \xNN, control bytes escaped (common/untrusted_text.h's Echo)
   kReplacement,  // bad bytes as U+FFFD, the rest kept (ValidUtf8): for a report
                  // whose text printer escapes what it prints anyway
 };

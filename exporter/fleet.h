@@ -1,6 +1,6 @@
 // One scrape target for every worker of every registered service on this
 // host: rsslab_exporter's scrape. Each scrape lists the registry again
-// (control/registry.h, ListAll: only entries the exporter's own user, or a
+// (registry/registry.h, ListAll: only entries the exporter's own user, or a
 // user named with --as_user, owns), adds each worker's master (its parent,
 // when that runs the same program as the worker and is trusted too), reads
 // every process from /proc (common/procfs) and asks each worker's Control
@@ -26,8 +26,8 @@
 #include "absl/time/time.h"
 #include "common/auth.h"
 #include "common/metrics/exposition.h"
-#include "control/registry.h"
 #include "exporter/recycling.h"
+#include "registry/registry.h"
 #include "proto/control.grpc.pb.h"
 #include "proto/snapshot.pb.h"
 

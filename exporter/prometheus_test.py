@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
 from package_tree import check  # noqa: E402
 EXPORTER = os.path.join(WS, "exporter/rsslab_exporter")
-CTL = os.path.join(WS, "control/rsslab_ctl")
+CTL = os.path.join(WS, "ctl/rsslab_ctl")
 PY = "/usr/bin/python3"
 PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 GRAFANA = os.path.join(WS, "deploy/grafana")

@@ -27,8 +27,8 @@
 #include "common/listen.h"
 #include "common/metrics/http_server.h"
 #include "common/procfs/procfs.h"
-#include "control/registry.h"
-#include "control/registry_flags.h"
+#include "registry/registry.h"
+#include "registry/registry_flags.h"
 #include "exporter/cgroup.h"
 #include "exporter/fleet.h"
 

@@ -9,7 +9,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/flags_parse.h"
 
 ABSL_FLAG(std::vector<std::string>, proto, {},

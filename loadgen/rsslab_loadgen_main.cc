@@ -1,6 +1,6 @@
 // rsslab_loadgen: drives an rsslab_server over gRPC and scripts its phases.
 // A dispatcher: each subcommand has its own entry point and exit status
-// (0 ok, 1 failed, 2 bad input, 130 interrupted; loadgen/results/cli.h).
+// (0 ok, 1 failed, 2 bad input, 130 interrupted; loadgen/results/exit_codes.h).
 //
 //   rsslab_loadgen [run] ...           loadgen/run/run_main.h (a scenario or a sweep)
 //   rsslab_loadgen sweep ...           loadgen/run/sweep_main.h (= --builtin=sweep)
@@ -19,7 +19,7 @@
 #include "agent/log_cap.h"
 #include "common/flags_parse.h"
 #include "loadgen/gate/gate_main.h"
-#include "loadgen/results/cli.h"
+#include "loadgen/results/exit_codes.h"
 #include "loadgen/results/compare_main.h"
 #include "loadgen/results/report_main.h"
 #include "loadgen/run/run_main.h"

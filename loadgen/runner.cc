@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/units.h"
 #include "loadgen/http/http_engine.h"
 #include "loadgen/receive_bound.h"

@@ -24,7 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "control/registry.h"
+#include "registry/registry.h"
 #include "loadgen/engine.h"
 #include "loadgen/http/http_target.h"
 #include "loadgen/results/event_log.h"
@@ -114,7 +114,7 @@ class Runner {
   StepDone WithoutControl(const PlanStep& step, Ctx& ctx);
   StepDone Trim(const PlanStep& step, const Ctx& ctx);
   // One Control service of the run: the --control address, or each live
-  // worker of a service (--control=all:NAME, control/registry.h).
+  // worker of a service (--control=all:NAME, registry/registry.h).
   struct ControlWorker {
     registry::Entry entry;
     std::unique_ptr<rsslab::v1::Control::Stub> stub;

@@ -8,7 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/files.h"
 #include "common/units.h"
 #include "loadgen/flags_check.h"

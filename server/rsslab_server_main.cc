@@ -6,10 +6,10 @@
 // Prints exactly one line on stdout when ready:
 //   rsslab_server ready data=HOST:PORT control=HOST:PORT pid=PID
 // followed by " metrics=HOST:PORT" when --metrics_listen is given. The flags
-// and everything after them are server/server_main.h's.
+// and everything after them are server/run_server.h's.
 
 #include "absl/flags/usage.h"
-#include "server/server_main.h"
+#include "server/run_server.h"
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(

@@ -18,6 +18,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/agent_state.h"
+#include "agent/exit_text.h"
+#include "agent/output_pump.h"
 #include "agent/profiles.h"
 #include "agent/spawn.h"
 #include "gmock/gmock.h"

@@ -366,7 +366,7 @@ TEST(Merge, MemoryIsBoundedByARecordNotTheInputs) {
       "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
       "sys.exit(p.returncode)\n",
       ServerProcess::Runfile("loadgen/rsslab_loadgen"), "merge", "--out=" + out,
-      // The plots and advice (tools/report.py, its own process reading the
+      // The plots and advice (loadgen/results/plots_and_advice.py, its own process reading the
       // output whole) are not the merge: measured apart, so left out here.
       "--report_tool=/bin/true"};
   for (int d = 0; d < 4; ++d) args.push_back(absl::StrCat(base, "/run", d));

@@ -51,7 +51,7 @@ std::map<std::string, Binary> Binaries(const std::string& tag) {
   const std::string logs = Tmp() + "/agent-logs-" + tag;
   return {
       {"server", {Bin("server/rsslab_server"), ServerBase(), ""}},
-      {"ctl", {Bin("control/rsslab_ctl"), {"--control=127.0.0.1:1", "snapshot"}, ""}},
+      {"ctl", {Bin("ctl/rsslab_ctl"), {"--control=127.0.0.1:1", "snapshot"}, ""}},
       {"agent",
        {Bin("agent/rsslab_agent"),
         {"--listen=127.0.0.1:0", "--server_binary=" + Bin("server/rsslab_server"),
@@ -423,7 +423,7 @@ TEST_F(RpcFields, NonUtf8ParamKeysAreInvalidArgumentWithAMessage) {
   EXPECT_LT(server_->Stderr().size(), 2000u) << server_->Stderr();
   // rsslab_ctl pointed at the data port says so plainly.
   ServerProcess::Result r = ServerProcess::Run(
-      Bin("control/rsslab_ctl"), {"--control=" + server_->data_address(), "snapshot"});
+      Bin("ctl/rsslab_ctl"), {"--control=" + server_->data_address(), "snapshot"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_TRUE(absl::StrContains(r.err, "does not serve rsslab's Control service")) << r.err;
 }

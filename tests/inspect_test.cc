@@ -25,13 +25,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_join.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/pid.h"
 #include "common/procfs/procfs.h"
-#include "control/inspect.h"
-#include "control/inspect_cli.h"
-#include "control/inspect_parts.h"
-#include "control/inspect_rules.h"
+#include "ctl/inspect.h"
+#include "ctl/inspect_cli.h"
+#include "ctl/inspect_processes.h"
+#include "ctl/inspect_rules.h"
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "proto/inspect.pb.h"
@@ -69,7 +69,7 @@ std::unique_ptr<ServerProcess> StartTarget(std::vector<std::string> argv,
 
 std::string Helper() { return ServerProcess::Runfile("tests/inspect/threads_target"); }
 std::string AsyncioScript() { return ServerProcess::Runfile("tests/inspect/asyncio_target.py"); }
-std::string Ctl() { return ServerProcess::Runfile("control/rsslab_ctl"); }
+std::string Ctl() { return ServerProcess::Runfile("ctl/rsslab_ctl"); }
 
 // The batch window for the tests: wider than the default 50 ms, because a
 // pool's threads start further apart on a loaded machine (load average 80
@@ -573,7 +573,7 @@ TEST(InspectTest, RsslabPackageAndItsControlAddress) {
     EXPECT_TRUE(absl::StrContains(r.rsslab_control_note(), "owned by uid 65534")) << r.rsslab_control_note();
     ASSERT_EQ(chown(file.c_str(), 0, 0), 0);
   }
-  // Nor one that is not in the entry format (control/registry.h).
+  // Nor one that is not in the entry format (registry/registry.h).
   {
     std::ofstream out(file, std::ios::trunc);
     out << "127.0.0.1:99999\n";

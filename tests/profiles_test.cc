@@ -17,7 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/profiles.h"
-#include "agent/spawn.h"
+#include "agent/verify_launch.h"
 #include "common/deps_env.h"
 #include "grpcpp/grpcpp.h"
 #include "gmock/gmock.h"

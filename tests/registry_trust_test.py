@@ -34,7 +34,7 @@ import tempfile
 import time
 
 WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
-CTL = os.path.join(WS, "control/rsslab_ctl")
+CTL = os.path.join(WS, "ctl/rsslab_ctl")
 LOADGEN = os.path.join(WS, "loadgen/rsslab_loadgen")
 PY = "/usr/bin/python3"
 TOKEN = "registry-trust-test-token-5f1d"

@@ -147,7 +147,7 @@ TEST(SecurityTest, TokenRequiredAndNothingChangesWithoutIt) {
   EXPECT_TRUE(load_ok->Handle(&ctx2, rsslab::v1::HandleRequest(), &hr).ok());
 
   // rsslab_ctl sends the token from --auth_token_file.
-  std::string ctl = ServerProcess::Runfile("control/rsslab_ctl");
+  std::string ctl = ServerProcess::Runfile("ctl/rsslab_ctl");
   auto r = ServerProcess::Run(ctl, {"--control=" + target, "snapshot"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.err, "UNAUTHENTICATED")) << r.err;

@@ -36,7 +36,7 @@ using ::rsslab::testing::ServerProcess;
 constexpr int64_t kMiB = 1 << 20;
 
 std::string ServerBinary() { return ServerProcess::Runfile("server/rsslab_server"); }
-std::string CtlBinary() { return ServerProcess::Runfile("control/rsslab_ctl"); }
+std::string CtlBinary() { return ServerProcess::Runfile("ctl/rsslab_ctl"); }
 std::string TestHandler() { return ServerProcess::Runfile("tests/handlers/test_handler.py"); }
 
 std::vector<std::string> ListDir(const std::string& dir) {

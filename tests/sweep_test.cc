@@ -1,7 +1,7 @@
 // Sweeps end to end: a real rsslab_agent on loopback launches real servers
 // for a real rsslab_loadgen. A tiny matrix yields a complete table and both
 // PNGs; `rsslab_loadgen report` rebuilds the same table from events.jsonl
-// alone, and tools/report.py's advice quotes the loadgen's cells.json; a cell whose server crashes mid-run or fails to
+// alone, and loadgen/results/plots_and_advice.py's advice quotes the loadgen's cells.json; a cell whose server crashes mid-run or fails to
 // start is recorded with its exit and log tail while the other cells run.
 #include <dirent.h>
 #include <fcntl.h>
@@ -24,6 +24,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "agent/exit_text.h"
+#include "agent/output_pump.h"
 #include "agent/profiles.h"
 #include "agent/spawn.h"
 #include "gmock/gmock.h"
@@ -136,7 +138,7 @@ std::string TinyScenario(const std::string& sweep) {
 
 ServerProcess::Result Loadgen(const std::vector<std::string>& args) {
   std::vector<std::string> a = args;
-  a.push_back("--report_tool=" + ServerProcess::Runfile("tools/report.py"));
+  a.push_back("--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py"));
   a.push_back("--progress=lines");
   return ServerProcess::Run(ServerProcess::Runfile("loadgen/rsslab_loadgen"), a, {},
                             absl::Seconds(120));
@@ -241,7 +243,7 @@ TEST(SweepTest, TinySweepYieldsCompleteTablePlotsAndTheSameTableFromEvents) {
   ExpectPng(out + "/rss_under_load.png");
   ExpectPng(out + "/rss_after_shrink.png");
 
-  // The aggregate as data: every cell and row of the table, and report.py's
+  // The aggregate as data: every cell and row of the table, and plots_and_advice.py's
   // advice quotes its numbers (the leanest under load at 2 threads).
   const std::string cells = ReadFile(out + "/cells.json");
   for (const std::string& k : keys) {
@@ -257,7 +259,7 @@ TEST(SweepTest, TinySweepYieldsCompleteTablePlotsAndTheSameTableFromEvents) {
               g2 == j2 ? HasSubstr("** " + g2)
                        : HasSubstr("| 2 | **" + rows[lean][0] + "** " +
                                    rows[lean][col("under_load_mib_median")]));
-  ServerProcess::Result py = Python({ServerProcess::Runfile("tools/report.py"), out});
+  ServerProcess::Result py = Python({ServerProcess::Runfile("loadgen/results/plots_and_advice.py"), out});
   ASSERT_EQ(py.exit_code, 0) << py.err;
 
   // So does `rsslab_loadgen report`, after the summaries are gone.
@@ -390,7 +392,7 @@ TEST(SweepTest, KilledSweepResumesWithoutRerunningFinishedCells) {
   const std::string out = Tmp("resume-run");
   const std::vector<std::string> args = {
       "--scenario=" + scenario, "--agent=" + agent.address(), "--out=" + out,
-      "--report_tool=" + ServerProcess::Runfile("tools/report.py"), "--progress=lines"};
+      "--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py"), "--progress=lines"};
 
   // The first run, killed as soon as one cell has its result.
   launch::SpawnOptions so;
@@ -480,7 +482,7 @@ TEST(SweepTest, KilledSweepResumesWithoutRerunningFinishedCells) {
   for (const auto& [cell, n] : results) EXPECT_EQ(n, 1) << cell;
   EXPECT_TRUE(ev.back().has_footer() && ev.back().footer().completed());
 
-  // The table is complete, from all records; report.py reads it.
+  // The table is complete, from all records; plots_and_advice.py reads it.
   const std::string csv = ReadFile(out + "/summary.csv");
   auto rows = Csv(csv);
   ASSERT_EQ(rows.size(), 5u) << csv;
@@ -492,7 +494,7 @@ TEST(SweepTest, KilledSweepResumesWithoutRerunningFinishedCells) {
   }
   EXPECT_THAT(ReadFile(out + "/summary.md"), HasSubstr("Status: **completed**"));
   EXPECT_THAT(ReadFile(out + "/cells.json"), HasSubstr("\"complete\": true"));
-  ServerProcess::Result py = Python({ServerProcess::Runfile("tools/report.py"), out});
+  ServerProcess::Result py = Python({ServerProcess::Runfile("loadgen/results/plots_and_advice.py"), out});
   ASSERT_EQ(py.exit_code, 0) << py.err;
 }
 
@@ -517,7 +519,7 @@ TEST(SweepTest, TwoAgentsShareTheCellsAndALostAgentsCellRunsElsewhere) {
   launch::SpawnOptions so;
   so.binary = ServerProcess::Runfile("loadgen/rsslab_loadgen");
   so.args = {"--scenario=" + scenario, "--agent=" + a.address() + "," + b.address(),
-             "--out=" + out, "--report_tool=" + ServerProcess::Runfile("tools/report.py"),
+             "--out=" + out, "--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py"),
              "--progress=lines"};
   so.env = profiles::EnvStrings(profiles::CurrentEnviron());
   so.new_process_group = false;
@@ -620,7 +622,7 @@ TEST(SweepTest, KilledBatchCellResumesInPlaceAndMergesOnce) {
       "--server_binary=" + ServerProcess::Runfile("server/rsslab_server"),
       "--profile_file=" + ServerProcess::Runfile("agent/profiles.textproto"),
       "--handler_dirs=" + DirOf(ServerProcess::Runfile("server/handlers/web_worker.py")),
-      "--report_tool=" + ServerProcess::Runfile("tools/report.py"), "--progress=lines"};
+      "--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py"), "--progress=lines"};
   auto run_cell = [&](const std::string& index) {
     return ServerProcess::Run(ServerProcess::Runfile("loadgen/rsslab_loadgen"), cmd,
                               {{"RSSLAB_TEST_INDEX", index}}, absl::Seconds(120));

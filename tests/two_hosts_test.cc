@@ -27,6 +27,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "agent/profiles.h"
+#include "agent/output_pump.h"
 #include "agent/spawn.h"
 #include "gtest/gtest.h"
 #include "tests/server_process.h"

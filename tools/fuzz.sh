@@ -35,10 +35,10 @@ GEN=("$WORK/gen/proto/snapshot.pb.cc" "$WORK/gen/proto/control.pb.cc" "$WORK/gen
 declare -A SRCS=(
   [procfs]="common/procfs/procfs.cc"
   [malloc_info]="memory/alloc/malloc_info.cc"
-  [scenario]="loadgen/scenario.cc loadgen/plan.cc loadgen/results/event_log.cc loadgen/flags_check.cc common/phase.cc common/files.cc common/units.cc common/echo.cc common/utf8_message.cc"
+  [scenario]="loadgen/scenario.cc loadgen/plan.cc loadgen/results/event_log.cc loadgen/flags_check.cc common/phase.cc common/files.cc common/units.cc common/untrusted_text.cc common/utf8_message.cc"
   [profiles]="agent/profiles.cc common/deps_env.cc common/procfs/procfs.cc common/files.cc common/shipped.cc"
-  [request_params]="server/python/knobs.cc common/echo.cc"
-  [agents_file]="loadgen/sweep/agents_list.cc common/echo.cc common/files.cc"
+  [request_params]="server/python/knobs.cc common/untrusted_text.cc"
+  [agents_file]="loadgen/sweep/agents_list.cc common/untrusted_text.cc common/files.cc"
 )
 declare -A SEEDS=(
   [procfs]="common/procfs/testdata"

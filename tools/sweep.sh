@@ -90,7 +90,7 @@ START=$(date +%s)
 echo "sweep: agent $AGENT; profiles $PROFILES; threads $THREADS; repeats $REPEATS; scale $SCALE" >&2
 status=0
 "$BIN/rsslab_loadgen" "${LOADGEN_MATRIX[@]}" --agent="$AGENT" --out="$OUT/run" \
-  --report_tool="$ROOT/tools/report.py" --progress=lines "$@" || status=$?
+  --report_tool="$ROOT/loadgen/results/plots_and_advice.py" --progress=lines "$@" || status=$?
 cleanup
 AGENT_PID=""
 
@@ -101,5 +101,5 @@ echo "  table:  $OUT/run/summary.md  (and summary.csv; rebuild: $BIN/rsslab_load
 for p in rss_under_load rss_after_shrink; do
   if [ -f "$OUT/run/$p.png" ]; then echo "  plot:   $OUT/run/$p.png"; fi
 done
-[ -f "$OUT/run/rss_under_load.png" ] || echo "  plots:  /usr/bin/python3 $ROOT/tools/report.py $OUT/run  (needs python3-matplotlib)"
+[ -f "$OUT/run/rss_under_load.png" ] || echo "  plots:  /usr/bin/python3 $ROOT/loadgen/results/plots_and_advice.py $OUT/run  (needs python3-matplotlib)"
 exit "$status"

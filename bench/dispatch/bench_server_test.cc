@@ -50,7 +50,7 @@ TEST(BenchServerTest, DispatchSkipsPythonOnlyInBenchmarkModes) {
 
     // rsslab_ctl says loudly when the handler is not called.
     ServerProcess::Result ctl = ServerProcess::Run(
-        ServerProcess::Runfile("control/rsslab_ctl"),
+        ServerProcess::Runfile("ctl/rsslab_ctl"),
         {"--control=" + (*server)->control_address(), "snapshot"});
     EXPECT_EQ(ctl.exit_code, 0) << ctl.err;
     EXPECT_EQ(absl::StrContains(ctl.out, "benchmark mode: the handler is not called"),

@@ -1,6 +1,6 @@
 // rsslab_bench_server: rsslab_server with one more flag, --dispatch, for
 // bench/dispatch_cost.sh; never for serving. Every other flag, the ready
-// line and the shutdown are rsslab_server's (server/server_main.h).
+// line and the shutdown are rsslab_server's (server/run_server.h).
 //
 //   rsslab_bench_server --dispatch=pool --threads=4 --listen=127.0.0.1:0 --control_listen=127.0.0.1:0
 //
@@ -12,7 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "bench/dispatch/bench_dispatch.h"
-#include "server/server_main.h"
+#include "server/run_server.h"
 
 ABSL_FLAG(std::string, dispatch, "python",
           "python runs the handler (the product); pool answers on a worker without entering "

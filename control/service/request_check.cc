@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/host_info.h"
 #include "common/phase.h"
 #include "common/units.h"

@@ -14,7 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "agent/commands.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/procfs/procfs.h"
 
 namespace rsslab {

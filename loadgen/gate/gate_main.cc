@@ -22,7 +22,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "agent/spawn.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/files.h"
 #include "loadgen/gate/gate.h"
 #include "loadgen/gate/gate_report.h"

@@ -21,7 +21,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "loadgen/results/histogram.h"
 #include "loadgen/step_counts.h"
 

@@ -246,7 +246,7 @@ absl::StatusOr<CompareResult> Compare(const CompareSide& base, const CompareSide
 
 std::string CompareText(const CompareResult& r);
 std::string CompareMarkdown(const CompareResult& r);
-// One JSON object (also what tools/report.py --compare plots).
+// One JSON object (also what loadgen/results/plots_and_advice.py --compare plots).
 std::string CompareJson(const CompareResult& r);
 
 }  // namespace rsslab

@@ -17,7 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/files.h"
 #include "loadgen/results/compare.h"
 #include "loadgen/results/report_main.h"  // --report_tool

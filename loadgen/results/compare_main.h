@@ -17,7 +17,7 @@ int CompareMain(const std::vector<std::string>& dirs, const std::vector<std::str
 
 struct CompareResult;
 
-// The base-vs-new plot of `r` (tools/report.py --compare, matplotlib) into
+// The base-vs-new plot of `r` (loadgen/results/plots_and_advice.py --compare, matplotlib) into
 // `png`; false, after one line on stderr, when none was written.
 bool PlotCompare(const CompareResult& r, const std::string& png);
 

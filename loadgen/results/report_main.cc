@@ -4,8 +4,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "common/echo.h"
-#include "loadgen/results/cli.h"
+#include "common/untrusted_text.h"
+#include "loadgen/results/exit_codes.h"
 #include "loadgen/results/event_log.h"
 #include "loadgen/results/report_tool.h"
 #include "loadgen/results/summary.h"
@@ -13,7 +13,7 @@
 #include "loadgen/results/sweep_summary.h"
 
 ABSL_FLAG(std::string, report_tool, "",
-          "Sweeps: tools/report.py to run at the end (default: found next to this binary).");
+          "Sweeps: loadgen/results/plots_and_advice.py to run at the end (default: found next to this binary).");
 
 namespace rsslab {
 namespace {

@@ -31,7 +31,7 @@ std::string Quote(const std::string& s) {
 
 std::string FindReportTool() {
   if (const char* env = getenv("RSSLAB_REPORT_TOOL"); env != nullptr && *env) return env;
-  return FindShipped("tools/report.py");
+  return FindShipped("loadgen/results/plots_and_advice.py");
 }
 
 absl::Status RunReportTool(const std::string& tool, const std::string& run_dir,
@@ -45,10 +45,10 @@ absl::Status RunReportToolArgs(const std::string& tool, const std::vector<std::s
   for (const std::string& a : args) absl::StrAppend(&quoted, " ", Quote(a));
   const std::string later = absl::StrFormat(
       "plots skipped; install python3-matplotlib and run: /usr/bin/python3 %s%s",
-      tool.empty() ? "tools/report.py" : tool, quoted);
+      tool.empty() ? "loadgen/results/plots_and_advice.py" : tool, quoted);
   if (tool.empty()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("tools/report.py not found next to the loadgen; ", later));
+        absl::StrCat("loadgen/results/plots_and_advice.py not found next to the loadgen; ", later));
   }
   // Debian's interpreter first: python3-matplotlib is installed for it, and
   // a python3 earlier in PATH (pyenv, a venv) usually lacks it.

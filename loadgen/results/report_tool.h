@@ -1,4 +1,4 @@
-// tools/report.py (plots and the "What to do" section) run on a run
+// loadgen/results/plots_and_advice.py (plots and the "What to do" section) run on a run
 // directory at the end of a sweep or soak, and by `rsslab_loadgen report`.
 //
 //   std::string out;
@@ -15,7 +15,7 @@
 
 namespace rsslab {
 
-// tools/report.py (plots + "What to do"): where to find it next to this
+// loadgen/results/plots_and_advice.py (plots + "What to do"): where to find it next to this
 // binary (bin/../tools, or the Bazel runfiles tree), "" if nowhere.
 std::string FindReportTool();
 // Runs `python3 TOOL RUN_DIR` when python3 and matplotlib are there;

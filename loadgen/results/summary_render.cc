@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "absl/time/time.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/files.h"
 #include "common/phase.h"
 #include "loadgen/results/fill_check.h"

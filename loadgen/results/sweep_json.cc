@@ -1,5 +1,5 @@
 // cells.json (proto/sweep_table.proto): the sweep summary as data, for
-// tools/report.py and anything else that reads a sweep's aggregate.
+// loadgen/results/plots_and_advice.py and anything else that reads a sweep's aggregate.
 #include <google/protobuf/util/json_util.h>
 
 #include "absl/strings/str_cat.h"

@@ -12,7 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/files.h"
 #include "loadgen/results/fill_check.h"
 #include "memory/alloc/version.h"
@@ -671,7 +671,7 @@ std::string SweepMarkdown(const SweepSummary& s, const std::string& run_dir) {
   md += MarkdownCells(s);
   md += MarkdownAttemptsAndFailures(s);
   absl::StrAppend(&md,
-                  "\nPlots and the \"What to do\" section: `tools/report.py ",
+                  "\nPlots and the \"What to do\" section: `loadgen/results/plots_and_advice.py ",
                   run_dir, "`\n");
   return md;
 }

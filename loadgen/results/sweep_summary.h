@@ -4,7 +4,7 @@
 // fill-phase QPS and p99; the memory measures whose repeats spread too far
 // to trust (kSpreadLimit), and the trim goal (kTrimGoalRatio). Built
 // from events.jsonl alone, so `rsslab_loadgen report RUN_DIR` and
-// tools/report.py rebuild it exactly.
+// loadgen/results/plots_and_advice.py rebuild it exactly.
 //
 //   int skipped = 0;
 //   auto events = rsslab::ReadEvents(run_dir, &skipped);

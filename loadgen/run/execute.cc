@@ -10,7 +10,7 @@
 #include "absl/flags/flag.h"
 #include "absl/time/clock.h"
 #include "loadgen/call_flags.h"
-#include "loadgen/results/cli.h"
+#include "loadgen/results/exit_codes.h"
 #include "loadgen/run/run_flags.h"
 #include "loadgen/runner.h"
 #include "loadgen/sweep/sweep.h"

@@ -13,7 +13,7 @@
 #include "agent/profiles.h"
 #include "common/host_info.h"
 #include "common/shipped.h"
-#include "loadgen/results/cli.h"
+#include "loadgen/results/exit_codes.h"
 #include "loadgen/run/run_flags.h"
 #include "loadgen/sweep/sweep_flags.h"
 

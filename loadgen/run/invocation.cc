@@ -15,7 +15,7 @@
 #include "agent/stop_outcome.h"
 #include "common/handler_params.h"
 #include "common/metrics/http_server.h"
-#include "control/registry_flags.h"
+#include "registry/registry_flags.h"
 #include "loadgen/flags_check.h"
 #include "loadgen/http/http_flags.h"
 #include "loadgen/results/cells.h"

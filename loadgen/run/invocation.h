@@ -17,7 +17,7 @@
 #include "agent/command_flags.h"
 #include "common/auth.h"
 #include "common/host_info.h"
-#include "control/registry.h"
+#include "registry/registry.h"
 #include "loadgen/call_flags.h"
 #include "loadgen/http/http_target.h"
 #include "loadgen/plan.h"

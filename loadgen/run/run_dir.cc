@@ -20,7 +20,7 @@
 #include "common/files.h"
 #include "common/host_info.h"
 #include "loadgen/results/cells.h"
-#include "loadgen/results/cli.h"
+#include "loadgen/results/exit_codes.h"
 #include "loadgen/run/run_flags.h"
 #include "loadgen/sweep/cell_host.h"
 #include "loadgen/sweep/resume_identity.h"

@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "loadgen/engine.h"
 #include "loadgen/results/cells.h"
-#include "loadgen/results/cli.h"
+#include "loadgen/results/exit_codes.h"
 #include "loadgen/run/execute.h"
 #include "loadgen/run/finish.h"
 #include "loadgen/run/hosts.h"

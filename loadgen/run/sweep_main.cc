@@ -4,7 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_format.h"
-#include "loadgen/results/cli.h"
+#include "loadgen/results/exit_codes.h"
 #include "loadgen/run/run_main.h"
 #include "loadgen/run/run_flags.h"
 

@@ -6,7 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "loadgen/results/cells.h"
-#include "loadgen/results/cli.h"
+#include "loadgen/results/exit_codes.h"
 #include "loadgen/results/report_main.h"
 #include "loadgen/results/sweep_summary.h"
 #include "loadgen/sweep/merge.h"

@@ -17,7 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "agent/stop_outcome.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 
 namespace rsslab {
 namespace {
@@ -34,7 +34,7 @@ std::vector<std::string> SplitList(const std::string& s) {
 }
 
 // A peer's message (the agent's, gRPC's) as one printable line: its first
-// line, escaped (common/echo.h).
+// line, escaped (common/untrusted_text.h).
 std::string FirstLine(absl::string_view s) { return Echo(s.substr(0, s.find('\n')), 1024); }
 
 // How one attempt at a cell went.

@@ -12,7 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/credentials.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "common/listen.h"
 #include "common/metrics/exposition.h"
 #include "common/metrics/http_server.h"
@@ -33,7 +33,7 @@ namespace {
 PyObject* g_phase_hook = nullptr;  // GIL held to touch
 
 // A callback's exception text goes back to a client that may print it:
-// escaped (common/echo.h) and at most this long, the prefix included.
+// escaped (common/untrusted_text.h) and at most this long, the prefix included.
 constexpr size_t kMaxCallbackMessageBytes = 1024;
 
 std::string BoundedCallbackMessage(absl::string_view prefix, absl::string_view text) {
@@ -50,7 +50,7 @@ std::string BoundedCallbackMessage(absl::string_view prefix, absl::string_view t
 }
 
 // The Python exception as a status: TimeoutError (the callback did not
-// return within the Python deadline: rsslab/__init__.py runs it on a thread
+// return within the Python deadline: rsslab/_callbacks.py runs it on a thread
 // of its own) DEADLINE_EXCEEDED; anything else the service's callback
 // raised is FAILED_PRECONDITION naming it. (A phase with no callback is not
 // an error: the answer's no_callback says so.)

@@ -4,7 +4,7 @@
 // owns the package's process-wide state (the trimmer over the tracked
 // threads, the automatic trim thread, the request counter).
 //
-// Python never calls this module directly; rsslab/__init__.py validates the
+// Python never calls this module directly; the rsslab package validates the
 // arguments and calls it:
 //   from rsslab import _rsslab as n
 //   n.release(0, 2.0)            # TrimResult as a dict, GIL released
@@ -29,7 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/phase.h"
@@ -458,7 +458,7 @@ PYBIND11_MODULE(_rsslab, m) {
   m.def("allocator", &AllocatorInfo);
   m.def("is_allocator_variable", &IsAllocatorVariable);
   // Text the package did not write (a callback's exception), escaped and cut
-  // as everything rsslab echoes (common/echo.h).
+  // as everything rsslab echoes (common/untrusted_text.h).
   m.def("echo", [](const std::string& text, size_t max_bytes) { return Echo(text, max_bytes); });
   m.def("release", &Release);
   BindTables(m);

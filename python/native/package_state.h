@@ -80,7 +80,7 @@ class PackageState : private ControlHost {
   void StopAutoTrim();
   pybind11::dict AutoTrimInfo();  // GIL held
 
-  // GIL held. hook(gc: bool) -> dict (see rsslab/__init__.py, _snapshot_part).
+  // GIL held. hook(gc: bool) -> dict (see rsslab/_phases.py, _snapshot_part).
   void SetSnapshotHook(PyObject* hook);
   // Stops the native threads; GIL not held. Then ClearHooks() with the GIL.
   void Shutdown();

@@ -14,7 +14,7 @@ removed at stop while it still holds this address. Its lines: HOST:PORT,
 service=NAME, pid=PID, start=TICKS (/proc/self/stat field 22), and
 metrics=HOST:PORT with serve(metrics=...), so that every
 worker of a pre-fork service is found by its name (`rsslab_ctl
---control=all:NAME`) and a reader can tell a reused pid (control/registry.h).
+--control=all:NAME`) and a reader can tell a reused pid (registry/registry.h).
 """
 
 import importlib
@@ -23,6 +23,8 @@ import sys
 
 from . import _rsslab as _native
 
+_control_address = ""  # control_address(): set once serve() has bound and published
+_metrics_address = ""
 _addr_file = None
 _addr_pid = 0  # the process that wrote _addr_file: only it removes it
 _address = None
@@ -111,7 +113,7 @@ def _publish(address, name):
         with os.fdopen(fd, "w") as f:
             f.write("%s\nservice=%s\npid=%d\nstart=%d\n"
                     % (address, name, os.getpid(), _start_ticks()))
-            f.write("metrics=%s\n" % sys.modules["rsslab"]._metrics_address if sys.modules["rsslab"]._metrics_address else "")
+            f.write("metrics=%s\n" % _metrics_address if _metrics_address else "")
         os.replace(tmp, final)
         tmp = None
         _addr_file = final
@@ -289,8 +291,7 @@ def _check_server_addresses(server_port, token):
 
 
 def serve(control, metrics, token_file, transport="auto", server=None, name=None):
-    global _address, _transport, _service
-    import rsslab
+    global _address, _transport, _service, _control_address, _metrics_address
     name = _check_name(name)
     if not isinstance(control, str) or ":" not in control:
         raise ValueError("serve(control=) must be 'host:port' (port 0 = any free one), got %r"
@@ -322,12 +323,12 @@ def serve(control, metrics, token_file, transport="auto", server=None, name=None
     _address, _transport = address, chosen
     if metrics is not None:
         try:
-            rsslab._metrics_address = _native.serve_metrics(metrics)
+            _metrics_address = _native.serve_metrics(metrics)
         except ValueError:
             _unbind(_transport)
             _address, _transport = None, ""
             raise
-    rsslab._control_address = address
+    _control_address = address
     _service = name
     _publish(address, name)
     return address
@@ -337,6 +338,14 @@ def transport():
     return _transport
 
 
+def control_address():
+    return _control_address
+
+
+def metrics_address():
+    return _metrics_address
+
+
 def service_name():
     return _service
 
@@ -344,7 +353,9 @@ def service_name():
 def after_fork_in_child():
     """The parent's Control and address file are the parent's alone."""
     global _address, _addr_file, _addr_pid, _transport, _forked_after_grpc
+    global _control_address, _metrics_address
     _address, _addr_file, _addr_pid, _transport = None, None, 0, ""
+    _control_address = _metrics_address = ""
     _forked_after_grpc = _forked_after_grpc or _grpc_started
     module = sys.modules.get(_MODULES["grpcio"])
     if module is not None:
@@ -352,7 +363,8 @@ def after_fork_in_child():
 
 
 def stop():
-    global _address, _addr_file, _transport
+    global _address, _addr_file, _transport, _control_address, _metrics_address
+    _control_address = _metrics_address = ""
     if _address is None:
         return
     _unbind(_transport)

@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
 from package_tree import check  # noqa: E402
 
-CTL = os.path.join(WS, "control/rsslab_ctl")
+CTL = os.path.join(WS, "ctl/rsslab_ctl")
 SERVER = os.path.join(WS, "server/rsslab_server")
 HANDLER = os.path.join(WS, "tests/handlers/test_handler.py")
 WORKERS = 2

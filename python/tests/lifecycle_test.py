@@ -41,7 +41,7 @@ TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
 sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
 from package_tree import check  # noqa: E402
-CTL = os.path.join(WS, "control/rsslab_ctl")
+CTL = os.path.join(WS, "ctl/rsslab_ctl")
 PY = "/usr/bin/python3"
 
 

@@ -42,7 +42,7 @@ import time
 WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
 TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
 LOADGEN = os.path.join(WS, "loadgen/rsslab_loadgen")
-CTL = os.path.join(WS, "control/rsslab_ctl")
+CTL = os.path.join(WS, "ctl/rsslab_ctl")
 HANDLER = os.path.join(WS, "server/handlers/web_worker.py")
 PEER = os.path.join(WS, "bench/peer")
 SERVICE = os.path.join(WS, "python/tests/grpc_service.py")

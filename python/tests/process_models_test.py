@@ -10,7 +10,7 @@ answers a snapshot and `rsslab_ctl trim` reaches every thread it tracks:
   threads, `track_all()` and `serve()` in `post_fork`;
 - gRPC's multiprocessing pattern: grpc imported, 2 workers forked, each its
   own `grpc.server` on one `SO_REUSEPORT` port and its own Control;
-- for both, the service by its name (the registry, control/registry.h):
+- for both, the service by its name (the registry, registry/registry.h):
   `rsslab_ctl --control=all:NAME` lists both workers, a snapshot and a trim
   reach each (its own pid and figures), a SIGKILLed worker's entry is found
   stale, removed and not used; for gRPC also a stopped worker failing the
@@ -47,7 +47,7 @@ TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
 sys.path.insert(0, os.path.join(WS, "python/tests"))
 import package_tree  # noqa: E402
 from package_tree import check  # noqa: E402
-CTL = os.path.join(WS, "control/rsslab_ctl")
+CTL = os.path.join(WS, "ctl/rsslab_ctl")
 LOADGEN = os.path.join(WS, "loadgen/rsslab_loadgen")
 PY = "/usr/bin/python3"
 

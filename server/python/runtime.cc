@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/echo.h"
+#include "common/untrusted_text.h"
 
 namespace rsslab {
 namespace {

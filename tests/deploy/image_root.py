@@ -1,9 +1,11 @@
 """An /opt/rsslab tree like the image's, built from this test's runfiles.
 
 deploy/k8s/Dockerfile installs bin/rsslab_loadgen, bin/rsslab_server,
-agent/profiles.textproto, server/handlers, tools/report.py,
-tools/setup/mimalloc3.env and .deps/mimalloc3 under /opt/rsslab (DEST_DIRS:
-k8s_sim_test checks them against the Dockerfile's cp lines). The batch tests lay out the same tree under a temporary root and
+agent/profiles.textproto, server/handlers,
+loadgen/results/plots_and_advice.py, tools/setup/mimalloc3.env and
+.deps/mimalloc3 under /opt/rsslab (DEST_DIRS: k8s_sim_test checks them
+against the Dockerfile's cp lines). The batch tests lay out the same tree
+under a temporary root and
 run the shipped commands with their absolute paths moved under that root
 (reroot), so the command that runs is the one in the manifest or script.
 """
@@ -20,7 +22,7 @@ def runfile(rel):
 
 
 # Every directory the Dockerfile copies into, relative to /opt/rsslab.
-DEST_DIRS = ["bin", "agent", "server", "tools", "tools/setup", ".deps"]
+DEST_DIRS = ["bin", "agent", "server", "loadgen/results", "tools/setup", ".deps"]
 
 
 def make(root):
@@ -28,13 +30,13 @@ def make(root):
     opt = os.path.join(root, "opt", "rsslab")
     os.makedirs(os.path.join(opt, "bin"), exist_ok=True)
     os.makedirs(os.path.join(opt, "agent"), exist_ok=True)
-    os.makedirs(os.path.join(opt, "tools"), exist_ok=True)
+    os.makedirs(os.path.join(opt, "loadgen", "results"), exist_ok=True)
     # Copies, not links: the binaries find profiles and handlers beside
     # their own real path, as in the image.
     for b in ("loadgen/rsslab_loadgen", "server/rsslab_server"):
         shutil.copy(runfile(b), os.path.join(opt, "bin"))
     shutil.copy(runfile("agent/profiles.textproto"), os.path.join(opt, "agent"))
-    shutil.copy(runfile("tools/report.py"), os.path.join(opt, "tools"))
+    shutil.copy(runfile("loadgen/results/plots_and_advice.py"), os.path.join(opt, "loadgen", "results"))
     handlers = os.path.dirname(os.path.realpath(runfile("server/handlers/web_worker.py")))
     shutil.copytree(handlers, os.path.join(opt, "server", "handlers"), dirs_exist_ok=True)
     # mimalloc 3 as ./rsslab setup unpacked it, and the file that names it.
@@ -93,7 +95,7 @@ def check_complete_merge(merged, cells, tools_report):
     md = open(os.path.join(merged, "summary.md")).read()
     assert "INCOMPLETE" not in md, md[:2000]
     assert "Status: **completed**" in md, md[:2000]
-    assert "## What to do" in md, "report.py did not run on the merge"
+    assert "## What to do" in md, "plots_and_advice.py did not run on the merge"
     results = []
     with open(os.path.join(merged, "events.jsonl")) as f:
         for line in f:
@@ -105,7 +107,7 @@ def check_complete_merge(merged, cells, tools_report):
     for e in results:
         host = e["cell_result"].get("host", {})
         assert host.get("hostname") and host.get("kernel") and host.get("cpus"), e
-    # The aggregate as data beside the table: every cell, and report.py
+    # The aggregate as data beside the table: every cell, and plots_and_advice.py
     # (which only reads it) runs again on it.
     table = json.load(open(os.path.join(merged, "cells.json")))
     assert len(table["cells"]) == cells and table["complete"], table.get("incomplete_line")

@@ -168,7 +168,7 @@ def main():
         assert code == 0, "merge: exit %d\n%s\n%s" % (code, out, err)
     print(out)
     results = image_root.check_complete_merge(root + "/results/merged", total,
-                                              image_root.runfile("tools/report.py"))
+                                              image_root.runfile("loadgen/results/plots_and_advice.py"))
     # Cell 0: the killed attempt (kept, does not count), then the resumed one.
     cell0 = [e for e in results if e.get("cell_index", 0) == 0]
     assert len(cell0) == 2, cell0

@@ -238,7 +238,7 @@ def main():
         assert outs, "the merge job left no output: %s" % os.listdir(shared)
         print(open(os.path.join(shared, outs[-1])).read())
         results = image_root.check_complete_merge(merged, total,
-                                                  image_root.runfile("tools/report.py"))
+                                                  image_root.runfile("loadgen/results/plots_and_advice.py"))
         # The cancelled attempt is kept (two attempts of one cell), the
         # requeued one counts.
         attempts = {}

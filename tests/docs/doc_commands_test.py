@@ -153,7 +153,7 @@ def layout():
     for d in ("bin", "tests/anysvc", "agent", "venv/bin", "tools", "server"):
         os.makedirs(os.path.join(repo, d))
     os.symlink(os.path.join(WS, "server/handlers"), os.path.join(repo, "server/handlers"))
-    for b in ("loadgen/rsslab_loadgen", "control/rsslab_ctl", "server/rsslab_server",
+    for b in ("loadgen/rsslab_loadgen", "ctl/rsslab_ctl", "server/rsslab_server",
               "agent/rsslab_agent", "agent/rsslab_agent_ctl", "agent/rsslab_run"):
         os.symlink(os.path.join(WS, b), os.path.join(repo, "bin", os.path.basename(b)))
     for f in ("tests/anysvc/shop_service.py", "tests/anysvc/shop.proto", "agent/profiles.textproto",

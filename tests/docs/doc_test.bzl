@@ -13,7 +13,7 @@ def doc_commands_test(name, doc, heading = None, size = "medium", tags = []):
             "//agent:rsslab_agent",
             "//agent:rsslab_agent_ctl",
             "//agent:rsslab_run",
-            "//control:rsslab_ctl",
+            "//ctl:rsslab_ctl",
             "//loadgen:rsslab_loadgen",
             "//python:_rsslab.so",
             "//python:_rsslab_grpc.so",

@@ -78,7 +78,7 @@ void Runs(const std::string& dir, int workers, int count, const std::string& sca
 
 ServerProcess::Result Compare(std::vector<std::string> args) {
   args.insert(args.begin(), "compare");
-  args.push_back("--report_tool=" + ServerProcess::Runfile("tools/report.py"));
+  args.push_back("--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py"));
   return ServerProcess::Run(Loadgen(), args);
 }
 

@@ -61,7 +61,7 @@ std::vector<std::string> Args(const ServerProcess& s, const std::string& out,
   return {"--target=" + s.data_address(), "--control=" + s.control_address(),
           "--scenario=" + SoakFile(), "--duration=" + duration,
           "--progress=lines", "--out=" + out,
-          "--report_tool=" + ServerProcess::Runfile("tools/report.py")};
+          "--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py")};
 }
 
 void ExpectPng(const std::string& path) {
@@ -125,7 +125,7 @@ TEST(SoakE2E, ShortSoakRecordsWatchCyclesGrowthAndPlots) {
   unlink((out + "/soak_cycles.csv").c_str());
   unlink((out + "/rss_over_time.png").c_str());
   auto rep = ServerProcess::Run(
-      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("tools/report.py"), "report", out});
+      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py"), "report", out});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   EXPECT_EQ(ReadFile(out + "/soak_cycles.csv"), csv);
   ExpectPng(out + "/rss_over_time.png");
@@ -170,7 +170,7 @@ TEST(SoakE2E, ServerKilledMidSoakIsReportedWithTimeAndLastSnapshot) {
   unlink((out + "/soak_cycles.csv").c_str());
   unlink((out + "/summary.md").c_str());
   auto rep = ServerProcess::Run(
-      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("tools/report.py"), "report", out});
+      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py"), "report", out});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   EXPECT_THAT(rep.out, HasSubstr("SERVER LOST"));
   const auto rows = CsvRows(out + "/soak_cycles.csv");
@@ -205,7 +205,7 @@ TEST(SoakE2E, LoadgenKilledMidSoakKeepsEveryRecordAndReportRebuildsTheTable) {
   for (const auto& e : ev) watch += e.has_snapshot() && e.label() == "watch";
   EXPECT_GE(watch, 1);
   auto rep = ServerProcess::Run(
-      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("tools/report.py"), "report", out});
+      Loadgen(), {"--report_tool=" + ServerProcess::Runfile("loadgen/results/plots_and_advice.py"), "report", out});
   ASSERT_EQ(rep.exit_code, 0) << rep.err;
   EXPECT_THAT(rep.out, HasSubstr("cycle 2: "));
   const auto rows = CsvRows(out + "/soak_cycles.csv");
