@@ -14,9 +14,8 @@
 namespace rsslab {
 namespace alloc {
 namespace internal {
-namespace {
 
-class Glibc : public Allocator {
+class Glibc final : public Allocator {
  public:
   explicit Glibc(Identity id) : Allocator(std::move(id)) {}
 
@@ -57,11 +56,7 @@ class Glibc : public Allocator {
   }
 };
 
-}  // namespace
-
-std::unique_ptr<Allocator> NewGlibc(Allocator::Identity id) {
-  return std::make_unique<Glibc>(std::move(id));
-}
+std::unique_ptr<Allocator> NewGlibc(Allocator::Identity id) { return std::make_unique<Glibc>(std::move(id)); }
 
 }  // namespace internal
 }  // namespace alloc

@@ -14,12 +14,11 @@
 namespace rsslab {
 namespace alloc {
 namespace internal {
-namespace {
 
 // jemalloc's MALLCTL_ARENAS_ALL: "arena.4096.*" addresses every arena.
 constexpr const char* kPurgeAll = "arena.4096.purge";
 
-class Jemalloc : public Allocator {
+class Jemalloc final : public Allocator {
  public:
   explicit Jemalloc(Identity id) : Allocator(std::move(id)) {
     std::string unresolved;
@@ -142,11 +141,7 @@ void Jemalloc::FillOwnThreadStats(rsslab::v1::ThreadAllocStats* out) const {
   }
 }
 
-}  // namespace
-
-std::unique_ptr<Allocator> NewJemalloc(Allocator::Identity id) {
-  return std::make_unique<Jemalloc>(std::move(id));
-}
+std::unique_ptr<Allocator> NewJemalloc(Allocator::Identity id) { return std::make_unique<Jemalloc>(std::move(id)); }
 
 }  // namespace internal
 }  // namespace alloc

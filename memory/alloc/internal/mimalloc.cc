@@ -31,13 +31,12 @@ MimallocApi MimallocApi::Resolve(std::string* unresolved) {
 }
 
 std::unique_ptr<Allocator> NewMimalloc(Allocator::Identity id) {
-  std::string unresolved;
-  const MimallocApi api = MimallocApi::Resolve(&unresolved);
-  const MimallocLayout* layout =
-      api.version == nullptr ? nullptr : MimallocLayoutFor(api.version_number);
-  if (layout == nullptr) return std::make_unique<Mimalloc>(std::move(id), api, nullptr, unresolved);
-  if (layout->thread_segments) return NewMimalloc2(std::move(id), api, layout, unresolved);
-  return NewMimalloc3(std::move(id), api, layout, unresolved);
+  MimallocFound f{std::move(id)};
+  f.api = MimallocApi::Resolve(&f.unresolved);
+  if (f.api.version != nullptr) f.layout = MimallocLayoutFor(f.api.version_number);
+  if (f.layout == nullptr) return std::make_unique<Mimalloc>(std::move(f));
+  if (f.layout->thread_segments) return NewMimalloc2(std::move(f));
+  return NewMimalloc3(std::move(f));
 }
 
 std::string Mimalloc::Version() const {

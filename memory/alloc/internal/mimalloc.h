@@ -6,12 +6,10 @@
 //
 // Example (what NewMimalloc does):
 //
-//   std::string unresolved;
-//   MimallocApi api = MimallocApi::Resolve(&unresolved);
-//   const MimallocLayout* layout = MimallocLayoutFor(api.version_number);
-//   if (layout != nullptr && layout->thread_segments) {
-//     return NewMimalloc2(id, api, layout, unresolved);
-//   }
+//   MimallocFound f{id};
+//   f.api = MimallocApi::Resolve(&f.unresolved);
+//   f.layout = MimallocLayoutFor(f.api.version_number);
+//   if (f.layout != nullptr && f.layout->thread_segments) return NewMimalloc2(std::move(f));
 #ifndef RSSLAB_MEMORY_ALLOC_INTERNAL_MIMALLOC_H_
 #define RSSLAB_MEMORY_ALLOC_INTERNAL_MIMALLOC_H_
 
@@ -48,14 +46,19 @@ struct MimallocApi {
   static MimallocApi Resolve(std::string* unresolved);
 };
 
+// What NewMimalloc found, handed to the backend it picks.
+struct MimallocFound {
+  Allocator::Identity id;
+  MimallocApi api;
+  const MimallocLayout* layout = nullptr;  // null: a version rsslab has not read
+  std::string unresolved;                  // functions dlsym did not find
+};
+
 class Mimalloc : public Allocator {
  public:
-  // `layout` null: a version rsslab has not read. `unresolved`: the
-  // functions dlsym did not find, for the stats' note.
-  Mimalloc(Identity id, const MimallocApi& api, const MimallocLayout* layout,
-           const std::string& unresolved)
-      : Allocator(std::move(id)), api_(api), layout_(layout) {
-    NoteUnresolved(unresolved);
+  explicit Mimalloc(MimallocFound f)
+      : Allocator(std::move(f.id)), api_(f.api), layout_(f.layout) {
+    NoteUnresolved(f.unresolved);
   }
 
   std::string Version() const override;
@@ -92,14 +95,9 @@ class Mimalloc : public Allocator {
   const MimallocLayout* const layout_;
 };
 
-// 2.0.x and 2.1.x (mimalloc2.cc); 3.x (mimalloc3.cc). `layout` is not
-// null; the arguments are Mimalloc's.
-std::unique_ptr<Allocator> NewMimalloc2(Allocator::Identity id, const MimallocApi& api,
-                                        const MimallocLayout* layout,
-                                        const std::string& unresolved);
-std::unique_ptr<Allocator> NewMimalloc3(Allocator::Identity id, const MimallocApi& api,
-                                        const MimallocLayout* layout,
-                                        const std::string& unresolved);
+// 2.0.x and 2.1.x (mimalloc2.cc); 3.x (mimalloc3.cc); f.layout is not null.
+std::unique_ptr<Allocator> NewMimalloc2(MimallocFound f);
+std::unique_ptr<Allocator> NewMimalloc3(MimallocFound f);
 
 }  // namespace internal
 }  // namespace alloc

@@ -24,9 +24,8 @@
 namespace rsslab {
 namespace alloc {
 namespace internal {
-namespace {
 
-class Mimalloc2 : public Mimalloc {
+class Mimalloc2 final : public Mimalloc {
  public:
   using Mimalloc::Mimalloc;
 
@@ -69,13 +68,7 @@ class Mimalloc2 : public Mimalloc {
   }
 };
 
-}  // namespace
-
-std::unique_ptr<Allocator> NewMimalloc2(Allocator::Identity id, const MimallocApi& api,
-                                        const MimallocLayout* layout,
-                                        const std::string& unresolved) {
-  return std::make_unique<Mimalloc2>(std::move(id), api, layout, unresolved);
-}
+std::unique_ptr<Allocator> NewMimalloc2(MimallocFound f) { return std::make_unique<Mimalloc2>(std::move(f)); }
 
 }  // namespace internal
 }  // namespace alloc

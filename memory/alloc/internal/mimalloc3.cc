@@ -17,9 +17,8 @@
 namespace rsslab {
 namespace alloc {
 namespace internal {
-namespace {
 
-class Mimalloc3 : public Mimalloc {
+class Mimalloc3 final : public Mimalloc {
  public:
   using Mimalloc::Mimalloc;
 
@@ -79,13 +78,7 @@ class Mimalloc3 : public Mimalloc {
   }
 };
 
-}  // namespace
-
-std::unique_ptr<Allocator> NewMimalloc3(Allocator::Identity id, const MimallocApi& api,
-                                        const MimallocLayout* layout,
-                                        const std::string& unresolved) {
-  return std::make_unique<Mimalloc3>(std::move(id), api, layout, unresolved);
-}
+std::unique_ptr<Allocator> NewMimalloc3(MimallocFound f) { return std::make_unique<Mimalloc3>(std::move(f)); }
 
 }  // namespace internal
 }  // namespace alloc

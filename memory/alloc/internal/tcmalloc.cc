@@ -14,9 +14,8 @@
 namespace rsslab {
 namespace alloc {
 namespace internal {
-namespace {
 
-class Tcmalloc : public Allocator {
+class Tcmalloc final : public Allocator {
  public:
   explicit Tcmalloc(Identity id) : Allocator(std::move(id)) {
     std::string unresolved;
@@ -103,11 +102,7 @@ class Tcmalloc : public Allocator {
   const char* (*version_)(int*, int*, const char**) = nullptr;
 };
 
-}  // namespace
-
-std::unique_ptr<Allocator> NewTcmalloc(Allocator::Identity id) {
-  return std::make_unique<Tcmalloc>(std::move(id));
-}
+std::unique_ptr<Allocator> NewTcmalloc(Allocator::Identity id) { return std::make_unique<Tcmalloc>(std::move(id)); }
 
 }  // namespace internal
 }  // namespace alloc
