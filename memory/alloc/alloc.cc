@@ -10,7 +10,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/procfs/procfs.h"
+#include "common/procfs/maps.h"
+#include "common/procfs/proc_file.h"
 #include "memory/alloc/internal/backends.h"
 
 namespace rsslab {
