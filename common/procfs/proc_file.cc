@@ -8,6 +8,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/procfs/internal/parse.h"
@@ -28,6 +29,40 @@ size_t InitialCapacity(absl::string_view name) {
   return 8 << 10;
 }
 
+// A buffer being filled: where, how much it holds, how much fits.
+struct Fill {
+  char* data;
+  size_t size;
+  size_t capacity;
+};
+
+// Reads fd to its end into *f, calling grow(f) whenever f is full (it
+// enlarges the buffer or returns the error); closes fd. Allocates nothing
+// itself, so the caller's buffer decides where the text lives.
+absl::Status ReadToEnd(int fd, const char* path, Fill* f,
+                       absl::FunctionRef<absl::Status(Fill*)> grow) {
+  while (true) {
+    if (f->size == f->capacity) {
+      absl::Status s = grow(f);
+      if (!s.ok()) {
+        close(fd);
+        return s;
+      }
+    }
+    ssize_t n = read(fd, f->data + f->size, f->capacity - f->size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      close(fd);
+      return absl::ErrnoToStatus(err, absl::StrCat("read ", path));
+    }
+    if (n == 0) break;
+    f->size += static_cast<size_t>(n);
+  }
+  close(fd);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadProcFile(int pid, absl::string_view name) {
@@ -38,21 +73,15 @@ absl::StatusOr<std::string> ReadProcFile(int pid, absl::string_view name) {
   }
   std::string out;
   out.resize(InitialCapacity(name));
-  size_t used = 0;
-  while (true) {
-    if (used == out.size()) out.resize(out.size() * 2);
-    ssize_t n = read(fd, &out[used], out.size() - used);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      return absl::ErrnoToStatus(err, absl::StrCat("read ", path));
-    }
-    if (n == 0) break;
-    used += static_cast<size_t>(n);
-  }
-  close(fd);
-  out.resize(used);  // Shrinking keeps the capacity: no reallocation.
+  Fill f{&out[0], 0, out.size()};
+  absl::Status s = ReadToEnd(fd, path.c_str(), &f, [&out](Fill* f) {
+    out.resize(out.size() * 2);
+    f->data = &out[0];
+    f->capacity = out.size();
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  out.resize(f.size);  // Shrinking keeps the capacity: no reallocation.
   return out;
 }
 
@@ -74,28 +103,18 @@ absl::StatusOr<MappedText> MappedText::Read(int pid, absl::string_view name) {
   }
   t.data_ = static_cast<char*>(p);
   t.mapped_ = want;
-  while (true) {
-    if (t.size_ == t.mapped_) {
-      void* q = mremap(t.data_, t.mapped_, t.mapped_ * 2, MREMAP_MAYMOVE);
-      if (q == MAP_FAILED) {
-        int err = errno;
-        close(fd);
-        return absl::ErrnoToStatus(err, "mremap");
-      }
-      t.data_ = static_cast<char*>(q);
-      t.mapped_ *= 2;
-    }
-    ssize_t n = read(fd, t.data_ + t.size_, t.mapped_ - t.size_);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      close(fd);
-      return absl::ErrnoToStatus(err, absl::StrCat("read ", path));
-    }
-    if (n == 0) break;
-    t.size_ += static_cast<size_t>(n);
-  }
-  close(fd);
+  Fill f{t.data_, 0, t.mapped_};
+  absl::Status s = ReadToEnd(fd, path, &f, [&t](Fill* f) -> absl::Status {
+    void* q = mremap(t.data_, t.mapped_, t.mapped_ * 2, MREMAP_MAYMOVE);
+    if (q == MAP_FAILED) return absl::ErrnoToStatus(errno, "mremap");
+    t.data_ = static_cast<char*>(q);
+    t.mapped_ *= 2;
+    f->data = t.data_;
+    f->capacity = t.mapped_;
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  t.size_ = f.size;
   return t;
 }
 
