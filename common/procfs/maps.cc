@@ -57,7 +57,7 @@ MappedAllocator DetectAllocator(absl::string_view maps_text) {
   for (int i = 0; i < 3; ++i) {
     if (!found[i].empty()) return {kLibs[i].first, found[i]};
   }
-  return {"glibc", libc};
+  return {"glibc", libc, /*glibc=*/true};
 }
 
 bool IsMapped(absl::string_view maps_text, absl::string_view substring) {

@@ -22,6 +22,9 @@ struct MappedAllocator {
   std::string name;     // glibc | jemalloc | mimalloc | tcmalloc
   std::string library;  // path as mapped (symlinks resolved by the kernel,
                         // e.g. .../libmimalloc.so.2.0); libc's path for glibc
+  // No allocator library is mapped, so glibc's own malloc serves: decide on
+  // this, not on `name`.
+  bool glibc = false;
 };
 
 // Finds the allocator library in /proc/<pid>/maps text: a mapping whose file
