@@ -203,8 +203,8 @@ void ReadOutsideFingerprint(int pid, absl::string_view maps_text, rsslab::v1::Fi
       if (!out->glibc_version().empty()) break;
     }
   }
-  out->set_allocator_version(a.name == "glibc" ? out->glibc_version()
-                                               : VersionFromLibraryName(a.library));
+  out->set_allocator_version(a.glibc ? out->glibc_version()
+                                      : VersionFromLibraryName(a.library));
 }
 
 }  // namespace procfs

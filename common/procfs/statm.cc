@@ -1,4 +1,4 @@
-// StatmRssBytes (procfs.h): apart from procfs.cc's parsers, as it reads
+// StatmRssBytes (status.h): apart from status.cc's parser, as it reads
 // only its own process's one line.
 
 #include <fcntl.h>
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 
-#include "common/procfs/procfs.h"
+#include "common/procfs/status.h"
 
 namespace rsslab {
 namespace procfs {

@@ -10,10 +10,17 @@
 #include <utility>
 
 #include "memory/alloc/alloc.h"
+#include "memory/alloc/internal/pages.h"
 
 namespace rsslab {
 namespace alloc {
 namespace {
+
+using internal::AreaStride;
+using internal::DropWholePages;
+using internal::FreeBlocksHoldWholePages;
+using internal::PageDrops;
+using internal::ResidentBytesIn;
 
 struct Walk {
   uintptr_t page_size = 4096;
@@ -102,7 +109,7 @@ bool LookAtArea(const mi_heap_t*, const mi_heap_area_t* area, void* block, size_
 
 const char* Refusal() {
   const Allocator& a = Allocator::Get();
-  if (a.name() != "mimalloc") return "not mimalloc";
+  if (!a.KeepsPagesWithLiveBlocks()) return "not mimalloc";
   const MimallocLayout* layout = a.mimalloc_layout();
   // The families whose free-list layout was read and measured here (2.0.9,
   // 3.0.1); others are left to their own collect.

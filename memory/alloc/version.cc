@@ -20,7 +20,9 @@ std::string LibraryVersionText(absl::string_view family, absl::string_view libra
   const size_t slash = library.rfind('/');
   absl::string_view base = slash == absl::string_view::npos ? library : library.substr(slash + 1);
   // glibc's "libc.so.6" is the same file name in every release: no version.
-  if (base.empty() || family == "glibc") return std::string(family);
+  if (base.empty() || absl::StartsWith(base, "libc.") || absl::StartsWith(base, "libc-")) {
+    return std::string(family);
+  }
   return absl::StrCat(family, " (", base, ")");
 }
 
@@ -29,17 +31,18 @@ std::string AllocatorVersionText(const rsslab::v1::Snapshot& snap) {
   if (family.empty()) return "";
   const rsslab::v1::AllocatorStats& a = snap.allocator_stats();
   std::string version;
-  if (family == "mimalloc") {
+  // Which allocator's stats the snapshot holds says whose version to read.
+  if (a.has_mimalloc()) {
     version = !a.mimalloc().version_text().empty() ? a.mimalloc().version_text()
               : a.mimalloc().version() > 0       ? MimallocVersionText(a.mimalloc().version())
                                                  : "";
-  } else if (family == "jemalloc") {
+  } else if (a.has_jemalloc()) {
     // "5.3.0-0-g54eaed1d...": the release, without git's describe suffix.
     const std::string& v = a.jemalloc().version();
     version = v.substr(0, v.find('-'));
-  } else if (family == "glibc") {
+  } else if (a.has_glibc()) {
     version = a.glibc().version();
-  } else if (family == "tcmalloc" && !a.tcmalloc().version().empty()) {
+  } else if (a.has_tcmalloc() && !a.tcmalloc().version().empty()) {
     // tc_version() names the project: "gperftools 2.10".
     return a.tcmalloc().version();
   }

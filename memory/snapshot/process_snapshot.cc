@@ -36,22 +36,9 @@ void FillProcessSnapshot(const ProcessSnapshotOptions& options, rsslab::v1::Snap
 void FillFingerprint(const rsslab::v1::Snapshot& filled, rsslab::v1::Fingerprint* out) {
   procfs::ReadFingerprint(0, out);
   out->set_glibc_version(gnu_get_libc_version());
-  // The allocator's own word on its version, from the stats just read.
-  const rsslab::v1::AllocatorStats& st = filled.allocator_stats();
   out->set_allocator(filled.allocator());
-  std::string version;
-  if (filled.allocator() == "glibc") {
-    version = gnu_get_libc_version();
-  } else if (filled.allocator() == "jemalloc") {
-    version = st.jemalloc().version();
-  } else if (filled.allocator() == "mimalloc") {
-    version = !st.mimalloc().version_text().empty() ? st.mimalloc().version_text()
-              : st.mimalloc().version() > 0 ? std::to_string(st.mimalloc().version())
-                                            : "";
-  } else if (filled.allocator() == "tcmalloc") {
-    version = st.tcmalloc().version();
-  }
-  out->set_allocator_version(version);
+  // The allocator's own word on its version (what its stats report).
+  out->set_allocator_version(alloc::Allocator::Get().Version());
 }
 
 void FillTrimHistory(const Trimmer& trimmer, rsslab::v1::Snapshot* out) {

@@ -11,7 +11,6 @@
 //   n.snapshot(False, False)     # Snapshot as a dict
 
 #include <dlfcn.h>
-#include <gnu/libc-version.h>
 #include <malloc.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -27,7 +26,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/untrusted_text.h"
 #include "absl/synchronization/mutex.h"
@@ -53,32 +51,12 @@ namespace rsslab {
 namespace py {
 namespace {
 
-std::string VersionOf(const alloc::Allocator& a) {
-  if (a.name() == "glibc") return gnu_get_libc_version();
-  rsslab::v1::AllocatorStats s;
-  a.FillStats(&s);
-  if (a.name() == "jemalloc") return s.jemalloc().version();
-  if (a.name() == "mimalloc") {
-    // mi_version(): 209 is 2.0.9, 301 is 3.0.1.
-    const int v = s.mimalloc().version();
-    return v > 0 ? absl::StrFormat("%d.%d.%d", v / 100, (v % 100) / 10, v % 10) : "";
-  }
-  if (a.name() == "tcmalloc") {
-    using TcVersion = const char* (*)(int*, int*, const char**);
-    auto fn = reinterpret_cast<TcVersion>(dlsym(RTLD_DEFAULT, "tc_version"));
-    int major = 0, minor = 0;
-    const char* patch = nullptr;
-    if (fn != nullptr) return fn(&major, &minor, &patch);
-  }
-  return "";
-}
-
 py11::dict AllocatorInfo() {
   const alloc::Allocator& a = alloc::Allocator::Get();
   py11::dict d;
   d["name"] = a.name();
   d["library"] = a.library();
-  d["version"] = VersionOf(a);
+  d["version"] = a.Version();
   // The two checks the server makes, shown: what /proc/self/maps says is
   // mapped, and which library malloc itself resolves to.
   std::string maps_name = "unreadable";
@@ -197,12 +175,11 @@ py11::dict CapArenas(int n) {
   const alloc::Allocator& a = alloc::Allocator::Get();
   const std::string fix_env = absl::StrCat(
       "set MALLOC_ARENA_MAX=", n, " in the environment before the process starts");
-  if (a.name() != "glibc") {
-    throw py11::value_error(absl::StrCat(
-        "cap_arenas: this process allocates with ", a.name(), " (", a.library(),
-        "), not glibc: glibc's arena cap does not apply; ",
-        a.name() == "jemalloc" ? "jemalloc's arena count is MALLOC_CONF=narenas:N, set before start"
-                               : "that allocator has no glibc-style arenas"));
+  if (!a.ArenaCapApplies()) {
+    throw py11::value_error(absl::StrCat("cap_arenas: this process allocates with ", a.name(),
+                                         " (", a.library(),
+                                         "), not glibc: glibc's arena cap does not apply; ",
+                                         a.ArenaCountHint()));
   }
   rsslab::v1::GlibcStats g;
   int arenas = -1;
