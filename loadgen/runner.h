@@ -97,6 +97,9 @@ class Runner {
   struct StepDone {
     absl::Status status;
     std::string detail;
+    // A Control step's record on one worker (--control=all:NAME): the
+    // service's record is made from the workers' (EachWorker).
+    rsslab::v1::Event record;
   };
   absl::Status RunSteps(const std::vector<PlanStep>& steps, Ctx& ctx,
                         const std::string& prefix);
@@ -120,8 +123,16 @@ class Runner {
   absl::Status ConnectControl(bool wait);
   // Runs `one` for every worker: a worker that fails does not stop the
   // others; the step fails naming each that did, after the others'
-  // records are written.
-  StepDone EachWorker(const std::function<StepDone(const ControlWorker&)>& one);
+  // records are written. When all answered, one more record, the
+  // service's: the first worker's with its snapshot replaced by the
+  // service's (ServiceRecord).
+  StepDone EachWorker(const Ctx& ctx, const std::function<StepDone(const ControlWorker&)>& one);
+  // The service's memory now (master + workers from /proc) as a snapshot,
+  // with the workers' own snapshots for what /proc does not show.
+  absl::StatusOr<rsslab::v1::Snapshot> ServiceNow(
+      const std::vector<rsslab::v1::Snapshot>& workers) const;
+  // Soak of a service: the watch reads every process from /proc.
+  void WatchServiceLoop(double interval_s);
   // Marks a record with the worker it came from (--control=all:NAME).
   void Stamp(const ControlWorker& w, rsslab::v1::Event* e) const;
   StepDone Wait(const PlanStep& step);
@@ -135,6 +146,11 @@ class Runner {
   // give the stream a moment to end by itself so the loss is recorded.
   void StopWatch(bool failed);
   void WatchLoop(double interval_s);
+  // Appends one watch record (with the latency since the last); returns
+  // its time.
+  int64_t WatchRecord(rsslab::v1::Snapshot snap);
+  // The watch ended on the server's side: a server_lost record and line.
+  void Lost(const std::string& error, const rsslab::v1::Snapshot& last, int64_t last_at);
   absl::Status AppendLocked(rsslab::v1::Event e) ABSL_LOCKS_EXCLUDED(mu_);
   void SetState(const Ctx& ctx) ABSL_LOCKS_EXCLUDED(mu_);
   void CycleLine(int cycle) ABSL_LOCKS_EXCLUDED(mu_);
@@ -153,6 +169,8 @@ class Runner {
   std::vector<ControlWorker> workers_;
   bool many_workers_ = false;  // --control=all:NAME
   int first_worker_pid_ = 0;  // its records feed the summary and the fill check
+  // --control=all:NAME: the workers' master (procfs::FindMaster), 0: none.
+  int master_pid_ = 0;
   bool soak_ = false;  // the plan being run is a soak
   int steps_done_ = 0;  // top-level steps finished ok
   // No Control service (--control empty, a service without the rsslab

@@ -223,6 +223,9 @@ namespace {
 
 // One record of a cell's attempt into its state.
 void AddCellRecord(const Event& e, CellState& st) {
+  // A service's worker records: the service's record (worker_pid 0) that
+  // follows them holds the totals and each process.
+  if (e.worker_pid() != 0) return;
   if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
     st.c.fill = *fill;
   }
@@ -230,6 +233,10 @@ void AddCellRecord(const Event& e, CellState& st) {
   auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
     if (after_phase && !e.loadgen_phase().empty()) {
       st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
+      if (e.loadgen_phase() == "idle" && sn.has_service()) {
+        st.c.has_service = true;
+        st.c.service_idle = sn.service();
+      }
     }
     st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
     st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
@@ -591,6 +598,36 @@ std::string MarkdownMedians(const SweepSummary& s) {
 }
 
 // Every cell's own figures.
+// A pre-fork service's cells: the master and each worker after idle.
+std::string MarkdownServiceCells(const SweepSummary& s) {
+  std::string md;
+  for (const CellSummary& c : s.cells) {
+    if (!c.has_service) continue;
+    if (md.empty()) {
+      md = "\n## Service processes after idle\n\nA pre-fork service's RSS in the tables "
+           "above is its master's and workers' summed; PSS counts the pages they share "
+           "once.\n\n| cell | processes | rss MiB | pss MiB | master MiB | workers MiB |\n"
+           "|---|---|---|---|---|---|\n";
+    }
+    const auto& m = c.service_idle;
+    std::string master = "-";
+    std::vector<std::string> workers;
+    for (const auto& p : m.processes()) {
+      const std::string rss = FormatMetric(kAfterIdle, static_cast<double>(p.rss_bytes()));
+      if (p.role() == "master") {
+        master = absl::StrCat(rss, " (pid ", p.pid(), ")");
+      } else {
+        workers.push_back(absl::StrCat(rss, " (pid ", p.pid(), ")"));
+      }
+    }
+    absl::StrAppendFormat(&md, "| %s | %d | %s | %s | %s | %s |\n", Echo(c.cell),
+                          m.processes_size(), FormatMetric(kAfterIdle, m.rss_bytes()),
+                          m.pss_bytes() < 0 ? "-" : FormatMetric(kAfterIdle, m.pss_bytes()),
+                          master, absl::StrJoin(workers, ", "));
+  }
+  return md;
+}
+
 std::string MarkdownCells(const SweepSummary& s) {
   std::string md;
   md += "## Cells\n\n| index | cell | ok | allocator | fill |";
@@ -617,7 +654,7 @@ std::string MarkdownCells(const SweepSummary& s) {
     absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
                           c.where.empty() ? "-" : Echo(c.where));
   }
-  return md;
+  return md + MarkdownServiceCells(s);
 }
 
 // A peer's error text on one line: its line breaks as " / ", the rest of
