@@ -81,7 +81,25 @@ struct LoadResult {
   absl::Status status;
 };
 
-class LoadEngine {
+// What the runner drives for a load step, whatever the call kind: gRPC
+// (LoadEngine: unary and streaming calls) or HTTP (loadgen/http). Records,
+// summaries, phases, snapshots, soaks and compare sit above it, once.
+class LoadDriver {
+ public:
+  virtual ~LoadDriver() = default;
+  // `spec` must be resolved (see ResolveLoad in scenario.h). Blocks until
+  // the step ends, fails or `stop` fires; returns only once every request
+  // it issued has completed (each has a deadline).
+  virtual LoadResult Run(const rsslab::v1::LoadSpec& spec, const std::string& step,
+                         const StopFlag* stop) = 0;
+  // Thread-safe; for the live progress line.
+  virtual LiveProgress Progress() const = 0;
+  // Thread-safe: latency of the measured requests completed since the
+  // previous call (count 0 when no step runs), then resets that window.
+  virtual rsslab::v1::Latency TakeInterval() = 0;
+};
+
+class LoadEngine : public LoadDriver {
  public:
   struct Options {
     std::string target = "127.0.0.1:50051";
@@ -120,19 +138,12 @@ class LoadEngine {
   };
 
   explicit LoadEngine(Options options);
-  ~LoadEngine();
+  ~LoadEngine() override;
 
-  // `spec` must be resolved (see ResolveLoad in scenario.h). Blocks until
-  // the step ends, fails or `stop` fires; returns only once every RPC it
-  // issued has completed (each has a deadline).
   LoadResult Run(const rsslab::v1::LoadSpec& spec, const std::string& step,
-                 const StopFlag* stop);
-
-  // Thread-safe; for the live progress line.
-  LiveProgress Progress() const;
-  // Thread-safe: latency of the measured requests completed since the
-  // previous call (count 0 when no step runs), then resets that window.
-  rsslab::v1::Latency TakeInterval();
+                 const StopFlag* stop) override;
+  LiveProgress Progress() const override;
+  rsslab::v1::Latency TakeInterval() override;
 
   struct RunState;  // shared with in-flight callbacks
 

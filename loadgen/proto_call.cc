@@ -672,4 +672,50 @@ std::shared_ptr<const RequestSource> CallSet::Find(const rsslab::v1::LoadSpec& s
   return it == sources_.end() ? nullptr : it->second;
 }
 
+absl::StatusOr<TextTemplate> TextTemplate::Compile(absl::string_view text,
+                                                   absl::string_view origin) {
+  TextTemplate t;
+  t.text_ = std::string(text);
+  std::string lit;
+  for (size_t i = 0; i < text.size();) {
+    if (text.compare(i, 2, "{{") != 0) {
+      lit += text[i++];
+      continue;
+    }
+    const size_t e = text.find("}}", i + 2);
+    if (e == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(origin, ": \"{{\" without \"}}\""));
+    }
+    absl::StatusOr<RequestTemplate::Placeholder> p =
+        ParsePlaceholder(text.substr(i + 2, e - i - 2), origin);
+    if (!p.ok()) return p.status();
+    if (t.placeholders_.size() >= kMaxPlaceholders) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: more than %d placeholders", origin, kMaxPlaceholders));
+    }
+    if (!lit.empty()) t.parts_.emplace_back(std::move(lit), -1);
+    lit.clear();
+    t.parts_.emplace_back("", static_cast<int>(t.placeholders_.size()));
+    t.placeholders_.push_back(*p);
+    i = e + 2;
+  }
+  if (!lit.empty()) t.parts_.emplace_back(std::move(lit), -1);
+  return t;
+}
+
+void TextTemplate::Expand(uint64_t seq, uint64_t seed, std::string* out) const {
+  if (placeholders_.empty()) {
+    out->append(text_);
+    return;
+  }
+  const uint64_t base = Mix(seed ^ Mix(seq));  // as RequestTemplate::Fill draws
+  for (const auto& [lit, k] : parts_) {
+    if (k < 0) {
+      out->append(lit);
+    } else {
+      AppendValue(placeholders_[k], seq, 0, Mix(base + k), out);
+    }
+  }
+}
+
 }  // namespace rsslab

@@ -157,6 +157,29 @@ class RequestSource {
   std::vector<std::unique_ptr<RequestTemplate>> templates_;
 };
 
+// Plain text with the same placeholders (an HTTP request's path, header
+// values and body): {{seq}}, {{msg}} (always 0), {{rand_int A B}},
+// {{rand_str N}}, drawn as RequestTemplate draws them.
+//
+//   absl::StatusOr<TextTemplate> t = TextTemplate::Compile("/items/{{seq}}", "--target");
+//   std::string s;
+//   t->Expand(/*seq=*/7, /*seed=*/1, &s);   // appends "/items/7"
+class TextTemplate {
+ public:
+  // INVALID_ARGUMENT naming `origin` and the placeholder when one is bad.
+  static absl::StatusOr<TextTemplate> Compile(absl::string_view text, absl::string_view origin);
+  // Appends request `seq`'s text to *out. Thread-safe (const).
+  void Expand(uint64_t seq, uint64_t seed, std::string* out) const;
+  // No placeholder: the text is the same for every request.
+  bool literal() const { return placeholders_.empty(); }
+  const std::string& text() const { return text_; }
+
+ private:
+  std::string text_;
+  std::vector<RequestTemplate::Placeholder> placeholders_;
+  std::vector<std::pair<std::string, int>> parts_;  // literal, or placeholder index >= 0
+};
+
 // Every call a plan's load steps make, compiled before anything is sent.
 class CallSet {
  public:

@@ -15,6 +15,7 @@
 #include "common/echo.h"
 #include "common/units.h"
 #include "common/procfs/service_memory.h"
+#include "loadgen/http/http_engine.h"
 #include "loadgen/receive_bound.h"
 #include "loadgen/results/summary_render.h"
 
@@ -92,26 +93,42 @@ rsslab::v1::Snapshot* MutableRecordSnapshot(Event& e) {
 
 }  // namespace
 
+namespace {
+
+std::unique_ptr<LoadDriver> MakeDriver(const Runner::Options& options) {
+  if (options.http != nullptr) {
+    http::HttpEngine::Options o;
+    o.target = options.http;
+    o.max_errors = options.max_errors;
+    o.connect_timeout = options.connect_timeout;
+    o.client_threads = options.client_threads;
+    o.max_receive_mb = options.max_receive_mb;
+    o.metrics = options.metrics;
+    return std::make_unique<http::HttpEngine>(std::move(o));
+  }
+  LoadEngine::Options o;
+  o.target = options.target;
+  o.max_errors = options.max_errors;
+  o.connect_timeout = options.connect_timeout;
+  o.client_threads = options.client_threads;
+  o.max_receive_mb = options.max_receive_mb;
+  o.callback_api = options.callback_api;
+  o.security = options.security;
+  o.metrics = options.metrics;
+  o.calls = options.calls;
+  o.metadata = options.metadata;
+  return std::make_unique<LoadEngine>(std::move(o));
+}
+
+}  // namespace
+
 Runner::Runner(Options options, EventLog* log, const StopFlag* stop,
                SummaryBuilder* summary)
     : options_(std::move(options)),
       log_(log),
       stop_(stop),
       summary_(summary),
-      engine_([&] {
-        LoadEngine::Options o;
-        o.target = options_.target;
-        o.max_errors = options_.max_errors;
-        o.connect_timeout = options_.connect_timeout;
-        o.client_threads = options_.client_threads;
-        o.max_receive_mb = options_.max_receive_mb;
-        o.callback_api = options_.callback_api;
-        o.security = options_.security;
-        o.metrics = options_.metrics;
-        o.calls = options_.calls;
-        o.metadata = options_.metadata;
-        return o;
-      }()) {}
+      engine_(MakeDriver(options_)) {}
 
 Runner::~Runner() = default;
 
@@ -311,7 +328,7 @@ void Runner::StopWatch(bool failed) {
 int64_t Runner::WatchRecord(rsslab::v1::Snapshot snap) {
   Event e;
   e.set_label("watch");
-  const rsslab::v1::Latency lat = engine_.TakeInterval();
+  const rsslab::v1::Latency lat = engine_->TakeInterval();
   if (lat.count() > 0) *e.mutable_interval_latency() = lat;
   const int64_t at = absl::ToUnixNanos(absl::Now());
   e.set_unix_nanos(at);
@@ -672,9 +689,9 @@ Runner::StepDone Runner::Load(const PlanStep& step, const Ctx& ctx,
           return snap.status().rss_bytes() / 1048576.0;
         };
       }
-      live.emplace(label, step.name, [this] { return engine_.Progress(); }, std::move(rss));
+      live.emplace(label, step.name, [this] { return engine_->Progress(); }, std::move(rss));
     }
-    r = engine_.Run(spec, step.name, stop_);
+    r = engine_->Run(spec, step.name, stop_);
   }
   Event rec;
   rec.set_label(step.name);

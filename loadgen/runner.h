@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "control/registry.h"
 #include "loadgen/engine.h"
+#include "loadgen/http/http_target.h"
 #include "loadgen/results/event_log.h"
 #include "loadgen/results/fill_check.h"
 #include "loadgen/plan.h"
@@ -65,6 +66,9 @@ class Runner {
     // LoadEngine::Options::calls and ::metadata (the user's own service).
     const CallSet* calls = nullptr;
     std::vector<std::pair<std::string, std::string>> metadata;
+    // An HTTP server's requests (--target=http://...): load steps go to it
+    // through the HTTP call kind instead of gRPC; null for gRPC.
+    std::shared_ptr<const http::Target> http;
     // Without a Control service: snapshot steps read the process from
     // outside through this (the agent's ProcSnapshot, /proc/PID); empty:
     // they are skipped too.
@@ -163,7 +167,8 @@ class Runner {
   EventLog* log_;
   const StopFlag* stop_;
   SummaryBuilder* summary_;
-  LoadEngine engine_;
+  // The call kind's driver: gRPC (LoadEngine) or HTTP (http::HttpEngine).
+  std::unique_ptr<LoadDriver> engine_;
   std::shared_ptr<grpc::Channel> control_channel_;
   std::unique_ptr<rsslab::v1::Control::Stub> control_;  // the first worker's: live line, watch
   std::vector<ControlWorker> workers_;

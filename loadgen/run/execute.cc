@@ -25,7 +25,12 @@ constexpr int kExitInterrupted = rsslab::cli::kExitInterrupted;
 rsslab::Runner::Options RunnerOptions(const Invocation& inv, const RunDir& dir, Metrics* metrics) {
   rsslab::Runner::Options ro;
   ro.target = absl::GetFlag(FLAGS_target);
-  ro.control = rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls);
+  // An HTTP service has no Control unless --control names it (all:NAME for
+  // the package's workers), as for the user's own gRPC calls.
+  ro.control = inv.http != nullptr && !inv.calls.control_given
+                   ? ""
+                   : rsslab::EffectiveControl(absl::GetFlag(FLAGS_control), inv.calls);
+  ro.http = inv.http;
   ro.calls = inv.calls.set.get();
   ro.metadata = inv.calls.metadata;
   ro.flags = inv.flags;

@@ -17,6 +17,7 @@
 #include "common/metrics/http_server.h"
 #include "control/registry_flags.h"
 #include "loadgen/flags_check.h"
+#include "loadgen/http/http_flags.h"
 #include "loadgen/results/cells.h"
 #include "loadgen/run/run_flags.h"
 #include "loadgen/scenario.h"
@@ -333,6 +334,10 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   absl::StatusOr<rsslab::v1::LoadSpec> flags = FlagSpec();
   if (!flags.ok()) return flags.status();
   inv.flags = *std::move(flags);
+  if (absl::Status s = rsslab::http::ApplyHttpFlags(absl::GetFlag(FLAGS_target), &inv.flags);
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<rsslab::v1::Scenario> scenario = SelectScenario(&inv.flags);
   if (!scenario.ok()) return scenario.status();
   inv.scenario = *std::move(scenario);
@@ -344,6 +349,14 @@ absl::StatusOr<Invocation> ParseInvocation(std::vector<std::string> argv) {
   absl::StatusOr<rsslab::CallFlags> calls = rsslab::LoadCallFlags(inv.plan, inv.argv);
   if (!calls.ok()) return calls.status();
   inv.calls = *std::move(calls);
+  absl::StatusOr<std::shared_ptr<const rsslab::http::Target>> http =
+      rsslab::http::LoadHttpFlags(absl::GetFlag(FLAGS_target), inv.argv);
+  if (!http.ok()) return http.status();
+  inv.http = *std::move(http);
+  if (inv.http != nullptr && inv.calls.any_call) {
+    return absl::InvalidArgumentError(
+        "--call names a gRPC method, --target an HTTP server: drive one or the other");
+  }
   absl::StatusOr<rsslab::ProgressMode> progress = ProgressFlag();
   if (!progress.ok()) return progress.status();
   inv.progress = *progress;

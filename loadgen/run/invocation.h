@@ -9,6 +9,7 @@
 #define RSSLAB_LOADGEN_RUN_INVOCATION_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "common/host_info.h"
 #include "control/registry.h"
 #include "loadgen/call_flags.h"
+#include "loadgen/http/http_target.h"
 #include "loadgen/plan.h"
 #include "loadgen/progress_line.h"
 #include "proto/scenario.pb.h"
@@ -49,6 +51,8 @@ struct Invocation {
   // --local: --allow_command and its templates (agent/command_flags.h).
   std::map<std::string, rsslab::commands::Command> commands;
   rsslab::CallFlags calls;        // --proto / --call: compiled, checked
+  // --target=http://...: the HTTP server and its requests; null for gRPC.
+  std::shared_ptr<const rsslab::http::Target> http;
 };
 
 // The whole command line (argv[0] included), after absl's flag parsing.

@@ -135,6 +135,9 @@ def _system_libs_impl(rctx):
     # imports them provides the C API, so they must not link libpython.
     build.append(_lib(rctx, "python_headers", ["python3"], drop_linkopts = ["-l", "-L"]))
     build.append(_lib(rctx, "absl", ABSL_MODULES))
+    # The loadgen's HTTP client: libcurl's multi interface, HTTP/2 (h2c)
+    # through nghttp2.
+    build.append(_lib(rctx, "curl", ["libcurl"]))
     build.append("""
 cc_library(
     name = "gtest",

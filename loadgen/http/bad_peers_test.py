@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""//loadgen/http:bad_peers_test: HTTP peers that misbehave, each a clear
+error for its own request, the requests already recorded kept.
+
+One small socket server (here, so it can misbehave on purpose) answers by
+path: /ok a 200 (keep-alive), /close closes mid-body, /trickle sends a byte
+a second, /bigheaders 100 KiB of headers, /bigbody 2 MiB (over
+--max_receive_mb=1), /redirect a 302 to /ok; another port answers with a
+line that is not HTTP.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+WS = os.path.join(os.environ.get("TEST_SRCDIR", ""), "rsslab")
+TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
+sys.path.insert(0, os.path.join(WS, "python/tests"))
+import package_tree  # noqa: E402
+from package_tree import check  # noqa: E402
+
+LOADGEN = os.path.join(WS, "loadgen/rsslab_loadgen")
+
+
+def head(status, length, extra=b""):
+    return (b"HTTP/1.1 %s\r\nContent-Length: %d\r\n%s\r\n" % (status, length, extra))
+
+
+def answer(conn, path):
+    """False: the connection is done."""
+    if path == "/ok":
+        conn.sendall(head(b"200 OK", 2) + b"ok")
+        return True
+    if path == "/close":
+        conn.sendall(head(b"200 OK", 100) + b"x" * 10)
+        return False
+    if path == "/trickle":
+        conn.sendall(head(b"200 OK", 100))
+        for _ in range(100):
+            time.sleep(1)
+            conn.sendall(b"x")
+        return False
+    if path == "/bigheaders":
+        conn.sendall(head(b"200 OK", 2, b"".join(b"X-Pad-%d: %s\r\n" % (i, b"p" * 1000)
+                                                 for i in range(100))) + b"ok")
+        return True
+    if path == "/bigbody":
+        conn.sendall(head(b"200 OK", 2 << 20) + b"x" * (2 << 20))
+        return True
+    if path == "/redirect":
+        conn.sendall(head(b"302 Found", 0, b"Location: /ok\r\n"))
+        return True
+    conn.sendall(head(b"404 Not Found", 0))
+    return True
+
+
+def serve_http(conn):
+    buf = b""
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                data = conn.recv(65536)
+                if not data:
+                    return
+                buf += data
+            req, _, buf = buf.partition(b"\r\n\r\n")
+            path = req.split(b" ")[1].decode()
+            if not answer(conn, path):
+                return
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def serve_junk(conn):
+    try:
+        conn.recv(65536)
+        conn.sendall(b"SSH-2.0-OpenSSH_9.2 not a web server\r\n")
+    except OSError:
+        pass
+    conn.close()
+
+
+def listen(handler):
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(64)
+
+    def loop():
+        while True:
+            c, _ = s.accept()
+            threading.Thread(target=handler, args=(c,), daemon=True).start()
+    threading.Thread(target=loop, daemon=True).start()
+    return s.getsockname()[1]
+
+
+HTTP = listen(serve_http)
+JUNK = listen(serve_junk)
+
+
+def loadgen(name, args):
+    out = os.path.join(TMP, name)
+    t = time.monotonic()
+    r = subprocess.run([LOADGEN, "--out=" + out, "--progress=lines", "--deadline_ms=1500"] + args,
+                       capture_output=True, text=True, timeout=60)
+    loads = []
+    try:
+        with open(os.path.join(out, "events.jsonl")) as f:
+            loads = [e["load"] for e in map(json.loads, f) if "load" in e]
+    except OSError:
+        pass
+    return r, (loads[0] if loads else {}), time.monotonic() - t
+
+
+def requests_file(name, paths):
+    p = os.path.join(TMP, name)
+    with open(p, "w") as f:
+        f.write("".join("GET %s\n" % x for x in paths))
+    return p
+
+
+def mixed():
+    """Every bad response among good ones: each counted by its kind, the
+    others ok."""
+    paths = ["/ok", "/close", "/ok", "/trickle", "/ok", "/bigheaders", "/ok", "/bigbody",
+             "/ok", "/redirect", "/ok", "/missing"]
+    f = requests_file("mixed.txt", paths)
+    r, load, took = loadgen("mixed", ["--target=http://127.0.0.1:%d" % HTTP,
+                                      "--requests_file=" + f, "--requests=%d" % len(paths),
+                                      "--connections=4", "--max_receive_mb=1",
+                                      "--max_errors=100"])
+    want = {"200": "6", "CLOSED": "1", "TIMEOUT": "1", "TOO_LARGE": "2", "302": "1", "404": "1"}
+    check(r.returncode == 0 and load.get("status_counts") == want
+          and load.get("requests_ok") == "6" and load.get("requests_failed") == "6" and took < 20,
+          "mixed: each bad peer failed its own request, by kind, the 6 good ones ok (exit %d, "
+          "%.1f s): %s | %s" % (r.returncode, took, load.get("status_counts"), r.stderr[-300:]))
+
+
+def one_each():
+    """Each bad peer alone: the step fails with a clear first error, after
+    the good requests before it were recorded."""
+    cases = (("/close", "CLOSED: GET http://127.0.0.1:%d/close: the peer closed the connection "
+                        "mid-response" % HTTP),
+             ("/trickle", "TIMEOUT: GET http://127.0.0.1:%d/trickle: no whole response within "
+                          "--deadline_ms=1500" % HTTP),
+             ("/bigheaders", "TOO_LARGE: GET http://127.0.0.1:%d/bigheaders: response headers "
+                             "over 64 KiB" % HTTP),
+             ("/bigbody", "TOO_LARGE: GET http://127.0.0.1:%d/bigbody: a response body over "
+                          "--max_receive_mb=1" % HTTP),
+             ("/redirect", "HTTP 302 from GET http://127.0.0.1:%d/redirect (a redirect: not "
+                           "followed without --follow_redirects)" % HTTP))
+    for path, text in cases:
+        f = requests_file(path[1:] + ".txt", ["/ok"] * 5 + [path])
+        r, load, _ = loadgen(path[1:], ["--target=http://127.0.0.1:%d" % HTTP,
+                                        "--requests_file=" + f, "--requests=6",
+                                        "--connections=1", "--max_receive_mb=1"])
+        check(r.returncode == 1 and load.get("requests_ok") == "5"
+              and load.get("requests_failed") == "1"
+              and load.get("first_error", "").startswith(text) and text in r.stderr,
+              "%s: the step failed on it with %r, the 5 requests before it recorded ok "
+              "(exit %d): %s | %s" % (path, text, r.returncode, load.get("first_error"),
+                                      r.stderr[-300:]))
+
+
+def not_http():
+    r, load, _ = loadgen("junk", ["--target=http://127.0.0.1:%d/" % JUNK, "--requests=3"])
+    err = load.get("first_error", "")
+    check(r.returncode == 1 and err.startswith("BAD_RESPONSE: GET http://127.0.0.1:%d/: not an "
+                                               "HTTP response" % JUNK)
+          and int(load.get("requests_failed", 0)) >= 1,
+          "a peer that is not HTTP: BAD_RESPONSE naming the request (exit %d): %s"
+          % (r.returncode, err))
+    r, load, _ = loadgen("junk-h2c", ["--target=http://127.0.0.1:%d/" % JUNK,
+                                      "--http_version=h2c", "--requests=3"])
+    err = load.get("first_error", "")
+    # Over h2c, libcurl sees no HTTP/2 frame before the peer closes.
+    check(r.returncode == 1 and (err.startswith("BAD_RESPONSE: GET http://127.0.0.1:%d/: " % JUNK)
+                                 or err.startswith("CLOSED: GET http://127.0.0.1:%d/: " % JUNK)),
+          "a peer that is not HTTP, over h2c: BAD_RESPONSE or CLOSED naming the request (exit "
+          "%d): %s" % (r.returncode, err))
+
+
+def redirects_followed():
+    r, load, _ = loadgen("follow", ["--target=http://127.0.0.1:%d/redirect" % HTTP,
+                                    "--requests=20", "--follow_redirects"])
+    check(r.returncode == 0 and load.get("status_counts") == {"200": "20"},
+          "--follow_redirects: the 302s led to 200s (exit %d): %s | %s"
+          % (r.returncode, load.get("status_counts"), r.stderr[-200:]))
+
+
+if __name__ == "__main__":
+    package_tree.run_parts("bad_peers_test", (mixed, one_each, not_http, redirects_followed))
