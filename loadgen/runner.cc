@@ -143,13 +143,7 @@ std::shared_ptr<grpc::Channel> Runner::ControlChannel(const std::string& address
 absl::Status Runner::ConnectControl(bool wait) {
   absl::StatusOr<registry::ControlSpec> spec = registry::ParseControlSpec(options_.control);
   if (!spec.ok()) return spec.status();
-  std::vector<registry::Ignored> ignored;
-  absl::StatusOr<std::vector<registry::Entry>> found =
-      registry::Resolve(*spec, options_.control_trust, &ignored);
-  for (const registry::Ignored& i : ignored) {
-    Line(absl::StrCat("--control=", options_.control, ": ignored ", Echo(i.path), ": ",
-                      Echo(i.why), i.removed ? " (removed)" : ""));
-  }
+  absl::StatusOr<std::vector<registry::Entry>> found = ResolveWorkers(*spec, wait);
   if (!found.ok()) return absl::UnavailableError(found.status().message());
   many_workers_ = spec->kind == registry::ControlSpec::Kind::kService;
   if (many_workers_) {
@@ -174,6 +168,9 @@ absl::Status Runner::ConnectControl(bool wait) {
     std::vector<int> pids;
     for (const ControlWorker& w : workers_) pids.push_back(w.entry.pid);
     master_pid_ = procfs::FindMaster(pids);
+    if (options_.check_workers != nullptr) {
+      if (absl::Status c = options_.check_workers(pids); !c.ok()) return c;
+    }
     Line(master_pid_ != 0
              ? absl::StrFormat("--control=%s: master pid %d (the workers' parent): the "
                                "service's memory is the master's and the workers' together",
@@ -183,6 +180,45 @@ absl::Status Runner::ConnectControl(bool wait) {
                                options_.control));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<registry::Entry>> Runner::ResolveWorkers(
+    const registry::ControlSpec& spec, bool wait) {
+  const int root = spec.kind == registry::ControlSpec::Kind::kService
+                       ? options_.control_root_pid
+                       : 0;
+  const absl::Time until = absl::Now() + (wait ? options_.connect_timeout : absl::ZeroDuration());
+  for (bool said = false;; said = true) {
+    std::vector<registry::Ignored> ignored;
+    absl::StatusOr<std::vector<registry::Entry>> found =
+        registry::Resolve(spec, options_.control_trust, &ignored);
+    for (const registry::Ignored& i : ignored) {
+      if (said) break;  // once, not at every poll
+      Line(absl::StrCat("--control=", options_.control, ": ignored ", Echo(i.path), ": ",
+                        Echo(i.why), i.removed ? " (removed)" : ""));
+    }
+    if (root == 0) return found;
+    std::vector<registry::Entry> mine;
+    if (found.ok()) {
+      for (registry::Entry& e : *found) {
+        if (procfs::DescendsFrom(e.pid, root)) mine.push_back(std::move(e));
+      }
+    }
+    const std::vector<int> children = procfs::ChildrenOf(root);
+    const bool all = !mine.empty() && std::all_of(children.begin(), children.end(), [&](int c) {
+      return std::any_of(mine.begin(), mine.end(),
+                         [c](const registry::Entry& e) { return e.pid == c; });
+    });
+    if (all) return mine;
+    if (absl::Now() >= until) {
+      return absl::UnavailableError(absl::StrFormat(
+          "--control=%s: %d of the %d processes pid %d started registered their Control "
+          "within %s (each worker must call rsslab.serve(); the service's name must be %s)",
+          options_.control, mine.size(), children.size(), root,
+          absl::FormatDuration(options_.connect_timeout), spec.service));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
 }
 
 void Runner::Stamp(const ControlWorker& w, Event* e) const {

@@ -73,6 +73,14 @@ class Runner {
     // outside through this (the agent's ProcSnapshot, /proc/PID); empty:
     // they are skipped too.
     std::function<absl::StatusOr<rsslab::v1::Snapshot>()> outside_snapshot;
+    // --control=all:NAME for a program this loadgen launched (a sweep
+    // cell's pre-fork server): only workers descending from this pid are
+    // the service's, and the run waits (up to connect_timeout) until every
+    // child of it is registered. 0: any registered worker of NAME.
+    int control_root_pid = 0;
+    // Called with the workers' pids once they are found (a sweep cell:
+    // each worker runs under the cell's profile); an error fails the run.
+    std::function<absl::Status(const std::vector<int>& pids)> check_workers;
     // A resumed soak (--resume): repeat steps number their cycles from
     // `first_cycle` and end `duration_s` after `repeat_started` (the
     // interrupted run's start), not after this run's.
@@ -125,6 +133,10 @@ class Runner {
   // Resolves --control into workers_ and connects to each (within
   // connect_timeout when `wait`).
   absl::Status ConnectControl(bool wait);
+  // The registered workers (control_root_pid: only its descendants, all of
+  // its children, waited for).
+  absl::StatusOr<std::vector<registry::Entry>> ResolveWorkers(const registry::ControlSpec& spec,
+                                                              bool wait);
   // Runs `one` for every worker: a worker that fails does not stop the
   // others; the step fails naming each that did, after the others'
   // records are written. When all answered, one more record, the

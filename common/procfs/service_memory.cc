@@ -55,6 +55,48 @@ absl::StatusOr<rsslab::v1::ServiceProcess> ReadOne(int pid, const char* role) {
 
 }  // namespace
 
+std::vector<int> ChildrenOf(int pid) {
+  std::vector<int> out;
+  absl::StatusOr<std::string> tasks = ReadProcFile(pid, "task/" + std::to_string(pid) + "/children");
+  // Children of the main thread; a pre-fork master forks from it.
+  if (!tasks.ok()) return out;
+  for (absl::string_view w : absl::StrSplit(*tasks, ' ', absl::SkipWhitespace())) {
+    int c = 0;
+    if (absl::SimpleAtoi(w, &c)) out.push_back(c);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool DescendsFrom(int pid, int ancestor) {
+  for (int i = 0; i < 64 && pid > 1; ++i) {
+    if (pid == ancestor) return true;
+    pid = ParentOf(pid);
+  }
+  return pid == ancestor;
+}
+
+absl::Status SameAllocatorSetup(int pid, const std::string& library,
+                                const std::map<std::string, std::string>& env) {
+  absl::StatusOr<std::string> maps = ReadProcFile(pid, "maps");
+  if (!maps.ok()) return maps.status();
+  if (!library.empty() && !IsMapped(*maps, library)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker pid ", pid, " does not have the profile's allocator ", library, " mapped"));
+  }
+  absl::StatusOr<std::map<std::string, std::string>> got = ReadAllocatorEnv(pid);
+  if (!got.ok()) return got.status();
+  for (const auto& [name, value] : env) {
+    auto it = got->find(name);
+    if (it == got->end() || it->second != value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker pid ", pid, " started with ", name, "=",
+          it == got->end() ? "(unset)" : it->second, ", not the profile's ", value));
+    }
+  }
+  return absl::OkStatus();
+}
+
 int FindMaster(const std::vector<int>& worker_pids) {
   if (worker_pids.empty()) return 0;
   const int parent = ParentOf(worker_pids[0]);

@@ -9,8 +9,11 @@
 #ifndef RSSLAB_COMMON_PROCFS_SERVICE_MEMORY_H_
 #define RSSLAB_COMMON_PROCFS_SERVICE_MEMORY_H_
 
+#include <map>
+#include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "proto/snapshot.pb.h"
@@ -24,6 +27,20 @@ namespace procfs {
 // parents, the parent is pid 1, or it runs another program (a shell that
 // started them one by one is not part of the service).
 int FindMaster(const std::vector<int>& worker_pids);
+
+// The live children of `pid` (/proc/PID/task/*/children), sorted.
+std::vector<int> ChildrenOf(int pid);
+// Whether `pid` is `ancestor` or one of its descendants (parents followed
+// through /proc/PID/stat, at most 64 levels).
+bool DescendsFrom(int pid, int ancestor);
+
+// Whether a worker runs as its verified master does: `library` (the
+// allocator library the launch verified; "" for glibc) in its
+// /proc/PID/maps and each of `env` (the allocator variables verified) in
+// its /proc/PID/environ with the same value. INVALID_ARGUMENT naming the
+// worker and what differs.
+absl::Status SameAllocatorSetup(int pid, const std::string& library,
+                                const std::map<std::string, std::string>& env);
 
 // The Pss: line of /proc/PID/smaps_rollup text, bytes; -1 if absent.
 int64_t ParsePss(absl::string_view smaps_rollup);

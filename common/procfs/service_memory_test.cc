@@ -102,6 +102,34 @@ TEST(ServiceMemoryTest, NoMasterWithoutACommonParentOfTheSameProgram) {
   Reap(child);
 }
 
+TEST(ServiceMemoryTest, AWorkerNotUnderTheProfileIsNamed) {
+  // A "worker" started with another allocator setting than the master's
+  // verified one (exec'd with its own environment, as a program that
+  // spawns workers with a cleaned environment would).
+  const pid_t pid = fork();
+  if (pid == 0) {
+    char* const argv[] = {const_cast<char*>("/bin/sleep"), const_cast<char*>("30"), nullptr};
+    char* const envp[] = {const_cast<char*>("MALLOC_ARENA_MAX=8"), nullptr};
+    execve("/bin/sleep", argv, envp);
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  absl::Status s;
+  for (int i = 0; i < 200; ++i) {  // until the exec took place
+    s = SameAllocatorSetup(pid, "", {{"MALLOC_ARENA_MAX", "2"}});
+    if (!s.ok() && s.message().find("=8") != std::string::npos) break;
+    usleep(10000);
+  }
+  EXPECT_EQ(s.message(), absl::StrCat("worker pid ", pid,
+                                      " started with MALLOC_ARENA_MAX=8, not the profile's 2"));
+  EXPECT_TRUE(SameAllocatorSetup(pid, "", {{"MALLOC_ARENA_MAX", "8"}}).ok());
+  absl::Status lib = SameAllocatorSetup(pid, "libjemalloc.so.2", {});
+  EXPECT_EQ(lib.message(), absl::StrCat("worker pid ", pid,
+                                        " does not have the profile's allocator "
+                                        "libjemalloc.so.2 mapped"));
+  Reap(pid);
+}
+
 }  // namespace
 }  // namespace procfs
 }  // namespace rsslab
