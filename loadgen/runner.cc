@@ -187,7 +187,15 @@ absl::StatusOr<std::vector<registry::Entry>> Runner::ResolveWorkers(
   const int root = spec.kind == registry::ControlSpec::Kind::kService
                        ? options_.control_root_pid
                        : 0;
-  const absl::Time until = absl::Now() + (wait ? options_.connect_timeout : absl::ZeroDuration());
+  // A launched program's workers import the app before they serve Control:
+  // on a busy machine that takes longer than a connection.
+  const absl::Duration patience =
+      root != 0 ? std::max(options_.connect_timeout, kWorkersTimeout) : options_.connect_timeout;
+  const absl::Time until = absl::Now() + (wait ? patience : absl::ZeroDuration());
+  // A pre-fork master forks its workers one after another (gunicorn: up to
+  // 0.1 s apart): the set counts once it has stayed the same for a second.
+  std::vector<int> last_children;
+  absl::Time settled_since = absl::InfiniteFuture();
   for (bool said = false;; said = true) {
     std::vector<registry::Ignored> ignored;
     absl::StatusOr<std::vector<registry::Entry>> found =
@@ -209,13 +217,17 @@ absl::StatusOr<std::vector<registry::Entry>> Runner::ResolveWorkers(
       return std::any_of(mine.begin(), mine.end(),
                          [c](const registry::Entry& e) { return e.pid == c; });
     });
-    if (all) return mine;
+    if (!all || children != last_children) settled_since = absl::InfiniteFuture();
+    if (all && settled_since == absl::InfiniteFuture()) settled_since = absl::Now();
+    last_children = children;
+    if (all && absl::Now() - settled_since >= absl::Seconds(1)) return mine;
     if (absl::Now() >= until) {
+      if (all) return mine;
       return absl::UnavailableError(absl::StrFormat(
           "--control=%s: %d of the %d processes pid %d started registered their Control "
           "within %s (each worker must call rsslab.serve(); the service's name must be %s)",
-          options_.control, mine.size(), children.size(), root,
-          absl::FormatDuration(options_.connect_timeout), spec.service));
+          options_.control, mine.size(), children.size(), root, absl::FormatDuration(patience),
+          spec.service));
     }
     absl::SleepFor(absl::Milliseconds(100));
   }

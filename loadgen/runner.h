@@ -36,6 +36,9 @@
 
 namespace rsslab {
 
+// How long a launched pre-fork program's workers may take to register.
+inline constexpr absl::Duration kWorkersTimeout = absl::Seconds(30);
+
 class Runner {
  public:
   using ProgressMode = ::rsslab::ProgressMode;
@@ -76,7 +79,9 @@ class Runner {
     // --control=all:NAME for a program this loadgen launched (a sweep
     // cell's pre-fork server): only workers descending from this pid are
     // the service's, and the run waits (up to connect_timeout) until every
-    // child of it is registered. 0: any registered worker of NAME.
+    // child of it is registered and no new one came for a second (up to
+    // kWorkersTimeout, or connect_timeout if longer). 0: any registered
+    // worker of NAME.
     int control_root_pid = 0;
     // Called with the workers' pids once they are found (a sweep cell:
     // each worker runs under the cell's profile); an error fails the run.

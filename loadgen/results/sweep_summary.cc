@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "loadgen/results/histogram.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/echo.h"
@@ -271,6 +272,9 @@ void AddCellRecord(const Event& e, CellState& st) {
         st.c.value[kQps] = e.load().qps();
         st.c.value[kP99] = e.load().latency().p99_us();
         st.c.fill_p50_us = e.load().latency().p50_us();
+        if (auto h = Histogram::FromProto(e.load().histogram()); h.ok() && h->count() > 0) {
+          st.c.fill_p95_us = h->Percentile(95) / 1e3;
+        }
       }
       break;
     case Event::kCellResult: {
@@ -606,8 +610,8 @@ std::string MarkdownServiceCells(const SweepSummary& s) {
     if (md.empty()) {
       md = "\n## Service processes after idle\n\nA pre-fork service's RSS in the tables "
            "above is its master's and workers' summed; PSS counts the pages they share "
-           "once.\n\n| cell | processes | rss MiB | pss MiB | master MiB | workers MiB |\n"
-           "|---|---|---|---|---|---|\n";
+           "once; QPS and p95 are the fill load's.\n\n| cell | qps | p95 ms | processes | rss "
+           "MiB | pss MiB | master MiB | workers MiB |\n|---|---|---|---|---|---|---|---|\n";
     }
     const auto& m = c.service_idle;
     std::string master = "-";
@@ -620,7 +624,9 @@ std::string MarkdownServiceCells(const SweepSummary& s) {
         workers.push_back(absl::StrCat(rss, " (pid ", p.pid(), ")"));
       }
     }
-    absl::StrAppendFormat(&md, "| %s | %d | %s | %s | %s | %s |\n", Echo(c.cell),
+    absl::StrAppendFormat(&md, "| %s | %s | %s | %d | %s | %s | %s | %s |\n", Echo(c.cell),
+                          FormatMetric(kQps, c.value[kQps]),
+                          c.fill_p95_us < 0 ? "-" : FormatMetric(kP99, c.fill_p95_us),
                           m.processes_size(), FormatMetric(kAfterIdle, m.rss_bytes()),
                           m.pss_bytes() < 0 ? "-" : FormatMetric(kAfterIdle, m.pss_bytes()),
                           master, absl::StrJoin(workers, ", "));

@@ -121,6 +121,8 @@ struct CellSummary {
   // after the idle phase (the table's RSS is their sum).
   bool has_service = false;
   rsslab::v1::ServiceMemory service_idle;
+  // The fill load's p95 (us, from its histogram; seed 004's figure); -1: none.
+  double fill_p95_us = -1;
   CellSummary() {
     for (double& v : value) v = -1;
   }
