@@ -3,7 +3,8 @@
 # clients on a no-op endpoint of a fast native server (Debian's nginx-light,
 # `return 200 "ok"`): wrk on HTTP/1.1 keep-alive, h2load (nghttp2-client) on
 # h2c, the same connections, threads and duration for both tools of a pair.
-# Prints requests/s per round, the best of each tool, their ratio (goal:
+# Prints requests/s and client CPU per request per round, the best of each
+# tool, their ratio (goal:
 # loadgen >= 0.9 x the reference) and the conditions: command, commit, date,
 # load average, pinned or not.
 #
@@ -37,7 +38,7 @@ bench_workdir
 
 echo "command: $0 (D=$D C=$C T=$T M=$M ROUNDS=$ROUNDS PIN=$PIN)"
 echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), date: $(date -u +%FT%TZ)"
-print_machine "$("$NGINX" -v 2>&1), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1), $(curl-config --version 2>/dev/null || echo libcurl)"
+print_machine "$("$NGINX" -v 2>&1), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1), libcurl $(pkg-config --modversion libcurl 2>/dev/null || echo '?')"
 
 free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -68,22 +69,37 @@ http {
 CONF
 "${SRV_PIN[@]}" "$NGINX" -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx" &
 SERVER_PID=$!
-for _ in $(seq 50); do curl -sf "http://127.0.0.1:$H1/" >/dev/null && break; sleep 0.1; done
+for _ in $(seq 50); do (exec 3<>"/dev/tcp/127.0.0.1/$H1") 2>/dev/null && break; sleep 0.1; done
 
-# Each prints requests/s.
+# Each prints "REQ/S CLIENT_CPU_US_PER_REQ": the client's user+sys
+# (/usr/bin/time) over every request it sent (the loadgen's warm-up too).
+timed() {
+  "${CLI_PIN[@]}" /usr/bin/time -f '%U %S' -o "$WORK/time" "$@"
+}
+cpu_per() {  # N requests
+  awk -v n="$1" '{ printf "%.2f", (n > 0 ? ($1 + $2) * 1e6 / n : 0) }' "$WORK/time"
+}
 run_wrk() {
-  "${CLI_PIN[@]}" wrk -t "$T" -c "$C" -d "${D}s" "http://127.0.0.1:$H1/" |
-    sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p'
+  timed wrk -t "$T" -c "$C" -d "${D}s" "http://127.0.0.1:$H1/" >"$WORK/wrk.txt"
+  echo "$(sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$WORK/wrk.txt")" \
+    "$(cpu_per "$(sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' "$WORK/wrk.txt")")"
 }
 run_h2load() {
-  "${CLI_PIN[@]}" h2load -t "$T" -c "$C" -m "$M" -D "$D" "http://127.0.0.1:$H2/" 2>&1 |
-    sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p'
+  timed h2load -t "$T" -c "$C" -m "$M" -D "$D" "http://127.0.0.1:$H2/" >"$WORK/h2load.txt" 2>&1
+  echo "$(sed -n 's/^finished in .*, \([0-9.]*\) req\/s.*/\1/p' "$WORK/h2load.txt")" \
+    "$(cpu_per "$(sed -n 's/^requests: \([0-9]*\) total.*/\1/p' "$WORK/h2load.txt")")"
 }
 loadgen_qps() {
   rm -rf "$WORK/lg"
-  "${CLI_PIN[@]}" "$LOADGEN" --control= --duration="${D}s" --warmup=1s --client_threads="$T" \
+  timed "$LOADGEN" --control= --duration="${D}s" --warmup=1s --client_threads="$T" \
     --progress=none --out="$WORK/lg" "$@" >/dev/null
-  awk -F, 'NR==1{for(i=1;i<=NF;i++) if($i=="qps") c=i} NR==2{print $c}' "$WORK/lg/summary.csv"
+  echo "$(awk -F, 'NR==1{for(i=1;i<=NF;i++) if($i=="qps") c=i} NR==2{print $c}' "$WORK/lg/summary.csv")" \
+    "$(cpu_per "$(/usr/bin/python3 -c 'import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    l = json.loads(line).get("load", {})
+    n += sum(int(l.get(k, 0)) for k in ("requests_ok", "requests_failed", "warmup_requests"))
+print(n)' "$WORK/lg/events.jsonl")")"
 }
 run_lg_h1() { loadgen_qps --target="http://127.0.0.1:$H1/" --connections="$C"; }
 run_lg_h2c() {
@@ -93,20 +109,22 @@ run_lg_h2c() {
 
 echo "pinning: PIN=$PIN$([ "$PIN" = 1 ] && echo ' (nginx CPU 0, client CPU 1)')"
 echo "shape: HTTP/1.1 $C connections; h2c $C connections x $M streams; $T client threads; ${D} s a run"
-printf '%-6s %-10s %12s\n' round tool req/s
+printf '%-6s %-10s %12s %16s\n' round tool req/s client_us/req
 : >"$WORK/rounds"
 for r in $(seq 1 "$ROUNDS"); do
   if (( r % 2 )); then order="wrk lg_h1 h2load lg_h2c"; else order="lg_h1 wrk lg_h2c h2load"; fi
   for t in $order; do
-    q=$(run_$t); q=${q:-0}
-    printf '%-6s %-10s %12.0f\n' "$r" "$t" "$q"
-    echo "$r $t $q" >>"$WORK/rounds"
+    read -r q cu < <(run_$t) || true
+    printf '%-6s %-10s %12.0f %16s\n' "$r" "$t" "${q:-0}" "${cu:-?}"
+    echo "$r $t ${q:-0} ${cu:-0}" >>"$WORK/rounds"
   done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 awk '
-  { q[$2] = ($3 > q[$2]) ? $3 : q[$2] }
+  { q[$2] = ($3 > q[$2]) ? $3 : q[$2]; cu[$2] += $4; k[$2]++ }
   END {
+    printf "client CPU per request (mean): wrk %.1f us, rsslab_loadgen HTTP/1.1 %.1f us; h2load %.1f us, rsslab_loadgen h2c %.1f us\n",
+      cu["wrk"] / k["wrk"], cu["lg_h1"] / k["lg_h1"], cu["h2load"] / k["h2load"], cu["lg_h2c"] / k["lg_h2c"]
     r1 = q["wrk"] > 0 ? q["lg_h1"] / q["wrk"] : 0
     r2 = q["h2load"] > 0 ? q["lg_h2c"] / q["h2load"] : 0
     printf "best: HTTP/1.1 wrk %.0f req/s, rsslab_loadgen %.0f req/s, ratio %.2f (goal >= 0.90)\n", q["wrk"], q["lg_h1"], r1

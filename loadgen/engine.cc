@@ -93,17 +93,8 @@ LiveProgress LoadEngine::Progress() const {
     absl::MutexLock l(&mu_);
     st = current_;
   }
-  LiveProgress p;
-  if (st == nullptr) return p;
-  p.running = true;
-  p.done = st->done.load();
-  p.failed = st->failed.load();
-  p.target = st->spec.requests();
-  p.p99_us = st->Merged().Percentile(99) / 1e3;
-  const int64_t start = st->measure_start_ns.load();
-  const int64_t now = MonoNs();
-  p.elapsed_s = start < now ? (now - start) / 1e9 : 0;
-  return p;
+  if (st == nullptr) return LiveProgress();
+  return st->Progress(st->Merged());
 }
 
 rsslab::v1::Latency LoadEngine::TakeInterval() {
@@ -195,16 +186,6 @@ std::shared_ptr<RunState> NewRunState(const LoadSpec& spec, const LoadEngine::Op
   return st;
 }
 
-// How the sends kept to their schedule (open loop), and whether a stop
-// request cut the step short.
-struct Sends {
-  uint64_t late = 0;
-  // Due before the step's end but not sent when its time was up.
-  uint64_t not_sent = 0;
-  int64_t max_lag_ns = 0;
-  bool interrupted = false;
-};
-
 // Open loop: requests leave on the schedule from `t0` whatever the server
 // does, until the step's end, the engine stopping or `stop`.
 void SendOpenLoop(RunState* st, int64_t t0, absl::Duration late_tolerance,
@@ -268,7 +249,6 @@ void Summarize(RunState* st, double cpu, const Sends& sends, LoadResult* result)
     }
     if (tail.count() > 0) result->tail_interval = tail.LatencyMicros();
   }
-  result->histogram = st->Merged();
   std::array<uint64_t, kCodes> codes = {};
   uint64_t req_bytes = 0, resp_bytes = 0;
   for (auto& s : st->shards) {
@@ -286,41 +266,7 @@ void Summarize(RunState* st, double cpu, const Sends& sends, LoadResult* result)
   for (int c = 0; c < kCodes; ++c) {
     if (codes[c] > 0) (*sum.mutable_status_counts())[StatusCodeName(c)] = codes[c];
   }
-  const uint64_t done = st->done.load();
-  const uint64_t failed = st->failed.load();
-  sum.set_requests_ok(done - failed);
-  sum.set_requests_failed(failed);
-  sum.set_warmup_requests(st->warm_done.load());
-  const int64_t ms = st->measure_start_ns.load();
-  const int64_t me = st->last_done_ns.load();
-  const double elapsed = (done > 0 && me > ms) ? (me - ms) / 1e9 : 0;
-  sum.set_elapsed_s(elapsed);
-  sum.set_qps(elapsed > 0 ? done / elapsed : 0);
-  *sum.mutable_latency() = result->histogram.LatencyMicros();
-  sum.set_client_cpu_s(cpu);
-  sum.set_requests_per_client_cpu_s(cpu > 0 ? done / cpu : 0);
-  sum.set_behind_schedule(sends.late);
-  sum.set_not_sent(sends.not_sent);
-  sum.set_max_schedule_lag_us(sends.max_lag_ns / 1e3);
-  *sum.mutable_histogram() = result->histogram.ToProto();
-  sum.set_interrupted(sends.interrupted);
-  sum.set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
-  {
-    absl::MutexLock l(&st->mu);
-    sum.set_first_error(st->first_error);
-    if (st->too_many_errors) {
-      result->status = absl::AbortedError(absl::StrFormat(
-          "%d RPCs failed (more than --max_errors=%d); first: %s",
-          st->failed_all.load(), st->max_errors, st->first_error));
-    }
-  }
-  if (result->status.ok() && sends.interrupted) {
-    result->status = absl::CancelledError("interrupted");
-  }
-  if (result->status.ok() && st->spec.requests() > 0 && done < st->spec.requests()) {
-    result->status = absl::InternalError(absl::StrFormat(
-        "only %d of %d requests completed", done, st->spec.requests()));
-  }
+  st->Summarize(st->Merged(), cpu, sends, "RPCs", result);
 }
 
 }  // namespace

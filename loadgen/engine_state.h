@@ -23,16 +23,13 @@
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "loadgen/engine.h"
+#include "loadgen/step_counts.h"
 #include "proto/load.grpc.pb.h"
 
 namespace rsslab {
 namespace engine_internal {
 
-inline int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
+inline int64_t MonoNs() { return StepMonoNs(); }
 
 // Per-request seeds: a fixed function of (--seed, request index), so the
 // same run sends the same set of requests whatever the interleaving.
@@ -61,7 +58,7 @@ void SummarizeMessages(LoadEngine::RunState* st, rsslab::v1::LoadSummary* sum);
 
 }  // namespace engine_internal
 
-struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState> {
+struct LoadEngine::RunState : StepCounts, std::enable_shared_from_this<LoadEngine::RunState> {
   // One RPC slot. Closed loop: a completion re-arms its own slot for the
   // next request, so the request (with its params and payload), the response
   // and the slot itself are built once per slot, not once per RPC (profile:
@@ -113,9 +110,6 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     uint64_t messages_received ABSL_GUARDED_BY(mu) = 0;
   };
 
-  rsslab::v1::LoadSpec spec;
-  uint64_t max_errors = 0;
-  LoadgenMetrics* metrics = nullptr;  // not owned; may be null
   std::string payload;
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   std::vector<std::unique_ptr<rsslab::v1::Load::Stub>> stubs;
@@ -133,19 +127,7 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
   // Set when a stop request is seen: streams write no more messages.
   std::atomic<bool> stop_streams{false};
 
-  int64_t warmup_end_ns = 0;   // sends intended before this are warm-up
-  int64_t measure_end_ns = std::numeric_limits<int64_t>::max();
-
-  std::atomic<uint64_t> next_index{0};
-  std::atomic<uint64_t> measured_issued{0};
   std::atomic<int64_t> in_flight{0};
-  std::atomic<bool> stopping{false};
-  std::atomic<uint64_t> done{0};
-  std::atomic<uint64_t> failed{0};        // measured
-  std::atomic<uint64_t> failed_all{0};    // including warm-up
-  std::atomic<uint64_t> warm_done{0};
-  std::atomic<int64_t> measure_start_ns{std::numeric_limits<int64_t>::max()};
-  std::atomic<int64_t> last_done_ns{0};
 
   // One completion queue per poller thread; channel i uses cqs[i % n].
   std::vector<std::unique_ptr<grpc::CompletionQueue>> cqs;
@@ -165,11 +147,7 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
     pollers.clear();
   }
 
-  // Taken (briefly) whenever in_flight drops, so waiters re-check.
-  absl::Mutex mu;
-  std::string first_error ABSL_GUARDED_BY(mu);
   int max_receive_mb = kDefaultMaxReceiveMb;  // named in a too-large reply's error
-  bool too_many_errors ABSL_GUARDED_BY(mu) = false;
 
   // Every request's fixed part (params, payload, return_body), built once;
   // a new slot copies it, a reused slot keeps it and changes id/seed only.
@@ -249,23 +227,8 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
   // Takes the next request index if the step wants another request (and
   // counts it in flight); false otherwise.
   bool Take(int64_t intended_ns, uint64_t* idx, bool* warm) {
-    if (stopping.load(std::memory_order_relaxed)) return false;
-    if (intended_ns >= measure_end_ns) {
-      stopping = true;
-      return false;
-    }
-    *idx = next_index.fetch_add(1);
-    *warm = *idx < spec.warmup_requests() || intended_ns < warmup_end_ns;
-    if (!*warm) {
-      if (spec.requests() > 0 &&
-          measured_issued.fetch_add(1) >= spec.requests()) {
-        stopping = true;
-        return false;
-      }
-      engine_internal::AtomicMin(measure_start_ns, intended_ns);
-    }
+    if (!StepCounts::Take(intended_ns, idx, warm)) return false;
     in_flight.fetch_add(1);
-    if (metrics != nullptr) metrics->OnSend();
     return true;
   }
 
@@ -317,26 +280,11 @@ struct LoadEngine::RunState : std::enable_shared_from_this<LoadEngine::RunState>
       shard.req_bytes += f.req_bytes;
       shard.resp_bytes += f.resp_bytes;
     }
-    if (!s.ok()) {
-      const uint64_t n = failed_all.fetch_add(1) + 1;
-      if (!f.warm) failed.fetch_add(1);
-      absl::MutexLock l(&mu);
-      if (first_error.empty()) {
-        first_error = CallErrorText(code, s.error_message(), max_receive_mb);
-      }
-      if (n > max_errors) {
-        too_many_errors = true;
-        stopping = true;
-      }
-    }
+    Finish(s.ok(), f.warm, end, [&] {
+      return CallErrorText(code, s.error_message(), max_receive_mb);
+    });
     if (metrics != nullptr) {
       metrics->OnDone(code, absl::Nanoseconds(std::max<int64_t>(0, end - f.intended_ns)), f.warm);
-    }
-    if (f.warm) {
-      warm_done.fetch_add(1);
-    } else {
-      done.fetch_add(1);
-      engine_internal::AtomicMax(last_done_ns, end);
     }
     return end;
   }

@@ -711,10 +711,11 @@ Runner::StepDone Runner::Load(const PlanStep& step, const Ctx& ctx,
   Line(absl::StrFormat(
       "[%s] %s: load started (%s, %s)", label, step.name,
       spec.rate() > 0
-          ? absl::StrFormat("open loop %.0f/s %s, %d channels", spec.rate(),
-                            spec.arrival(), spec.channels())
-          : absl::StrFormat("closed loop %d outstanding over %d channels",
-                            spec.concurrency(), spec.channels()),
+          ? absl::StrFormat("open loop %.0f/s %s, %d %s", spec.rate(), spec.arrival(),
+                            spec.channels(), options_.http != nullptr ? "connections" : "channels")
+          : absl::StrFormat("closed loop %d outstanding over %d %s", spec.concurrency(),
+                            spec.channels(),
+                            options_.http != nullptr ? "connections" : "channels"),
       spec.requests() > 0 ? absl::StrFormat("%d requests", spec.requests())
                           : absl::StrFormat("%.1f s", spec.duration_s())));
   {

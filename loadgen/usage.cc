@@ -18,6 +18,8 @@ void SetLoadgenUsage() {
       "drives an rsslab_server over gRPC and scripts its phases.\n"
       "  rsslab_loadgen [run] --builtin=seed [--scale=0.1] [--target=H:P --control=H:P]\n"
       "  rsslab_loadgen --scenario=FILE | --requests=N | --duration=30s [load flags]\n"
+      "  rsslab_loadgen --target=http://H:P/PATH [--http_version=h2c --connections=N] [load flags]\n"
+      "      an HTTP service (HTTP/1.1 keep-alive or h2c) instead of gRPC\n"
       "  rsslab_loadgen --builtin=sweep --agent=H:P [--profiles=a,b --threads_list=1,4 --repeats=N]\n"
       "  rsslab_loadgen sweep ...   the same as --builtin=sweep ...\n"
       "  rsslab_loadgen --builtin=sweep ... --print_cells [--json]   the numbered cells\n"

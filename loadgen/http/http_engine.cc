@@ -18,10 +18,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/echo.h"
 #include "loadgen/results/histogram.h"
+#include "loadgen/step_counts.h"
 
 namespace rsslab {
 namespace http {
@@ -29,11 +31,7 @@ namespace {
 
 using ::rsslab::v1::LoadSpec;
 
-int64_t MonoNs() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
-}
+int64_t MonoNs() { return StepMonoNs(); }
 
 double CpuSeconds() {
   rusage ru;
@@ -64,13 +62,6 @@ struct Shard {
   uint64_t resp_bytes ABSL_GUARDED_BY(mu) = 0;
 };
 
-// How one thread's sends kept to their schedule (open loop).
-struct Sends {
-  uint64_t late = 0;
-  uint64_t not_sent = 0;
-  int64_t max_lag_ns = 0;
-  bool interrupted = false;
-};
 
 void InitCurlOnce() {
   static const bool kInit = [] { return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK; }();
@@ -79,56 +70,17 @@ void InitCurlOnce() {
 
 }  // namespace
 
-struct HttpEngine::RunState {
-  LoadSpec spec;
+struct HttpEngine::RunState : StepCounts {
   const Target* target = nullptr;
-  uint64_t max_errors = 0;
   int max_receive_mb = kDefaultMaxReceiveMb;
-  LoadgenMetrics* metrics = nullptr;
   bool open_loop = false;
   std::vector<std::unique_ptr<Shard>> shards;
-  int64_t warmup_end_ns = 0;
-  int64_t measure_end_ns = std::numeric_limits<int64_t>::max();
-  std::atomic<uint64_t> next_index{0};
-  std::atomic<uint64_t> measured_issued{0};
-  std::atomic<bool> stopping{false};
-  std::atomic<uint64_t> done{0};
-  std::atomic<uint64_t> failed{0};      // measured
-  std::atomic<uint64_t> failed_all{0};  // including warm-up
-  std::atomic<uint64_t> warm_done{0};
-  std::atomic<int64_t> measure_start_ns{std::numeric_limits<int64_t>::max()};
-  std::atomic<int64_t> last_done_ns{0};
-  absl::Mutex mu;
-  std::string first_error ABSL_GUARDED_BY(mu);
-  bool too_many_errors ABSL_GUARDED_BY(mu) = false;
 
-  // The next request index if the step wants another request.
-  bool Take(int64_t intended_ns, uint64_t* idx, bool* warm) {
-    if (stopping.load(std::memory_order_relaxed)) return false;
-    if (intended_ns >= measure_end_ns) {
-      stopping = true;
-      return false;
-    }
-    *idx = next_index.fetch_add(1);
-    *warm = *idx < spec.warmup_requests() || intended_ns < warmup_end_ns;
-    if (!*warm) {
-      if (spec.requests() > 0 && measured_issued.fetch_add(1) >= spec.requests()) {
-        stopping = true;
-        return false;
-      }
-      int64_t cur = measure_start_ns.load();
-      while (intended_ns < cur && !measure_start_ns.compare_exchange_weak(cur, intended_ns)) {
-      }
-    }
-    if (metrics != nullptr) metrics->OnSend();
-    return true;
-  }
-
-  // One finished request; `error` is called for its text only when it
-  // failed and is the step's first failure. Returns its end time.
-  template <typename ErrorText>
+  // One finished request into its thread's shard and the step's counts;
+  // `error` gives its text when it is the step's first failure. Returns its
+  // end time.
   int64_t Record(int shard, bool warm, int64_t intended_ns, int outcome, uint64_t req_bytes,
-                 uint64_t resp_bytes, ErrorText error) {
+                 uint64_t resp_bytes, absl::FunctionRef<std::string()> error) {
     const int64_t end = MonoNs();
     const uint64_t lat = static_cast<uint64_t>(std::max<int64_t>(0, end - intended_ns));
     const bool ok = outcome >= 200 && outcome < 300;
@@ -141,25 +93,8 @@ struct HttpEngine::RunState {
       s.req_bytes += req_bytes;
       s.resp_bytes += resp_bytes;
     }
-    if (!ok) {
-      const uint64_t n = failed_all.fetch_add(1) + 1;
-      if (!warm) failed.fetch_add(1);
-      absl::MutexLock l(&mu);
-      if (first_error.empty()) first_error = error();
-      if (n > max_errors) {
-        too_many_errors = true;
-        stopping = true;
-      }
-    }
+    Finish(ok, warm, end, error);
     if (metrics != nullptr) metrics->OnDone(ok ? 0 : 2, absl::Nanoseconds(lat), warm);
-    if (warm) {
-      warm_done.fetch_add(1);
-    } else {
-      done.fetch_add(1);
-      int64_t cur = last_done_ns.load();
-      while (end > cur && !last_done_ns.compare_exchange_weak(cur, end)) {
-      }
-    }
     return end;
   }
 
@@ -345,6 +280,7 @@ class Worker {
   RunState* st_;
   int index_, threads_, slots_cap_, conns_;
   bool h2_ = false;
+  bool added_ = false;  // a request was added since the last perform
   // h2c: the connections open now (curl's socket callbacks count them), and
   // requests sent to open one that have no socket yet.
   int sockets_ = 0;
@@ -407,6 +343,7 @@ void Worker::SetRequest(Slot* s, uint64_t idx) {
   curl_easy_setopt(e, CURLOPT_URL, s->req.url.c_str());
   const std::string& m = *s->req.method;
   curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, nullptr);
+  curl_easy_setopt(e, CURLOPT_NOBODY, 0L);  // a HEAD line before may have set it
   if (m == "HEAD") {
     curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
   } else if (s->req.has_body) {
@@ -439,6 +376,7 @@ bool Worker::Issue(Slot* s, int64_t intended) {
   curl_multi_add_handle(multi_, s->easy);
   s->in_multi = true;
   ++active_;
+  added_ = true;
   return true;
 }
 
@@ -572,6 +510,11 @@ void Worker::Loop(const StopFlag* stop, int64_t t0, Sends* sends) {
     }
     if (st_->open_loop) SendDue(sends);
     if (active_ == 0 && (!st_->open_loop || schedule_done_)) return;
+    // Requests just added start at once, without a poll first.
+    if (added_) {
+      added_ = false;
+      continue;
+    }
     int timeout_ms = 50;
     if (st_->open_loop && !schedule_done_ && active_ < slots_cap_) {
       const int64_t wait = next_intended_ - MonoNs();
@@ -630,17 +573,8 @@ LiveProgress HttpEngine::Progress() const {
     absl::MutexLock l(&mu_);
     st = current_;
   }
-  LiveProgress p;
-  if (st == nullptr) return p;
-  p.running = true;
-  p.done = st->done.load();
-  p.failed = st->failed.load();
-  p.target = st->spec.requests();
-  p.p99_us = st->Merged().Percentile(99) / 1e3;
-  const int64_t start = st->measure_start_ns.load();
-  const int64_t now = MonoNs();
-  p.elapsed_s = start < now ? (now - start) / 1e9 : 0;
-  return p;
+  if (st == nullptr) return LiveProgress();
+  return st->Progress(st->Merged());
 }
 
 rsslab::v1::Latency HttpEngine::TakeInterval() {
@@ -676,44 +610,13 @@ void Summarize(RunState* st, double cpu, const Sends& sends, LoadResult* result)
     resp_bytes += sh->resp_bytes;
   }
   if (tail.count() > 0) result->tail_interval = tail.LatencyMicros();
-  result->histogram = st->Merged();
   sum.set_call(st->target->describe());
   sum.set_request_bytes(req_bytes);
   sum.set_response_bytes(resp_bytes);
   for (int o = 0; o < kOutcomes; ++o) {
     if (outcomes[o] > 0) (*sum.mutable_status_counts())[OutcomeName(o)] = outcomes[o];
   }
-  const uint64_t done = st->done.load();
-  const uint64_t failed = st->failed.load();
-  sum.set_requests_ok(done - failed);
-  sum.set_requests_failed(failed);
-  sum.set_warmup_requests(st->warm_done.load());
-  const int64_t ms = st->measure_start_ns.load();
-  const int64_t me = st->last_done_ns.load();
-  const double elapsed = (done > 0 && me > ms) ? (me - ms) / 1e9 : 0;
-  sum.set_elapsed_s(elapsed);
-  sum.set_qps(elapsed > 0 ? done / elapsed : 0);
-  *sum.mutable_latency() = result->histogram.LatencyMicros();
-  sum.set_client_cpu_s(cpu);
-  sum.set_requests_per_client_cpu_s(cpu > 0 ? done / cpu : 0);
-  sum.set_behind_schedule(sends.late);
-  sum.set_not_sent(sends.not_sent);
-  sum.set_max_schedule_lag_us(sends.max_lag_ns / 1e3);
-  *sum.mutable_histogram() = result->histogram.ToProto();
-  sum.set_interrupted(sends.interrupted);
-  sum.set_end_unix_nanos(absl::ToUnixNanos(absl::Now()));
-  absl::MutexLock l(&st->mu);
-  sum.set_first_error(st->first_error);
-  if (st->too_many_errors) {
-    result->status = absl::AbortedError(
-        absl::StrFormat("%d requests failed (more than --max_errors=%d); first: %s",
-                        st->failed_all.load(), st->max_errors, st->first_error));
-  } else if (sends.interrupted) {
-    result->status = absl::CancelledError("interrupted");
-  } else if (st->spec.requests() > 0 && done < st->spec.requests()) {
-    result->status = absl::InternalError(
-        absl::StrFormat("only %d of %d requests completed", done, st->spec.requests()));
-  }
+  st->Summarize(st->Merged(), cpu, sends, "requests", result);
 }
 
 }  // namespace

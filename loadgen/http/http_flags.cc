@@ -57,8 +57,10 @@ absl::Status ApplyHttpFlags(const std::string& target, rsslab::v1::LoadSpec* fla
   if (conns > 0) flags->set_channels(conns);
   const bool h11 = absl::GetFlag(FLAGS_http_version) != "h2c";
   if (h11 && flags->concurrency() == 0 && flags->rate() == 0) {
-    flags->set_concurrency(conns > 0 ? conns : 4);
-    if (conns == 0) flags->set_channels(4);
+    // One request in flight per connection (--channels counts as well).
+    const uint32_t n = flags->channels() > 0 ? flags->channels() : 4;
+    flags->set_channels(n);
+    flags->set_concurrency(n);
   }
   return absl::OkStatus();
 }

@@ -9,8 +9,8 @@
   Control (each worker's on_phase callbacks ran);
 - hypercorn (python3-hypercorn) serving h2c: the requests it counted, each
   over HTTP/2, equal the loadgen's exactly, on a closed and an open loop;
-- nginx (nginx-light) serving h2c and closing each connection after 100
-  requests: its access log holds exactly the loadgen's requests, each over
+- nginx (nginx-light) serving h2c and closing each connection after 1000
+  requests (its default): its access log holds exactly the loadgen's requests, each over
   HTTP/2.
 """
 
@@ -263,7 +263,6 @@ http {
   fastcgi_temp_path %(d)s/fastcgi;
   uwsgi_temp_path %(d)s/uwsgi;
   scgi_temp_path %(d)s/scgi;
-  keepalive_requests 100;
   server {
     listen 127.0.0.1:%(port)d http2;
     location / { return 200 "ok"; }
@@ -273,8 +272,8 @@ http {
 
 
 def nginx_part():
-    """nginx (nginx-light) over h2c, ending each connection after 100
-    requests (keepalive_requests): the loadgen opens new ones as it goes,
+    """nginx (nginx-light) over h2c, ending each connection after 1000
+    requests (keepalive_requests' default): the loadgen opens new ones as it goes,
     and nginx's access log holds exactly its requests, each over HTTP/2."""
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
     if not os.path.exists(nginx):
@@ -294,7 +293,7 @@ def nginx_part():
         check(up, "nginx: listens (h2c) on 127.0.0.1:%d: %s" % (port, log.read()[-300:]))
         if not up:
             return
-        n = 2000
+        n = 5000
         r, records = loadgen(["--target=http://127.0.0.1:%d/" % port, "--http_version=h2c",
                               "--requests=%d" % n, "--connections=2", "--concurrency=16"],
                              os.path.join(d, "run"))
@@ -304,7 +303,7 @@ def nginx_part():
             lines = f.read().splitlines()
         check(r.returncode == 0 and ls and int(ls[0].get("requests_ok", 0)) == n
               and lines == ["HTTP/2.0 200"] * n,
-              "nginx: %d h2c requests over connections closed every 100 requests: the access "
+              "nginx: %d h2c requests over connections closed every 1000 requests: the access "
               "log holds %d, all HTTP/2.0 200 (%s) (exit %d): %s"
               % (n, len(lines), sorted(set(lines)), r.returncode, r.stderr[-300:]))
     finally:

@@ -7,7 +7,8 @@
 #include "absl/time/time.h"
 #include "loadgen/status_code.h"
 
-ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server data address (Load service).");
+ABSL_FLAG(std::string, target, "127.0.0.1:50051",
+          "Server data address (Load service); http://HOST:PORT/PATH for HTTP load (HTTP/1.1 or h2c).");
 ABSL_FLAG(std::string, control, "127.0.0.1:50052",
           "Server control address (Control service); all:NAME every live worker of the package's "
           "service NAME (phases, snapshots and trims reach each), pid:PID one registered worker "
