@@ -14,6 +14,7 @@
 #include "grpcpp/grpcpp.h"
 #include "common/untrusted_text.h"
 #include "common/units.h"
+#include "common/procfs/service_memory.h"
 #include "loadgen/http/http_engine.h"
 #include "loadgen/receive_bound.h"
 #include "loadgen/results/summary_render.h"
@@ -72,6 +73,24 @@ std::string WithoutControlLine(const Plan& plan, bool outside_snapshots) {
                       absl::StrJoin(parts, "; "), "; the load and wait steps run");
 }
 
+// The snapshot a Control step's record carries (set_phase's after the
+// phase, trim's after the release); null for other records.
+const rsslab::v1::Snapshot* RecordSnapshot(const Event& e) {
+  switch (e.record_case()) {
+    case Event::kSnapshot: return &e.snapshot();
+    case Event::kPhase: return &e.phase().snapshot();
+    case Event::kTrim: return &e.trim().after();
+    default: return nullptr;
+  }
+}
+rsslab::v1::Snapshot* MutableRecordSnapshot(Event& e) {
+  switch (e.record_case()) {
+    case Event::kPhase: return e.mutable_phase()->mutable_snapshot();
+    case Event::kTrim: return e.mutable_trim()->mutable_after();
+    default: return e.mutable_snapshot();
+  }
+}
+
 }  // namespace
 
 namespace {
@@ -124,13 +143,7 @@ std::shared_ptr<grpc::Channel> Runner::ControlChannel(const std::string& address
 absl::Status Runner::ConnectControl(bool wait) {
   absl::StatusOr<registry::ControlSpec> spec = registry::ParseControlSpec(options_.control);
   if (!spec.ok()) return spec.status();
-  std::vector<registry::Ignored> ignored;
-  absl::StatusOr<std::vector<registry::Entry>> found =
-      registry::Resolve(*spec, options_.control_trust, &ignored);
-  for (const registry::Ignored& i : ignored) {
-    Line(absl::StrCat("--control=", options_.control, ": ignored ", Echo(i.path), ": ",
-                      Echo(i.why), i.removed ? " (removed)" : ""));
-  }
+  absl::StatusOr<std::vector<registry::Entry>> found = ResolveWorkers(*spec, wait);
   if (!found.ok()) return absl::UnavailableError(found.status().message());
   many_workers_ = spec->kind == registry::ControlSpec::Kind::kService;
   if (many_workers_) {
@@ -151,7 +164,73 @@ absl::Status Runner::ConnectControl(bool wait) {
   }
   control_ = rsslab::v1::Control::NewStub(control_channel_);
   first_worker_pid_ = many_workers_ ? workers_[0].entry.pid : 0;
+  if (many_workers_) {
+    std::vector<int> pids;
+    for (const ControlWorker& w : workers_) pids.push_back(w.entry.pid);
+    master_pid_ = procfs::FindMaster(pids);
+    if (options_.check_workers != nullptr) {
+      if (absl::Status c = options_.check_workers(pids); !c.ok()) return c;
+    }
+    Line(master_pid_ != 0
+             ? absl::StrFormat("--control=%s: master pid %d (the workers' parent): the "
+                               "service's memory is the master's and the workers' together",
+                               options_.control, master_pid_)
+             : absl::StrFormat("--control=%s: no master (the workers have no common parent "
+                               "running their program): the service's memory is the workers'",
+                               options_.control));
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<registry::Entry>> Runner::ResolveWorkers(
+    const registry::ControlSpec& spec, bool wait) {
+  const int root = spec.kind == registry::ControlSpec::Kind::kService
+                       ? options_.control_root_pid
+                       : 0;
+  // A launched program's workers import the app before they serve Control:
+  // on a busy machine that takes longer than a connection.
+  const absl::Duration patience =
+      root != 0 ? std::max(options_.connect_timeout, kWorkersTimeout) : options_.connect_timeout;
+  const absl::Time until = absl::Now() + (wait ? patience : absl::ZeroDuration());
+  // A pre-fork master forks its workers one after another (gunicorn: up to
+  // 0.1 s apart): the set counts once it has stayed the same for a second.
+  std::vector<int> last_children;
+  absl::Time settled_since = absl::InfiniteFuture();
+  for (bool said = false;; said = true) {
+    std::vector<registry::Ignored> ignored;
+    absl::StatusOr<std::vector<registry::Entry>> found =
+        registry::Resolve(spec, options_.control_trust, &ignored);
+    for (const registry::Ignored& i : ignored) {
+      if (said) break;  // once, not at every poll
+      Line(absl::StrCat("--control=", options_.control, ": ignored ", Echo(i.path), ": ",
+                        Echo(i.why), i.removed ? " (removed)" : ""));
+    }
+    if (root == 0) return found;
+    std::vector<registry::Entry> mine;
+    if (found.ok()) {
+      for (registry::Entry& e : *found) {
+        if (procfs::DescendsFrom(e.pid, root)) mine.push_back(std::move(e));
+      }
+    }
+    const std::vector<int> children = procfs::ChildrenOf(root);
+    const bool all = !mine.empty() && std::all_of(children.begin(), children.end(), [&](int c) {
+      return std::any_of(mine.begin(), mine.end(),
+                         [c](const registry::Entry& e) { return e.pid == c; });
+    });
+    if (!all || children != last_children) settled_since = absl::InfiniteFuture();
+    if (all && settled_since == absl::InfiniteFuture()) settled_since = absl::Now();
+    last_children = children;
+    if (all && absl::Now() - settled_since >= absl::Seconds(1)) return mine;
+    if (absl::Now() >= until) {
+      if (all) return mine;
+      return absl::UnavailableError(absl::StrFormat(
+          "--control=%s: %d of the %d processes pid %d started registered their Control "
+          "within %s (each worker must call rsslab.serve(); the service's name must be %s)",
+          options_.control, mine.size(), children.size(), root, absl::FormatDuration(patience),
+          spec.service));
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
 }
 
 void Runner::Stamp(const ControlWorker& w, Event* e) const {
@@ -160,13 +239,18 @@ void Runner::Stamp(const ControlWorker& w, Event* e) const {
   e->set_worker_control(w.entry.address);
 }
 
-Runner::StepDone Runner::EachWorker(const std::function<StepDone(const ControlWorker&)>& one) {
+Runner::StepDone Runner::EachWorker(const Ctx& ctx,
+                                    const std::function<StepDone(const ControlWorker&)>& one) {
   if (workers_.size() == 1 && !many_workers_) return one(workers_[0]);
   std::vector<std::string> details, failures;
+  std::vector<rsslab::v1::Snapshot> snaps;
+  Event first;
   for (const ControlWorker& w : workers_) {
     StepDone d = one(w);
     if (d.status.ok()) {
       details.push_back(absl::StrCat("pid ", w.entry.pid, " ", d.detail));
+      if (snaps.empty()) first = d.record;
+      if (const rsslab::v1::Snapshot* s = RecordSnapshot(d.record)) snaps.push_back(*s);
     } else {
       failures.push_back(std::string(d.status.message()));
     }
@@ -177,8 +261,30 @@ Runner::StepDone Runner::EachWorker(const std::function<StepDone(const ControlWo
     done.status = absl::UnavailableError(absl::StrFormat(
         "%d of %d workers failed: %s", failures.size(), workers_.size(),
         absl::StrJoin(failures, "; ")));
+    return done;
   }
+  absl::StatusOr<rsslab::v1::Snapshot> svc = ServiceNow(snaps);
+  if (!svc.ok()) return {svc.status(), done.detail};
+  first.clear_worker_pid();
+  first.clear_worker_control();
+  *MutableRecordSnapshot(first) = *svc;
+  const rsslab::v1::ServiceMemory& m = svc->service();
+  done.detail = absl::StrFormat("service %.1f MiB rss, %s MiB pss over %d processes; %s",
+                                m.rss_bytes() / 1048576.0,
+                                m.pss_bytes() < 0 ? std::string("-")
+                                                  : absl::StrFormat("%.1f", m.pss_bytes() / 1048576.0),
+                                m.processes_size(), done.detail);
+  done.status = Append(std::move(first), ctx);
   return done;
+}
+
+absl::StatusOr<rsslab::v1::Snapshot> Runner::ServiceNow(
+    const std::vector<rsslab::v1::Snapshot>& workers) const {
+  std::vector<int> pids;
+  for (const ControlWorker& w : workers_) pids.push_back(w.entry.pid);
+  absl::StatusOr<rsslab::v1::ServiceMemory> m = procfs::ReadServiceMemory(master_pid_, pids);
+  if (!m.ok()) return m.status();
+  return procfs::ServiceSnapshot(*m, workers);
 }
 
 void Runner::Line(const std::string& text) {
@@ -211,8 +317,8 @@ absl::Status Runner::AppendLocked(Event e) {
     e.set_attempt(options_.tag.attempt());
   }
   // --control=all:NAME: every worker's records go to the log; the summary
-  // and the fill check follow the first worker, as for one server.
-  if (e.worker_pid() != 0 && e.worker_pid() != first_worker_pid_) {
+  // and the fill check follow the service's record (EachWorker).
+  if (e.worker_pid() != 0) {
     absl::MutexLock l(&mu_);
     return log_->Append(std::move(e));
   }
@@ -245,7 +351,13 @@ void Runner::StartWatch(double interval) {
   watch_stopping_ = false;
   watch_interval_s_ = interval;
   watch_ended_ = std::make_unique<absl::Notification>();
-  watch_ = std::thread([this, interval] { WatchLoop(interval); });
+  watch_ = std::thread([this, interval] {
+    if (many_workers_) {
+      WatchServiceLoop(interval);
+    } else {
+      WatchLoop(interval);
+    }
+  });
 }
 
 void Runner::StopWatch(bool failed) {
@@ -261,6 +373,27 @@ void Runner::StopWatch(bool failed) {
   watch_.join();
 }
 
+int64_t Runner::WatchRecord(rsslab::v1::Snapshot snap) {
+  Event e;
+  e.set_label("watch");
+  const rsslab::v1::Latency lat = engine_->TakeInterval();
+  if (lat.count() > 0) *e.mutable_interval_latency() = lat;
+  const int64_t at = absl::ToUnixNanos(absl::Now());
+  e.set_unix_nanos(at);
+  Saw(snap);
+  *e.mutable_snapshot() = std::move(snap);
+  {
+    absl::MutexLock l(&mu_);
+    e.set_loadgen_phase(cur_phase_);
+    e.set_cycle(cur_cycle_);
+    if (lat.count() > 0) step_intervals_.push_back(lat);
+  }
+  // A failed write is reported by the main thread's next append too;
+  // the watch keeps going so a transient failure loses one record.
+  (void)AppendLocked(std::move(e));
+  return at;
+}
+
 void Runner::WatchLoop(double interval_s) {
   rsslab::v1::WatchRequest req;
   req.set_interval_ms(std::max<int64_t>(1, std::llround(interval_s * 1000)));
@@ -273,39 +406,51 @@ void Runner::WatchLoop(double interval_s) {
   rsslab::v1::Snapshot last;
   int64_t last_at = 0;
   while (reader->Read(&snap)) {
-    Event e;
-    e.set_label("watch");
-    const rsslab::v1::Latency lat = engine_->TakeInterval();
-    if (lat.count() > 0) *e.mutable_interval_latency() = lat;
-    last_at = absl::ToUnixNanos(absl::Now());
-    e.set_unix_nanos(last_at);
-    *e.mutable_snapshot() = snap;
-    {
-      absl::MutexLock l(&mu_);
-      e.set_loadgen_phase(cur_phase_);
-      e.set_cycle(cur_cycle_);
-      if (lat.count() > 0) step_intervals_.push_back(lat);
-    }
-    Saw(snap);
-    last = std::move(snap);
+    last = snap;
+    last_at = WatchRecord(std::move(snap));
     snap.Clear();
-    // A failed write is reported by the main thread's next append too;
-    // the watch keeps going so a transient failure loses one record.
-    (void)AppendLocked(std::move(e));
   }
   const grpc::Status st = reader->Finish();
   watch_ended_->Notify();
   // We cancelled it: the run is over. (A stream that broke for another
   // reason meanwhile is still a lost server.)
   if (watch_stopping_ && st.error_code() == grpc::StatusCode::CANCELLED) return;
-  // The stream ended on the server's side: it died or shut down. Record
-  // when, and the last thing seen, before the main thread notices.
+  // The stream ended on the server's side: it died or shut down.
+  Lost(st.ok() ? "the server ended the watch stream" : StatusText(st, options_.max_receive_mb),
+       last, last_at);
+}
+
+void Runner::WatchServiceLoop(double interval_s) {
+  // No Control stream covers a whole service (the master has none): every
+  // process is read from /proc, each interval, without a gc.
+  const absl::Duration every = absl::Seconds(interval_s);
+  rsslab::v1::Snapshot last;
+  int64_t last_at = 0;
+  std::string lost;
+  while (!watch_stopping_) {
+    const absl::Time next = absl::Now() + every;
+    absl::StatusOr<rsslab::v1::Snapshot> snap = ServiceNow({});
+    if (!snap.ok()) {
+      lost = std::string(snap.status().message());
+      break;
+    }
+    last = *snap;
+    last_at = WatchRecord(*std::move(snap));
+    while (!watch_stopping_ && absl::Now() < next) {
+      absl::SleepFor(std::min(absl::Milliseconds(50), next - absl::Now()));
+    }
+  }
+  watch_ended_->Notify();
+  if (!lost.empty()) Lost(lost, last, last_at);
+}
+
+void Runner::Lost(const std::string& error, const rsslab::v1::Snapshot& last, int64_t last_at) {
+  // Record when, and the last thing seen, before the main thread notices.
   Event e;
   auto* lost = e.mutable_server_lost();
   const int64_t now = absl::ToUnixNanos(absl::Now());
   lost->set_unix_nanos(now);
-  lost->set_error(st.ok() ? "the server ended the watch stream"
-                          : StatusText(st, options_.max_receive_mb));
+  lost->set_error(error);
   if (last_at != 0) {
     *lost->mutable_last_snapshot() = last;
     lost->set_last_snapshot_unix_nanos(last_at);
@@ -316,11 +461,9 @@ void Runner::WatchLoop(double interval_s) {
     e.set_loadgen_phase(cur_phase_);
     e.set_cycle(cur_cycle_);
   }
-  // Made before the append: `lost` points into `e`, which is moved.
   const std::string text = absl::StrFormat(
       "[soak] SERVER LOST at %s: %s; last watch snapshot %s",
-      absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(now), absl::UTCTimeZone()),
-      lost->error(),
+      absl::FormatTime("%H:%M:%S", absl::FromUnixNanos(now), absl::UTCTimeZone()), error,
       last_at == 0 ? std::string("none")
                    : absl::StrFormat("rss %.1f MiB, %d threads",
                                      last.status().rss_bytes() / 1048576.0,
@@ -360,10 +503,6 @@ absl::Status Runner::Run(const Plan& plan) {
   if (plan.soak && !skip_control_) {
     if (control_ == nullptr) {
       return absl::InvalidArgumentError("a soak needs --control (it watches snapshots)");
-    }
-    if (many_workers_) {
-      return absl::InvalidArgumentError(
-          "a soak watches one process: --control=pid:PID or HOST:PORT, not all:NAME");
     }
     StartWatch(plan.watch_interval_s);
   }
@@ -439,7 +578,7 @@ Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
     req.set_cache_limit_bytes(step.set_phase.cache_limit_mb() * kMiB);
   }
   req.set_gc(step.set_phase.has_gc() ? step.set_phase.gc() : true);
-  return EachWorker([&](const ControlWorker& w) -> StepDone {
+  return EachWorker(ctx, [&](const ControlWorker& w) -> StepDone {
     grpc::ClientContext cc;
     cc.set_deadline(Deadline(options_.control_timeout));
     rsslab::v1::SetPhaseResponse resp;
@@ -457,7 +596,7 @@ Runner::StepDone Runner::SetPhase(const PlanStep& step, Ctx& ctx) {
     rec.set_label(step.name);
     Stamp(w, &rec);
     *rec.mutable_phase() = resp;
-    StepDone done{Append(rec, ctx), ""};
+    StepDone done{Append(rec, ctx), "", rec};
     done.detail =
         absl::StrFormat("rss %.1f MiB", resp.snapshot().status().rss_bytes() / 1048576.0);
     if (!resp.no_callback().empty()) {
@@ -480,7 +619,7 @@ Runner::StepDone Runner::Snapshot(const PlanStep& step, const Ctx& ctx) {
   rsslab::v1::SnapshotRequest req;
   req.set_gc(step.snapshot.has_gc() ? step.snapshot.gc() : true);
   req.set_detail(step.snapshot.detail());
-  return EachWorker([&](const ControlWorker& w) -> StepDone {
+  return EachWorker(ctx, [&](const ControlWorker& w) -> StepDone {
     grpc::ClientContext cc;
     cc.set_deadline(Deadline(options_.control_timeout));
     rsslab::v1::Snapshot snap;
@@ -500,7 +639,8 @@ Runner::StepDone Runner::Snapshot(const PlanStep& step, const Ctx& ctx) {
             absl::StrFormat("rss %.1f MiB, hwm %.1f MiB, %d threads, %d arenas",
                             snap.status().rss_bytes() / 1048576.0,
                             snap.status().hwm_bytes() / 1048576.0, snap.status().threads(),
-                            snap.memory_map().arena_count())};
+                            snap.memory_map().arena_count()),
+            rec};
   });
 }
 
@@ -508,7 +648,7 @@ Runner::StepDone Runner::Trim(const PlanStep& step, const Ctx& ctx) {
   rsslab::v1::TrimRequest req;
   req.set_mode(step.trim.mode());
   req.set_gc(true);
-  return EachWorker([&](const ControlWorker& w) -> StepDone {
+  return EachWorker(ctx, [&](const ControlWorker& w) -> StepDone {
     grpc::ClientContext cc;
     cc.set_deadline(Deadline(options_.control_timeout));
     rsslab::v1::TrimResponse resp;
@@ -524,7 +664,8 @@ Runner::StepDone Runner::Trim(const PlanStep& step, const Ctx& ctx) {
     Stamp(w, &rec);
     *rec.mutable_trim() = resp;
     return {Append(rec, ctx),
-            absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0)};
+            absl::StrFormat("rss %.1f MiB", resp.after().status().rss_bytes() / 1048576.0),
+            rec};
   });
 }
 

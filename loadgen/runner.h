@@ -36,6 +36,9 @@
 
 namespace rsslab {
 
+// How long a launched pre-fork program's workers may take to register.
+inline constexpr absl::Duration kWorkersTimeout = absl::Seconds(30);
+
 class Runner {
  public:
   using ProgressMode = ::rsslab::ProgressMode;
@@ -73,6 +76,16 @@ class Runner {
     // outside through this (the agent's ProcSnapshot, /proc/PID); empty:
     // they are skipped too.
     std::function<absl::StatusOr<rsslab::v1::Snapshot>()> outside_snapshot;
+    // --control=all:NAME for a program this loadgen launched (a sweep
+    // cell's pre-fork server): only workers descending from this pid are
+    // the service's, and the run waits (up to connect_timeout) until every
+    // child of it is registered and no new one came for a second (up to
+    // kWorkersTimeout, or connect_timeout if longer). 0: any registered
+    // worker of NAME.
+    int control_root_pid = 0;
+    // Called with the workers' pids once they are found (a sweep cell:
+    // each worker runs under the cell's profile); an error fails the run.
+    std::function<absl::Status(const std::vector<int>& pids)> check_workers;
     // A resumed soak (--resume): repeat steps number their cycles from
     // `first_cycle` and end `duration_s` after `repeat_started` (the
     // interrupted run's start), not after this run's.
@@ -101,6 +114,9 @@ class Runner {
   struct StepDone {
     absl::Status status;
     std::string detail;
+    // A Control step's record on one worker (--control=all:NAME): the
+    // service's record is made from the workers' (EachWorker).
+    rsslab::v1::Event record;
   };
   absl::Status RunSteps(const std::vector<PlanStep>& steps, Ctx& ctx,
                         const std::string& prefix);
@@ -122,10 +138,22 @@ class Runner {
   // Resolves --control into workers_ and connects to each (within
   // connect_timeout when `wait`).
   absl::Status ConnectControl(bool wait);
+  // The registered workers (control_root_pid: only its descendants, all of
+  // its children, waited for).
+  absl::StatusOr<std::vector<registry::Entry>> ResolveWorkers(const registry::ControlSpec& spec,
+                                                              bool wait);
   // Runs `one` for every worker: a worker that fails does not stop the
   // others; the step fails naming each that did, after the others'
-  // records are written.
-  StepDone EachWorker(const std::function<StepDone(const ControlWorker&)>& one);
+  // records are written. When all answered, one more record, the
+  // service's: the first worker's with its snapshot replaced by the
+  // service's (ServiceRecord).
+  StepDone EachWorker(const Ctx& ctx, const std::function<StepDone(const ControlWorker&)>& one);
+  // The service's memory now (master + workers from /proc) as a snapshot,
+  // with the workers' own snapshots for what /proc does not show.
+  absl::StatusOr<rsslab::v1::Snapshot> ServiceNow(
+      const std::vector<rsslab::v1::Snapshot>& workers) const;
+  // Soak of a service: the watch reads every process from /proc.
+  void WatchServiceLoop(double interval_s);
   // Marks a record with the worker it came from (--control=all:NAME).
   void Stamp(const ControlWorker& w, rsslab::v1::Event* e) const;
   StepDone Wait(const PlanStep& step);
@@ -139,6 +167,11 @@ class Runner {
   // give the stream a moment to end by itself so the loss is recorded.
   void StopWatch(bool failed);
   void WatchLoop(double interval_s);
+  // Appends one watch record (with the latency since the last); returns
+  // its time.
+  int64_t WatchRecord(rsslab::v1::Snapshot snap);
+  // The watch ended on the server's side: a server_lost record and line.
+  void Lost(const std::string& error, const rsslab::v1::Snapshot& last, int64_t last_at);
   absl::Status AppendLocked(rsslab::v1::Event e) ABSL_LOCKS_EXCLUDED(mu_);
   void SetState(const Ctx& ctx) ABSL_LOCKS_EXCLUDED(mu_);
   void CycleLine(int cycle) ABSL_LOCKS_EXCLUDED(mu_);
@@ -158,6 +191,8 @@ class Runner {
   std::vector<ControlWorker> workers_;
   bool many_workers_ = false;  // --control=all:NAME
   int first_worker_pid_ = 0;  // its records feed the summary and the fill check
+  // --control=all:NAME: the workers' master (procfs::FindMaster), 0: none.
+  int master_pid_ = 0;
   bool soak_ = false;  // the plan being run is a soak
   int steps_done_ = 0;  // top-level steps finished ok
   // No Control service (--control empty, a service without the rsslab

@@ -201,9 +201,15 @@ def gunicorn_part():
               "gunicorn: the workers counted %d requests after the load step (none before), "
               "the loadgen %d: %s" % (counted, n, seen))
         snaps = [e for e in records if "snapshot" in e]
-        pids = sorted(int(e.get("worker_pid", 0)) for e in snaps)
+        pids = sorted(int(e.get("worker_pid", 0)) for e in snaps if e.get("worker_pid"))
         check(pids == workers, "gunicorn: the snapshot step recorded each worker %s: %s"
               % (workers, pids))
+        # After the workers' records, the service's: the master and both workers.
+        svc = [sorted(int(p["pid"]) for p in e["snapshot"].get("service", {}).get("processes", []))
+               for e in snaps if not e.get("worker_pid")]
+        check(svc == [sorted(workers + [p.pid])],
+              "gunicorn: the service's snapshot record holds the master %d and both workers: %s"
+              % (p.pid, svc))
     finally:
         stop(p)
         log.close()

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_format.h"
 #include "common/growth/growth.h"
 
 namespace rsslab {
@@ -62,6 +63,11 @@ void SoakAnalysis::AddRecord(const Event& e) {
         c.post_idle_rss = e.snapshot().status().rss_bytes();
         c.threads = e.snapshot().status().threads();
         c.arenas = e.snapshot().memory_map().arena_count();
+        c.post_idle_by_pid.clear();
+        for (const auto& p : e.snapshot().service().processes()) {
+          c.post_idle_by_pid[p.pid()] = p.rss_bytes();
+          c.role_by_pid[p.pid()] = p.role();
+        }
       }
       break;
     }
@@ -109,6 +115,27 @@ void SoakAnalysis::AddRecord(const Event& e) {
   for (const auto& c : k.cycles) k.flagged += c.flagged ? 1 : 0;
 }
 
+namespace {
+
+// "; most in worker pid 4243 (+12.0 MiB)": the process of a service whose
+// post-idle RSS grew most since the previous cycle; "" for one process.
+std::string MostGrowth(const SoakCycle& prev, const SoakCycle& c) {
+  int pid = 0;
+  int64_t most = 0;
+  for (const auto& [p, rss] : c.post_idle_by_pid) {
+    auto it = prev.post_idle_by_pid.find(p);
+    if (it != prev.post_idle_by_pid.end() && (pid == 0 || rss - it->second > most)) {
+      pid = p;
+      most = rss - it->second;
+    }
+  }
+  if (pid == 0) return "";
+  return absl::StrFormat("; most in %s pid %d (%+.1f MiB)", c.role_by_pid.at(pid), pid,
+                         most / 1048576.0);
+}
+
+}  // namespace
+
 void ComputeSoakGrowth(double threshold_mb, std::vector<SoakCycle>* cycles) {
   // The rule itself is shared with `rsslab_ctl inspect --watch` (common/growth).
   std::vector<GrowthPoint> points;
@@ -127,6 +154,7 @@ void ComputeSoakGrowth(double threshold_mb, std::vector<SoakCycle>* cycles) {
     c.arena_change = s.arena_change;
     c.flagged = s.flagged;
     c.flag_reason = s.flag_reason;
+    if (c.flagged && i > 0) c.flag_reason += MostGrowth((*cycles)[i - 1], c);
   }
 }
 

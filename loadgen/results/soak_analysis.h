@@ -35,6 +35,11 @@ struct SoakCycle {
   int64_t post_idle_rss = -1;  // -1: the cycle never reached idle's snapshot
   int threads = -1;            // at the post-idle snapshot
   int arenas = -1;
+  // A pre-fork service: each process's post-idle RSS by pid (the master's
+  // too). post_idle_rss is their sum; a flagged cycle's reason names the
+  // process that grew most.
+  std::map<int, int64_t> post_idle_by_pid;
+  std::map<int, std::string> role_by_pid;
   // Filled by ComputeSoakGrowth; valid when has_prev / has_first.
   bool has_prev = false;
   int64_t growth_prev = 0;   // post-idle RSS minus the previous cycle's
@@ -71,7 +76,9 @@ struct SoakSummary {
 // Fills growth, changes and flags of `cycles` (ordered by cycle). A cycle
 // is flagged when its post-idle RSS grew more than threshold_mb over the
 // previous cycle's, or its thread count grew: both are what a leak looks
-// like, where the first cycle's figures are only the warm-up.
+// like, where the first cycle's figures are only the warm-up. For a
+// service the RSS is the total, and a flagged cycle's reason names the
+// process whose post-idle RSS grew most.
 void ComputeSoakGrowth(double threshold_mb, std::vector<SoakCycle>* cycles);
 
 // Feeds a SoakSummary one record at a time (records in log order).

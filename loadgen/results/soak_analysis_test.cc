@@ -105,5 +105,39 @@ TEST(SoakSummaryBuilder, BuildsCyclesFromRecordsIgnoringWatchForPhaseEnds) {
                                          "UNAVAILABLE: Socket closed; last snapshot at "));
 }
 
+// A service's idle record: its total RSS and each process's (MiB).
+rsslab::v1::Event ServiceIdle(int cycle, std::vector<std::pair<int, double>> procs) {
+  rsslab::v1::Event e = SoakEvent(cycle, "idle", "after_idle", 0, 30);
+  auto* m = e.mutable_snapshot()->mutable_service();
+  int64_t total = 0;
+  for (const auto& [pid, mib] : procs) {
+    auto* p = m->add_processes();
+    p->set_pid(pid);
+    p->set_role(pid == 10 ? "master" : "worker");
+    p->set_rss_bytes(static_cast<int64_t>(mib * 1048576));
+    total += p->rss_bytes();
+  }
+  m->set_rss_bytes(total);
+  e.mutable_snapshot()->mutable_status()->set_rss_bytes(total);
+  return e;
+}
+
+TEST(SoakSummaryBuilder, AServiceIsJudgedOnItsTotalAndTheProcessThatGrewIsNamed) {
+  SummaryBuilder b;
+  rsslab::v1::Event h;
+  h.mutable_header()->mutable_scenario()->mutable_soak()->set_growth_threshold_mb(4);
+  b.Add(h);
+  b.Add(ServiceIdle(0, {{10, 20}, {11, 40}, {12, 40}}));
+  b.Add(ServiceIdle(1, {{10, 20}, {11, 43}, {12, 43}}));  // +6 in all, +3 each
+  b.Add(ServiceIdle(2, {{10, 21}, {11, 44}, {12, 53}}));  // +11: worker 12
+  const SoakSummary& k = b.summary().soak;
+  ASSERT_EQ(k.cycles.size(), 3u);
+  EXPECT_EQ(k.cycles[1].growth_prev, 6 << 20);
+  EXPECT_TRUE(k.cycles[1].flagged);  // no single process grew 4 MiB: the total did
+  EXPECT_TRUE(k.cycles[2].flagged);
+  EXPECT_THAT(k.cycles[2].flag_reason,
+              ::testing::HasSubstr("+12.0 MiB > 4.0 MiB; most in worker pid 12 (+10.0 MiB)"));
+}
+
 }  // namespace
 }  // namespace rsslab

@@ -9,6 +9,7 @@ using ::rsslab::v1::Event;
 void SummaryBuilder::AddSnapshot(const std::string& phase,
                                  const rsslab::v1::Snapshot& snap) {
   if (!phase.empty()) s_.after_phase[phase] = snap;
+  if (!phase.empty() && snap.has_service()) s_.service_after_phase[phase] = snap.service();
   s_.hwm_bytes = std::max<int64_t>(s_.hwm_bytes, snap.status().hwm_bytes());
   s_.threads = std::max(s_.threads, snap.status().threads());
   s_.arenas = std::max(s_.arenas, snap.memory_map().arena_count());
@@ -24,6 +25,10 @@ void SummaryBuilder::AddSnapshot(const std::string& phase,
 }
 
 void SummaryBuilder::Add(const Event& e) {
+  if (e.worker_pid() != 0) {
+    if (first_worker_pid_ == 0) first_worker_pid_ = e.worker_pid();
+    if (e.worker_pid() != first_worker_pid_) return;
+  }
   if (auto fill = e.has_footer() ? fill_watch_.Finish() : fill_watch_.Add(e)) s_.fill = *fill;
   switch (e.record_case()) {
     case Event::kHeader:

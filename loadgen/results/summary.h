@@ -42,6 +42,10 @@ struct RunSummary {
   // The last snapshot taken while the loadgen had set each phase
   // (fill, shrink, idle, trim): seed 000's "after each phase".
   std::map<std::string, rsslab::v1::Snapshot> after_phase;
+  // A pre-fork service (--control=all:NAME): its master's and workers'
+  // memory at the same records, by phase. after_phase's status then holds
+  // the service's totals (master + workers).
+  std::map<std::string, rsslab::v1::ServiceMemory> service_after_phase;
   int64_t hwm_bytes = -1;  // largest VmHWM seen
   int threads = -1;        // largest OS thread count seen
   int arenas = -1;         // largest glibc arena count seen
@@ -85,6 +89,10 @@ class SummaryBuilder {
  private:
   void AddSnapshot(const std::string& phase, const rsslab::v1::Snapshot& snap);
   RunSummary s_;
+  // Records of a service's workers (worker_pid) are the service record's
+  // parts: only the first worker's count, as in logs written before the
+  // service record existed.
+  int first_worker_pid_ = 0;
   FillWatch fill_watch_;
   SoakAnalysis soak_{&s_.soak};
 };

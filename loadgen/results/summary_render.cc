@@ -118,7 +118,102 @@ std::string LoadStepsMarkdown(const RunSummary& s) {
   return md;
 }
 
+std::string Pss(int64_t bytes) { return bytes < 0 ? "-" : Mib(bytes); }
+
+// Every process the service records name, the master first, then workers
+// by pid (ServiceMemory's order).
+std::vector<rsslab::v1::ServiceProcess> ServiceProcesses(const RunSummary& s) {
+  std::vector<rsslab::v1::ServiceProcess> out;
+  std::set<int> seen;
+  for (const auto& [phase, m] : s.service_after_phase) {
+    for (const auto& p : m.processes()) {
+      if (seen.insert(p.pid()).second) out.push_back(p);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return (a.role() == "master") != (b.role() == "master") ? a.role() == "master"
+                                                            : a.pid() < b.pid();
+  });
+  return out;
+}
+
+const rsslab::v1::ServiceProcess* ProcessIn(const rsslab::v1::ServiceMemory& m, int pid) {
+  for (const auto& p : m.processes()) {
+    if (p.pid() == pid) return &p;
+  }
+  return nullptr;
+}
+
+// The service's totals by phase, then a table per process.
+std::string ServiceMarkdown(const RunSummary& s) {
+  if (s.service_after_phase.empty()) return "";
+  const std::vector<rsslab::v1::ServiceProcess> procs = ServiceProcesses(s);
+  std::string md =
+      "## Service memory: master and workers\n\n"
+      "A pre-fork service's memory is its master's and its workers' together: the rss "
+      "columns above are the sum of every process's RSS. Summed RSS counts a page "
+      "the processes share (what the master had before the fork) once per process; "
+      "PSS splits each shared page among its sharers, so summed PSS is the service's "
+      "real share of the machine. Read from `/proc/PID/status` and `smaps_rollup` "
+      "right after each worker's Control answered.\n\n"
+      "| phase | processes | rss MiB | pss MiB | anon MiB |";
+  for (const auto& p : procs) absl::StrAppendFormat(&md, " %s %d rss MiB |", p.role(), p.pid());
+  md += "\n|---|---|---|---|---|";
+  for (size_t i = 0; i < procs.size(); ++i) md += "---|";
+  md += "\n";
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    auto it = s.service_after_phase.find(PhaseName(phase));
+    if (it == s.service_after_phase.end()) continue;
+    const auto& m = it->second;
+    absl::StrAppendFormat(&md, "| %s | %d | %s | %s | %s |", it->first, m.processes_size(),
+                          Mib(m.rss_bytes()), Pss(m.pss_bytes()), Mib(m.anon_bytes()));
+    for (const auto& p : procs) {
+      const auto* q = ProcessIn(m, p.pid());
+      absl::StrAppend(&md, " ", q == nullptr ? "-" : Mib(q->rss_bytes()), " |");
+    }
+    md += "\n";
+  }
+  for (const auto& p : procs) {
+    absl::StrAppendFormat(&md,
+                          "\n### %s pid %d\n\n| phase | rss MiB | pss MiB | anon MiB | hwm MiB "
+                          "| threads |\n|---|---|---|---|---|---|\n",
+                          p.role(), p.pid());
+    for (rsslab::v1::Phase phase : kCyclePhases) {
+      auto it = s.service_after_phase.find(PhaseName(phase));
+      if (it == s.service_after_phase.end()) continue;
+      const auto* q = ProcessIn(it->second, p.pid());
+      if (q == nullptr) continue;
+      absl::StrAppendFormat(&md, "| %s | %s | %s | %s | %s | %d |\n", it->first,
+                            Mib(q->rss_bytes()), Pss(q->pss_bytes()), Mib(q->anon_bytes()),
+                            Mib(q->hwm_bytes()), q->threads());
+    }
+  }
+  return md + "\n";
+}
+
 }  // namespace
+
+std::string ServiceCsv(const RunSummary& s) {
+  if (s.service_after_phase.empty()) return "";
+  std::string out = "phase,pid,role,rss_mib,pss_mib,anon_mib,hwm_mib,threads\n";
+  for (rsslab::v1::Phase phase : kCyclePhases) {
+    auto it = s.service_after_phase.find(PhaseName(phase));
+    if (it == s.service_after_phase.end()) continue;
+    const auto& m = it->second;
+    int64_t hwm = 0;
+    int threads = 0;
+    for (const auto& p : m.processes()) {
+      absl::StrAppendFormat(&out, "%s,%d,%s,%s,%s,%s,%s,%d\n", it->first, p.pid(), p.role(),
+                            Mib(p.rss_bytes()), Pss(p.pss_bytes()), Mib(p.anon_bytes()),
+                            Mib(p.hwm_bytes()), p.threads());
+      hwm += p.hwm_bytes();
+      threads += p.threads();
+    }
+    absl::StrAppendFormat(&out, "%s,0,total,%s,%s,%s,%s,%d\n", it->first, Mib(m.rss_bytes()),
+                          Pss(m.pss_bytes()), Mib(m.anon_bytes()), Mib(hwm), threads);
+  }
+  return out;
+}
 
 std::string SoakCycleLine(const SoakCycle& c) {
   std::string out = absl::StrFormat(
@@ -242,6 +337,7 @@ std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir) {
       "each phase; hwm is the largest VmHWM, threads the largest OS thread "
       "count and arenas the largest glibc arena count seen; qps, p50 and p99 "
       "over every load step.\n\n";
+  md += ServiceMarkdown(s);
   md += "## Snapshots by phase\n\n| phase | rss MiB | hwm MiB | anon MiB | "
         "threads | arenas | arena rss MiB | cache MiB | cache entries |\n"
         "|---|---|---|---|---|---|---|---|---|\n";
@@ -294,6 +390,11 @@ absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s) {
           WriteFileAtomically(absl::StrCat(run_dir, "/summary.csv"), SummaryCsv(s, run_dir));
       !st.ok()) {
     return st;
+  }
+  if (const std::string svc = ServiceCsv(s); !svc.empty()) {
+    if (auto st = WriteFileAtomically(absl::StrCat(run_dir, "/service.csv"), svc); !st.ok()) {
+      return st;
+    }
   }
   if (!s.soak.enabled) return absl::OkStatus();
   return WriteFileAtomically(absl::StrCat(run_dir, "/soak_cycles.csv"), SoakCyclesCsv(s.soak));

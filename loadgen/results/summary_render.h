@@ -27,8 +27,13 @@ std::vector<std::string> SummaryColumns();
 std::vector<std::string> SummaryRow(const RunSummary& s);
 std::string SummaryMarkdown(const RunSummary& s, const std::string& run_dir);
 std::string SummaryCsv(const RunSummary& s, const std::string& run_dir);
+// A pre-fork service's memory by phase (--control=all:NAME): a row per
+// phase and process (role master, worker, or total with pid 0); "" for a
+// run of one process.
+std::string ServiceCsv(const RunSummary& s);
 // Writes run_dir/summary.md and run_dir/summary.csv.
-// For a soak also run_dir/soak_cycles.csv (one row per cycle).
+// For a soak also run_dir/soak_cycles.csv (one row per cycle); for a
+// service also run_dir/service.csv (ServiceCsv).
 absl::Status WriteSummary(const std::string& run_dir, const RunSummary& s);
 std::string SoakCyclesCsv(const SoakSummary& s);
 // "web_worker.py dict_items=200 dict_shape=flat ...": the handler's file

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -240,6 +241,48 @@ TEST(SummaryTest, StreamingMessagesByStepAndMethodInBothFiles) {
   EXPECT_THAT(csv[1], ::testing::EndsWith(",0,0"));
   EXPECT_THAT(SummaryMarkdown(unary.summary(), "d"),
               Not(HasSubstr("Streaming messages by method")));
+}
+
+TEST(SummaryTest, AServiceIsItsMasterAndWorkersWithATablePerProcess) {
+  SummaryBuilder b;
+  auto worker = [](int pid, int64_t rss) {
+    rsslab::v1::Event e;
+    e.set_worker_pid(pid);
+    e.set_loadgen_phase("idle");
+    e.mutable_snapshot()->mutable_status()->set_rss_bytes(rss);
+    return e;
+  };
+  b.Add(worker(11, 40 << 20));
+  b.Add(worker(12, 60 << 20));  // not the first worker: its figures are in the service's
+  rsslab::v1::Event svc;
+  svc.set_loadgen_phase("idle");
+  auto* m = svc.mutable_snapshot()->mutable_service();
+  for (auto [pid, rss, pss] : {std::tuple<int, int, int>{10, 20, 8}, {11, 40, 30}, {12, 60, 50}}) {
+    auto* p = m->add_processes();
+    p->set_pid(pid);
+    p->set_role(pid == 10 ? "master" : "worker");
+    p->set_rss_bytes(int64_t{rss} << 20);
+    p->set_pss_bytes(int64_t{pss} << 20);
+    p->set_threads(2);
+  }
+  m->set_master_pid(10);
+  m->set_rss_bytes(120 << 20);
+  m->set_pss_bytes(88 << 20);
+  svc.mutable_snapshot()->mutable_status()->set_rss_bytes(120 << 20);
+  b.Add(svc);
+  const RunSummary& s = b.summary();
+  EXPECT_EQ(SummaryRow(s)[6], "120.0");  // rss after idle: the service's total
+  EXPECT_EQ(ServiceCsv(s),
+            "phase,pid,role,rss_mib,pss_mib,anon_mib,hwm_mib,threads\n"
+            "idle,10,master,20.0,8.0,0.0,0.0,2\n"
+            "idle,11,worker,40.0,30.0,0.0,0.0,2\n"
+            "idle,12,worker,60.0,50.0,0.0,0.0,2\n"
+            "idle,0,total,120.0,88.0,0.0,0.0,6\n");
+  const std::string md = SummaryMarkdown(s, "d");
+  EXPECT_THAT(md, HasSubstr("| idle | 3 | 120.0 | 88.0 | 0.0 | 20.0 | 40.0 | 60.0 |"));
+  EXPECT_THAT(md, HasSubstr("### master pid 10"));
+  EXPECT_THAT(md, HasSubstr("### worker pid 12\n\n| phase | rss MiB"));
+  EXPECT_EQ(ServiceCsv(RunSummary()), "");  // one process: no service.csv
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "loadgen/results/histogram.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/untrusted_text.h"
@@ -223,6 +224,9 @@ namespace {
 
 // One record of a cell's attempt into its state.
 void AddCellRecord(const Event& e, CellState& st) {
+  // A service's worker records: the service's record (worker_pid 0) that
+  // follows them holds the totals and each process.
+  if (e.worker_pid() != 0) return;
   if (auto fill = e.has_cell_result() ? st.fill_watch.Finish() : st.fill_watch.Add(e)) {
     st.c.fill = *fill;
   }
@@ -230,6 +234,10 @@ void AddCellRecord(const Event& e, CellState& st) {
   auto snap = [&](const rsslab::v1::Snapshot& sn, bool after_phase) {
     if (after_phase && !e.loadgen_phase().empty()) {
       st.rss_by_phase[e.loadgen_phase()] = sn.status().rss_bytes();
+      if (e.loadgen_phase() == "idle" && sn.has_service()) {
+        st.c.has_service = true;
+        st.c.service_idle = sn.service();
+      }
     }
     st.hwm = std::max<int64_t>(st.hwm, sn.status().hwm_bytes());
     st.c.max_threads = std::max(st.c.max_threads, sn.status().threads());
@@ -264,6 +272,9 @@ void AddCellRecord(const Event& e, CellState& st) {
         st.c.value[kQps] = e.load().qps();
         st.c.value[kP99] = e.load().latency().p99_us();
         st.c.fill_p50_us = e.load().latency().p50_us();
+        if (auto h = Histogram::FromProto(e.load().histogram()); h.ok() && h->count() > 0) {
+          st.c.fill_p95_us = h->Percentile(95) / 1e3;
+        }
       }
       break;
     case Event::kCellResult: {
@@ -591,6 +602,38 @@ std::string MarkdownMedians(const SweepSummary& s) {
 }
 
 // Every cell's own figures.
+// A pre-fork service's cells: the master and each worker after idle.
+std::string MarkdownServiceCells(const SweepSummary& s) {
+  std::string md;
+  for (const CellSummary& c : s.cells) {
+    if (!c.has_service) continue;
+    if (md.empty()) {
+      md = "\n## Service processes after idle\n\nA pre-fork service's RSS in the tables "
+           "above is its master's and workers' summed; PSS counts the pages they share "
+           "once; QPS and p95 are the fill load's.\n\n| cell | qps | p95 ms | processes | rss "
+           "MiB | pss MiB | master MiB | workers MiB |\n|---|---|---|---|---|---|---|---|\n";
+    }
+    const auto& m = c.service_idle;
+    std::string master = "-";
+    std::vector<std::string> workers;
+    for (const auto& p : m.processes()) {
+      const std::string rss = FormatMetric(kAfterIdle, static_cast<double>(p.rss_bytes()));
+      if (p.role() == "master") {
+        master = absl::StrCat(rss, " (pid ", p.pid(), ")");
+      } else {
+        workers.push_back(absl::StrCat(rss, " (pid ", p.pid(), ")"));
+      }
+    }
+    absl::StrAppendFormat(&md, "| %s | %s | %s | %d | %s | %s | %s | %s |\n", Echo(c.cell),
+                          FormatMetric(kQps, c.value[kQps]),
+                          c.fill_p95_us < 0 ? "-" : FormatMetric(kP99, c.fill_p95_us),
+                          m.processes_size(), FormatMetric(kAfterIdle, m.rss_bytes()),
+                          m.pss_bytes() < 0 ? "-" : FormatMetric(kAfterIdle, m.pss_bytes()),
+                          master, absl::StrJoin(workers, ", "));
+  }
+  return md;
+}
+
 std::string MarkdownCells(const SweepSummary& s) {
   std::string md;
   md += "## Cells\n\n| index | cell | ok | allocator | fill |";
@@ -617,7 +660,7 @@ std::string MarkdownCells(const SweepSummary& s) {
     absl::StrAppendFormat(&md, " %d of %d | %s |\n", c.attempt, c.attempts,
                           c.where.empty() ? "-" : Echo(c.where));
   }
-  return md;
+  return md + MarkdownServiceCells(s);
 }
 
 // A peer's error text on one line: its line breaks as " / ", the rest of

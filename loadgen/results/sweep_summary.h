@@ -117,6 +117,12 @@ struct CellSummary {
   double fill_p50_us = -1;
   int max_threads = -1;
   int max_arenas = -1;
+  // A pre-fork service's cell (--control=all:NAME): its master and workers
+  // after the idle phase (the table's RSS is their sum).
+  bool has_service = false;
+  rsslab::v1::ServiceMemory service_idle;
+  // The fill load's p95 (us, from its histogram; seed 004's figure); -1: none.
+  double fill_p95_us = -1;
   CellSummary() {
     for (double& v : value) v = -1;
   }

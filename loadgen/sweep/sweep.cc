@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "agent/stop_outcome.h"
+#include "common/procfs/service_memory.h"
 #include "common/untrusted_text.h"
 
 namespace rsslab {
@@ -55,6 +58,39 @@ void NoteServerHost(const rsslab::v1::ServerProcess& server, rsslab::v1::HostInf
   h->set_cpus(server.host_cpus());
   h->set_mem_total_bytes(server.host_mem_total_bytes());
   h->set_server_cpus(server.cpus_allowed());
+}
+
+// The user's pre-fork program (--command with --control=all:NAME): its
+// Control is every worker it forked, each checked to run under the cell's
+// profile as the launch verified the master; an HTTP target (--target=
+// http://...) is aimed at the cell's port.
+void PreforkAndHttp(const Runner::Options& given, const rsslab::v1::ServerProcess& server,
+                    Runner::Options* ro) {
+  if (!server.command().empty() && absl::StartsWith(given.control, "all:")) {
+    ro->control = given.control;
+    ro->outside_snapshot = nullptr;
+    ro->control_root_pid = server.pid();
+    std::map<std::string, std::string> env;
+    for (const auto& e : server.verified_env()) env[e.name()] = e.value();
+    const std::string library = server.mapped_library();
+    ro->check_workers = [library, env, pid = server.pid()](const std::vector<int>& pids) {
+      for (int w : pids) {
+        if (absl::Status s = procfs::SameAllocatorSetup(w, library, env); !s.ok()) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("program pid ", pid, ": ", s.message()));
+        }
+      }
+      return absl::OkStatus();
+    };
+  }
+  if (given.http != nullptr) {
+    const std::string& a = server.data_address();
+    const size_t colon = a.rfind(':');
+    int port = 0;
+    if (colon != std::string::npos && absl::SimpleAtoi(a.substr(colon + 1), &port)) {
+      ro->http = std::make_shared<const http::Target>(given.http->WithBase(a.substr(0, colon), port));
+    }
+  }
 }
 
 // How the attempt went, from the steps' status and how the program ended:
@@ -153,6 +189,7 @@ AttemptResult RunAttempt(CellHost& host, const SweepCell& cell, int attempt,
     // The user's program without a Control service: memory from outside.
     ro.outside_snapshot = [&host, server] { return host.OutsideSnapshot(server); };
   }
+  PreforkAndHttp(options.runner, server, &ro);
   ro.tag = tag;
   ro.line_prefix = absl::StrCat(cell.id, " ");
   absl::Status run_status;

@@ -410,6 +410,8 @@ def loadgen_checks(found):
         with open(os.path.join(out, "events.jsonl")) as f:
             for line in f:
                 e = json.loads(line)
+                if not e.get("workerPid", e.get("worker_pid")):
+                    continue  # the service's own record (master + workers), after each step's
                 for kind in ("phase", "snapshot", "trim"):
                     if kind in e:
                         by_step.setdefault(kind, {})[int(e.get("workerPid", e.get(

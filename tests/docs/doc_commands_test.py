@@ -52,6 +52,10 @@ PAGES = {
                      " trim", "--builtin=sweep --local", "--profiles=glibc-arena2,jemalloc"],
         "ports": [50070],
     },
+    "docs/WALKTHROUGH-HTTP.md": {
+        "required": ["--builtin=sweep --local", "--control=all:gunicorn",
+                     "glibc,glibc-arena2,jemalloc,tcmalloc,pymalloc-off",
+                     "## Service processes after idle"]},
     "README.md": {"required": ["bin/rsslab_loadgen --builtin=seed", " snapshot", "inspect PID"]},
     "docs/start/LAB.md": {"required": ["--builtin=seed", "--builtin=sweep", "--builtin=soak"]},
     "docs/start/SERVICE.md": {
