@@ -26,7 +26,7 @@
 #include "loadgen/run/sweep_main.h"
 #include "loadgen/run/run_flags.h"
 #include "loadgen/sweep/merge_main.h"
-#include "loadgen/usage.h"
+#include "loadgen/run/usage.h"
 
 // No subcommand (or `run`) runs a scenario or a sweep.
 int main(int argc, char** argv) {

@@ -1,4 +1,4 @@
-#include "loadgen/usage.h"
+#include "loadgen/run/usage.h"
 
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"

@@ -2,8 +2,8 @@
 // --help / --helpshort listing the flags defined under loadgen/ only.
 //
 //   rsslab::SetLoadgenUsage();   // before rsslab::ParseFlags
-#ifndef RSSLAB_LOADGEN_USAGE_H_
-#define RSSLAB_LOADGEN_USAGE_H_
+#ifndef RSSLAB_LOADGEN_RUN_USAGE_H_
+#define RSSLAB_LOADGEN_RUN_USAGE_H_
 
 namespace rsslab {
 
@@ -11,4 +11,4 @@ void SetLoadgenUsage();
 
 }  // namespace rsslab
 
-#endif  // RSSLAB_LOADGEN_USAGE_H_
+#endif  // RSSLAB_LOADGEN_RUN_USAGE_H_
