@@ -200,6 +200,50 @@ def recycling_checks(prom):
               % (pid, s, first.get(pid, 0), g.get(pid, 0)))
 
 
+LIMIT = 8 << 30  # the limit the exporter's own cgroup gets, when the test can make one
+
+
+def limited_cgroup():
+    """A child of this test's memory cgroup (v1 or v2) with an 8 GiB limit,
+    for the exporter to run in, so the dashboard's limit and headroom
+    queries have a limit to show. (None, why) where the hierarchy is not
+    writable (a read-only /sys/fs/cgroup, no memory controller)."""
+    try:
+        lines = open("/proc/self/cgroup").read().splitlines()
+    except OSError as e:
+        return None, "cannot read /proc/self/cgroup: %s" % e
+    base = None
+    for line in lines:
+        num, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(","):
+            base, limit_file = "/sys/fs/cgroup/memory" + path, "memory.limit_in_bytes"
+            break
+        if num == "0" and ctrls == "":
+            base, limit_file = "/sys/fs/cgroup" + path, "memory.max"
+    if base is None or not os.path.isdir(base):
+        return None, "no memory cgroup directory of this process"
+    child = os.path.join(base, "rsslab-exporter-test-%d" % os.getpid())
+    try:
+        os.mkdir(child)
+        with open(os.path.join(child, limit_file), "w") as f:
+            f.write(str(LIMIT))
+    except OSError as e:
+        try:
+            os.rmdir(child)
+        except OSError:
+            pass
+        return None, "cannot make a limited cgroup under %s: %s" % (base, e.strerror)
+    return child, ""
+
+
+def join_cgroup(child):
+    """A preexec_fn: the new process moves itself into `child`."""
+    def join():
+        with open(os.path.join(child, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+    return join
+
+
 def env():
     return package_tree.service_env(PKG, RUN)
 
@@ -296,10 +340,14 @@ def gunicorn_checks(prom, g, port):
     check(ok, "gunicorn: no series of the killed worker %d in either job: %s" % (killed, stale))
 
 
-def dashboard_checks(prom):
+def dashboard_checks(prom, cgroup):
     """Every query of deploy/grafana/service.json returns series now."""
     d = render_panels.load(os.path.join(GRAFANA, "service.json"))
-    limited = bool(query(prom, 'rsslab_cgroup_memory_limit_bytes{job="rsslab"}'))
+    limits = query(prom, 'rsslab_cgroup_memory_limit_bytes{job="rsslab"}')
+    limited = bool(limits)
+    if cgroup:
+        check([v for _, v in limits] == [float(LIMIT)],
+              "the exporter's cgroup limit %d is exported: %s" % (LIMIT, limits))
     empty, n = [], 0
     for title, t in render_panels.targets(d):
         expr = render_panels.expand(t["expr"], {"job": "rsslab"}, "5s")
@@ -329,11 +377,16 @@ def draw(prom, t_prom):
 
 def main():
     procs = []
+    cgroup = None
     svc_proc = []  # the grpcio master, killed with its process group
     t0 = time.monotonic()
     try:
+        cgroup, why = limited_cgroup()
+        if not cgroup:
+            print("prometheus_test: the exporter runs in this test's own cgroup: " + why)
         exp = subprocess.Popen([EXPORTER, "--listen=127.0.0.1:0"], env=env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=join_cgroup(cgroup) if cgroup else None)
         procs.append(exp)
         ready = exp.stdout.readline().split()
         check(ready[:2] == ["rsslab_exporter", "ready"], "the exporter's ready line: %s" % ready)
@@ -447,7 +500,7 @@ def main():
                   "back, faults): %s" % (burst,))
         recycling_checks(prom)
 
-        dashboard_checks(prom)
+        dashboard_checks(prom, cgroup)
 
         killed = workers[0]
         os.kill(killed, signal.SIGKILL)
@@ -476,6 +529,11 @@ def main():
                     p.wait(10)
                 except subprocess.TimeoutExpired:
                     p.kill()
+        if cgroup:
+            try:
+                os.rmdir(cgroup)
+            except OSError:
+                pass
     print("prometheus_test: %.1f s, %d failure(s)" % (time.monotonic() - t0,
                                                        len(package_tree.failures)))
     if package_tree.failures:
