@@ -17,8 +17,6 @@
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -99,26 +97,6 @@ async def app(scope, receive, send):
 '''
 
 
-def wait_port(port, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.1)
-    return False
-
-
-def stop(p):
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
 def loadgen(args, out):
     r = subprocess.run([LOADGEN, "--out=" + out, "--progress=lines"] + args,
                        capture_output=True, text=True, timeout=60,
@@ -170,7 +148,7 @@ def gunicorn_part():
                          env=package_tree.service_env(PKG, RUN), stdout=log,
                          stderr=subprocess.STDOUT)
     try:
-        check(wait_port(port), "gunicorn: 2 gthread workers listen on 127.0.0.1:%d" % port)
+        check(package_tree.wait_port(port), "gunicorn: 2 gthread workers listen on 127.0.0.1:%d" % port)
         workers = sorted(wait_workers(p.pid, 2))
         n = 1200
         r, records = loadgen(["--target=http://127.0.0.1:%d/hit/{{seq}}" % port,
@@ -211,7 +189,7 @@ def gunicorn_part():
               "gunicorn: the service's snapshot record holds the master %d and both workers: %s"
               % (p.pid, svc))
     finally:
-        stop(p)
+        package_tree.stop(p)
         log.close()
 
 
@@ -228,7 +206,7 @@ def hypercorn_part():
     p = subprocess.Popen([PY, "-m", "hypercorn", "--bind", "127.0.0.1:%d" % port, "h2app:app"],
                          cwd=d, stdout=log, stderr=subprocess.STDOUT)
     try:
-        check(wait_port(port), "hypercorn: listens on 127.0.0.1:%d" % port)
+        check(package_tree.wait_port(port), "hypercorn: listens on 127.0.0.1:%d" % port)
         runs = (("closed", ["--requests=400", "--connections=2", "--concurrency=16"]),
                 ("open", ["--rate=200", "--duration=1s", "--connections=2"]))
         total = 0
@@ -247,7 +225,7 @@ def hypercorn_part():
               "hypercorn: the server counted every request over HTTP/2, as many as the "
               "loadgen (%d): %s" % (total, counted))
     finally:
-        stop(p)
+        package_tree.stop(p)
         log.close()
 
 
@@ -294,7 +272,7 @@ def nginx_part():
     p = subprocess.Popen([nginx, "-c", os.path.join(d, "nginx.conf"), "-p", d + "/"],
                          stdout=log, stderr=subprocess.STDOUT)
     try:
-        up = wait_port(port)
+        up = package_tree.wait_port(port)
         log.seek(0)
         check(up, "nginx: listens (h2c) on 127.0.0.1:%d: %s" % (port, log.read()[-300:]))
         if not up:
@@ -304,7 +282,7 @@ def nginx_part():
                               "--requests=%d" % n, "--connections=2", "--concurrency=16"],
                              os.path.join(d, "run"))
         ls = loads(records)
-        stop(p)
+        package_tree.stop(p)
         with open(os.path.join(d, "access.log")) as f:
             lines = f.read().splitlines()
         check(r.returncode == 0 and ls and int(ls[0].get("requests_ok", 0)) == n
@@ -314,7 +292,7 @@ def nginx_part():
               % (n, len(lines), sorted(set(lines)), r.returncode, r.stderr[-300:]))
     finally:
         if p.poll() is None:
-            stop(p)
+            package_tree.stop(p)
 
 
 if __name__ == "__main__":

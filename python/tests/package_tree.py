@@ -12,6 +12,7 @@ rsslab/*.py and the two Bazel-built extensions under their CPython names
 """
 
 import os
+import signal
 import shutil
 import socket
 import subprocess
@@ -75,3 +76,25 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_port(port, timeout=20):
+    """True once something accepts on 127.0.0.1:port, False after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
+def stop(p):
+    """SIGTERM, then SIGKILL after 15 s: a service ended either way."""
+    p.send_signal(signal.SIGTERM)
+    try:
+        p.wait(15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()

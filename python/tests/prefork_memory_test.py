@@ -21,7 +21,6 @@ under the name "prefork"), the workers holding different amounts of memory
 import csv
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -125,15 +124,6 @@ def start(grow):
     return p, pids
 
 
-def stop(p):
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
 def loadgen(name, scenario_text):
     d = os.path.join(TMP, name)
     os.makedirs(d, exist_ok=True)
@@ -211,7 +201,7 @@ def run_checks():
               "summary.md has the service's table and one per process: %s"
               % md[md.find("## Service"):][:400])
     finally:
-        stop(p)
+        package_tree.stop(p)
 
 
 def soak_checks():
@@ -236,7 +226,7 @@ def soak_checks():
               "the soak judges the total's growth and names the worker that grows (%s): %s"
               % (grower, md[md.find("| cycle"):][:700]))
     finally:
-        stop(p)
+        package_tree.stop(p)
 
 
 def main():

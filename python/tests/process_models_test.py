@@ -34,7 +34,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -253,26 +252,6 @@ def drive_http(port, workers, concurrency=16, most=4000):
     return answered
 
 
-def wait_port(port, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.1)
-    return False
-
-
-def stop(p):
-    p.send_signal(signal.SIGTERM)
-    try:
-        p.wait(15)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-
-
 def gunicorn_metrics(log, found):
     """Each worker logged its Control and /metrics addresses (the snippet's
     log line), and its /metrics answers with the process's figures."""
@@ -307,7 +286,7 @@ def gunicorn_checks():
     p = subprocess.Popen([PY, "-m", "gunicorn", "-c", "gconf.py", "app:app"], cwd=d, env=env(),
                          stdout=log, stderr=subprocess.STDOUT)
     try:
-        check(wait_port(port), "gunicorn: 2 gthread workers listen on 127.0.0.1:%d" % port)
+        check(package_tree.wait_port(port), "gunicorn: 2 gthread workers listen on 127.0.0.1:%d" % port)
         answered = drive_http(port, 2)
         workers = children(p.pid)
         check(sorted(answered) == sorted(workers),
@@ -324,7 +303,7 @@ def gunicorn_checks():
         if len(found) == 2:
             stale_checks("gunicorn", "gunicorn", found, max(found))
     finally:
-        stop(p)
+        package_tree.stop(p)
         log.seek(0)
         text = log.read()
         check("Traceback" not in text, "gunicorn: its log is clean: %s" % text.strip()[-300:])
@@ -472,7 +451,7 @@ def grpc_multiprocessing_checks():
             stopped_worker_checks(found)
             stale_checks("gRPC multiprocessing", "grpc-mp", found, max(found))
     finally:
-        stop(p)
+        package_tree.stop(p)
         err = p.stderr.read()
         check("Traceback" not in err, "gRPC multiprocessing: stderr clean: %s" % err[-300:])
 
@@ -507,7 +486,7 @@ def uwsgi_checks():
                           "--wsgi-file", "app.py", "--die-on-term"],
                          cwd=d, env=env(), stdout=log, stderr=subprocess.STDOUT)
     try:
-        check(wait_port(port), "uWSGI: a master and 2 workers listen on 127.0.0.1:%d" % port)
+        check(package_tree.wait_port(port), "uWSGI: a master and 2 workers listen on 127.0.0.1:%d" % port)
         answered = drive_http(port, 2, most=2000)
         workers = children(p.pid)
         found = addresses(workers, 2)
@@ -518,7 +497,7 @@ def uwsgi_checks():
         served = {pid: 1 for pid in answered}
         service_checks("uWSGI", "uwsgi-app", found, served, threads=False)
     finally:
-        stop(p)
+        package_tree.stop(p)
         log.seek(0)
         text = log.read()
         check("Traceback" not in text and "Segmentation" not in text,
@@ -581,7 +560,7 @@ def celery_checks():
               % counts)
         service_checks("Celery", "celery-app", found, counts, threads=False)
     finally:
-        stop(p)
+        package_tree.stop(p)
         log.seek(0)
         text = log.read()
         check("Traceback" not in text and "Segmentation" not in text and "exitcode" not in text,
@@ -623,7 +602,7 @@ def asyncio_checks():
         if addr:
             reach_every_worker("asyncio", {p.pid: addr}, want)
     finally:
-        stop(p)
+        package_tree.stop(p)
         err = p.stderr.read()
         check(p.returncode == 0 and "Traceback" not in err,
               "asyncio: the service exits 0 with a clean stderr: %s" % err[-300:])
