@@ -138,6 +138,15 @@ def _system_libs_impl(rctx):
     # The loadgen's HTTP client: libcurl's multi interface, HTTP/2 (h2c)
     # through nghttp2.
     build.append(_lib(rctx, "curl", ["libcurl"]))
+    # Boost.Beast and Asio (libboost-dev), header-only: the loadgen's
+    # HTTP/1.1 client. No pkg-config file; the headers are in /usr/include.
+    build.append("""
+cc_library(
+    name = "boost_beast",
+    defines = ["BOOST_ASIO_NO_DEPRECATED"],
+    linkopts = ["-lpthread"],
+)
+""")
     build.append("""
 cc_library(
     name = "gtest",
