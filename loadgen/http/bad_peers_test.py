@@ -36,6 +36,11 @@ def answer(conn, path):
     if path == "/ok":
         conn.sendall(head(b"200 OK", 2) + b"ok")
         return True
+    if path == "/once":
+        # A whole keep-alive response, then the connection closed quietly (as
+        # a server's idle timeout does).
+        conn.sendall(head(b"200 OK", 2) + b"ok")
+        return False
     if path == "/close":
         conn.sendall(head(b"200 OK", 100) + b"x" * 10)
         return False
@@ -187,6 +192,17 @@ def not_http():
           "%d): %s" % (r.returncode, err))
 
 
+def keepalive_closed():
+    """A server closing keep-alive connections after each response, without
+    saying so: every request sent again on a new connection, none failed."""
+    f = requests_file("once.txt", ["/once"])
+    r, load, _ = loadgen("once", ["--target=http://127.0.0.1:%d" % HTTP, "--requests_file=" + f,
+                                  "--requests=50", "--connections=2"])
+    check(r.returncode == 0 and load.get("status_counts") == {"200": "50"},
+          "a keep-alive connection closed by the server: reconnected, 50 ok (exit %d): %s | %s"
+          % (r.returncode, load.get("status_counts"), r.stderr[-300:]))
+
+
 def redirects_followed():
     r, load, _ = loadgen("follow", ["--target=http://127.0.0.1:%d/redirect" % HTTP,
                                     "--requests=20", "--follow_redirects"])
@@ -196,4 +212,5 @@ def redirects_followed():
 
 
 if __name__ == "__main__":
-    package_tree.run_parts("bad_peers_test", (mixed, one_each, not_http, redirects_followed))
+    package_tree.run_parts("bad_peers_test", (mixed, one_each, not_http, keepalive_closed,
+                                              redirects_followed))

@@ -12,7 +12,6 @@
 #include <boost/beast/http/error.hpp>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -95,6 +94,28 @@ struct Pending {
   int64_t intended;
 };
 
+// Requests waiting for a connection, FIFO; never more than the worker's
+// slots, so a ring of that size, allocated once.
+class PendingRing {
+ public:
+  explicit PendingRing(int cap) : ring_(std::max(1, cap)) {}
+  bool empty() const { return size_ == 0; }
+  void Push(const Pending& p) {
+    ring_[(head_ + size_) % ring_.size()] = p;
+    ++size_;
+  }
+  Pending Pop() {
+    const Pending p = ring_[head_];
+    head_ = (head_ + 1) % ring_.size();
+    --size_;
+    return p;
+  }
+
+ private:
+  std::vector<Pending> ring_;
+  size_t head_ = 0, size_ = 0;
+};
+
 bool WantsLength(absl::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
 }
@@ -167,7 +188,7 @@ class H1Worker {
   error_code resolve_ec_;
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<Conn*> idle_;
-  std::deque<Pending> pending_;
+  PendingRing pending_;
   int active_ = 0;  // requests taken and not finished: queued or on a connection
   Schedule schedule_;
   bool ended_ = false;
@@ -180,7 +201,8 @@ H1Worker::H1Worker(RunState* st, const WorkerArgs& a, const StopFlag* stop, Send
       sends_(sends),
       deadline_ns_(st->spec.deadline_ms() > 0 ? int64_t{st->spec.deadline_ms()} * 1000000
                                               : std::numeric_limits<int64_t>::max() / 2),
-      max_body_(static_cast<uint64_t>(MaxReceiveBytes(st->max_receive_mb))) {
+      max_body_(static_cast<uint64_t>(MaxReceiveBytes(st->max_receive_mb))),
+      pending_(a.slots) {
   tcp::resolver resolver(io_);
   endpoints_ = resolver.resolve(st->target->host(), std::to_string(st->target->port()),
                                 resolve_ec_);
@@ -214,7 +236,7 @@ bool H1Worker::Issue(int64_t intended) {
   uint64_t idx = 0;
   bool warm = false;
   if (!st_->Take(intended, &idx, &warm)) return false;
-  pending_.push_back({idx, warm, intended});
+  pending_.Push({idx, warm, intended});
   ++active_;
   return true;
 }
@@ -223,9 +245,7 @@ void H1Worker::Dispatch() {
   while (!pending_.empty() && !idle_.empty()) {
     Conn* c = idle_.back();
     idle_.pop_back();
-    const Pending p = pending_.front();
-    pending_.pop_front();
-    Start(c, p);
+    Start(c, pending_.Pop());
   }
 }
 
