@@ -120,15 +120,30 @@ bool WantsLength(absl::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
 }
 
-// The request's bytes: request line, Host, the template's headers, body.
+bool HasHeader(const Request& r, absl::string_view name) {
+  for (const std::string& h : r.headers) {
+    if (h.size() > name.size() && h[name.size()] == ':' &&
+        absl::StartsWithIgnoreCase(h, name)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The request's bytes: request line, the headers curl sends for the h2c
+// engine too (Host, User-Agent, Accept; a body's Content-Type unless the
+// template gives one), the template's headers, the body.
 void BuildWire(const Target& t, const Request& r, absl::string_view path, absl::string_view method,
                bool with_body, std::string* out) {
   out->clear();
   absl::StrAppend(out, method, " ", path.empty() ? "/" : path, " HTTP/1.1\r\nHost: ",
                   absl::string_view(t.base()).substr(sizeof("http://") - 1),
-                  "\r\nUser-Agent: rsslab_loadgen\r\n");
+                  "\r\nUser-Agent: rsslab_loadgen\r\nAccept: */*\r\n");
   for (const std::string& h : r.headers) absl::StrAppend(out, h, "\r\n");
   if (with_body) {
+    if (!HasHeader(r, "Content-Type")) {
+      out->append("Content-Type: application/x-www-form-urlencoded\r\n");
+    }
     absl::StrAppend(out, "Content-Length: ", r.body.size(), "\r\n\r\n", r.body);
   } else {
     absl::StrAppend(out, WantsLength(method) ? "Content-Length: 0\r\n\r\n" : "\r\n");
