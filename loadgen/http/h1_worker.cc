@@ -5,14 +5,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/basic_parser.hpp>
 #include <boost/beast/http/error.hpp>
-#include <chrono>
 #include <cstdint>
-#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/echo.h"
+#include "loadgen/http/worker_loop.h"
 
 namespace rsslab {
 namespace http {
@@ -34,7 +32,6 @@ using tcp = net::ip::tcp;
 using BeastView = boost::beast::string_view;
 
 constexpr size_t kReadChunk = 16 << 10;
-constexpr auto kTick = std::chrono::milliseconds(10);  // timeouts' and --stop's granularity
 
 // A response parsed and counted, nothing stored: its status, its body's
 // size and its Location (for --follow_redirects). Beast's parser bounds the
@@ -88,46 +85,8 @@ struct Conn {
   int64_t deadline_ns = 0;
 };
 
-struct Pending {
-  uint64_t idx;
-  bool warm;
-  int64_t intended;
-};
-
-// Requests waiting for a connection, FIFO; never more than the worker's
-// slots, so a ring of that size, allocated once.
-class PendingRing {
- public:
-  explicit PendingRing(int cap) : ring_(std::max(1, cap)) {}
-  bool empty() const { return size_ == 0; }
-  void Push(const Pending& p) {
-    ring_[(head_ + size_) % ring_.size()] = p;
-    ++size_;
-  }
-  Pending Pop() {
-    const Pending p = ring_[head_];
-    head_ = (head_ + 1) % ring_.size();
-    --size_;
-    return p;
-  }
-
- private:
-  std::vector<Pending> ring_;
-  size_t head_ = 0, size_ = 0;
-};
-
 bool WantsLength(absl::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
-}
-
-bool HasHeader(const Request& r, absl::string_view name) {
-  for (const std::string& h : r.headers) {
-    if (h.size() > name.size() && h[name.size()] == ':' &&
-        absl::StartsWithIgnoreCase(h, name)) {
-      return true;
-    }
-  }
-  return false;
 }
 
 // The request's bytes: request line, the headers curl sends for the h2c
@@ -137,7 +96,7 @@ void BuildWire(const Target& t, const Request& r, absl::string_view path, absl::
                bool with_body, std::string* out) {
   out->clear();
   absl::StrAppend(out, method, " ", path.empty() ? "/" : path, " HTTP/1.1\r\nHost: ",
-                  absl::string_view(t.base()).substr(sizeof("http://") - 1),
+                  Authority(t),
                   "\r\nUser-Agent: rsslab_loadgen\r\nAccept: */*\r\n");
   for (const std::string& h : r.headers) absl::StrAppend(out, h, "\r\n");
   if (with_body) {
@@ -164,14 +123,14 @@ int Classify(const error_code& ec, bool* body_over) {
   return Failed(kOther);
 }
 
-class H1Worker {
+class H1Worker : public WorkerLoop {
  public:
   H1Worker(RunState* st, const WorkerArgs& a, const StopFlag* stop, Sends* sends);
-  void Run();
 
  private:
-  bool Issue(int64_t intended);
-  void Dispatch();
+  void Dispatch() override;
+  void CheckDeadlines(int64_t now) override;
+  void CloseAll() override;
   void Start(Conn* c, const Pending& p);
   void Send(Conn* c);
   void Connect(Conn* c);
@@ -184,40 +143,17 @@ class H1Worker {
   void Fail(Conn* c, int outcome, absl::string_view detail, bool body_over = false);
   void Complete(Conn* c, int outcome, absl::string_view detail, bool body_over);
   void Close(Conn* c);
-  void Tick();
-  void OnTick();
-  void SendDue();
-  void MaybeEnd();
 
-  RunState* st_;
-  const WorkerArgs a_;
-  const StopFlag* stop_;
-  Sends* sends_;
-  const int64_t deadline_ns_;
   const uint64_t max_body_;
-  net::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
-  net::steady_timer tick_{io_};
-  net::steady_timer send_timer_{io_};
-  bool send_armed_ = false;
   tcp::resolver::results_type endpoints_;
   error_code resolve_ec_;
   std::vector<std::unique_ptr<Conn>> conns_;
   std::vector<Conn*> idle_;
-  PendingRing pending_;
-  int active_ = 0;  // requests taken and not finished: queued or on a connection
-  Schedule schedule_;
-  bool ended_ = false;
 };
 
 H1Worker::H1Worker(RunState* st, const WorkerArgs& a, const StopFlag* stop, Sends* sends)
-    : st_(st),
-      a_(a),
-      stop_(stop),
-      sends_(sends),
-      deadline_ns_(st->spec.deadline_ms() > 0 ? int64_t{st->spec.deadline_ms()} * 1000000
-                                              : std::numeric_limits<int64_t>::max() / 2),
-      max_body_(static_cast<uint64_t>(MaxReceiveBytes(st->max_receive_mb))),
-      pending_(a.slots) {
+    : WorkerLoop(st, a, stop, sends),
+      max_body_(static_cast<uint64_t>(MaxReceiveBytes(st->max_receive_mb))) {
   tcp::resolver resolver(io_);
   endpoints_ = resolver.resolve(st->target->host(), std::to_string(st->target->port()),
                                 resolve_ec_);
@@ -233,34 +169,11 @@ H1Worker::H1Worker(RunState* st, const WorkerArgs& a, const StopFlag* stop, Send
   }
 }
 
-void H1Worker::Run() {
-  Tick();
-  if (st_->open_loop) {
-    schedule_.Start(st_, a_.index, a_.threads, a_.t0);
-    SendDue();
-  } else {
-    for (int i = 0; i < a_.slots && Issue(StepMonoNs()); ++i) {
-    }
-    Dispatch();
-  }
-  MaybeEnd();
-  io_.run();
-}
-
-bool H1Worker::Issue(int64_t intended) {
-  uint64_t idx = 0;
-  bool warm = false;
-  if (!st_->Take(intended, &idx, &warm)) return false;
-  pending_.Push({idx, warm, intended});
-  ++active_;
-  return true;
-}
-
 void H1Worker::Dispatch() {
-  while (!pending_.empty() && !idle_.empty()) {
+  while (!pending().empty() && !idle_.empty()) {
     Conn* c = idle_.back();
     idle_.pop_back();
-    Start(c, pending_.Pop());
+    Start(c, pending().Pop());
   }
 }
 
@@ -272,8 +185,7 @@ void H1Worker::Start(Conn* c, const Pending& p) {
   c->hops = 0;
   c->retried = false;
   c->timed_out = false;
-  // Closed loop: intended is now; open loop: the request may have waited.
-  c->deadline_ns = (st_->open_loop ? StepMonoNs() : p.intended) + deadline_ns_;
+  c->deadline_ns = Deadline(p.intended);
   const Target& t = *st_->target;
   if (!t.fixed() || c->wire_redirected) {
     if (!t.fixed()) t.Build(p.idx, st_->spec.seed(), &c->req);
@@ -409,13 +321,8 @@ void H1Worker::FollowRedirect(Conn* c, int status) {
     Fail(c, Failed(kRedirects), absl::StrCat("more than ", kMaxRedirects, " redirects"));
     return;
   }
-  absl::string_view loc = c->location;
-  const std::string& base = st_->target->base();
-  if (absl::StartsWith(loc, base) && (loc.size() == base.size() || loc[base.size()] == '/')) {
-    loc.remove_prefix(base.size());
-    if (loc.empty()) loc = "/";
-  }
-  if (loc.empty() || loc[0] != '/' || absl::StartsWith(loc, "//")) {
+  absl::string_view loc;
+  if (!SameServerPath(*st_->target, c->location, &loc)) {
     Fail(c, Failed(kRedirects),
          absl::StrCat("a ", status, " to '", Echo(c->location, 100),
                       "': followed on the same server only"));
@@ -440,16 +347,9 @@ void H1Worker::Complete(Conn* c, int outcome, absl::string_view detail, bool bod
       st_->Record(a_.index, c->warm, c->intended_ns, outcome, req_bytes, resp_bytes, [&] {
         return ErrorText(*st_, outcome, *c->req.method, c->req.url, detail, body_over);
       });
-  --active_;
   c->busy = false;
   idle_.push_back(c);
-  if (st_->open_loop) {
-    SendDue();
-  } else {
-    Issue(end);  // closed loop: the next one at once
-  }
-  Dispatch();
-  MaybeEnd();
+  Finished(end);
 }
 
 void H1Worker::Close(Conn* c) {
@@ -458,52 +358,18 @@ void H1Worker::Close(Conn* c) {
   c->open = false;
 }
 
-void H1Worker::Tick() {
-  tick_.expires_after(kTick);
-  tick_.async_wait([this](const error_code& ec) {
-    if (!ec && !ended_) OnTick();
-  });
-}
-
-// --stop, requests past --deadline_ms (their socket closed: the pending
-// operation ends with an error that OnError counts as TIMEOUT).
-void H1Worker::OnTick() {
-  if (stop_ != nullptr && stop_->stopped() && !sends_->interrupted) {
-    sends_->interrupted = true;
-    st_->stopping = true;
-  }
-  const int64_t now = StepMonoNs();
+// Requests past --deadline_ms: their socket closed, the pending operation
+// ends with an error that OnError counts as TIMEOUT.
+void H1Worker::CheckDeadlines(int64_t now) {
   for (auto& c : conns_) {
     if (c->busy && !c->timed_out && now > c->deadline_ns) {
       c->timed_out = true;
       Close(c.get());
     }
   }
-  if (st_->open_loop) SendDue();
-  MaybeEnd();
-  if (!ended_) Tick();
 }
 
-// Open loop: what is due, and a timer for the next one.
-void H1Worker::SendDue() {
-  schedule_.SendDue(active_, a_.slots, sends_, [this](int64_t t) { return Issue(t); });
-  Dispatch();
-  if (schedule_.done() || active_ >= a_.slots || send_armed_) return;
-  send_armed_ = true;
-  send_timer_.expires_at(net::steady_timer::time_point(std::chrono::nanoseconds(schedule_.next_ns())));
-  send_timer_.async_wait([this](const error_code& ec) {
-    send_armed_ = false;
-    if (ec || ended_) return;
-    SendDue();
-    MaybeEnd();
-  });
-}
-
-void H1Worker::MaybeEnd() {
-  if (ended_ || active_ > 0 || (st_->open_loop && !schedule_.done())) return;
-  ended_ = true;
-  tick_.cancel();
-  send_timer_.cancel();
+void H1Worker::CloseAll() {
   for (auto& c : conns_) Close(c.get());
 }
 

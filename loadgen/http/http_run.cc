@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/echo.h"
@@ -84,6 +85,30 @@ std::string ErrorText(const RunState& st, int outcome, absl::string_view method,
       why = Echo(detail, 200);
   }
   return absl::StrCat(OutcomeName(outcome), ": ", what, ": ", why);
+}
+
+bool SameServerPath(const Target& t, absl::string_view loc, absl::string_view* path) {
+  const std::string& base = t.base();
+  if (absl::StartsWith(loc, base) && (loc.size() == base.size() || loc[base.size()] == '/')) {
+    loc.remove_prefix(base.size());
+    if (loc.empty()) loc = "/";
+  }
+  if (loc.empty() || loc[0] != '/' || absl::StartsWith(loc, "//")) return false;
+  *path = loc;
+  return true;
+}
+
+bool HasHeader(const Request& r, absl::string_view name) {
+  for (const std::string& h : r.headers) {
+    if (h.size() > name.size() && h[name.size()] == ':' && absl::StartsWithIgnoreCase(h, name)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::string_view Authority(const Target& t) {
+  return absl::string_view(t.base()).substr(sizeof("http://") - 1);
 }
 
 void Schedule::Start(const RunState* st, int index, int threads, int64_t t0) {

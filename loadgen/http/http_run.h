@@ -12,6 +12,7 @@
 #ifndef RSSLAB_LOADGEN_HTTP_HTTP_RUN_H_
 #define RSSLAB_LOADGEN_HTTP_HTTP_RUN_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -75,6 +76,17 @@ struct RunState : StepCounts {
 std::string ErrorText(const RunState& st, int outcome, absl::string_view method,
                       absl::string_view url, absl::string_view detail, bool body_over);
 
+// --follow_redirects: the path on the target's own server that `location`
+// names (a path, or the target's http://HOST:PORT and a path), or false
+// when it names another server (not followed: REDIRECTS).
+bool SameServerPath(const Target& t, absl::string_view location, absl::string_view* path);
+
+// The template gave a header `name` (case-insensitive).
+bool HasHeader(const Request& r, absl::string_view name);
+
+// HOST:PORT of the target (Host, :authority).
+absl::string_view Authority(const Target& t);
+
 // One worker thread's arguments.
 struct WorkerArgs {
   int index = 0;    // its shard
@@ -82,6 +94,35 @@ struct WorkerArgs {
   int conns = 1;    // its connections
   int slots = 1;    // its requests in flight (queued for a connection included)
   int64_t t0 = 0;   // the step's start (MonoNs)
+};
+
+// A request taken for the step, waiting for a connection.
+struct Pending {
+  uint64_t idx = 0;
+  bool warm = false;
+  int64_t intended = 0;
+};
+
+// Requests waiting for a connection, FIFO; never more than the worker's
+// slots, so a ring of that size, allocated once.
+class PendingRing {
+ public:
+  explicit PendingRing(int cap) : ring_(std::max(1, cap)) {}
+  bool empty() const { return size_ == 0; }
+  void Push(const Pending& p) {
+    ring_[(head_ + size_) % ring_.size()] = p;
+    ++size_;
+  }
+  Pending Pop() {
+    const Pending p = ring_[head_];
+    head_ = (head_ + 1) % ring_.size();
+    --size_;
+    return p;
+  }
+
+ private:
+  std::vector<Pending> ring_;
+  size_t head_ = 0, size_ = 0;
 };
 
 // Open loop: this thread's share of the schedule (requests index, index +
