@@ -89,8 +89,8 @@ bool WantsLength(absl::string_view method) {
   return method == "POST" || method == "PUT" || method == "PATCH";
 }
 
-// The request's bytes: request line, the headers curl sends for the h2c
-// engine too (Host, User-Agent, Accept; a body's Content-Type unless the
+// The request's bytes: request line, the headers the h2c engine sends too
+// (Host, User-Agent, Accept; a body's Content-Type unless the
 // template gives one), the template's headers, the body.
 void BuildWire(const Target& t, const Request& r, absl::string_view path, absl::string_view method,
                bool with_body, std::string* out) {
@@ -287,7 +287,7 @@ void H1Worker::OnError(Conn* c, const error_code& ec) {
     return;
   }
   // A keep-alive connection the server closed while idle: the request again
-  // on a new one (as curl does), once.
+  // on a new one (as curl and browsers do), once.
   const bool closed = ec == net::error::eof || ec == net::error::connection_reset ||
                       ec == net::error::broken_pipe;
   if (closed && c->served && !c->retried && !c->parser->got_some()) {

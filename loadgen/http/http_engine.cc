@@ -10,9 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "loadgen/http/curl_worker.h"
 #include "loadgen/http/h1_worker.h"
+#include "loadgen/http/h2_worker.h"
 #include "loadgen/http/http_run.h"
+#include "loadgen/http/worker_loop.h"
 #include "loadgen/results/histogram.h"
 #include "loadgen/step_counts.h"
 
@@ -44,7 +45,6 @@ int Share(int n, int k, int i) { return n / k + (i < n % k ? 1 : 0); }
 }  // namespace
 
 HttpEngine::HttpEngine(Options options) : options_(std::move(options)) {
-  InitCurl();
   // As LoadEngine: Debian's absl checks every Mutex for deadlock cycles,
   // bookkeeping a visible share of a request's CPU here; the engine's locks
   // do not nest.
@@ -147,9 +147,9 @@ LoadResult HttpEngine::Run(const LoadSpec& spec, const std::string& step, const 
   }
   std::vector<Sends> sends(threads);
   std::vector<std::thread> pool;
-  // HTTP/1.1 on Beast (the faster per request), h2c on libcurl.
+  // HTTP/1.1 on Beast, h2c on nghttp2: no per-request library overhead.
   const auto run_worker =
-      options_.target->version() == Version::kH2c ? RunCurlWorker : RunH1Worker;
+      options_.target->version() == Version::kH2c ? RunH2Worker : RunH1Worker;
   for (int i = 0; i < threads; ++i) {
     pool.emplace_back([&, i] {
       const WorkerArgs args{.index = i,

@@ -1,6 +1,6 @@
 // The HTTP call kind: drives an HTTP/1.1 (keep-alive) server on Boost.Beast
-// over Asio (h1_worker.h) or an h2c server through libcurl's multi interface
-// (curl_worker.h), in a closed or an open loop, behind the same
+// over Asio (h1_worker.h) or an h2c server on nghttp2's session API over Asio
+// (h2_worker.h), in a closed or an open loop, behind the same
 // LoadDriver interface as the gRPC engine (loadgen/engine.h), so the runner's
 // records, phases, snapshots, soaks and summaries are the same.
 //

@@ -1,5 +1,5 @@
 // What both HTTP engines (HTTP/1.1 on Boost.Beast: h1_worker.h; h2c on
-// libcurl: curl_worker.h) share for one load step: the outcome kinds, the
+// nghttp2: h2_worker.h) share for one load step: the outcome kinds, the
 // per-thread histogram shards, recording a finished request, the error texts
 // and the open loop's schedule.
 //

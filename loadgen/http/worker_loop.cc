@@ -1,7 +1,13 @@
 #include "loadgen/http/worker_loop.h"
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
 #include <limits>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 
 namespace rsslab {
 namespace http {
@@ -12,6 +18,27 @@ using boost::system::error_code;
 constexpr auto kTick = std::chrono::milliseconds(10);  // deadlines' and --stop's granularity
 
 }  // namespace
+
+absl::Status WaitConnectable(const Target& t, absl::Duration timeout) {
+  namespace net = boost::asio;
+  const absl::Time until = absl::Now() + timeout;
+  std::string last;
+  do {
+    net::io_context io;
+    net::ip::tcp::resolver resolver(io);
+    error_code ec;
+    const auto endpoints = resolver.resolve(t.host(), std::to_string(t.port()), ec);
+    if (!ec) {
+      net::ip::tcp::socket sock(io);
+      net::connect(sock, endpoints, ec);
+    }
+    if (!ec) return absl::OkStatus();
+    last = ec.message();
+    absl::SleepFor(absl::Milliseconds(100));
+  } while (absl::Now() < until);
+  return absl::UnavailableError(absl::StrFormat("cannot connect to the server at %s within %s (%s)",
+                                                t.base(), absl::FormatDuration(timeout), last));
+}
 
 WorkerLoop::WorkerLoop(RunState* st, const WorkerArgs& a, const StopFlag* stop, Sends* sends)
     : st_(st),

@@ -18,11 +18,18 @@
 #include <boost/asio/steady_timer.hpp>
 #include <cstdint>
 
+#include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "loadgen/engine.h"
 #include "loadgen/http/http_run.h"
+#include "loadgen/http/http_target.h"
 
 namespace rsslab {
 namespace http {
+
+// The server accepts connections (retried until `timeout`, as gRPC's
+// WaitForConnected waits for a server still starting).
+absl::Status WaitConnectable(const Target& t, absl::Duration timeout);
 
 class WorkerLoop {
  public:
