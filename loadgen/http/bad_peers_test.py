@@ -6,7 +6,7 @@ One small socket server (here, so it can misbehave on purpose) answers by
 path: /ok a 200 (keep-alive), /close closes mid-body, /trickle sends a byte
 a second, /bigheaders 100 KiB of headers, /bigbody 2 MiB (over
 --max_receive_mb=1), /redirect a 302 to /ok; another port answers with a
-line that is not HTTP.
+line that is not HTTP; a third is the same peer over h2c (python3-h2).
 """
 
 import json
@@ -106,8 +106,49 @@ def listen(handler):
     return s.getsockname()[1]
 
 
+def serve_h2(conn):
+    """The bad peers over h2c: /ok, /close, /trickle, /bigbody."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    h = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    h.initiate_connection()
+    try:
+        conn.sendall(h.data_to_send())
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            for ev in h.receive_data(data):
+                if not isinstance(ev, h2.events.RequestReceived):
+                    continue
+                path = dict(ev.headers)[b":path"].decode()
+                sid = ev.stream_id
+                size = {"/ok": 2, "/close": 100, "/trickle": 100, "/bigbody": 2 << 20}.get(path, 0)
+                h.send_headers(sid, [(":status", "200" if size else "404"),
+                                     ("content-length", str(size))], end_stream=size == 0)
+                if path == "/ok":
+                    h.send_data(sid, b"ok", end_stream=True)
+                elif path in ("/close", "/trickle"):
+                    h.send_data(sid, b"x" * 10)
+                elif path == "/bigbody":
+                    for _ in range(size // 16384):
+                        h.send_data(sid, b"x" * 16384)
+                conn.sendall(h.data_to_send())
+                if path == "/close":
+                    return
+                if path == "/trickle":
+                    time.sleep(100)
+            conn.sendall(h.data_to_send())
+    except Exception:  # noqa: BLE001 (the peer's end, whatever it is)
+        pass
+    finally:
+        conn.close()
+
+
 HTTP = listen(serve_http)
 JUNK = listen(serve_junk)
+H2C = listen(serve_h2)
 
 
 def loadgen(name, args):
@@ -174,6 +215,29 @@ def one_each():
                                       r.stderr[-300:]))
 
 
+def h2c_each():
+    """The same bad peers over h2c: each a clear error naming its request,
+    the 5 before it recorded ok."""
+    cases = (("/close", "CLOSED: GET http://127.0.0.1:%d/close: the peer closed the connection "
+                        "mid-response" % H2C),
+             ("/trickle", "TIMEOUT: GET http://127.0.0.1:%d/trickle: no whole response within "
+                          "--deadline_ms=1500" % H2C),
+             ("/bigbody", "TOO_LARGE: GET http://127.0.0.1:%d/bigbody: a response body over "
+                          "--max_receive_mb=1" % H2C))
+    for path, text in cases:
+        f = requests_file("h2c" + path[1:] + ".txt", ["/ok"] * 5 + [path])
+        r, load, _ = loadgen("h2c" + path[1:], ["--target=http://127.0.0.1:%d" % H2C,
+                                                "--http_version=h2c", "--requests_file=" + f,
+                                                "--requests=6", "--connections=1",
+                                                "--concurrency=1", "--max_receive_mb=1"])
+        check(r.returncode == 1 and load.get("requests_ok") == "5"
+              and load.get("requests_failed") == "1"
+              and load.get("first_error", "").startswith(text),
+              "h2c %s: the step failed on it with %r, the 5 requests before it recorded ok "
+              "(exit %d): %s | %s" % (path, text, r.returncode, load.get("first_error"),
+                                      r.stderr[-300:]))
+
+
 def not_http():
     r, load, _ = loadgen("junk", ["--target=http://127.0.0.1:%d/" % JUNK, "--requests=3"])
     err = load.get("first_error", "")
@@ -212,5 +276,5 @@ def redirects_followed():
 
 
 if __name__ == "__main__":
-    package_tree.run_parts("bad_peers_test", (mixed, one_each, not_http, keepalive_closed,
+    package_tree.run_parts("bad_peers_test", (mixed, one_each, h2c_each, not_http, keepalive_closed,
                                               redirects_followed))
