@@ -38,7 +38,7 @@ bench_workdir
 
 echo "command: $0 (D=$D C=$C T=$T M=$M ROUNDS=$ROUNDS PIN=$PIN)"
 echo "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown), date: $(date -u +%FT%TZ)"
-print_machine "$("$NGINX" -v 2>&1), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1), libcurl $(pkg-config --modversion libcurl 2>/dev/null || echo '?')"
+print_machine "$("$NGINX" -v 2>&1), $(wrk --version 2>&1 | head -1 | cut -d' ' -f1-2), $(h2load --version | head -1), nghttp2 $(pkg-config --modversion libnghttp2 2>/dev/null || echo '?'), Boost $(sed -n 's/^#define BOOST_LIB_VERSION "\(.*\)"/\1/p' /usr/include/boost/version.hpp 2>/dev/null)"
 
 free_port() {
   /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'

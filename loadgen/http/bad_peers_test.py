@@ -6,7 +6,7 @@ One small socket server (here, so it can misbehave on purpose) answers by
 path: /ok a 200 (keep-alive), /close closes mid-body, /trickle sends a byte
 a second, /bigheaders 100 KiB of headers, /bigbody 2 MiB (over
 --max_receive_mb=1), /redirect a 302 to /ok; another port answers with a
-line that is not HTTP.
+line that is not HTTP; a third is the same peer over h2c (python3-h2).
 """
 
 import json
@@ -36,6 +36,11 @@ def answer(conn, path):
     if path == "/ok":
         conn.sendall(head(b"200 OK", 2) + b"ok")
         return True
+    if path == "/once":
+        # A whole keep-alive response, then the connection closed quietly (as
+        # a server's idle timeout does).
+        conn.sendall(head(b"200 OK", 2) + b"ok")
+        return False
     if path == "/close":
         conn.sendall(head(b"200 OK", 100) + b"x" * 10)
         return False
@@ -101,8 +106,49 @@ def listen(handler):
     return s.getsockname()[1]
 
 
+def serve_h2(conn):
+    """The bad peers over h2c: /ok, /close, /trickle, /bigbody."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    h = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    h.initiate_connection()
+    try:
+        conn.sendall(h.data_to_send())
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            for ev in h.receive_data(data):
+                if not isinstance(ev, h2.events.RequestReceived):
+                    continue
+                path = dict(ev.headers)[b":path"].decode()
+                sid = ev.stream_id
+                size = {"/ok": 2, "/close": 100, "/trickle": 100, "/bigbody": 2 << 20}.get(path, 0)
+                h.send_headers(sid, [(":status", "200" if size else "404"),
+                                     ("content-length", str(size))], end_stream=size == 0)
+                if path == "/ok":
+                    h.send_data(sid, b"ok", end_stream=True)
+                elif path in ("/close", "/trickle"):
+                    h.send_data(sid, b"x" * 10)
+                elif path == "/bigbody":
+                    for _ in range(size // 16384):
+                        h.send_data(sid, b"x" * 16384)
+                conn.sendall(h.data_to_send())
+                if path == "/close":
+                    return
+                if path == "/trickle":
+                    time.sleep(100)
+            conn.sendall(h.data_to_send())
+    except Exception:  # noqa: BLE001 (the peer's end, whatever it is)
+        pass
+    finally:
+        conn.close()
+
+
 HTTP = listen(serve_http)
 JUNK = listen(serve_junk)
+H2C = listen(serve_h2)
 
 
 def loadgen(name, args):
@@ -169,6 +215,29 @@ def one_each():
                                       r.stderr[-300:]))
 
 
+def h2c_each():
+    """The same bad peers over h2c: each a clear error naming its request,
+    the 5 before it recorded ok."""
+    cases = (("/close", "CLOSED: GET http://127.0.0.1:%d/close: the peer closed the connection "
+                        "mid-response" % H2C),
+             ("/trickle", "TIMEOUT: GET http://127.0.0.1:%d/trickle: no whole response within "
+                          "--deadline_ms=1500" % H2C),
+             ("/bigbody", "TOO_LARGE: GET http://127.0.0.1:%d/bigbody: a response body over "
+                          "--max_receive_mb=1" % H2C))
+    for path, text in cases:
+        f = requests_file("h2c" + path[1:] + ".txt", ["/ok"] * 5 + [path])
+        r, load, _ = loadgen("h2c" + path[1:], ["--target=http://127.0.0.1:%d" % H2C,
+                                                "--http_version=h2c", "--requests_file=" + f,
+                                                "--requests=6", "--connections=1",
+                                                "--concurrency=1", "--max_receive_mb=1"])
+        check(r.returncode == 1 and load.get("requests_ok") == "5"
+              and load.get("requests_failed") == "1"
+              and load.get("first_error", "").startswith(text),
+              "h2c %s: the step failed on it with %r, the 5 requests before it recorded ok "
+              "(exit %d): %s | %s" % (path, text, r.returncode, load.get("first_error"),
+                                      r.stderr[-300:]))
+
+
 def not_http():
     r, load, _ = loadgen("junk", ["--target=http://127.0.0.1:%d/" % JUNK, "--requests=3"])
     err = load.get("first_error", "")
@@ -180,11 +249,22 @@ def not_http():
     r, load, _ = loadgen("junk-h2c", ["--target=http://127.0.0.1:%d/" % JUNK,
                                       "--http_version=h2c", "--requests=3"])
     err = load.get("first_error", "")
-    # Over h2c, libcurl sees no HTTP/2 frame before the peer closes.
+    # Over h2c, the peer may close before any HTTP/2 frame is parsed.
     check(r.returncode == 1 and (err.startswith("BAD_RESPONSE: GET http://127.0.0.1:%d/: " % JUNK)
                                  or err.startswith("CLOSED: GET http://127.0.0.1:%d/: " % JUNK)),
           "a peer that is not HTTP, over h2c: BAD_RESPONSE or CLOSED naming the request (exit "
           "%d): %s" % (r.returncode, err))
+
+
+def keepalive_closed():
+    """A server closing keep-alive connections after each response, without
+    saying so: every request sent again on a new connection, none failed."""
+    f = requests_file("once.txt", ["/once"])
+    r, load, _ = loadgen("once", ["--target=http://127.0.0.1:%d" % HTTP, "--requests_file=" + f,
+                                  "--requests=50", "--connections=2"])
+    check(r.returncode == 0 and load.get("status_counts") == {"200": "50"},
+          "a keep-alive connection closed by the server: reconnected, 50 ok (exit %d): %s | %s"
+          % (r.returncode, load.get("status_counts"), r.stderr[-300:]))
 
 
 def redirects_followed():
@@ -196,4 +276,5 @@ def redirects_followed():
 
 
 if __name__ == "__main__":
-    package_tree.run_parts("bad_peers_test", (mixed, one_each, not_http, redirects_followed))
+    package_tree.run_parts("bad_peers_test", (mixed, one_each, h2c_each, not_http, keepalive_closed,
+                                              redirects_followed))

@@ -1,5 +1,6 @@
-// The HTTP call kind: drives an HTTP/1.1 (keep-alive) or h2c server through
-// libcurl's multi interface, in a closed or an open loop, behind the same
+// The HTTP call kind: drives an HTTP/1.1 (keep-alive) server on Boost.Beast
+// over Asio (h1_worker.h) or an h2c server on nghttp2's session API over Asio
+// (h2_worker.h), in a closed or an open loop, behind the same
 // LoadDriver interface as the gRPC engine (loadgen/engine.h), so the runner's
 // records, phases, snapshots, soaks and summaries are the same.
 //
@@ -7,7 +8,7 @@
 //   rsslab::LoadResult r = engine.Run(resolved_spec, "load", &stop);
 //
 // Connections: `channels` of the spec (--connections), spread over
-// --client_threads threads, each with its own curl multi handle. HTTP/1.1
+// --client_threads threads, each with its own event loop. HTTP/1.1
 // carries one request at a time per connection (a closed loop's
 // --concurrency above the connections waits for one); h2c multiplexes the
 // requests in flight over them. Open loop: latency runs from each request's
@@ -35,8 +36,7 @@
 namespace rsslab {
 namespace http {
 
-// Response headers larger than this fail the request (TOO_LARGE).
-inline constexpr size_t kMaxResponseHeaderBytes = 64 << 10;
+struct RunState;  // http_run.h
 
 class HttpEngine : public LoadDriver {
  public:
@@ -44,7 +44,7 @@ class HttpEngine : public LoadDriver {
     std::shared_ptr<const Target> target;
     uint64_t max_errors = 0;  // as LoadEngine::Options::max_errors
     absl::Duration connect_timeout = absl::Seconds(5);
-    // Threads, each its own curl multi handle; 0: one per connection, at
+    // Threads, each its own event loop; 0: one per connection, at
     // most the CPUs this process may run on.
     int client_threads = 0;
     int max_receive_mb = kDefaultMaxReceiveMb;  // the largest body taken
@@ -58,8 +58,6 @@ class HttpEngine : public LoadDriver {
                  const StopFlag* stop) override;
   LiveProgress Progress() const override;
   rsslab::v1::Latency TakeInterval() override;
-
-  struct RunState;
 
  private:
   Options options_;

@@ -135,9 +135,17 @@ def _system_libs_impl(rctx):
     # imports them provides the C API, so they must not link libpython.
     build.append(_lib(rctx, "python_headers", ["python3"], drop_linkopts = ["-l", "-L"]))
     build.append(_lib(rctx, "absl", ABSL_MODULES))
-    # The loadgen's HTTP client: libcurl's multi interface, HTTP/2 (h2c)
-    # through nghttp2.
-    build.append(_lib(rctx, "curl", ["libcurl"]))
+    # nghttp2's session API (libnghttp2-dev): the loadgen's h2c client.
+    build.append(_lib(rctx, "nghttp2", ["libnghttp2"]))
+    # Boost.Beast and Asio (libboost-dev), header-only: the loadgen's
+    # HTTP/1.1 client. No pkg-config file; the headers are in /usr/include.
+    build.append("""
+cc_library(
+    name = "boost_beast",
+    defines = ["BOOST_ASIO_NO_DEPRECATED"],
+    linkopts = ["-lpthread"],
+)
+""")
     build.append("""
 cc_library(
     name = "gtest",
