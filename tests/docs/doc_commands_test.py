@@ -70,6 +70,15 @@ HOSTS = {"A": "10.0.0.1", "B": "10.0.0.2"}
 READY = re.compile(r"^[\w.-]+ ready ")
 
 
+
+def failure_excerpt(out):
+    """What a failed command said: its lines naming a failure or an error
+    (wherever they are in a long output), then its last 2000 characters."""
+    flagged = [l for l in out.splitlines()
+               if re.search(r"\b(fail(ed|s)?|error|FAIL)\b", l) and " 0 failed" not in l]
+    head = "\n".join(flagged[:20])
+    return (head + "\n...\n" if head else "") + out[-2000:]
+
 def doc_commands(text):
     """The ```sh blocks' commands in order, each with the host its block
     names ("" for none): continuation lines joined, a heredoc kept with its
@@ -233,7 +242,12 @@ def run(doc, heading, hosts_needed):
         check(any(want in c and shows(c) for _, c in commands),
               "%s runs %r with a # shows:" % (doc, want))
     repo = layout()
-    env = dict(os.environ, RSSLAB_HOME=WS)
+    # The package's address files go to $XDG_RUNTIME_DIR, else /tmp; a test's
+    # own directory keeps them apart from another sandbox's, whose workers
+    # can have the same pids (each sandbox has its own pid namespace).
+    run = os.path.join(TMP, "xdg-run")
+    os.makedirs(run, mode=0o700, exist_ok=True)
+    env = dict(os.environ, RSSLAB_HOME=WS, XDG_RUNTIME_DIR=run)
     ports = set(conf.get("ports", []))
     for _, c in commands:
         ports.update(int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", c) if p != "0")
@@ -282,7 +296,7 @@ def run(doc, heading, hosts_needed):
                   "%s (%.1f s)%s%s" % (first, time.monotonic() - t0,
                                        "" if ok else ": failed",
                                        " missing %r" % missing if missing else "")
-                  + ("" if ok and not missing else "\n" + out[-2000:]))
+                  + ("" if ok and not missing else "\n" + failure_excerpt(out)))
             if not ok:
                 break  # the later steps build on this one
     finally:
