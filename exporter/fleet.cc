@@ -320,6 +320,28 @@ std::string ServiceDiscoveryJson(const std::vector<Member>& members) {
   return out;
 }
 
+void ReadProcs(std::vector<Member>* members, absl::Time now, absl::Duration interval,
+               ProcReads* reads) {
+  ProcReads kept;  // exited processes' are dropped
+  for (Member& m : *members) {
+    const std::pair<int, uint64_t> key{m.entry.pid, StatOf(m.entry.pid).start_ticks};
+    auto last = reads->find(key);
+    if (last != reads->end() && now - last->second.at < interval &&
+        procfs::ReadStatus(m.entry.pid, last->second.snapshot.mutable_status()).ok()) {
+      m.proc_ok = true;
+      m.proc = last->second.snapshot;
+      kept[key] = std::move(last->second);
+      continue;
+    }
+    absl::StatusOr<rsslab::v1::Snapshot> s = procfs::OutsideSnapshot(m.entry.pid);
+    m.proc_ok = s.ok();
+    if (!s.ok()) continue;
+    m.proc = *s;
+    kept[key] = ProcRead{now, *std::move(s)};
+  }
+  reads->swap(kept);
+}
+
 rsslab::v1::Control::Stub* Fleet::StubFor(const std::string& address) {
   std::unique_ptr<rsslab::v1::Control::Stub>& stub = stubs_[address];
   if (stub == nullptr) stub = rsslab::v1::Control::NewStub(options_.security.Channel(address));
@@ -425,10 +447,9 @@ std::vector<Member> Fleet::Scan() {
     m.entry = std::move(w);
     members.push_back(std::move(m));
   }
-  for (Member& m : members) {
-    absl::StatusOr<rsslab::v1::Snapshot> s = procfs::OutsideSnapshot(m.entry.pid);
-    m.proc_ok = s.ok();
-    if (s.ok()) m.proc = *std::move(s);
+  {
+    absl::MutexLock lock(&mu_);
+    ReadProcs(&members, absl::Now(), options_.map_interval, &proc_reads_);
   }
   AskControls(&members);
   for (Member& m : members) m.minor_faults = StatOf(m.entry.pid).minflt;  // after the calls

@@ -39,6 +39,11 @@ struct FleetOptions {
   registry::Trust trust;
   Security security;                          // the token sent to each Control
   absl::Duration control_timeout = absl::Seconds(2);  // per worker
+  // A process's classified smaps (arenas, heap, stacks), maps (allocator)
+  // and environ are read at most this often: reading smaps is most of a
+  // scrape's cost and those figures move slowly. /proc/PID/status (RSS,
+  // anon, threads) is read every scrape. Zero: everything every scrape.
+  absl::Duration map_interval = absl::Seconds(60);
   // Extra families appended to every scrape (the cgroup's), or null.
   std::function<void(metrics::Exposition*)> extra;
   // The memory limit of the workers' cgroup (-1: none), or null: 90 % of it
@@ -119,6 +124,20 @@ void AppendMembers(const std::vector<Member>& members, metrics::Exposition* e);
 // address: [{"targets":["HOST:PORT"],"labels":{"service":..,"pid":..}}].
 std::string ServiceDiscoveryJson(const std::vector<Member>& members);
 
+// Each member's last full /proc read (procfs::OutsideSnapshot), per
+// (pid, start), kept between scrapes.
+struct ProcRead {
+  absl::Time at;
+  rsslab::v1::Snapshot snapshot;
+};
+using ProcReads = std::map<std::pair<int, uint64_t>, ProcRead>;
+
+// Fills each member's `proc`: a full read when its last one in `reads` is
+// older than `interval` (or its pid now runs another process), else that
+// one with a fresh /proc/PID/status. `reads` keeps only these members'.
+void ReadProcs(std::vector<Member>* members, absl::Time now, absl::Duration interval,
+               ProcReads* reads);
+
 class Fleet {
  public:
   explicit Fleet(FleetOptions options) : options_(std::move(options)) {}
@@ -158,6 +177,7 @@ class Fleet {
 
   // Per (pid, start).
   std::map<std::pair<int, uint64_t>, History> history_ ABSL_GUARDED_BY(mu_);
+  ProcReads proc_reads_ ABSL_GUARDED_BY(mu_);
   int64_t ignored_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

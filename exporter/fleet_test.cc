@@ -136,6 +136,41 @@ TEST_F(ForkedChild, OneScrapesSeriesPerProcessWithTheirLabels) {
             text.rfind("# HELP rsslab_process_threads"));
 }
 
+// smaps is most of a scrape's cost: a process's classified map is read at
+// most once per interval, its status (RSS) every scrape.
+TEST_F(ForkedChild, TheMapIsReadOncePerIntervalTheStatusEveryScrape) {
+  Member w;
+  w.entry = Worker(child_);
+  w.role = "worker";
+  std::vector<Member> members = {w};
+  ProcReads reads;
+  const absl::Time t0 = absl::Now();
+  ReadProcs(&members, t0, absl::Seconds(60), &reads);
+  ASSERT_TRUE(members[0].proc_ok);
+  ASSERT_EQ(reads.size(), 1u);
+  // Marks on the kept read: a re-read would overwrite both.
+  reads.begin()->second.snapshot.mutable_memory_map()->set_arena_count(4242);
+  reads.begin()->second.snapshot.mutable_status()->set_rss_bytes(1);
+  members = {w};
+  ReadProcs(&members, t0 + absl::Seconds(59), absl::Seconds(60), &reads);
+  EXPECT_EQ(members[0].proc.memory_map().arena_count(), 4242);  // the kept map
+  EXPECT_GT(members[0].proc.status().rss_bytes(), 4096);        // a fresh status
+  members = {w};
+  ReadProcs(&members, t0 + absl::Seconds(61), absl::Seconds(60), &reads);
+  EXPECT_NE(members[0].proc.memory_map().arena_count(), 4242);  // read again
+  reads.begin()->second.snapshot.mutable_memory_map()->set_arena_count(4242);
+  members = {w};
+  ReadProcs(&members, t0 + absl::Seconds(62), absl::ZeroDuration(), &reads);
+  EXPECT_NE(members[0].proc.memory_map().arena_count(), 4242);  // 0s: every scrape
+  // A process gone is dropped from the reads.
+  Member gone = w;
+  gone.entry.pid = 999999;
+  members = {gone};
+  ReadProcs(&members, t0 + absl::Seconds(63), absl::Seconds(60), &reads);
+  EXPECT_FALSE(members[0].proc_ok);
+  EXPECT_TRUE(reads.empty());
+}
+
 TEST(LimitsOfTest, ARetitledWorkerReadsItsParentsCommandLine) {
   // A parent whose command line has --max-requests 77, its child retitled
   // (exec -a, as setproctitle does) with no flags of its own.

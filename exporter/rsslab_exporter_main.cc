@@ -2,7 +2,7 @@
 // rsslab-registered service on this host (exporter/fleet.h), plus the
 // memory of the cgroup it runs in (exporter/cgroup.h).
 //
-//   rsslab_exporter [--listen=127.0.0.1:9470] [--control_timeout=2s]
+//   rsslab_exporter [--listen=127.0.0.1:9470] [--control_timeout=2s] [--map_interval=60s]
 //                   [--as_user=svc,...] [--auth_token_file=FILE]
 //
 //   GET /metrics   every worker's and master's series, the cgroup's
@@ -37,6 +37,9 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:9470",
           "with --auth_token_file.");
 ABSL_FLAG(absl::Duration, control_timeout, absl::Seconds(2),
           "Deadline of each worker's Control call in a scrape (calls run at once).");
+ABSL_FLAG(absl::Duration, map_interval, absl::Seconds(60),
+          "A process's smaps (arenas, heap, stacks), maps and environ are read at most this "
+          "often; its status (RSS, anon, threads) every scrape. 0s: all every scrape.");
 ABSL_FLAG(std::string, cgroup_root, "/sys/fs/cgroup",
           "Where the cgroup file systems are mounted; empty: no cgroup series.");
 
@@ -58,6 +61,7 @@ rsslab::exporter::FleetOptions FleetOptionsFromFlags(const rsslab::registry::Tru
   o.trust = trust;
   o.security = security;
   o.control_timeout = absl::GetFlag(FLAGS_control_timeout);
+  o.map_interval = absl::GetFlag(FLAGS_map_interval);
   const std::string cgroup_root = absl::GetFlag(FLAGS_cgroup_root);
   if (!cgroup_root.empty()) {
     // Read per scrape: the cgroup's figures are the point; they move.
@@ -103,6 +107,10 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_control_timeout) <= absl::ZeroDuration() ||
       absl::GetFlag(FLAGS_control_timeout) > absl::Seconds(60)) {
     DieUsage("--control_timeout must be more than 0 and at most 60s");
+  }
+  if (absl::GetFlag(FLAGS_map_interval) < absl::ZeroDuration() ||
+      absl::GetFlag(FLAGS_map_interval) > absl::Hours(1)) {
+    DieUsage("--map_interval must be 0s to 1h");
   }
 
   exporter::Fleet fleet(FleetOptionsFromFlags(*trust, *security));
