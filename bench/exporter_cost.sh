@@ -142,7 +142,7 @@ echo "commit:       $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo 
 echo "date:         $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "machine:      $(nproc) cores, $(uname -r)"
 echo "load average: $LOAD_BEFORE before, $LOAD_AFTER after"
-echo "pinned:       ${PIN:+exporter on CPU $PIN}${PIN:-no (the scheduler places every process)}"
+if [ -n "$PIN" ]; then echo "pinned:       exporter on CPU $PIN"; else echo "pinned:       no (the scheduler places every process)"; fi
 echo "scraper:      $SCRAPER"
 echo "workers seen: $SEEN (Control answered: $ANSWERED), last scrape ${SCRAPE_S}s, $BYTES bytes"
 awk -v c0="$C0" -v c1="$C1" -v hz="$HZ" -v t0="$T0" -v t1="$T1" -v rss="$RSS_KIB" -v hwm="$HWM_KIB" 'BEGIN {
