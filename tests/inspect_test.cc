@@ -362,7 +362,9 @@ TEST(InspectTest, GunicornMasterAndItsGthreadWorkers) {
   EXPECT_EQ(worker.process_model(), "gunicorn worker") << InspectText(worker);
   EXPECT_EQ(ProcessModel("python3", "gunicorn: master [app:app]", "bash", 0), "gunicorn master");
   EXPECT_EQ(ProcessModel("python3", "gunicorn: worker [app:app]", "python3", 0), "gunicorn worker");
-  EXPECT_EQ(ProcessModel("uvicorn", "/usr/bin/python3 /usr/bin/uvicorn app:app", "bash", 0), "uvicorn");
+  EXPECT_EQ(ProcessModel("uvicorn", "/srv/app/venv/bin/python3 /srv/app/venv/bin/uvicorn app:app",
+                         "bash", 0),
+            "uvicorn");
   EXPECT_EQ(ProcessModel("python3", "/usr/bin/python3 -c from multiprocessing.spawn import spawn_main",
                          "uvicorn", 0),
             "uvicorn worker");
