@@ -33,10 +33,10 @@ LIBS=($(pkg-config --libs protobuf absl_status absl_statusor absl_strings absl_s
 GEN=("$WORK/gen/proto/snapshot.pb.cc" "$WORK/gen/proto/control.pb.cc" "$WORK/gen/proto/scenario.pb.cc" "$WORK/gen/proto/profile.pb.cc" "$WORK/gen/proto/load.pb.cc"
      "$WORK/gen/proto/results.pb.cc" "$WORK/gen/proto/agent.pb.cc")
 declare -A SRCS=(
-  [procfs]="common/procfs/procfs.cc"
+  [procfs]="common/procfs/proc_file.cc common/procfs/status.cc common/procfs/statm.cc common/procfs/smaps.cc common/procfs/maps.cc common/procfs/environ.cc common/procfs/threads.cc common/procfs/internal/parse.cc"
   [malloc_info]="memory/alloc/malloc_info.cc"
   [scenario]="loadgen/scenario.cc loadgen/plan.cc loadgen/results/event_log.cc loadgen/flags_check.cc common/phase.cc common/files.cc common/units.cc common/untrusted_text.cc common/utf8_message.cc"
-  [profiles]="agent/profiles.cc common/deps_env.cc common/procfs/procfs.cc common/files.cc common/shipped.cc"
+  [profiles]="agent/profiles.cc common/deps_env.cc common/procfs/proc_file.cc common/procfs/status.cc common/procfs/statm.cc common/procfs/smaps.cc common/procfs/maps.cc common/procfs/environ.cc common/procfs/threads.cc common/procfs/internal/parse.cc common/files.cc common/shipped.cc"
   [request_params]="server/python/knobs.cc common/untrusted_text.cc"
   [agents_file]="loadgen/sweep/agents_list.cc common/untrusted_text.cc common/files.cc"
 )
